@@ -1,0 +1,470 @@
+"""The v1 event catalogue: CloudEvents 1.0 envelopes with typed ``data``.
+
+Every event is a frozen pydantic model whose attributes are the CloudEvents
+attributes (``specversion, id, source, type, time, subject, datacontenttype,
+data``) plus the extension attribute ``cluster``.  ``type`` is versioned
+(``tephra.job.submitted.v1``) and is the discriminator of :data:`Event`.
+
+Resources inside ``data`` are Kubernetes ``ResourceList`` mappings.  On input
+they accept quantity strings or numbers (``{"cpu": "500m", "memory": "8Gi"}``);
+in memory they are integers in Tephra's units (cpu millicores, everything
+else whole base units, see :mod:`events.quantity`); on the wire they are
+canonical quantity strings (``"500m"``, ``"8589934592"``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeAlias, Union
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+)
+
+from events.quantity import format_resources, parse_resources
+
+__all__ = [
+    "DEFAULT_CLUSTER",
+    "EVENT_TYPES",
+    "BindDecision",
+    "Decision",
+    "EnqueueDecision",
+    "Event",
+    "EventData",
+    "EvictDecision",
+    "JobCancelled",
+    "JobCancelledData",
+    "JobRejected",
+    "JobRejectedData",
+    "JobSubmitted",
+    "JobSubmittedData",
+    "NodeRemoved",
+    "NodeRemovedData",
+    "NodeReported",
+    "NodeReportedData",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "PendingJob",
+    "PendingReason",
+    "PipelineDecision",
+    "PluginSpec",
+    "PriorityClassUpserted",
+    "PriorityClassUpsertedData",
+    "QueueDeleted",
+    "QueueDeletedData",
+    "QueueUpserted",
+    "QueueUpsertedData",
+    "ResourceList",
+    "SchedulerConfigSpec",
+    "SchedulerConfigured",
+    "SchedulerConfiguredData",
+    "SessionCommitted",
+    "SessionCommittedData",
+    "SessionPart",
+    "SessionPartData",
+    "Taint",
+    "TaskFinished",
+    "TaskFinishedData",
+    "TaskSpec",
+    "TaskStarted",
+    "TaskStartedData",
+    "TierSpec",
+    "Toleration",
+    "ActionConfiguration",
+]
+
+DEFAULT_CLUSTER = "default"
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+def _parse_resource_list(value: object) -> dict[str, int]:
+    return parse_resources(value)
+
+
+ResourceList: TypeAlias = Annotated[
+    dict[str, int],
+    BeforeValidator(_parse_resource_list),
+    PlainSerializer(format_resources, return_type=dict[str, str]),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "description": "Kubernetes ResourceList: resource name -> quantity (e.g. '500m', '8Gi', 8)",
+            "additionalProperties": {"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 0}]},
+        }
+    ),
+]
+
+
+class EventData(BaseModel):
+    """Base of every ``data`` payload: frozen, unknown fields rejected."""
+
+    model_config = _FROZEN
+
+
+# --------------------------------------------------------------------------- queues, priorities, config
+
+
+class QueueUpsertedData(EventData):
+    """A Volcano Queue (``scheduling.volcano.sh/v1beta1``) created or replaced whole."""
+
+    name: str = Field(min_length=1)
+    weight: int = Field(default=1, ge=1, le=65535)
+    capability: ResourceList = Field(default_factory=dict)
+    deserved: ResourceList = Field(default_factory=dict)
+    guarantee: ResourceList = Field(default_factory=dict)
+    reclaimable: bool = True
+    priority: int = Field(default=0, ge=0)
+    state: Literal["Open", "Closed", "Closing"] = "Open"
+    parent: str | None = None
+
+
+class QueueDeletedData(EventData):
+    name: str = Field(min_length=1)
+
+
+class PriorityClassUpsertedData(EventData):
+    name: str = Field(min_length=1)
+    value: int
+    global_default: bool = False
+    preemption_policy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
+
+
+class PluginSpec(EventData):
+    """One plugin of a tier, normalised: flags are the ``enable*`` switches by name."""
+
+    name: str = Field(min_length=1)
+    flags: dict[str, bool] = Field(default_factory=dict)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class TierSpec(EventData):
+    plugins: list[PluginSpec] = Field(default_factory=list)
+
+
+class ActionConfiguration(EventData):
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class SchedulerConfigSpec(EventData):
+    """The volcano-scheduler.conf shape (``actions``, ``tiers``, ``configurations``)."""
+
+    actions: list[str] = Field(min_length=1)
+    tiers: list[TierSpec] = Field(default_factory=list)
+    configurations: list[ActionConfiguration] = Field(default_factory=list)
+
+
+class SchedulerConfiguredData(EventData):
+    config: SchedulerConfigSpec
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+class Toleration(EventData):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+
+class NodeSelectorRequirement(EventData):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    values: list[str] = Field(default_factory=list)
+
+
+class NodeSelectorTerm(EventData):
+    """Terms are ORed; the requirements inside one term are ANDed (Kubernetes rule)."""
+
+    match_expressions: list[NodeSelectorRequirement] = Field(default_factory=list)
+
+
+class TaskSpec(EventData):
+    """One task (role) of a job: ``replicas`` identical pods ``<job>-<task>-<index>``."""
+
+    name: str = Field(min_length=1)
+    replicas: int = Field(ge=0)
+    min_available: int | None = Field(default=None, ge=0)
+    resources: ResourceList = Field(default_factory=dict)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    required_node_affinity: list[NodeSelectorTerm] = Field(default_factory=list)
+    preemptable: bool = True
+    priority_class: str | None = None
+    preemption_policy: Literal["PreemptLowerPriority", "Never"] | None = None
+
+
+class JobSubmittedData(EventData):
+    """A VolcanoJob submitted: its tasks exist (Pending) from this event on."""
+
+    namespace: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    queue: str = "default"
+    priority_class: str | None = None
+    min_available: int | None = Field(default=None, ge=0)
+    min_resources: ResourceList | None = None
+    tasks: list[TaskSpec] = Field(min_length=1)
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def job_id(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class JobCancelledData(EventData):
+    job_id: str = Field(min_length=1)
+    reason: str = ""
+
+
+class JobRejectedData(EventData):
+    """An admission verdict: the job will never be scheduled (reason with a stable code)."""
+
+    job_id: str = Field(min_length=1)
+    code: str = Field(min_length=1)
+    reason: str = ""
+
+
+# --------------------------------------------------------------------------- nodes and tasks
+
+
+class Taint(EventData):
+    key: str = Field(min_length=1)
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class NodeReportedData(EventData):
+    """The full current view of one node (replaces the previous report)."""
+
+    name: str = Field(min_length=1)
+    allocatable: ResourceList = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+    unschedulable: bool = False
+    ready: bool = True
+
+
+class NodeRemovedData(EventData):
+    name: str = Field(min_length=1)
+
+
+class TaskStartedData(EventData):
+    job_id: str = Field(min_length=1)
+    task_id: str = Field(min_length=1)
+    node: str = Field(min_length=1)
+
+
+class TaskFinishedData(EventData):
+    job_id: str = Field(min_length=1)
+    task_id: str = Field(min_length=1)
+    node: str | None = None
+    outcome: Literal["succeeded", "failed", "evicted"]
+    exit_code: int | None = None
+    reason: str = ""
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+class EnqueueDecision(EventData):
+    kind: Literal["enqueue"] = "enqueue"
+    job: str
+
+
+class BindDecision(EventData):
+    kind: Literal["bind"] = "bind"
+    task: str
+    job: str
+    node: str
+
+
+class PipelineDecision(EventData):
+    kind: Literal["pipeline"] = "pipeline"
+    task: str
+    job: str
+    node: str
+
+
+class EvictDecision(EventData):
+    kind: Literal["evict"] = "evict"
+    task: str
+    job: str
+    node: str
+    action: Literal["preempt", "reclaim"]
+    preemptor_job: str
+    preemptor_task: str
+    rule: str = ""
+
+
+Decision: TypeAlias = Annotated[
+    Union[EnqueueDecision, BindDecision, PipelineDecision, EvictDecision],
+    Field(discriminator="kind"),
+]
+
+
+class PendingReason(EventData):
+    code: str
+    message: str
+
+
+class PendingJob(EventData):
+    job: str
+    reasons: list[PendingReason] = Field(default_factory=list)
+
+
+class SessionCommittedData(EventData):
+    """One scheduling session, applied whole or not at all.
+
+    When ``parts`` > 0 the decisions travel in that many :class:`SessionPart`
+    events published before this marker, and ``decisions`` is empty.
+    """
+
+    session_id: str = Field(min_length=1)
+    leader_epoch: int = Field(ge=0)
+    input_seq: int = Field(ge=0)
+    config_version: int = Field(ge=0)
+    now: AwareDatetime
+    input_digest: str
+    logic_flags: list[str] = Field(default_factory=list)
+    decisions: list[Decision] = Field(default_factory=list)
+    parts: int = Field(default=0, ge=0)
+    pending: list[PendingJob] = Field(default_factory=list)
+    pending_digest: str = ""
+
+
+class SessionPartData(EventData):
+    session_id: str = Field(min_length=1)
+    index: int = Field(ge=0)
+    decisions: list[Decision] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- envelopes
+
+
+class _Envelope(BaseModel):
+    """CloudEvents 1.0 structured-mode attributes shared by every event."""
+
+    model_config = _FROZEN
+
+    specversion: Literal["1.0"] = "1.0"
+    id: str = Field(min_length=1)
+    source: str = Field(min_length=1)
+    time: AwareDatetime
+    subject: str | None = None
+    datacontenttype: Literal["application/json"] = "application/json"
+    cluster: str = Field(default=DEFAULT_CLUSTER, min_length=1)
+
+
+class QueueUpserted(_Envelope):
+    type: Literal["tephra.queue.upserted.v1"] = "tephra.queue.upserted.v1"
+    data: QueueUpsertedData
+
+
+class QueueDeleted(_Envelope):
+    type: Literal["tephra.queue.deleted.v1"] = "tephra.queue.deleted.v1"
+    data: QueueDeletedData
+
+
+class PriorityClassUpserted(_Envelope):
+    type: Literal["tephra.priorityclass.upserted.v1"] = "tephra.priorityclass.upserted.v1"
+    data: PriorityClassUpsertedData
+
+
+class SchedulerConfigured(_Envelope):
+    type: Literal["tephra.scheduler.configured.v1"] = "tephra.scheduler.configured.v1"
+    data: SchedulerConfiguredData
+
+
+class JobSubmitted(_Envelope):
+    type: Literal["tephra.job.submitted.v1"] = "tephra.job.submitted.v1"
+    data: JobSubmittedData
+
+
+class JobCancelled(_Envelope):
+    type: Literal["tephra.job.cancelled.v1"] = "tephra.job.cancelled.v1"
+    data: JobCancelledData
+
+
+class JobRejected(_Envelope):
+    type: Literal["tephra.job.rejected.v1"] = "tephra.job.rejected.v1"
+    data: JobRejectedData
+
+
+class NodeReported(_Envelope):
+    type: Literal["tephra.node.reported.v1"] = "tephra.node.reported.v1"
+    data: NodeReportedData
+
+
+class NodeRemoved(_Envelope):
+    type: Literal["tephra.node.removed.v1"] = "tephra.node.removed.v1"
+    data: NodeRemovedData
+
+
+class TaskStarted(_Envelope):
+    type: Literal["tephra.task.started.v1"] = "tephra.task.started.v1"
+    data: TaskStartedData
+
+
+class TaskFinished(_Envelope):
+    type: Literal["tephra.task.finished.v1"] = "tephra.task.finished.v1"
+    data: TaskFinishedData
+
+
+class SessionCommitted(_Envelope):
+    type: Literal["tephra.session.committed.v1"] = "tephra.session.committed.v1"
+    data: SessionCommittedData
+
+
+class SessionPart(_Envelope):
+    type: Literal["tephra.session.part.v1"] = "tephra.session.part.v1"
+    data: SessionPartData
+
+
+_EVENT_CLASSES = (
+    QueueUpserted,
+    QueueDeleted,
+    PriorityClassUpserted,
+    SchedulerConfigured,
+    JobSubmitted,
+    JobCancelled,
+    JobRejected,
+    NodeReported,
+    NodeRemoved,
+    TaskStarted,
+    TaskFinished,
+    SessionCommitted,
+    SessionPart,
+)
+
+Event: TypeAlias = Annotated[
+    Union[
+        QueueUpserted,
+        QueueDeleted,
+        PriorityClassUpserted,
+        SchedulerConfigured,
+        JobSubmitted,
+        JobCancelled,
+        JobRejected,
+        NodeReported,
+        NodeRemoved,
+        TaskStarted,
+        TaskFinished,
+        SessionCommitted,
+        SessionPart,
+    ],
+    Field(discriminator="type"),
+]
+
+#: type string -> envelope class, in catalogue order.
+EVENT_TYPES: dict[str, type[_Envelope]] = {
+    cls.model_fields["type"].default: cls for cls in _EVENT_CLASSES
+}
+

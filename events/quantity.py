@@ -1,0 +1,140 @@
+"""Kubernetes resource quantities as exact integer units.
+
+Kubernetes serialises resources as *quantities* (``500m``, ``2``, ``1G``,
+``1Gi``, ``1.5e3``).  Tephra stores every resource as an ``int`` in a fixed
+unit so that sums never depend on order and no float ever enters the core:
+
+* ``cpu`` — millicores (``"500m"`` → 500, ``"2"`` → 2000);
+* every other resource (``memory``, ``pods``, ``ephemeral-storage``,
+  ``nvidia.com/gpu`` …) — whole base units (bytes, counts), rounded **up** the
+  way ``resource.Quantity.Value()`` does.
+
+A malformed quantity raises :class:`QuantityError` (a ``ValueError``), which
+names the resource and the offending value.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+
+__all__ = [
+    "CPU",
+    "MEMORY",
+    "PODS",
+    "QuantityError",
+    "format_quantity",
+    "format_resources",
+    "parse_quantity",
+    "parse_resources",
+]
+
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+
+# Binary and decimal SI suffixes accepted by k8s.io/apimachinery/pkg/api/resource.
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+_QUANTITY_RE = re.compile(
+    r"^(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))"
+    r"(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$"
+)
+# Resource names follow the Kubernetes qualified-name rule (optional DNS prefix).
+_NAME_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+class QuantityError(ValueError):
+    """A resource quantity or resource name that Kubernetes would not accept."""
+
+    def __init__(self, resource: str, value: object, why: str) -> None:
+        self.resource = resource
+        self.value = value
+        self.why = why
+        super().__init__(f"invalid quantity for {resource!r}: {value!r} ({why})")
+
+
+def _exact(resource: str, value: str | int | float) -> Fraction:
+    if isinstance(value, bool):
+        raise QuantityError(resource, value, "expected a quantity string or number, got a boolean")
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        try:
+            return Fraction(Decimal(repr(value)))
+        except (InvalidOperation, ValueError) as exc:
+            raise QuantityError(resource, value, "not a finite number") from exc
+    if not isinstance(value, str):
+        raise QuantityError(resource, value, "expected a quantity string such as '500m', '2' or '8Gi'")
+    text = value.strip()
+    m = _QUANTITY_RE.match(text)
+    if not m:
+        raise QuantityError(resource, value, "expected a number with an optional suffix such as m, k, Mi, Gi")
+    number = Fraction(Decimal(m.group("num")))
+    if m.group("exp"):
+        exponent = int(m.group("exp")[1:])
+        if abs(exponent) > 30:
+            raise QuantityError(resource, value, "exponent out of range")
+        return number * Fraction(10) ** exponent
+    suffix = m.group("suffix") or ""
+    if suffix in _BINARY:
+        return number * _BINARY[suffix]
+    return number * _DECIMAL[suffix]
+
+
+def _ceil(x: Fraction) -> int:
+    return -((-x.numerator) // x.denominator)
+
+
+def parse_quantity(resource: str, value: str | int | float) -> int:
+    """Parse one quantity of ``resource`` into Tephra's integer unit.
+
+    >>> parse_quantity("cpu", "500m"), parse_quantity("memory", "1Gi"), parse_quantity("memory", "1G")
+    (500, 1073741824, 1000000000)
+    """
+    if not _NAME_RE.match(resource):
+        raise QuantityError(resource, value, "not a valid resource name")
+    exact = _exact(resource, value)
+    if exact < 0:
+        raise QuantityError(resource, value, "must not be negative")
+    if resource == CPU:
+        return _ceil(exact * 1000)
+    return _ceil(exact)
+
+
+def parse_resources(values: object, *, field: str = "resources") -> dict[str, int]:
+    """Parse a Kubernetes ``ResourceList`` mapping into sorted integer units."""
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise QuantityError(field, values, "expected a mapping of resource name to quantity")
+    out: dict[str, int] = {}
+    for name in sorted(values):
+        if not isinstance(name, str):
+            raise QuantityError(str(name), values[name], "resource names must be strings")
+        out[name] = parse_quantity(name, values[name])
+    return out
+
+
+def format_quantity(resource: str, amount: int) -> str:
+    """Render an integer amount back as a canonical Kubernetes quantity string."""
+    if resource == CPU:
+        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
+    return str(amount)
+
+
+def format_resources(values: dict[str, int]) -> dict[str, str]:
+    """Canonical quantity strings, keys sorted (the form events are encoded in)."""
+    return {name: format_quantity(name, values[name]) for name in sorted(values)}
