@@ -1,0 +1,63 @@
+"""W3C trace context in Kafka headers, never in the event.
+
+Trace ids are per delivery, not part of what happened: keeping them out of
+``data`` keeps :func:`events.serde.canonical_json` (and therefore the hash
+chain and replay comparisons) independent of tracing.
+
+``events`` imports no OpenTelemetry (design §2), so this module only converts
+between the text-map carrier the OpenTelemetry propagators fill and read (a
+``dict[str, str]``) and aiokafka's headers (``list[tuple[str, bytes]]``).
+Only the W3C keys travel: ``traceparent``, ``tracestate`` and ``baggage``.
+
+Producer::
+
+    from opentelemetry import propagate
+
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)  # inside the span that produces
+    await producer.send_and_wait(topic, encode(event), key=kafka_key(event),
+                                 headers=headers_from_carrier(carrier))
+
+Consumer::
+
+    ctx = propagate.extract(carrier_from_headers(record.headers))
+    with tracer.start_as_current_span("project", context=ctx): ...
+
+Headers are untrusted input: values that are not UTF-8 are dropped rather
+than failing the event; the propagator then ignores what it cannot parse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+__all__ = ["TRACE_HEADERS", "carrier_from_headers", "headers_from_carrier"]
+
+#: The carrier keys (and Kafka header names) that hold trace context.
+TRACE_HEADERS: tuple[str, ...] = ("traceparent", "tracestate", "baggage")
+# Headers whose repeated occurrences combine into one comma-separated list
+# (as HTTP does); a repeated ``traceparent`` keeps its first value.
+_LIST_HEADERS = frozenset({"tracestate", "baggage"})
+
+
+def headers_from_carrier(carrier: Mapping[str, str]) -> list[tuple[str, bytes]]:
+    """Kafka headers for the trace keys of an OpenTelemetry carrier, in a fixed order."""
+    return [(key, carrier[key].encode()) for key in TRACE_HEADERS if carrier.get(key)]
+
+
+def carrier_from_headers(headers: Iterable[tuple[str, bytes | None]] | None) -> dict[str, str]:
+    """An OpenTelemetry carrier from Kafka headers (names matched case-insensitively)."""
+    carrier: dict[str, str] = {}
+    for name, raw in headers or ():
+        key = name.lower()
+        if key not in TRACE_HEADERS or raw is None:
+            continue
+        try:
+            value = raw.decode()
+        except UnicodeDecodeError:
+            continue
+        if key not in carrier:
+            carrier[key] = value
+        elif key in _LIST_HEADERS:
+            carrier[key] = f"{carrier[key]},{value}"
+    return carrier
