@@ -74,7 +74,7 @@ def _exact(resource: str, value: str | int | float) -> Fraction:
     if isinstance(value, float):
         try:
             return Fraction(Decimal(repr(value)))
-        except (InvalidOperation, ValueError) as exc:
+        except (InvalidOperation, ValueError, OverflowError) as exc:  # NaN, Infinity
             raise QuantityError(resource, value, "not a finite number") from exc
     if not isinstance(value, str):
         raise QuantityError(resource, value, "expected a quantity string such as '500m', '2' or '8Gi'")
