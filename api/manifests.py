@@ -39,7 +39,6 @@ from pydantic import BaseModel, ValidationError
 
 from events.models import (
     DEFAULT_CLUSTER,
-    ActionConfiguration,
     Event,
     JobSubmitted,
     JobSubmittedData,
@@ -47,21 +46,19 @@ from events.models import (
     NodeReportedData,
     NodeSelectorRequirement,
     NodeSelectorTerm,
-    PluginSpec,
     PriorityClassUpserted,
     PriorityClassUpsertedData,
     QueueUpserted,
     QueueUpsertedData,
-    SchedulerConfigSpec,
     SchedulerConfigured,
     SchedulerConfiguredData,
     Taint,
     TaskSpec,
-    TierSpec,
     Toleration,
 )
-from events.quantity import PODS, QuantityError, parse_quantity
+from events.quantity import PODS, QuantityError, format_resources, parse_quantity
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
+from scheduler.core.config import ConfigError, parse_scheduler_config
 
 __all__ = [
     "PREEMPTABLE_KEY",
@@ -240,6 +237,8 @@ def _string_map(doc: _Doc, value: Any, path: str) -> dict[str, str]:
 
 
 def _resources(doc: _Doc, value: Any, path: str) -> dict[str, int]:
+    """Parsed to Tephra's integer units for arithmetic; hand models :func:`format_resources` of it
+    (an integer given to an event model is read as a quantity, not as units)."""
     out: dict[str, int] = {}
     for name, quantity in _mapping(doc, value, path).items():
         if not isinstance(name, str):
@@ -323,9 +322,11 @@ def _queue(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
     if spec.get("weight") is not None:
         data["weight"] = _integer(doc, spec["weight"], "spec.weight", minimum=1)
     for key in ("capability", "deserved"):
-        data[key] = _resources(doc, spec.get(key), f"spec.{key}")
+        data[key] = format_resources(_resources(doc, spec.get(key), f"spec.{key}"))
     guarantee = _mapping(doc, spec.get("guarantee"), "spec.guarantee")
-    data["guarantee"] = _resources(doc, guarantee.get("resource"), "spec.guarantee.resource")
+    data["guarantee"] = format_resources(
+        _resources(doc, guarantee.get("resource"), "spec.guarantee.resource")
+    )
     if spec.get("reclaimable") is not None:
         data["reclaimable"] = _boolean(doc, spec["reclaimable"], "spec.reclaimable")
     if spec.get("priority") is not None:
@@ -363,7 +364,7 @@ def _node(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
             ready = condition.get("status") == "True"
     data = NodeReportedData(
         name=name,
-        allocatable=allocatable,
+        allocatable=format_resources(allocatable),
         labels=_string_map(doc, meta.get("labels"), "metadata.labels"),
         taints=taints,
         unschedulable=_boolean(doc, spec.get("unschedulable", False), "spec.unschedulable"),
@@ -383,74 +384,13 @@ def _scheduler_configuration(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) 
         if stray:
             doc.fail(stray[0], "give actions, tiers and configurations either under spec or at the top level")
     else:
-        body, base = dict(obj), ""
-    spec = _config_spec(doc, body, base)
-    _validate_with_core(doc, spec, base)
+        body, base = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}, ""
+    try:
+        spec = parse_scheduler_config(body).to_spec()
+    except ConfigError as exc:
+        doc.fail(f"{base}.{exc.where}" if base else exc.where, exc.why)
     event = SchedulerConfigured(data=SchedulerConfiguredData(config=spec), **env.fields(name))
     return ManifestObject(f"schedulerconfiguration/{name}", event, doc.file, doc.index)
-
-
-def _config_spec(doc: _Doc, body: Mapping[str, Any], base: str) -> SchedulerConfigSpec:
-    actions_path = _at(base, "actions")
-    raw_actions = _required(doc, body, "actions", base)
-    if isinstance(raw_actions, str):
-        actions = [a.strip() for a in raw_actions.split(",") if a.strip()]
-    else:
-        actions = [
-            _string(doc, a, _at(actions_path, i)) for i, a in enumerate(_list(doc, raw_actions, actions_path))
-        ]
-    if not actions:
-        doc.fail(actions_path, "expected at least one action, e.g. 'enqueue, allocate, backfill'")
-    tiers: list[TierSpec] = []
-    tiers_path = _at(base, "tiers")
-    for t, raw_tier in enumerate(_list(doc, body.get("tiers"), tiers_path)):
-        tier_path = _at(tiers_path, t)
-        tier = _mapping(doc, raw_tier, tier_path)
-        plugins = []
-        for p, raw_plugin in enumerate(_list(doc, tier.get("plugins"), _at(tier_path, "plugins"))):
-            plugin_path = _at(_at(tier_path, "plugins"), p)
-            plugin = _mapping(doc, raw_plugin, plugin_path)
-            flags: dict[str, bool] = {}
-            for key, value in plugin.items():
-                if key in ("name", "arguments"):
-                    continue
-                if not str(key).startswith("enable"):
-                    doc.fail(
-                        _at(plugin_path, str(key)),
-                        "unknown plugin field; expected name, arguments or enable* flags",
-                    )
-                flags[key] = _boolean(doc, value, _at(plugin_path, key))
-            plugins.append(
-                PluginSpec(
-                    name=_string(doc, plugin.get("name"), _at(plugin_path, "name")),
-                    flags=dict(sorted(flags.items())),
-                    arguments=_mapping(doc, plugin.get("arguments"), _at(plugin_path, "arguments")),
-                )
-            )
-        tiers.append(TierSpec(plugins=plugins))
-    configurations = []
-    conf_path = _at(base, "configurations")
-    for c, raw in enumerate(_list(doc, body.get("configurations"), conf_path)):
-        item = _mapping(doc, raw, _at(conf_path, c))
-        configurations.append(
-            ActionConfiguration(
-                name=_string(doc, item.get("name"), _at(_at(conf_path, c), "name")),
-                arguments=_mapping(doc, item.get("arguments"), _at(_at(conf_path, c), "arguments")),
-            )
-        )
-    return SchedulerConfigSpec(actions=actions, tiers=tiers, configurations=configurations)
-
-
-def _validate_with_core(doc: _Doc, spec: SchedulerConfigSpec, base: str) -> None:
-    """Reject what the scheduler would reject (unknown action, plugin or flag) before it is produced."""
-    try:
-        from scheduler.core.config import parse_scheduler_config  # noqa: PLC0415 - lands with the core
-    except ImportError:  # the core's validator is optional for submission; the fold validates again
-        return
-    try:
-        parse_scheduler_config(spec)
-    except (ValueError, TypeError) as exc:
-        doc.fail(base or "actions", str(exc))
 
 
 # --------------------------------------------------------------------------- VolcanoJob
@@ -524,7 +464,7 @@ def _volcano_job(
         queue=queue,
         priority_class=job_priority_class,
         min_available=min_available,
-        min_resources=_min_resources(tasks, min_available, task_min_total),
+        min_resources=format_resources(_min_resources(tasks, min_available, task_min_total)),
         tasks=[t.spec for t in tasks],
         labels=labels,
         annotations=annotations,
@@ -568,7 +508,7 @@ def _task(
         name=name,
         replicas=replicas,
         min_available=min_available,
-        resources=requests,
+        resources=format_resources(requests),
         node_selector=_string_map(doc, pod.get("nodeSelector"), f"{pod_path}.nodeSelector"),
         tolerations=_tolerations(doc, pod.get("tolerations"), f"{pod_path}.tolerations"),
         required_node_affinity=_required_node_affinity(doc, pod.get("affinity"), f"{pod_path}.affinity"),
