@@ -8,9 +8,13 @@ imports happen inside the commands so ``tephra --help`` stays fast.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from api.endpoints import Endpoints
+    from api.settings import TephraSettings
 
 app = typer.Typer(
     name="tephra",
@@ -23,8 +27,12 @@ app = typer.Typer(
 
 @app.command()
 def schemas(
-    out: Annotated[Path, typer.Option(help="Folder to write the JSON Schemas into.")] = Path("events/schemas"),
-    check: Annotated[bool, typer.Option(help="Only check that the folder is up to date; exit 1 if not.")] = False,
+    out: Annotated[Path, typer.Option(help="Folder to write the JSON Schemas into.")] = Path(
+        "events/schemas"
+    ),
+    check: Annotated[
+        bool, typer.Option(help="Only check that the folder is up to date; exit 1 if not.")
+    ] = False,
 ) -> None:
     """Write (or check) the JSON Schema of every event type."""
     from events.schemas import check_schemas, write_schemas
@@ -48,6 +56,135 @@ def simulate(
     from scheduler.simulate import simulate_command
 
     raise typer.Exit(simulate_command(files, output_format=format, sessions=sessions))
+
+
+# --------------------------------------------------------------------------- the live stack
+
+
+def _settings() -> TephraSettings:
+    from api.settings import SettingsError, load_settings
+
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+
+
+def _endpoints(settings: TephraSettings) -> Endpoints:
+    from api.endpoints import NoStackError, resolve_endpoints
+
+    try:
+        return resolve_endpoints(settings)
+    except NoStackError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def submit(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="VolcanoJob, Queue, PriorityClass, Node, SchedulerConfiguration "
+            "manifests (YAML or JSON, multi-document)."
+        ),
+    ],
+) -> None:
+    """Validate every file, then produce the events; prints the ids (job/<ns>/<name>, queue/<name> ...)."""
+    import asyncio
+
+    from api.manifests import InvalidManifests
+    from api.submit import load_submission, produce_manifests
+    from api.telemetry import configure_tracing
+
+    settings = _settings()
+    try:
+        manifests = load_submission(files, cluster=settings.cluster)
+    except InvalidManifests as exc:
+        for error in exc.errors:
+            typer.echo(f"error: {error}", err=True)
+        typer.echo("nothing was submitted", err=True)
+        raise typer.Exit(1) from None
+    for warning in manifests.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    endpoints = _endpoints(settings)
+    provider = configure_tracing("tephra-submit")
+    from aiokafka.errors import KafkaError
+
+    try:
+        produced = asyncio.run(produce_manifests(manifests, endpoints))
+    except KafkaError as exc:
+        typer.echo(f"error: cannot reach Kafka at {endpoints.kafka_bootstrap}: {exc}", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        if provider is not None:
+            provider.shutdown()
+    for obj in produced:
+        typer.echo(obj.ref)
+
+
+@app.command()
+def get(
+    what: Annotated[str, typer.Argument(help="jobs, queues, nodes or sessions")],
+    output: Annotated[str, typer.Option("--output", "-o", help="table, json or yaml")] = "table",
+    limit: Annotated[int, typer.Option(help="sessions: how many of the newest to show")] = 20,
+) -> None:
+    """Show the projected state, kubectl-style."""
+    from api.views import ViewError, get_command
+
+    settings = _settings()
+    endpoints = _endpoints(settings)
+    try:
+        raise typer.Exit(get_command(what, output, endpoints, limit=limit))
+    except ViewError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def up() -> None:
+    """Run projector + scheduler + simulated cluster in one process (embedded servers when none are set)."""
+    from api.stack import up_command
+
+    raise typer.Exit(up_command(_settings()))
+
+
+@app.command("sim-cluster")
+def sim_cluster() -> None:
+    """Run only the simulated cluster: start bound tasks, finish evicted ones, after the configured delays."""
+    from api.stack import sim_cluster_command
+
+    settings = _settings()
+    raise typer.Exit(sim_cluster_command(settings, _endpoints(settings)))
+
+
+@app.command()
+def projector() -> None:
+    """Run only the projector (Kafka -> PostgreSQL)."""
+    from api.stack import projector_command
+
+    settings = _settings()
+    raise typer.Exit(projector_command(settings, _endpoints(settings)))
+
+
+@app.command()
+def scheduler() -> None:
+    """Run only the scheduler service (one leader per cluster)."""
+    from api.stack import scheduler_command
+
+    settings = _settings()
+    raise typer.Exit(scheduler_command(settings, _endpoints(settings)))
+
+
+@app.command()
+def demo(
+    keep: Annotated[bool, typer.Option(help="Keep the demo's data dir instead of deleting it.")] = False,
+) -> None:
+    """Run a small GPU cluster end to end: gang scheduling, a gang that cannot fit, a preemption."""
+    from api.demo import demo_command
+
+    raise typer.Exit(demo_command(keep=keep))
 
 
 def main() -> None:
