@@ -551,7 +551,18 @@ class EmbeddedPostgres(_ServerProcess):
 
     def _probe(self) -> bool:
         result = subprocess.run(
-            [self._bin("pg_isready"), "-q", "-h", self.host, "-p", str(self.port), "-U", "postgres"],
+            [
+                self._bin("pg_isready"),
+                "-q",
+                "-t",
+                "1",
+                "-h",
+                self.host,
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+            ],
             env=self._env(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

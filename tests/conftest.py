@@ -43,6 +43,9 @@ from events.topics import Topics
 settings.register_profile("tephra", deadline=None, print_blob=True)
 settings.load_profile("tephra")
 
+# pytester: the rig's own tests run small pytest sessions in a subprocess.
+pytest_plugins = ["pytester"]
+
 KAFKA_ENV = "TEPHRA_TEST_KAFKA"
 DATABASE_ENV = "TEPHRA_TEST_DATABASE_URL"
 
