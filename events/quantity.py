@@ -50,7 +50,8 @@ _DECIMAL = {
 }
 _QUANTITY_RE = re.compile(
     r"^(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))"
-    r"(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$"
+    r"(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$",
+    re.ASCII,  # Kubernetes digits are 0-9 only; str patterns' \d also matches other scripts' digits
 )
 # Resource names follow the Kubernetes qualified-name rule (optional DNS prefix).
 _NAME_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -98,6 +99,22 @@ def _ceil(x: Fraction) -> int:
     return -((-x.numerator) // x.denominator)
 
 
+def _from_canonical(resource: str, value: object) -> int | None:
+    """The forms :func:`format_quantity` writes, without the exact-fraction path; None otherwise.
+
+    Plain ASCII digits (and ``<digits>m`` for cpu) or a non-negative int: every
+    event Tephra encodes uses these, so decoding the log stays fast.
+    """
+    if isinstance(value, str) and value.isascii():
+        if value.isdigit():
+            return int(value) * 1000 if resource == CPU else int(value)
+        if resource == CPU and value[-1:] == "m" and value[:-1].isdigit():
+            return int(value[:-1])
+    elif type(value) is int and value >= 0:  # not bool: type(True) is bool
+        return value * 1000 if resource == CPU else value
+    return None
+
+
 def parse_quantity(resource: str, value: str | int | float) -> int:
     """Parse one quantity of ``resource`` into Tephra's integer unit.
 
@@ -106,6 +123,9 @@ def parse_quantity(resource: str, value: str | int | float) -> int:
     """
     if not _NAME_RE.match(resource):
         raise QuantityError(resource, value, "not a valid resource name")
+    fast = _from_canonical(resource, value)
+    if fast is not None:
+        return fast
     exact = _exact(resource, value)
     if exact < 0:
         raise QuantityError(resource, value, "must not be negative")

@@ -7,6 +7,8 @@ cpu is compared with ``Quantity.MilliValue()``, every other resource with
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from events.models import TaskSpec
@@ -59,6 +61,8 @@ REJECTED = [
     ("memory", "1 Gi", "expected a number"),
     ("memory", "", "expected a number"),
     ("memory", "NaN", "expected a number"),
+    ("memory", "\u0663Gi", "expected a number"),  # an Arabic-Indic digit three
+    ("cpu", "1.\u0665", "expected a number"),
     ("memory", "1e31", "exponent out of range"),
     ("cpu", True, "boolean"),
     ("cpu", None, "expected a quantity string"),
@@ -79,6 +83,16 @@ def test_rejected_quantity_names_resource_and_value(resource: str, quantity: obj
     assert (error.resource, repr(error.value)) == (resource, repr(quantity))  # repr: nan != nan
     assert str(error).startswith(f"invalid quantity for {resource!r}: {quantity!r} (")
     assert why in error.why
+
+
+@given(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), st.integers(0, 2**80))
+def test_canonical_fast_path_agrees_with_exact_parsing(resource: str, amount: int) -> None:
+    exact = parse_quantity(resource, f"{amount}.0")  # not canonical: takes the exact-fraction path
+
+    assert parse_quantity(resource, str(amount)) == exact
+    assert parse_quantity(resource, amount) == exact
+    if resource == "cpu":
+        assert parse_quantity("cpu", f"{amount}m") == parse_quantity("cpu", f"{amount}.0m")
 
 
 def test_resource_list_is_parsed_whole_and_sorted() -> None:
