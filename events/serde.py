@@ -64,6 +64,11 @@ _MODELS: Final[dict[str, type[BaseModel]]] = {
 }
 
 _MAX_REPR = 80
+_NO_SUBJECT: Final = {"subject"}
+# One encoder, built once: json.dumps() with options builds a new one per call.
+_CANONICAL: Final = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
+)
 
 
 class EventDecodeError(ValueError):
@@ -111,8 +116,12 @@ def _rebuild_error(
 
 
 def encode(event: Event) -> bytes:
-    """The event as compact CloudEvents structured JSON, UTF-8."""
-    return event.model_dump_json().encode()
+    """The event as compact CloudEvents structured JSON, UTF-8.
+
+    An absent optional attribute (``subject``) is left out rather than
+    written as null, as the CloudEvents JSON format treats the two alike.
+    """
+    return event.model_dump_json(exclude=_absent_attributes(event)).encode()
 
 
 def canonical_json(event: Event) -> bytes:
@@ -121,16 +130,16 @@ def canonical_json(event: Event) -> bytes:
     Equal events give equal bytes in every process (no dependence on
     ``PYTHONHASHSEED`` or construction order), and
     ``canonical_json(decode(encode(e))) == canonical_json(e)``.  Every
-    attribute is present, defaults included, so changing a model's fields
+    field is present, defaults included (only an absent ``subject`` is left
+    out, as in :func:`encode`), so changing a model's fields
     changes the bytes: that is a new event version, never an edit of v1.
+    The event log chains ``sha256(prev_hash || canonical_json(event))``.
     """
-    return json.dumps(
-        event.model_dump(mode="json"),
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        allow_nan=False,
-    ).encode()
+    return _CANONICAL.encode(event.model_dump(mode="json", exclude=_absent_attributes(event))).encode()
+
+
+def _absent_attributes(event: Event) -> set[str] | None:
+    return _NO_SUBJECT if event.subject is None else None
 
 
 def decode(raw: bytes, *, upcasters: UpcasterRegistry = DEFAULT_UPCASTERS) -> Event:
