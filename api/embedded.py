@@ -139,8 +139,11 @@ class _ServerProcess:
     #: the signal that asks the server for a quick, clean shutdown
     stop_signal = signal.SIGTERM
 
-    def __init__(self, *, log_path: Path, startup_timeout: float) -> None:
+    def __init__(self, *, log_path: Path, startup_timeout: float, scratch_log: bool = False) -> None:
         self.log_path = log_path
+        # A log we chose in the temp dir is deleted on stop; start-up errors
+        # already carry its tail.
+        self._scratch_log = scratch_log
         self.startup_timeout = startup_timeout
         self.startup_seconds: float | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -238,6 +241,8 @@ class _ServerProcess:
         if self._log is not None:
             self._log.close()
             self._log = None
+            if self._scratch_log:
+                self.log_path.unlink(missing_ok=True)
 
     def __enter__(self) -> Self:
         self.start()
@@ -353,9 +358,10 @@ class EmbeddedBroker(_ServerProcess):
     ) -> None:
         self.host = host
         self.port = port
+        scratch = log_path is None
         if log_path is None:
             log_path = Path(tempfile.gettempdir()) / f"tephra-tansu-{os.getpid()}-{id(self)}.log"
-        super().__init__(log_path=log_path, startup_timeout=startup_timeout)
+        super().__init__(log_path=log_path, startup_timeout=startup_timeout, scratch_log=scratch)
 
     @property
     def bootstrap(self) -> str:
@@ -377,7 +383,7 @@ class EmbeddedBroker(_ServerProcess):
         ]
 
     def _probe(self) -> bool:
-        return kafka_answers(self.host, int(self.port or 0))
+        return self.port is not None and kafka_answers(self.host, self.port)
 
     def start(self) -> Self:
         if self.port is None:
