@@ -1,0 +1,252 @@
+"""``tephra up``: the embedded servers (when needed) plus projector, scheduler and simulated cluster.
+
+One process, one :class:`asyncio.TaskGroup`: if any service fails, the group
+cancels the others and the process exits non-zero (its supervisor restarts
+it).  SIGINT and SIGTERM cancel the group; every service stops at its next
+await, the Kafka clients and pools close, and only then are the embedded
+servers stopped (PostgreSQL with a fast shutdown, so committed data is
+kept).  The servers run in their own process groups and are also stopped by
+an ``atexit`` hook, so no server outlives ``tephra up`` unless it is killed
+with SIGKILL.
+
+Tansu keeps topics in memory, so a restarted embedded broker is empty while
+PostgreSQL still holds the event log, the projection and the projector's
+offsets.  Each start of the embedded stack therefore uses fresh topics,
+``<TEPHRA_TOPICS_PREFIX>-e<epoch>`` with the epoch one above the last one
+recorded in ``<data dir>/broker-epoch``; the projection carries on from where
+it was and the offsets stored for the old topics are never read again.  (With
+external Kafka the prefix is used as is.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from api.embedded import EmbeddedBroker, EmbeddedPostgres, create_topics
+from api.endpoints import (
+    Endpoints,
+    StackRecord,
+    read_stack_record,
+    remove_stack_record,
+    write_stack_record,
+)
+from api.settings import TephraSettings
+from events.topics import Topics
+
+__all__ = [
+    "EmbeddedStack",
+    "StackAlreadyRunningError",
+    "embedded_stack",
+    "projector_command",
+    "run_services",
+    "run_until_signalled",
+    "scheduler_command",
+    "sim_cluster_command",
+    "up_command",
+]
+
+log = logging.getLogger(__name__)
+
+EPOCH_FILE = "broker-epoch"
+
+
+class StackAlreadyRunningError(RuntimeError):
+    """Another ``tephra up`` owns this data dir."""
+
+
+@dataclass(frozen=True)
+class EmbeddedStack:
+    endpoints: Endpoints
+    data_dir: Path
+    epoch: int
+
+
+def _next_epoch(data_dir: Path) -> int:
+    path = data_dir / EPOCH_FILE
+    try:
+        previous = int(path.read_text(encoding="utf-8").strip())
+    except FileNotFoundError:
+        previous = 0
+    except ValueError as exc:
+        raise RuntimeError(f"{path} does not hold an integer; delete it to start over") from exc
+    epoch = previous + 1
+    path.write_text(f"{epoch}\n", encoding="utf-8")
+    return epoch
+
+
+@contextlib.contextmanager
+def embedded_stack(settings: TephraSettings, *, durable: bool = True) -> Iterator[EmbeddedStack]:
+    """Start the embedded broker and PostgreSQL under ``settings.data_dir``; publish ``stack.json``."""
+    data_dir = settings.data_dir.absolute()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    record = read_stack_record(data_dir)
+    if record is not None and record.alive() and record.pid != os.getpid():
+        raise StackAlreadyRunningError(
+            f"a Tephra stack is already running for {data_dir} (pid {record.pid}); "
+            "stop it first or use another TEPHRA_DATA_DIR"
+        )
+    epoch = _next_epoch(data_dir)
+    topics = Topics(f"{settings.topics_prefix}-e{epoch}")
+    with (
+        EmbeddedPostgres(data_dir / "postgres", durable=durable) as postgres,
+        EmbeddedBroker(log_path=data_dir / "tansu.log") as broker,
+    ):
+        asyncio.run(create_topics(broker.bootstrap, topics.all(), partitions=1))
+        endpoints = Endpoints(broker.bootstrap, postgres.dsn, topics, settings.cluster)
+        write_stack_record(
+            data_dir,
+            StackRecord(
+                pid=os.getpid(),
+                kafka_bootstrap=broker.bootstrap,
+                database_url=postgres.dsn,
+                topics_prefix=topics.prefix,
+                epoch=epoch,
+            ),
+        )
+        try:
+            yield EmbeddedStack(endpoints, data_dir, epoch)
+        finally:
+            remove_stack_record(data_dir, os.getpid())
+
+
+# --------------------------------------------------------------------------- the services
+
+
+ServiceFactory = Callable[[TephraSettings, Endpoints], Coroutine[Any, Any, None]]
+
+
+async def _projector_service(settings: TephraSettings, endpoints: Endpoints) -> None:
+    from projector.service import run_projector  # noqa: PLC0415 - the service is composed here, once
+
+    await run_projector(
+        kafka_bootstrap=endpoints.kafka_bootstrap,
+        database_url=endpoints.database_url,
+        topics=endpoints.topics,
+        cluster=endpoints.cluster,
+    )
+
+
+async def _scheduler_service(settings: TephraSettings, endpoints: Endpoints) -> None:
+    from scheduler.service import run_scheduler  # noqa: PLC0415 - the service is composed here, once
+
+    await run_scheduler(
+        kafka_bootstrap=endpoints.kafka_bootstrap,
+        database_url=endpoints.database_url,
+        topics=endpoints.topics,
+        cluster=endpoints.cluster,
+        schedule_period=settings.schedule_period,
+        session_budget=settings.session_budget,
+    )
+
+
+async def _sim_service(settings: TephraSettings, endpoints: Endpoints) -> None:
+    from kube.sim_service import run_sim_service  # noqa: PLC0415 - the service is composed here, once
+
+    await run_sim_service(
+        kafka_bootstrap=endpoints.kafka_bootstrap,
+        database_url=endpoints.database_url,
+        topics=endpoints.topics,
+        cluster=endpoints.cluster,
+        bind_delay=settings.sim_bind_delay,
+        evict_delay=settings.sim_evict_delay,
+    )
+
+
+SERVICES: dict[str, ServiceFactory] = {
+    "projector": _projector_service,
+    "scheduler": _scheduler_service,
+    "sim-cluster": _sim_service,
+}
+
+
+async def run_services(settings: TephraSettings, endpoints: Endpoints, names: tuple[str, ...]) -> None:
+    """Run the named services until one fails or the caller cancels."""
+    async with asyncio.TaskGroup() as group:
+        for name in names:
+            group.create_task(SERVICES[name](settings, endpoints), name=name)
+
+
+def run_until_signalled(main: Callable[[], Awaitable[None]]) -> int:
+    """Run ``main`` on a fresh loop; SIGINT/SIGTERM cancel it cleanly. Returns the exit code."""
+
+    async def guarded() -> int:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None  # noqa: S101 - always true inside a running coroutine
+        stop = signal.SIGINT, signal.SIGTERM
+        for sig in stop:
+            loop.add_signal_handler(sig, task.cancel)
+        try:
+            await main()
+        except asyncio.CancelledError:
+            return 0
+        finally:
+            for sig in stop:
+                loop.remove_signal_handler(sig)
+        return 0
+
+    try:
+        return asyncio.run(guarded())
+    except* Exception as group:  # noqa: BLE001 - the process edge reports every failure
+        # The edge of the process: show what failed, exit non-zero so a supervisor restarts us.
+        for exc in group.exceptions:
+            traceback.print_exception(exc, file=sys.stderr)
+            print(f"error: a service failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _print_connection(stack: EmbeddedStack, out: TextIO) -> None:
+    e = stack.endpoints
+    print(f"tephra: embedded stack up (data dir {stack.data_dir}, broker epoch {stack.epoch})", file=out)
+    print(f"  kafka     {e.kafka_bootstrap}   topics {e.topics.prefix}.*", file=out)
+    print(f"  postgres  {e.database_url}", file=out)
+    print("  in another shell: tephra submit FILE...; tephra get jobs", file=out)
+    print(
+        f"  other clients: TEPHRA_KAFKA_BOOTSTRAP={e.kafka_bootstrap} TEPHRA_DATABASE_URL={e.database_url} "
+        f"TEPHRA_TOPICS_PREFIX={e.topics.prefix}",
+        file=out,
+    )
+    print("  Ctrl-C stops everything", file=out, flush=True)
+
+
+def up_command(settings: TephraSettings, out: TextIO = sys.stdout) -> int:
+    names = tuple(SERVICES)
+    if not settings.embedded:
+        from api.endpoints import resolve_endpoints  # noqa: PLC0415
+
+        endpoints = resolve_endpoints(settings)
+        return run_until_signalled(lambda: run_services(settings, endpoints, names))
+    try:
+        with embedded_stack(settings) as stack:
+            _print_connection(stack, out)
+            code = run_until_signalled(lambda: run_services(settings, stack.endpoints, names))
+    except StackAlreadyRunningError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("tephra: stopped", file=out)
+    return code
+
+
+def projector_command(settings: TephraSettings, endpoints: Endpoints) -> int:
+    return run_until_signalled(lambda: run_services(settings, endpoints, ("projector",)))
+
+
+def scheduler_command(settings: TephraSettings, endpoints: Endpoints) -> int:
+    return run_until_signalled(lambda: run_services(settings, endpoints, ("scheduler",)))
+
+
+def sim_cluster_command(settings: TephraSettings, endpoints: Endpoints) -> int:
+    return run_until_signalled(lambda: run_services(settings, endpoints, ("sim-cluster",)))
