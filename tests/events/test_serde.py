@@ -9,12 +9,12 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
 from events.models import EVENT_TYPES, Event, JobSubmitted, NodeReported
-from events.serde import EventDecodeError, canonical_json, decode, encode
+from events.serde import DecodeErrorCode, EventDecodeError, canonical_json, decode, encode
 from tests.events.samples import job_submitted, node_reported, sample_events
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -241,6 +241,10 @@ def test_malformed_input_gets_its_documented_code(raw: bytes, code: str, field: 
     assert (error.code, error.field) == (code, field)
     assert str(error).startswith("invalid event: ")
     assert error.detail in str(error)
+
+
+def test_every_documented_code_is_exercised() -> None:
+    assert {case.values[1] for case in MALFORMED} == set(get_args(DecodeErrorCode))
 
 
 def test_bad_quantity_message_names_field_resource_and_value() -> None:
