@@ -1,0 +1,50 @@
+"""The event_log hash chain, checked on rows already loaded.
+
+``hash = sha256(prev_hash || canonical JSON)`` (:mod:`projector.archive`):
+each row commits to its predecessor, so editing, deleting or reordering any
+archived row breaks the link at that row.  The first broken link names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from events.serde import canonical_json
+from projector.archive import GENESIS_HASH, chain_hash
+from replay.archive import ArchivedEvent
+from replay.errors import ChainBroken
+
+__all__ = ["GENESIS_HASH", "canonical_of", "check_chain"]
+
+
+def canonical_of(row: ArchivedEvent) -> bytes:
+    """The bytes the chain hashes for ``row``."""
+    return row.canonical or canonical_json(row.event)
+
+
+def check_chain(rows: Iterable[ArchivedEvent], *, anchor: bytes | None = GENESIS_HASH) -> int:
+    """Check every link of ``rows`` (seq order); return how many rows were checked.
+
+    ``anchor`` is the hash of the row before the first one (the genesis hash
+    when the rows start the log); None trusts the first row's ``prev_hash``,
+    for a range that starts mid-log whose predecessor was not loaded.
+
+    Raises:
+        ChainBroken: at the first row whose seq, ``prev_hash`` or ``hash`` is wrong.
+    """
+    expected_prev = anchor
+    previous_seq: int | None = None
+    count = 0
+    for row in rows:
+        if previous_seq is None and anchor == GENESIS_HASH and row.seq != 1:
+            raise ChainBroken(1, f"rows before seq {row.seq} are missing")
+        if previous_seq is not None and row.seq != previous_seq + 1:
+            raise ChainBroken(previous_seq + 1, f"row missing (the next row is seq {row.seq})")
+        if expected_prev is not None and row.prev_hash != expected_prev:
+            raise ChainBroken(row.seq, "prev_hash is not the previous row's hash (row deleted or reordered)")
+        if chain_hash(row.prev_hash, canonical_of(row)) != row.hash:
+            raise ChainBroken(row.seq, "hash does not match the row's content (row edited)")
+        expected_prev = row.hash
+        previous_seq = row.seq
+        count += 1
+    return count

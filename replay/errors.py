@@ -1,0 +1,191 @@
+"""Replay's errors: one tree, stable codes, attributes over strings.
+
+::
+
+    ReplayError                      root; ``code`` is stable, messages are not
+    ├── ArchiveError                 the archive cannot be read or is incomplete
+    │   ├── ArchiveUnavailable       [REPLAY-NO-ARCHIVE] no database URL, stack.json or server
+    │   └── PartsMissing             [REPLAY-PARTS-MISSING] a split session lacks parts
+    ├── NotFound                     the thing asked about is not in the archive
+    │   ├── UnknownJob               [REPLAY-UNKNOWN-JOB]
+    │   └── UnknownSession           [REPLAY-UNKNOWN-SESSION]
+    └── Divergence                   the archive does not re-derive; ``seq`` says where
+        ├── ChainBroken              [REPLAY-CHAIN-BROKEN] a row was edited, deleted or reordered
+        ├── InputDiverged            [REPLAY-INPUT-DIVERGED] the fold rebuilt another input
+        ├── ConfigDiverged           [REPLAY-CONFIG-DIVERGED] the config in force is not the recorded one
+        ├── UnknownLogicFlag         [REPLAY-UNKNOWN-FLAG] recorded by a core newer than this one
+        └── DecisionsDiverged        [REPLAY-DIVERGED] the re-run decided differently
+
+A :class:`Divergence` of the input kind points at the projector (fold or
+snapshot building changed); :class:`DecisionsDiverged` points at the session
+engine (a logic change that was not gated behind a logic flag).  Like
+Temporal's ``[TMPRL1100]``, the code leads the message so it can be searched.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "ArchiveError",
+    "ArchiveUnavailable",
+    "ChainBroken",
+    "ConfigDiverged",
+    "DecisionsDiverged",
+    "Divergence",
+    "InputDiverged",
+    "NotFound",
+    "PartsMissing",
+    "ReplayError",
+    "UnknownJob",
+    "UnknownLogicFlag",
+    "UnknownSession",
+]
+
+
+class ReplayError(Exception):
+    """Root of replay's errors; ``str()`` is ``[CODE] message``."""
+
+    code: ClassVar[str] = "REPLAY-ERROR"
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(f"[{self.code}] {message}")
+
+
+class ArchiveError(ReplayError):
+    code = "REPLAY-ARCHIVE"
+
+
+class ArchiveUnavailable(ArchiveError):
+    code = "REPLAY-NO-ARCHIVE"
+
+
+class PartsMissing(ArchiveError):
+    code = "REPLAY-PARTS-MISSING"
+
+    def __init__(self, session_id: str, seq: int, expected: int, found: tuple[int, ...]) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            f"cannot assemble session {session_id} (seq {seq}): {expected} parts expected, "
+            f"found indexes {list(found)}"
+        )
+
+
+class NotFound(ReplayError):
+    code = "REPLAY-NOT-FOUND"
+
+
+class UnknownJob(NotFound):
+    code = "REPLAY-UNKNOWN-JOB"
+
+    def __init__(self, job: str, detail: str = "") -> None:
+        self.job = job
+        suffix = f" {detail}" if detail else ""
+        super().__init__(f"job {job!r} is not in the archive{suffix}")
+
+
+class UnknownSession(NotFound):
+    code = "REPLAY-UNKNOWN-SESSION"
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"session {session_id!r} is not in the archive")
+
+
+class Divergence(ReplayError):
+    """The archive does not re-derive.  ``seq`` is the event_log row at fault."""
+
+    code = "REPLAY-DIVERGENCE"
+
+    def __init__(self, message: str, *, seq: int, session_id: str | None = None) -> None:
+        self.seq = seq
+        self.session_id = session_id
+        super().__init__(message)
+
+
+class ChainBroken(Divergence):
+    code = "REPLAY-CHAIN-BROKEN"
+
+    def __init__(self, seq: int, why: str) -> None:
+        self.why = why
+        super().__init__(f"hash chain broken at seq {seq}: {why}", seq=seq)
+
+
+class InputDiverged(Divergence):
+    """The reconstructed input's digest differs: a projection/fold divergence, not a logic change."""
+
+    code = "REPLAY-INPUT-DIVERGED"
+
+    def __init__(self, session_id: str, seq: int, input_seq: int, expected: str, actual: str) -> None:
+        self.input_seq = input_seq
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"session {session_id} (seq {seq}): input rebuilt at seq {input_seq} has digest "
+            f"{actual[:16]}, recorded {expected[:16]}: the fold or the snapshot builder changed",
+            seq=seq,
+            session_id=session_id,
+        )
+
+
+class ConfigDiverged(Divergence):
+    code = "REPLAY-CONFIG-DIVERGED"
+
+    def __init__(self, session_id: str, seq: int, expected: int, actual: int | None) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"session {session_id} (seq {seq}): recorded config version {expected}, "
+            f"the archive has version {actual} in force at its input seq",
+            seq=seq,
+            session_id=session_id,
+        )
+
+
+class UnknownLogicFlag(Divergence):
+    code = "REPLAY-UNKNOWN-FLAG"
+
+    def __init__(self, session_id: str, seq: int, flags: tuple[str, ...]) -> None:
+        self.flags = flags
+        super().__init__(
+            f"session {session_id} (seq {seq}) was recorded with logic flags {list(flags)} "
+            "that this scheduler core does not know; replay it with the core that wrote it",
+            seq=seq,
+            session_id=session_id,
+        )
+
+
+class DecisionsDiverged(Divergence):
+    """The first position where the re-run's decisions differ from the recorded ones.
+
+    ``kind`` is ``order`` (a different kind of decision at this position),
+    ``identity`` (same kind, other task/node/job/rule), ``missing`` (recorded
+    here, the re-run stopped earlier) or ``extra`` (the re-run decided more).
+    """
+
+    code = "REPLAY-DIVERGED"
+
+    def __init__(
+        self,
+        session_id: str,
+        seq: int,
+        *,
+        position: int,
+        kind: str,
+        expected: str | None,
+        actual: str | None,
+    ) -> None:
+        self.position = position
+        self.kind = kind
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"session {session_id} (seq {seq}) decision {position} ({kind}): "
+            f"expected {expected or 'nothing'}, got {actual or 'nothing'}",
+            seq=seq,
+            session_id=session_id,
+        )

@@ -1,0 +1,49 @@
+"""Which archive to read: ``TEPHRA_DATABASE_URL``, else the embedded stack's ``stack.json``.
+
+Replay does not import ``api`` (design §2), so it reads the same two sources
+``tephra`` does by itself: the environment variable, or the record that
+``tephra up`` writes under ``TEPHRA_DATA_DIR`` (default ``./.tephra``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from replay.errors import ArchiveUnavailable
+
+__all__ = ["DATABASE_ENV", "DATA_DIR_ENV", "STACK_FILE", "database_url"]
+
+DATABASE_ENV = "TEPHRA_DATABASE_URL"
+DATA_DIR_ENV = "TEPHRA_DATA_DIR"
+STACK_FILE = "stack.json"
+_DEFAULT_DATA_DIR = ".tephra"
+
+
+def database_url(environ: Mapping[str, str], *, explicit: str | None = None) -> str:
+    """The archive's PostgreSQL URL: ``explicit``, then the environment, then ``stack.json``.
+
+    Raises:
+        ArchiveUnavailable: none of them names a database.
+    """
+    if explicit:
+        return explicit
+    url = environ.get(DATABASE_ENV)
+    if url:
+        return url
+    data_dir = Path(environ.get(DATA_DIR_ENV) or _DEFAULT_DATA_DIR).absolute()
+    path = data_dir / STACK_FILE
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ArchiveUnavailable(
+            f"no archive to read: set {DATABASE_ENV}, or start the embedded stack with `tephra up` "
+            f"(looked for {path}; set {DATA_DIR_ENV} if it runs elsewhere)"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise ArchiveUnavailable(f"cannot read {path}: {exc}") from None
+    url = record.get("database_url") if isinstance(record, dict) else None
+    if not isinstance(url, str) or not url:
+        raise ArchiveUnavailable(f"{path} names no database_url")
+    return url

@@ -1,0 +1,207 @@
+"""The archive reader: ``event_log`` and ``state_snapshots`` rows, read-only.
+
+The only module of replay that talks to PostgreSQL.  Everything runs in one
+``REPEATABLE READ READ ONLY`` transaction, so a reader sees one consistent
+archive while the projector keeps appending, and cannot write by mistake.
+
+An event is reassembled from its columns into the canonical JSON the chain
+hashes (:func:`projector.archive.canonical_envelope`) and decoded from those
+bytes, upcasting old versions; the bytes are kept on the
+:class:`~replay.archive.ArchivedEvent` so the chain check sees any edit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+import asyncpg
+
+from events.models import SessionCommitted, SessionPart
+from events.serde import EventDecodeError, decode
+from projector.archive import GENESIS_HASH, canonical_envelope, format_time
+from projector.state import ClusterState
+from replay.archive import ArchivedEvent
+from replay.errors import ArchiveError, ArchiveUnavailable, UnknownSession
+
+__all__ = ["ArchiveReader", "open_archive"]
+
+_COLUMNS: Final = "seq, event_id, type, cluster, subject, source, time, data::text AS data, prev_hash, hash"
+_SESSION: Final = SessionCommitted.model_fields["type"].default
+_PART: Final = SessionPart.model_fields["type"].default
+_JOB_EVENTS: Final = (
+    "tephra.job.cancelled.v1",
+    "tephra.job.rejected.v1",
+    "tephra.task.started.v1",
+    "tephra.task.finished.v1",
+)
+_BATCH: Final = 5_000
+
+
+def row_to_event(row: asyncpg.Record | dict[str, Any]) -> ArchivedEvent:
+    """One ``event_log`` row as an archived event (decoded, canonical bytes kept).
+
+    Raises:
+        ArchiveError: the row's columns do not decode as an event.
+    """
+    canonical = canonical_envelope(
+        cluster=row["cluster"],
+        data=row["data"],
+        event_id=row["event_id"],
+        source=row["source"],
+        subject=row["subject"],
+        time=format_time(row["time"]),
+        event_type=row["type"],
+    )
+    try:
+        event = decode(canonical)
+    except EventDecodeError as exc:
+        raise ArchiveError(f"event_log seq {row['seq']} does not decode: [{exc.code}] {exc}") from None
+    return ArchivedEvent(
+        seq=row["seq"],
+        event=event,
+        prev_hash=bytes(row["prev_hash"]),
+        hash=bytes(row["hash"]),
+        canonical=canonical,
+    )
+
+
+class ArchiveReader:
+    """Queries over one read-only snapshot of the archive (see :func:`open_archive`)."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self._conn = conn
+
+    async def last_seq(self) -> int:
+        value = await self._conn.fetchval("SELECT coalesce(max(seq), 0) FROM event_log")
+        return int(value)
+
+    async def rows(self, first: int = 1, last: int | None = None) -> AsyncIterator[ArchivedEvent]:
+        """Every event with ``first <= seq <= last``, in seq order, fetched in batches."""
+        upper = await self.last_seq() if last is None else last
+        after = first - 1
+        while after < upper:
+            batch = await self._conn.fetch(
+                f"SELECT {_COLUMNS} FROM event_log WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3",  # noqa: S608
+                after,
+                upper,
+                _BATCH,
+            )
+            if not batch:
+                return
+            for row in batch:
+                yield row_to_event(row)
+            after = batch[-1]["seq"]
+
+    async def hash_before(self, seq: int) -> bytes | None:
+        """The hash the row at ``seq`` must link to; None when that row is missing."""
+        if seq <= 1:
+            return GENESIS_HASH
+        value = await self._conn.fetchval("SELECT hash FROM event_log WHERE seq = $1", seq - 1)
+        return None if value is None else bytes(value)
+
+    async def session_markers(self, first: int = 1, last: int | None = None) -> list[ArchivedEvent]:
+        """The SessionCommitted events with ``first <= seq <= last``, in seq order."""
+        upper = await self.last_seq() if last is None else last
+        rows = await self._conn.fetch(
+            f"SELECT {_COLUMNS} FROM event_log WHERE type = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",  # noqa: S608
+            _SESSION,
+            first,
+            upper,
+        )
+        return [row_to_event(r) for r in rows]
+
+    async def session_parts(self, session_id: str) -> list[ArchivedEvent]:
+        rows = await self._conn.fetch(
+            f"SELECT {_COLUMNS} FROM event_log"  # noqa: S608
+            " WHERE type = $1 AND data::jsonb->>'session_id' = $2 ORDER BY seq",
+            _PART,
+            session_id,
+        )
+        return [row_to_event(r) for r in rows]
+
+    async def session(self, session_id: str) -> ArchivedEvent:
+        """The SessionCommitted of ``session_id``.
+
+        Raises:
+            UnknownSession: no such session in the archive.
+        """
+        row = await self._conn.fetchrow(
+            f"SELECT {_COLUMNS} FROM event_log WHERE type = $1 AND data::jsonb->>'session_id' = $2",  # noqa: S608
+            _SESSION,
+            session_id,
+        )
+        if row is None:
+            raise UnknownSession(session_id)
+        return row_to_event(row)
+
+    async def job_history(self, job: str) -> list[ArchivedEvent]:
+        """Every event about ``job``: its submission, task events, and sessions that mention it.
+
+        A session mentions a job when the job is pending in it, or one of its
+        decisions names the job as subject or preemptor.
+        """
+        namespace, _, name = job.partition("/")
+        mention = json.dumps({"job": job})
+        preemptor = json.dumps({"preemptor_job": job})
+        rows = await self._conn.fetch(
+            f"""
+            SELECT {_COLUMNS} FROM event_log
+            WHERE (type = 'tephra.job.submitted.v1'
+                   AND data::jsonb->>'namespace' = $1 AND data::jsonb->>'name' = $2)
+               OR (type = ANY($3::text[]) AND data::jsonb->>'job_id' = $4)
+               OR (type = $5 AND (data::jsonb->'pending' @> jsonb_build_array($6::jsonb)
+                                  OR data::jsonb->'decisions' @> jsonb_build_array($6::jsonb)
+                                  OR data::jsonb->'decisions' @> jsonb_build_array($7::jsonb)))
+               OR (type = $8 AND (data::jsonb->'decisions' @> jsonb_build_array($6::jsonb)
+                                  OR data::jsonb->'decisions' @> jsonb_build_array($7::jsonb)))
+            ORDER BY seq
+            """,  # noqa: S608
+            namespace,
+            name,
+            list(_JOB_EVENTS),
+            job,
+            _SESSION,
+            mention,
+            preemptor,
+            _PART,
+        )
+        return [row_to_event(r) for r in rows]
+
+    async def snapshot_at_or_before(self, seq: int) -> ClusterState | None:
+        """The newest stored folded state at or before ``seq``, if any."""
+        text = await self._conn.fetchval(
+            "SELECT state::text FROM state_snapshots WHERE seq <= $1 ORDER BY seq DESC LIMIT 1", seq
+        )
+        return None if text is None else ClusterState.from_jsonable(json.loads(text))
+
+    async def events_after(
+        self, state: ClusterState | None, last: int
+    ) -> tuple[ClusterState, list[ArchivedEvent]]:
+        """A start state (a snapshot or empty) and the events after it up to ``last``."""
+        start = state if state is not None else ClusterState()
+        tail = [row async for row in self.rows(start.seq + 1, last)]
+        return start, tail
+
+
+@asynccontextmanager
+async def open_archive(url: str) -> AsyncIterator[ArchiveReader]:
+    """Connect and open one read-only, repeatable-read transaction for the whole use.
+
+    Raises:
+        ArchiveUnavailable: the server does not answer or the schema is missing.
+    """
+    try:
+        conn = await asyncpg.connect(url)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise ArchiveUnavailable(f"cannot connect to the archive database: {exc}") from None
+    try:
+        exists = await conn.fetchval("SELECT to_regclass('event_log') IS NOT NULL")
+        if not exists:
+            raise ArchiveUnavailable("the database has no event_log table: no projector has run against it")
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
+            yield ArchiveReader(conn)
+    finally:
+        await conn.close()
