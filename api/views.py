@@ -1,0 +1,342 @@
+"""``tephra get``: read models over the projection tables, printed kubectl-style.
+
+Each ``list_*`` function returns plain JSON-able dicts (the ``-o json`` /
+``-o yaml`` items, resources as canonical Kubernetes quantities); the table
+renderers only choose columns.  Reads are one
+repeatable-read transaction, so the counts in one listing agree with each
+other.  Nothing here writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Coroutine, Mapping
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+import asyncpg
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from api.endpoints import Endpoints
+from events.quantity import CPU, MEMORY, PODS, format_resources, parse_resources
+from projector.state import OCCUPYING, TASK_STATUSES
+
+__all__ = [
+    "KINDS",
+    "ViewError",
+    "get_command",
+    "list_jobs",
+    "list_nodes",
+    "list_queues",
+    "list_sessions",
+    "render",
+]
+
+GPU = "nvidia.com/gpu"
+Item = dict[str, Any]
+
+
+class ViewError(ValueError):
+    """An unknown kind or output format, or a database without the projection."""
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+# --------------------------------------------------------------------------- read models
+
+
+async def _occupancy(con: asyncpg.Connection) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """Resources held per node and per queue by tasks that occupy a node (each also one ``pods``)."""
+    rows = await con.fetch(
+        """
+        SELECT t.node, t.role, j.queue, j.spec -> 'task_specs' AS specs
+          FROM tasks t JOIN jobs j ON j.id = t.job_id
+         WHERE t.status = ANY($1::text[]) AND t.node IS NOT NULL
+        """,
+        sorted(OCCUPYING),
+    )
+    per_node: dict[str, dict[str, int]] = {}
+    per_queue: dict[str, dict[str, int]] = {}
+    for row in rows:
+        spec = next((s for s in _json(row["specs"]) if s["name"] == row["role"]), None)
+        request = parse_resources(spec.get("resources") if spec else None)
+        request[PODS] = request.get(PODS, 0) + 1
+        for bucket in (per_node.setdefault(row["node"], {}), per_queue.setdefault(row["queue"], {})):
+            for name, amount in request.items():
+                bucket[name] = bucket.get(name, 0) + amount
+    return per_node, per_queue
+
+
+async def _latest_pending(con: asyncpg.Connection) -> tuple[str | None, dict[str, list[dict[str, str]]]]:
+    row = await con.fetchrow(
+        "SELECT session_id, doc -> 'pending' AS pending FROM sessions ORDER BY seq DESC LIMIT 1"
+    )
+    if row is None:
+        return None, {}
+    return row["session_id"], {p["job"]: p.get("reasons", []) for p in _json(row["pending"]) or []}
+
+
+async def list_jobs(con: asyncpg.Connection) -> list[Item]:
+    jobs = await con.fetch(
+        "SELECT id, namespace, name, queue, phase, phase_reason, created, spec FROM jobs ORDER BY id"
+    )
+    counts: dict[str, dict[str, int]] = {}
+    for row in await con.fetch("SELECT job_id, status, count(*) AS n FROM tasks GROUP BY job_id, status"):
+        counts.setdefault(row["job_id"], {})[row["status"]] = row["n"]
+    session_id, pending = await _latest_pending(con)
+    items = []
+    for job in jobs:
+        spec = _json(job["spec"])
+        tasks = {status: counts.get(job["id"], {}).get(status, 0) for status in TASK_STATUSES}
+        item: Item = {
+            "id": job["id"],
+            "namespace": job["namespace"],
+            "name": job["name"],
+            "queue": job["queue"],
+            "phase": job["phase"],
+            "minAvailable": spec.get("min_available"),
+            "tasks": tasks,
+            "created": _iso(job["created"]),
+        }
+        if job["phase_reason"]:
+            item["reason"] = job["phase_reason"]
+        if job["id"] in pending:
+            item["pendingReasons"] = pending[job["id"]]
+            item["pendingSession"] = session_id
+        items.append(item)
+    return items
+
+
+async def list_queues(con: asyncpg.Connection) -> list[Item]:
+    _, used = await _occupancy(con)
+    phases: dict[str, dict[str, int]] = {}
+    for row in await con.fetch("SELECT queue, phase, count(*) AS n FROM jobs GROUP BY queue, phase"):
+        phases.setdefault(row["queue"], {})[row["phase"]] = row["n"]
+    items = []
+    for row in await con.fetch("SELECT name, doc FROM queues ORDER BY name"):
+        doc = _json(row["doc"])
+        items.append(
+            {
+                "name": row["name"],
+                "weight": doc.get("weight"),
+                "state": doc.get("state"),
+                "priority": doc.get("priority"),
+                "reclaimable": doc.get("reclaimable"),
+                "capability": format_resources(doc.get("capability") or {}),
+                "deserved": format_resources(doc.get("deserved") or {}),
+                "guarantee": format_resources(doc.get("guarantee") or {}),
+                "allocated": format_resources(used.get(row["name"], {})),
+                "jobs": dict(sorted(phases.get(row["name"], {}).items())),
+            }
+        )
+    return items
+
+
+async def list_nodes(con: asyncpg.Connection) -> list[Item]:
+    used, _ = await _occupancy(con)
+    tasks = {
+        r["node"]: r["n"]
+        for r in await con.fetch(
+            "SELECT node, count(*) AS n FROM tasks"
+            " WHERE node IS NOT NULL AND status = ANY($1::text[]) GROUP BY node",
+            sorted(OCCUPYING),
+        )
+    }
+    items = []
+    for row in await con.fetch("SELECT name, ready, unschedulable, doc FROM nodes ORDER BY name"):
+        doc = _json(row["doc"])
+        items.append(
+            {
+                "name": row["name"],
+                "ready": row["ready"],
+                "unschedulable": row["unschedulable"],
+                "labels": doc.get("labels") or {},
+                "allocatable": format_resources(doc.get("allocatable") or {}),
+                "used": format_resources(used.get(row["name"], {})),
+                "tasks": tasks.get(row["name"], 0),
+            }
+        )
+    return items
+
+
+async def list_sessions(con: asyncpg.Connection, limit: int = 20) -> list[Item]:
+    rows = await con.fetch(
+        """
+        SELECT session_id, seq, leader_epoch, input_seq, config_version, now, accepted, voided, doc
+          FROM sessions ORDER BY seq DESC LIMIT $1
+        """,
+        limit,
+    )
+    items = []
+    for row in reversed(rows):
+        doc = _json(row["doc"])
+        items.append(
+            {
+                "id": row["session_id"],
+                "seq": row["seq"],
+                "leaderEpoch": row["leader_epoch"],
+                "inputSeq": row["input_seq"],
+                "configVersion": row["config_version"],
+                "now": _iso(row["now"]),
+                "accepted": row["accepted"],
+                "voided": doc.get("voided", []),
+                "pending": doc.get("pending", []),
+            }
+        )
+    return items
+
+
+Lister = Callable[[asyncpg.Connection], Coroutine[Any, Any, list[Item]]]
+KINDS: dict[str, Lister] = {
+    "jobs": list_jobs,
+    "queues": list_queues,
+    "nodes": list_nodes,
+    "sessions": list_sessions,
+}
+_ALIASES = {"job": "jobs", "queue": "queues", "node": "nodes", "session": "sessions", "vcjob": "jobs"}
+
+
+async def fetch_items(database_url: str, kind: str, *, limit: int = 20) -> list[Item]:
+    con = await asyncpg.connect(database_url)
+    try:
+        async with con.transaction(isolation="repeatable_read", readonly=True):
+            if kind == "sessions":
+                return await list_sessions(con, limit)
+            return await KINDS[kind](con)
+    except asyncpg.UndefinedTableError as exc:
+        raise ViewError(f"the database has no projection yet ({exc}); is the projector running?") from exc
+    finally:
+        await con.close()
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _amount(name: str, value: int | None) -> str:
+    if value is None:
+        return "-"
+    if name == CPU:
+        return f"{value / 1000:g}"
+    if name == MEMORY:
+        for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if value >= size:
+                return f"{value / size:.4g}{unit}"
+        return str(value)
+    return str(value)
+
+
+def _used_of(used: Mapping[str, str], total: Mapping[str, str], name: str) -> str:
+    """``used/total`` of one resource; the items hold canonical quantity strings."""
+    have = parse_resources({name: total[name]})[name] if name in total else None
+    held = parse_resources({name: used[name]})[name] if name in used else 0
+    return f"{_amount(name, held)}/{_amount(name, have)}"
+
+
+def _age(created: str | None, now: datetime) -> str:
+    if created is None:
+        return "-"
+    seconds = int((now - datetime.fromisoformat(created.replace("Z", "+00:00"))).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def _reason_text(item: Item) -> str:
+    reasons = item.get("pendingReasons") or []
+    if reasons:
+        return "; ".join(f"{r['code']}: {r['message']}" for r in reasons)
+    return item.get("reason", "")
+
+
+def _table(kind: str, items: list[Item]) -> Table:
+    now = datetime.now(UTC)
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    if kind == "jobs":
+        for column in (
+            "NAMESPACE",
+            "NAME",
+            "QUEUE",
+            "PHASE",
+            "MIN",
+            "PENDING",
+            "RUNNING",
+            "SUCCEEDED",
+            "FAILED",
+        ):
+            table.add_column(column)
+        table.add_column("AGE")
+        table.add_column("REASON", overflow="fold")
+        for j in items:
+            t = j["tasks"]
+            table.add_row(
+                j["namespace"], j["name"], j["queue"], j["phase"], str(j["minAvailable"]),
+                str(t["Pending"]), str(t["Bound"] + t["Running"] + t["Releasing"]),
+                str(t["Succeeded"]), str(t["Failed"]), _age(j["created"], now), _reason_text(j),
+            )  # fmt: skip
+    elif kind == "queues":
+        for column in ("NAME", "STATE", "WEIGHT", "GPU", "CPU", "MEMORY", "JOBS"):
+            table.add_column(column)
+        for q in items:
+            capability = q["capability"]
+            jobs = ", ".join(f"{n} {p}" for p, n in q["jobs"].items()) or "-"
+            table.add_row(
+                q["name"], q["state"], str(q["weight"]),
+                _used_of(q["allocated"], capability, GPU), _used_of(q["allocated"], capability, CPU),
+                _used_of(q["allocated"], capability, MEMORY), jobs,
+            )  # fmt: skip
+    elif kind == "nodes":
+        for column in ("NAME", "STATUS", "GPU", "CPU", "MEMORY", "PODS", "TASKS"):
+            table.add_column(column)
+        for n in items:
+            status = ("Ready" if n["ready"] else "NotReady") + (
+                ",SchedulingDisabled" if n["unschedulable"] else ""
+            )
+            alloc, used = n["allocatable"], n["used"]
+            table.add_row(
+                n["name"], status, _used_of(used, alloc, GPU), _used_of(used, alloc, CPU),
+                _used_of(used, alloc, MEMORY), _used_of(used, alloc, PODS), str(n["tasks"]),
+            )  # fmt: skip
+    else:
+        for column in ("SESSION", "SEQ", "EPOCH", "INPUT SEQ", "NOW", "ACCEPTED", "VOIDED", "PENDING JOBS"):
+            table.add_column(column)
+        for s in items:
+            table.add_row(
+                s["id"], str(s["seq"]), str(s["leaderEpoch"]), str(s["inputSeq"]), s["now"] or "-",
+                str(s["accepted"]), str(len(s["voided"])), str(len(s["pending"])),
+            )  # fmt: skip
+    return table
+
+
+def render(kind: str, items: list[Item], output: str, out: TextIO) -> None:
+    if output == "json":
+        out.write(json.dumps({"items": items}, indent=2, sort_keys=False) + "\n")
+    elif output == "yaml":
+        out.write(yaml.safe_dump({"items": items}, sort_keys=False))
+    elif not items:
+        out.write(f"No {kind} found.\n")
+    else:
+        Console(file=out, width=200 if not out.isatty() else None).print(_table(kind, items))
+
+
+def get_command(
+    what: str, output: str, endpoints: Endpoints, *, limit: int = 20, out: TextIO = sys.stdout
+) -> int:
+    kind = _ALIASES.get(what, what)
+    if kind not in KINDS:
+        raise ViewError(f"unknown kind {what!r}; expected one of: {', '.join(KINDS)}")
+    if output not in ("table", "json", "yaml"):
+        raise ViewError(f"unknown output format {output!r}; expected table, json or yaml")
+    items = asyncio.run(fetch_items(endpoints.database_url, kind, limit=limit))
+    render(kind, items, output, out)
+    return 0
