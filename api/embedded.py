@@ -84,7 +84,15 @@ class BinaryNotFoundError(EmbeddedError):
 
 
 class StartupError(EmbeddedError):
-    """A server exited during start-up or did not answer before the deadline."""
+    """A server exited during start-up or did not answer before the deadline.
+
+    ``port_in_use`` is True when the server said its port was taken, which
+    is worth a retry on another port when the port was chosen for it.
+    """
+
+    def __init__(self, message: str, *, port_in_use: bool = False) -> None:
+        super().__init__(message)
+        self.port_in_use = port_in_use
 
 
 def free_port(host: str = LOOPBACK) -> int:
@@ -138,6 +146,10 @@ class _ServerProcess:
     name = "server"
     #: the signal that asks the server for a quick, clean shutdown
     stop_signal = signal.SIGTERM
+    #: log text by which the server says its listen address is taken
+    port_in_use_markers: tuple[str, ...] = ("Address already in use", "AddrInUse")
+    #: attempts with a fresh free port when the chosen one was taken meanwhile
+    port_attempts = 3
 
     def __init__(self, *, log_path: Path, startup_timeout: float, scratch_log: bool = False) -> None:
         self.log_path = log_path
@@ -150,11 +162,11 @@ class _ServerProcess:
         self._log: IO[bytes] | None = None
 
     # -- to implement -----------------------------------------------------
-    def _command(self) -> list[str]:
+    def _command(self, port: int) -> list[str]:
         raise NotImplementedError
 
-    def _probe(self) -> bool:
-        """Return True once the server answers its protocol."""
+    def _probe(self, port: int) -> bool:
+        """Return True once the server answers its protocol on ``port``."""
         raise NotImplementedError
 
     def _account(self) -> _Account | None:
@@ -170,17 +182,32 @@ class _ServerProcess:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
-    def _start_process(self, env: dict[str, str]) -> None:
+    def _launch(self, env: dict[str, str], host: str, requested_port: int | None) -> int:
+        """Start on ``requested_port``, or on a free port (retried if it is taken meanwhile)."""
+        attempts = 1 if requested_port is not None else self.port_attempts
+        for attempt in range(1, attempts + 1):
+            port = requested_port if requested_port is not None else free_port(host)
+            try:
+                self._start_process(env, port)
+            except StartupError as exc:
+                if not exc.port_in_use or attempt == attempts:
+                    raise
+                continue
+            return port
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _start_process(self, env: dict[str, str], port: int) -> None:
         if self._proc is not None:
             raise EmbeddedError(f"{self.name} is already started (pid {self._proc.pid})")
         began = time.monotonic()
+        command = self._command(port)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
         # process_group=0: the server and its children form their own group,
         # so a Ctrl-C meant for the test runner does not hit them half-way and
         # stop() can kill the whole group.
         self._proc = subprocess.Popen(
-            self._command(),
+            command,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -190,13 +217,14 @@ class _ServerProcess:
         )
         atexit.register(self.stop)
         try:
-            self._wait_ready(began)
+            self._wait_ready(began, port)
         except BaseException:
+            self._scratch_log = False  # keep the log of a failed start for inspection
             self.stop()
             raise
         self.startup_seconds = time.monotonic() - began
 
-    def _wait_ready(self, began: float) -> None:
+    def _wait_ready(self, began: float, port: int) -> None:
         if self._proc is None:
             raise EmbeddedError(f"{self.name} is not started")
         deadline = began + self.startup_timeout
@@ -204,11 +232,12 @@ class _ServerProcess:
         while True:
             code = self._proc.poll()
             if code is not None:
+                tail = _log_tail(self.log_path)
                 raise StartupError(
-                    f"{self.name} exited with code {code} during start-up; "
-                    f"log {self.log_path}:\n{_log_tail(self.log_path)}"
+                    f"{self.name} exited with code {code} during start-up; log {self.log_path}:\n{tail}",
+                    port_in_use=any(marker in tail for marker in self.port_in_use_markers),
                 )
-            if self._probe():
+            if self._probe(port):
                 return
             if time.monotonic() > deadline:
                 raise StartupError(
@@ -357,7 +386,8 @@ class EmbeddedBroker(_ServerProcess):
         startup_timeout: float = 20.0,
     ) -> None:
         self.host = host
-        self.port = port
+        self.requested_port = port
+        self.port: int | None = None
         scratch = log_path is None
         if log_path is None:
             log_path = Path(tempfile.gettempdir()) / f"tephra-tansu-{os.getpid()}-{id(self)}.log"
@@ -369,8 +399,8 @@ class EmbeddedBroker(_ServerProcess):
             raise EmbeddedError("broker is not started")
         return f"{self.host}:{self.port}"
 
-    def _command(self) -> list[str]:
-        url = f"tcp://{self.host}:{self.port}"
+    def _command(self, port: int) -> list[str]:
+        url = f"tcp://{self.host}:{port}"
         return [
             str(tansu_binary()),
             "broker",
@@ -382,16 +412,14 @@ class EmbeddedBroker(_ServerProcess):
             "memory://tansu/",
         ]
 
-    def _probe(self) -> bool:
-        return self.port is not None and kafka_answers(self.host, self.port)
+    def _probe(self, port: int) -> bool:
+        return kafka_answers(self.host, port)
 
     def start(self) -> Self:
-        if self.port is None:
-            self.port = free_port(self.host)
         # Tansu reads its options from the environment too (CLUSTER_ID,
         # LISTENER_URL, OTEL_EXPORTER_OTLP_ENDPOINT, ...): give it a clean one.
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "RUST_LOG": "warn"}
-        self._start_process(env)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "RUST_LOG": "warn", "NO_COLOR": "1"}
+        self.port = self._launch(env, self.host, self.requested_port)
         return self
 
 
@@ -535,7 +563,7 @@ class EmbeddedPostgres(_ServerProcess):
         # No inherited PG* variables: they would silently redirect initdb/postgres.
         return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "TZ": "UTC"}
 
-    def _command(self) -> list[str]:
+    def _command(self, port: int) -> list[str]:
         args = [
             self._bin("postgres"),
             "-D",
@@ -543,7 +571,7 @@ class EmbeddedPostgres(_ServerProcess):
             "-c",
             f"listen_addresses={self.host}",
             "-c",
-            f"port={self.port}",
+            f"port={port}",
             # TCP only: no socket file to clash over or to outgrow sun_path.
             "-c",
             "unix_socket_directories=",
@@ -555,7 +583,7 @@ class EmbeddedPostgres(_ServerProcess):
                 args += ["-c", setting]
         return args
 
-    def _probe(self) -> bool:
+    def _probe(self, port: int) -> bool:
         result = subprocess.run(
             [
                 self._bin("pg_isready"),
@@ -565,7 +593,7 @@ class EmbeddedPostgres(_ServerProcess):
                 "-h",
                 self.host,
                 "-p",
-                str(self.port),
+                str(port),
                 "-U",
                 "postgres",
             ],
@@ -615,6 +643,5 @@ class EmbeddedPostgres(_ServerProcess):
             self._initdb()
         elif self._run_as is not None:
             _assert_traversable(self.data_dir, self._run_as)
-        self.port = self.requested_port if self.requested_port is not None else free_port(self.host)
-        self._start_process(self._env())
+        self.port = self._launch(self._env(), self.host, self.requested_port)
         return self

@@ -183,10 +183,19 @@ async def database_url(postgres_admin_dsn: str, pytestconfig: pytest.Config) -> 
 _LOOP_GUARD = "_fail_on_loop_exceptions"
 
 
+_SERVER_FIXTURES = frozenset({"kafka_bootstrap", "postgres_admin_dsn"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selection looks at the markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # First in line: set up before the test's other fixtures and torn down
-    # after them, so failures in their teardown are caught as well.
     for item in items:
+        names = getattr(item, "fixturenames", ())
+        # Whatever needs a server is an integration test, marked or not, so
+        # `-m "not integration"` reliably runs without servers.
+        if _SERVER_FIXTURES.intersection(names):
+            item.add_marker(pytest.mark.integration)
+        # First in line: set up before the test's other fixtures and torn down
+        # after them, so failures in their teardown are caught as well.
         if pytest_asyncio.is_async_test(item):
             item.fixturenames.insert(0, _LOOP_GUARD)  # type: ignore[attr-defined]
 

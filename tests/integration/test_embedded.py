@@ -15,6 +15,7 @@ import asyncpg
 import pytest
 from aiokafka import AIOKafkaConsumer
 
+from api import embedded
 from api.embedded import (
     LOOPBACK,
     BinaryNotFoundError,
@@ -73,15 +74,33 @@ def test_broker_answers_kafka_and_stops_completely() -> None:
     broker.stop()  # idempotent
 
 
-def test_broker_start_fails_loudly_when_its_port_is_taken() -> None:
+def test_broker_start_fails_loudly_when_its_port_is_taken(tmp_path: Path) -> None:
     with socket.socket() as squatter:
         squatter.bind((LOOPBACK, 0))
         squatter.listen()
         port = squatter.getsockname()[1]
-        broker = EmbeddedBroker(port, startup_timeout=10)
-        with pytest.raises(StartupError, match=r"exited|did not answer"):
+        broker = EmbeddedBroker(port, log_path=tmp_path / "tansu.log", startup_timeout=10)
+        with pytest.raises(StartupError, match="exited") as caught:
             broker.start()
+        assert caught.value.port_in_use
         assert not broker.running
+        assert (tmp_path / "tansu.log").exists(), "the log of a failed start is kept"
+
+
+def test_broker_retries_when_the_port_it_picked_is_taken_meanwhile(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with socket.socket() as squatter:
+        squatter.bind((LOOPBACK, 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        picks = iter([taken, embedded.free_port()])
+        # The race made deterministic: the first "free" port is already taken.
+        monkeypatch.setattr(embedded, "free_port", lambda host=LOOPBACK: next(picks))
+        with EmbeddedBroker(log_path=tmp_path / "tansu.log") as broker:
+            assert broker.port != taken
+            assert broker.port is not None
+            assert kafka_answers(LOOPBACK, broker.port)
 
 
 def test_kafka_probe_says_no_to_something_that_is_not_kafka() -> None:
