@@ -14,7 +14,7 @@ canonical quantity strings (``"500m"``, ``"8589934592"``).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeAlias, Union
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import (
     AwareDatetime,
@@ -31,6 +31,7 @@ from events.quantity import format_resources, parse_resources
 __all__ = [
     "DEFAULT_CLUSTER",
     "EVENT_TYPES",
+    "ActionConfiguration",
     "BindDecision",
     "Decision",
     "EnqueueDecision",
@@ -75,7 +76,6 @@ __all__ = [
     "TaskStartedData",
     "TierSpec",
     "Toleration",
-    "ActionConfiguration",
 ]
 
 DEFAULT_CLUSTER = "default"
@@ -305,7 +305,7 @@ class EvictDecision(EventData):
 
 
 Decision: TypeAlias = Annotated[
-    Union[EnqueueDecision, BindDecision, PipelineDecision, EvictDecision],
+    EnqueueDecision | BindDecision | PipelineDecision | EvictDecision,
     Field(discriminator="kind"),
 ]
 
@@ -445,26 +445,21 @@ _EVENT_CLASSES = (
 )
 
 Event: TypeAlias = Annotated[
-    Union[
-        QueueUpserted,
-        QueueDeleted,
-        PriorityClassUpserted,
-        SchedulerConfigured,
-        JobSubmitted,
-        JobCancelled,
-        JobRejected,
-        NodeReported,
-        NodeRemoved,
-        TaskStarted,
-        TaskFinished,
-        SessionCommitted,
-        SessionPart,
-    ],
+    QueueUpserted
+    | QueueDeleted
+    | PriorityClassUpserted
+    | SchedulerConfigured
+    | JobSubmitted
+    | JobCancelled
+    | JobRejected
+    | NodeReported
+    | NodeRemoved
+    | TaskStarted
+    | TaskFinished
+    | SessionCommitted
+    | SessionPart,
     Field(discriminator="type"),
 ]
 
 #: type string -> envelope class, in catalogue order.
-EVENT_TYPES: dict[str, type[_Envelope]] = {
-    cls.model_fields["type"].default: cls for cls in _EVENT_CLASSES
-}
-
+EVENT_TYPES: dict[str, type[_Envelope]] = {cls.model_fields["type"].default: cls for cls in _EVENT_CLASSES}
