@@ -1,0 +1,259 @@
+"""``tephra demo``: the seed articles' examples on an embedded stack, end to end, then an explanation.
+
+The demo runs the real services (projector, scheduler, simulated cluster) on
+a throw-away embedded stack, submits :mod:`api.demo_manifests` stage by stage,
+waits after each stage until the cluster is stable, and prints what the
+scheduler decided (from the projection's accepted bindings and evictions)
+and why the job that stayed Pending did not move (the reasons recorded by the
+sessions).  Everything it starts is stopped before it returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+import asyncpg
+
+from api.demo_manifests import STAGES
+from api.endpoints import Endpoints
+from api.manifests import parse_manifests
+from api.settings import TephraSettings
+from api.stack import SERVICES, embedded_stack, run_services, run_until_signalled
+from api.submit import produce_manifests
+from api.views import fetch_items, render
+from events.quantity import format_quantity
+
+__all__ = ["DemoError", "demo_command", "run_demo"]
+
+STUCK_JOB = "default/llm-pretrain"
+STAGE_TIMEOUT = 90.0
+
+
+class DemoError(RuntimeError):
+    """The demo's cluster did not reach a stable state in time, or a service failed."""
+
+
+@dataclass(frozen=True)
+class _Progress:
+    seq: int
+    transitional: int
+    sessions: int
+    busy_sessions: int
+
+
+async def _progress(con: asyncpg.Connection, since_seq: int) -> _Progress:
+    seq = await con.fetchval("SELECT seq FROM projection_meta")
+    transitional = await con.fetchval("SELECT count(*) FROM tasks WHERE status IN ('Bound', 'Releasing')")
+    recent = await con.fetch(
+        "SELECT accepted, voided FROM sessions WHERE seq > $1 ORDER BY seq DESC LIMIT 2", since_seq
+    )
+    sessions = await con.fetchval("SELECT count(*) FROM sessions WHERE seq > $1", since_seq)
+    busy = sum(1 for r in recent if r["accepted"] or r["voided"])
+    return _Progress(seq, transitional, sessions, busy)
+
+
+async def _wait_projected(
+    con: asyncpg.Connection, event_ids: Sequence[str], services: asyncio.Task[None]
+) -> int:
+    """Wait until every submitted event is archived (or rejected); return the projection's seq then."""
+    deadline = time.monotonic() + STAGE_TIMEOUT
+    while True:
+        _check(services)
+        done = await con.fetchval(
+            "SELECT (SELECT count(*) FROM event_log WHERE event_id = ANY($1::text[]))"
+            " + (SELECT count(DISTINCT event_id) FROM rejected_events WHERE event_id = ANY($1::text[]))",
+            list(event_ids),
+        )
+        if done >= len(event_ids):
+            return int(await con.fetchval("SELECT seq FROM projection_meta"))
+        if time.monotonic() > deadline:
+            raise DemoError(
+                f"only {done}/{len(event_ids)} submitted events were projected in {STAGE_TIMEOUT:.0f}s"
+            )
+        await asyncio.sleep(0.1)
+
+
+async def _wait_stable(
+    con: asyncpg.Connection,
+    since_seq: int,
+    *,
+    needs_session: bool,
+    quiet: float,
+    services: asyncio.Task[None],
+) -> None:
+    """Stable: no task is being started or stopped, and either the last two sessions decided nothing
+    or nothing was appended for ``quiet`` seconds (the scheduler skips sessions when nothing changed)."""
+    deadline = time.monotonic() + STAGE_TIMEOUT
+    last_seq, last_change = -1, time.monotonic()
+    while True:
+        _check(services)
+        p = await _progress(con, since_seq)
+        now = time.monotonic()
+        if p.seq != last_seq:
+            last_seq, last_change = p.seq, now
+        settled = p.transitional == 0 and (not needs_session or p.sessions > 0)
+        if settled and ((p.sessions >= 2 and p.busy_sessions == 0) or now - last_change >= quiet):
+            return
+        if now > deadline:
+            raise DemoError(f"the cluster did not settle within {STAGE_TIMEOUT:.0f}s ({p})")
+        await asyncio.sleep(0.1)
+
+
+def _check(services: asyncio.Task[None]) -> None:
+    if services.done():
+        exc = services.exception() if not services.cancelled() else None
+        raise DemoError(f"a service stopped during the demo: {exc!r}") from exc
+
+
+# --------------------------------------------------------------------------- the report
+
+
+async def _decisions(con: asyncpg.Connection) -> list[str]:
+    rows = await con.fetch(
+        """
+        SELECT s.seq, s.session_id, 'bind' AS kind, b.decision, b.task_id, b.node,
+               NULL AS action, NULL AS preemptor, NULL AS rule
+          FROM bindings b JOIN sessions s ON s.seq = b.seq
+        UNION ALL
+        SELECT s.seq, s.session_id, 'evict', e.decision, e.task_id, e.node, e.action, e.preemptor_job, e.rule
+          FROM evictions e JOIN sessions s ON s.seq = e.seq
+        ORDER BY 1, 4
+        """
+    )
+    lines: list[str] = []
+    current = None
+    for row in rows:
+        if row["session_id"] != current:
+            current = row["session_id"]
+            lines.append(f"  session {current} (seq {row['seq']}):")
+        if row["kind"] == "bind":
+            lines.append(f"    bind   {row['task_id']} -> {row['node']}")
+        else:
+            rule = f", rule {row['rule']}" if row["rule"] else ""
+            lines.append(
+                f"    evict  {row['task_id']} on {row['node']} ({row['action']} for {row['preemptor']}{rule})"
+            )
+    return lines
+
+
+async def _why_pending(con: asyncpg.Connection, job_id: str) -> list[str]:
+    job = await con.fetchrow("SELECT phase, spec FROM jobs WHERE id = $1", job_id)
+    if job is None:
+        return [f"  {job_id} is not in the projection"]
+    sessions = await con.fetch(
+        """
+        SELECT session_id, seq, p -> 'reasons' AS reasons
+          FROM sessions, jsonb_array_elements(doc -> 'pending') AS p
+         WHERE p ->> 'job' = $1
+         ORDER BY seq
+        """,
+        job_id,
+    )
+    lines = [f"  {job_id} is {job['phase']}."]
+    if not sessions:
+        lines.append("  No session recorded a reason for it.")
+        return lines
+    latest = sessions[-1]
+    lines.append(
+        f"  {len(sessions)} session(s) considered it and left it pending; the latest, {latest['session_id']}"
+    )
+    lines.append(f"  (seq {latest['seq']}), recorded:")
+    for reason in _json(latest["reasons"]) or []:
+        lines.append(f"    - {reason['code']}: {reason['message']}")
+    spec = _json(job["spec"])
+    needed = (spec.get("min_resources") or {}).get("nvidia.com/gpu")
+    total = await con.fetchval(
+        "SELECT coalesce(sum((doc -> 'allocatable' ->> 'nvidia.com/gpu')::bigint), 0) FROM nodes WHERE ready"
+    )
+    if needed:
+        lines.append(
+            f"  In numbers: its gang (minAvailable {spec.get('min_available')}) needs "
+            f"{format_quantity('nvidia.com/gpu', needed)} nvidia.com/gpu at once; "
+            f"the cluster has {total} in total."
+        )
+        lines.append(
+            "  It will move when enough capacity is reported (a NodeReported) or the gang is made smaller."
+        )
+    return lines
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+# --------------------------------------------------------------------------- the run
+
+
+async def run_demo(settings: TephraSettings, endpoints: Endpoints, out: TextIO) -> None:
+    services = asyncio.create_task(run_services(settings, endpoints, tuple(SERVICES)), name="services")
+    con = await asyncpg.connect(endpoints.database_url)
+    try:
+        quiet = 2 * settings.schedule_period + settings.sim_bind_delay + settings.sim_evict_delay + 1.0
+        for stage, file, text in STAGES:
+            manifests = parse_manifests([(file, text)], cluster=endpoints.cluster, now=datetime.now(UTC),
+                                        source="tephra://cli/demo")  # fmt: skip
+            await produce_manifests(manifests, endpoints)
+            print(f"submitted {file}: " + ", ".join(o.ref for o in manifests.objects), file=out, flush=True)
+            seq = await _wait_projected(con, [o.event.id for o in manifests.objects], services)
+            has_jobs = any(o.ref.startswith("job/") for o in manifests.objects)
+            await _wait_stable(con, seq, needs_session=has_jobs, quiet=quiet, services=services)
+            print(f"  ... {stage}: stable", file=out, flush=True)
+
+        print("\nWhat the scheduler decided (accepted decisions, in order):", file=out)
+        for line in await _decisions(con):
+            print(line, file=out)
+        for kind in ("jobs", "nodes"):
+            print(f"\n$ tephra get {kind}", file=out)
+            render(kind, await fetch_items(endpoints.database_url, kind), "table", out)
+        print(f"\nWhy {STUCK_JOB} did not move:", file=out)
+        for line in await _why_pending(con, STUCK_JOB):
+            print(line, file=out)
+        if importlib.util.find_spec("replay.cli") is not None:
+            print(f"  Full reasoning: replay explain {STUCK_JOB}", file=out)
+        out.flush()
+    finally:
+        await con.close()
+        services.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await services
+
+
+def demo_command(*, keep: bool = False, out: TextIO = sys.stdout) -> int:
+    """Run the demo on a fresh embedded stack in a temporary data dir; 0 on success."""
+    data_dir = Path(tempfile.mkdtemp(prefix="tephra-demo-"))
+    # PostgreSQL may run as an unprivileged account (when we are root): it must be able to enter.
+    data_dir.chmod(0o711)
+    settings = TephraSettings(data_dir=data_dir, kafka_bootstrap=None, database_url=None)
+    print(f"tephra demo: starting an embedded stack in {data_dir} ...", file=out, flush=True)
+    try:
+        with embedded_stack(settings, durable=False) as stack:
+            failures: list[DemoError] = []
+
+            async def main() -> None:
+                try:
+                    await run_demo(settings, stack.endpoints, out)
+                except DemoError as exc:
+                    failures.append(exc)
+
+            code = run_until_signalled(main)
+            for failure in failures:
+                print(f"demo failed: {failure}", file=sys.stderr)
+                code = 1
+    finally:
+        if keep:
+            print(f"data kept in {data_dir}", file=out)
+        else:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    return code
