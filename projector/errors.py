@@ -1,0 +1,72 @@
+"""The projector's exception tree.
+
+::
+
+    ProjectorError                 root; ``retriable`` says whether trying again can help
+     +-- MigrationError            a migration file is malformed or failed to apply
+     +-- ArchiveFoldMismatchError  an archived event that the fold refuses (archive or fold is corrupt)
+     +-- ProjectionDriftError      the in-memory state and the database disagree (another writer?)
+     +-- WaitTimeoutError          read-your-writes: the projection did not reach the wanted point in time
+
+Driver errors (asyncpg, aiokafka) are translated at the service boundary:
+connection-level ones are retried there, everything else is a bug and stops
+the service.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "ArchiveFoldMismatchError",
+    "MigrationError",
+    "ProjectionDriftError",
+    "ProjectorError",
+    "WaitTimeoutError",
+]
+
+
+class ProjectorError(Exception):
+    """Root of the projector's errors."""
+
+    retriable: ClassVar[bool] = False
+
+
+class MigrationError(ProjectorError):
+    def __init__(self, version: int, name: str, detail: str) -> None:
+        self.version = version
+        self.name = name
+        self.detail = detail
+        super().__init__(f"cannot apply migration {version:04d} {name}: {detail}")
+
+
+class ArchiveFoldMismatchError(ProjectorError):
+    """[PROJ-ARCHIVE] The fold rejects an event the archive holds."""
+
+    def __init__(self, seq: int, reason: str, detail: str) -> None:
+        self.seq = seq
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"[PROJ-ARCHIVE] cannot fold archived event seq {seq}: {reason}: {detail}")
+
+
+class ProjectionDriftError(ProjectorError):
+    """[PROJ-DRIFT] The database moved under the writer: its state must be reloaded."""
+
+    retriable = True
+
+    def __init__(self, expected_seq: int, found_seq: int) -> None:
+        self.expected_seq = expected_seq
+        self.found_seq = found_seq
+        super().__init__(
+            f"[PROJ-DRIFT] projection is at seq {found_seq}, the writer expected {expected_seq}; reloading"
+        )
+
+
+class WaitTimeoutError(ProjectorError):
+    retriable = True
+
+    def __init__(self, what: str, timeout: float) -> None:
+        self.what = what
+        self.timeout = timeout
+        super().__init__(f"projection did not apply {what} within {timeout:g} s")

@@ -1,0 +1,588 @@
+"""THE fold: ``apply(state, seq, event)`` — pure, deterministic, one handler per event type.
+
+The projector, the scheduler's snapshot and replay all fold with this
+function, so they cannot disagree about what the log means.  No I/O, no
+clock, no randomness: the result depends only on the state and the event.
+
+An event either applies (the state moves to ``seq``) or is *invalid*: it
+contradicts the state (a second JobSubmitted for the same job, a TaskStarted
+for a task that does not exist ...).  An invalid event leaves the state
+untouched — every handler validates before it mutates — and the outcome
+carries a stable reason code; the projector parks such events in
+``rejected_events`` instead of archiving them, so the archive folds cleanly.
+
+A *decision* inside a valid SessionCommitted is a different matter: the
+session is archived whole and each decision is accepted or voided with a
+reason, in decision order, against the state as the earlier decisions left
+it.  Voided decisions are recorded in the session record and never executed.
+
+Lifecycle rules (Volcano's, simplified where noted):
+
+* JobSubmitted creates the job (Pending) and one Pending task per replica.
+* SessionCommitted: ``enqueue`` Pending -> Inqueue; ``bind`` Pending task ->
+  Bound on a node with enough free allocatable (Bound, Running and Releasing
+  tasks occupy, each plus one ``pods``); ``evict`` Bound/Running -> Releasing
+  (still occupying until its TaskFinished); ``pipeline`` is recorded only.
+  A leader epoch below the highest seen voids the whole session
+  (``stale-epoch``).
+* TaskStarted -> Running; the job is Running once running + succeeded tasks
+  reach its gang minimum.
+* TaskFinished succeeded/failed -> Succeeded/Failed, freeing the node.  When
+  every task of a job has finished the job is Completed if at least
+  min_available succeeded, else Failed (no restart policies).
+* TaskFinished evicted -> the task is Pending again, node freed (Volcano's
+  controller recreates evicted pods).  A Running job that drops below its
+  minimum goes back to Inqueue: it keeps its admission.
+* NodeRemoved: the node's occupying tasks go back to Pending (their pods die
+  with the node and the controller recreates them), same job rule as evicted.
+* JobCancelled / JobRejected: the job is Cancelled / Failed with the reason;
+  its Pending tasks are withdrawn (removed); Bound and Running tasks become
+  Releasing and keep their resources until their TaskFinished, after which
+  they are removed when evicted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
+
+from pydantic import TypeAdapter
+
+from events.models import (
+    BindDecision,
+    Decision,
+    EnqueueDecision,
+    Event,
+    EvictDecision,
+    JobCancelled,
+    JobRejected,
+    JobSubmitted,
+    NodeRemoved,
+    NodeReported,
+    PipelineDecision,
+    PriorityClassUpserted,
+    QueueDeleted,
+    QueueUpserted,
+    SchedulerConfigured,
+    SessionCommitted,
+    SessionPart,
+    TaskFinished,
+    TaskStarted,
+)
+from projector.state import (
+    MAX_SESSIONS,
+    OCCUPYING,
+    PODS,
+    TERMINAL_JOB_PHASES,
+    ClusterState,
+    JobState,
+    NodeState,
+    PriorityClassState,
+    QueueState,
+    SessionRecord,
+    TaskState,
+    VoidedDecision,
+    new_task,
+    occupy,
+    release,
+    task_id_of,
+)
+
+__all__ = [
+    "DECISION_VOID_REASONS",
+    "INVALID_EVENT_REASONS",
+    "FoldOutcome",
+    "Touched",
+    "apply",
+]
+
+#: What an applied event changed, for the projection writer: (kind, key) with
+#: kind in queue, priority_class, node, new_job (created), job (phase changed),
+#: task, session, meta (config, leader epoch, buffered session parts).
+Touched: TypeAlias = tuple[tuple[str, str], ...]
+
+INVALID_EVENT_REASONS: Final = (
+    "duplicate-job",  # JobSubmitted for a job id that exists
+    "duplicate-task",  # JobSubmitted whose task ids collide (with each other or existing tasks)
+    "job-missing",  # the event names a job that does not exist
+    "job-finished",  # JobCancelled for a job already Completed, Failed or Cancelled
+    "job-not-pending",  # JobRejected for a job already admitted
+    "task-missing",  # TaskStarted/TaskFinished for an unknown task
+    "task-job-mismatch",  # the task does not belong to the named job
+    "task-finished",  # TaskStarted for a task that already finished
+    "task-not-on-node",  # TaskFinished for a task that occupies no node
+    "node-missing",  # NodeRemoved / TaskStarted naming an unknown node
+    "queue-missing",  # QueueDeleted for an unknown queue
+    "duplicate-session",  # a second SessionCommitted with the same session id
+    "duplicate-part",  # a SessionPart index seen before for that session
+    "session-incomplete",  # the marker announces parts that never arrived
+)
+
+DECISION_VOID_REASONS: Final = (
+    "stale-epoch",  # the whole session: a newer leader has already committed
+    "job-missing",
+    "job-cancelled",
+    "job-finished",  # the job is Completed or Failed
+    "job-not-pending",  # enqueue of a job that is not Pending
+    "task-missing",
+    "task-not-pending",  # bind of a task that is not Pending
+    "task-not-running",  # evict of a task that is not Bound or Running
+    "task-not-on-node",  # evict naming another node than the task's
+    "node-missing",
+    "insufficient-resources",
+)
+
+_DECISIONS: Final[TypeAdapter[list[Decision]]] = TypeAdapter(list[Decision])
+_NO_TOUCH: Final[Touched] = ()
+_META: Final = ("meta", "")
+
+
+@dataclass(frozen=True, slots=True)
+class FoldOutcome:
+    """What one ``apply`` did.
+
+    ``invalid`` is None when the event applied, else the reason code (from
+    :data:`INVALID_EVENT_REASONS`) and the state is unchanged.  ``decisions``
+    are the accepted decisions of a session with their index in the
+    session, in order (for the bindings and evictions tables).
+    """
+
+    invalid: str | None = None
+    detail: str = ""
+    touched: Touched = _NO_TOUCH
+    decisions: tuple[tuple[int, Decision], ...] = ()
+
+    @property
+    def applied(self) -> bool:
+        return self.invalid is None
+
+
+def _invalid(reason: str, detail: str) -> FoldOutcome:
+    return FoldOutcome(invalid=reason, detail=detail)
+
+
+def apply(state: ClusterState, seq: int, event: Event) -> FoldOutcome:
+    """Fold ``event``, the archive's event number ``seq``, into ``state`` (in place)."""
+    handler = _HANDLERS[event.type]
+    outcome: FoldOutcome = handler(state, seq, event)
+    if outcome.invalid is None:
+        state.seq = seq
+    return outcome
+
+
+# ---------------------------------------------------------------------------- queues, classes, config
+
+
+def _queue_upserted(state: ClusterState, seq: int, event: QueueUpserted) -> FoldOutcome:
+    d = event.data
+    previous = state.queues.get(d.name)
+    state.queues[d.name] = QueueState(
+        name=d.name,
+        weight=d.weight,
+        capability=d.capability,
+        deserved=d.deserved,
+        guarantee=d.guarantee,
+        reclaimable=d.reclaimable,
+        priority=d.priority,
+        state=d.state,
+        parent=d.parent,
+        created=event.time if previous is None else previous.created,
+    )
+    return FoldOutcome(touched=(("queue", d.name),))
+
+
+def _queue_deleted(state: ClusterState, seq: int, event: QueueDeleted) -> FoldOutcome:
+    name = event.data.name
+    if name not in state.queues:
+        return _invalid("queue-missing", f"cannot delete queue {name!r}: it does not exist")
+    del state.queues[name]
+    return FoldOutcome(touched=(("queue", name),))
+
+
+def _priority_class_upserted(state: ClusterState, seq: int, event: PriorityClassUpserted) -> FoldOutcome:
+    d = event.data
+    state.priority_classes[d.name] = PriorityClassState(
+        name=d.name, value=d.value, global_default=d.global_default, preemption_policy=d.preemption_policy
+    )
+    return FoldOutcome(touched=(("priority_class", d.name),))
+
+
+def _scheduler_configured(state: ClusterState, seq: int, event: SchedulerConfigured) -> FoldOutcome:
+    state.config = event.data.config
+    state.config_version += 1
+    return FoldOutcome(touched=(_META,))
+
+
+# ---------------------------------------------------------------------------- jobs
+
+
+def _job_submitted(state: ClusterState, seq: int, event: JobSubmitted) -> FoldOutcome:
+    d = event.data
+    job_id = f"{d.namespace}/{d.name}"
+    if job_id in state.jobs:
+        return _invalid("duplicate-job", f"job {job_id} was already submitted")
+    ids = [
+        task_id_of(d.namespace, d.name, spec.name, index)
+        for spec in d.tasks
+        for index in range(spec.replicas)
+    ]
+    if len(set(ids)) != len(ids):
+        return _invalid("duplicate-task", f"job {job_id} names the same task twice")
+    clash = next((tid for tid in ids if tid in state.tasks), None)
+    if clash is not None:
+        return _invalid("duplicate-task", f"job {job_id} would create task {clash}, which exists")
+
+    min_available = d.min_available
+    if min_available is None:
+        min_available = sum(
+            spec.replicas if spec.min_available is None else spec.min_available for spec in d.tasks
+        )
+    job = JobState(
+        id=job_id,
+        namespace=d.namespace,
+        name=d.name,
+        queue=d.queue,
+        priority_class=d.priority_class,
+        min_available=min_available,
+        min_resources=d.min_resources,
+        phase="Pending",
+        created=event.time,
+        annotations=d.annotations,
+        labels=d.labels,
+        task_specs=tuple(d.tasks),
+        tasks=ids,
+    )
+    state.jobs[job_id] = job
+    touched: list[tuple[str, str]] = [("new_job", job_id)]
+    ids_iter = iter(ids)
+    tasks = state.tasks
+    for spec in d.tasks:
+        for index in range(spec.replicas):
+            task_id = next(ids_iter)
+            tasks[task_id] = new_task(job, spec, index, task_id)
+            touched.append(("task", task_id))
+    return FoldOutcome(touched=tuple(touched))
+
+
+def _job_cancelled(state: ClusterState, seq: int, event: JobCancelled) -> FoldOutcome:
+    job = state.jobs.get(event.data.job_id)
+    if job is None:
+        return _invalid("job-missing", f"cannot cancel job {event.data.job_id}: it does not exist")
+    if job.phase in TERMINAL_JOB_PHASES:
+        return _invalid("job-finished", f"cannot cancel job {job.id}: it is already {job.phase}")
+    job.phase = "Cancelled"
+    job.phase_reason = event.data.reason
+    return FoldOutcome(touched=(("job", job.id), *_withdraw(state, job)))
+
+
+def _job_rejected(state: ClusterState, seq: int, event: JobRejected) -> FoldOutcome:
+    job = state.jobs.get(event.data.job_id)
+    if job is None:
+        return _invalid("job-missing", f"cannot reject job {event.data.job_id}: it does not exist")
+    if job.phase != "Pending":
+        return _invalid("job-not-pending", f"cannot reject job {job.id}: it is already {job.phase}")
+    job.phase = "Failed"
+    reason = event.data.reason
+    job.phase_reason = f"{event.data.code}: {reason}" if reason else event.data.code
+    return FoldOutcome(touched=(("job", job.id), *_withdraw(state, job)))
+
+
+def _withdraw(state: ClusterState, job: JobState) -> list[tuple[str, str]]:
+    """A job that will not run any more: drop its Pending tasks, release the rest."""
+    touched: list[tuple[str, str]] = []
+    kept: list[str] = []
+    for task_id in job.tasks:
+        task = state.tasks[task_id]
+        if task.status == "Pending":
+            del state.tasks[task_id]
+            touched.append(("task", task_id))
+            continue
+        if task.status in ("Bound", "Running"):
+            task.status = "Releasing"
+            touched.append(("task", task_id))
+        kept.append(task_id)
+    job.tasks = kept
+    return touched
+
+
+# ---------------------------------------------------------------------------- nodes
+
+
+def _node_reported(state: ClusterState, seq: int, event: NodeReported) -> FoldOutcome:
+    d = event.data
+    previous = state.nodes.get(d.name)
+    state.nodes[d.name] = NodeState(
+        name=d.name,
+        allocatable=d.allocatable,
+        labels=d.labels,
+        taints=tuple(d.taints),
+        unschedulable=d.unschedulable,
+        ready=d.ready,
+        created=event.time if previous is None else previous.created,
+        used={} if previous is None else previous.used,
+    )
+    return FoldOutcome(touched=(("node", d.name),))
+
+
+def _node_removed(state: ClusterState, seq: int, event: NodeRemoved) -> FoldOutcome:
+    name = event.data.name
+    if name not in state.nodes:
+        return _invalid("node-missing", f"cannot remove node {name!r}: it does not exist")
+    touched: list[tuple[str, str]] = [("node", name)]
+    affected: list[str] = []
+    for task in [t for t in state.tasks.values() if t.node == name and t.status in OCCUPYING]:
+        touched.append(("task", task.id))
+        if task.job not in affected:
+            affected.append(task.job)
+        _reset_or_drop(state, task)
+    del state.nodes[name]
+    for job_id in affected:
+        if _refresh_phase(state, state.jobs[job_id]):
+            touched.append(("job", job_id))
+    return FoldOutcome(touched=tuple(touched))
+
+
+# ---------------------------------------------------------------------------- tasks
+
+
+def _task_of(state: ClusterState, job_id: str, task_id: str) -> TaskState | FoldOutcome:
+    task = state.tasks.get(task_id)
+    if task is None:
+        return _invalid("task-missing", f"task {task_id} does not exist")
+    if task.job != job_id:
+        return _invalid("task-job-mismatch", f"task {task_id} belongs to job {task.job}, not {job_id}")
+    return task
+
+
+def _task_started(state: ClusterState, seq: int, event: TaskStarted) -> FoldOutcome:
+    d = event.data
+    task = _task_of(state, d.job_id, d.task_id)
+    if isinstance(task, FoldOutcome):
+        return task
+    if task.status in ("Succeeded", "Failed"):
+        return _invalid("task-finished", f"task {task.id} started after it finished ({task.status})")
+    node = state.nodes.get(d.node)
+    if node is None:
+        return _invalid("node-missing", f"task {task.id} started on unknown node {d.node!r}")
+    # The observation is the truth: the pod runs where the cluster says.
+    if task.node != d.node:
+        if task.status in OCCUPYING and task.node is not None:
+            release(state.nodes[task.node].used, task.resources)
+        occupy(node.used, task.resources)
+        task.node = d.node
+    if task.status != "Releasing":
+        task.status = "Running"
+    job = state.jobs[task.job]
+    touched: Touched = (("task", task.id), ("job", job.id)) if _refresh_phase(state, job) else (
+        ("task", task.id),
+    )
+    return FoldOutcome(touched=touched)
+
+
+def _task_finished(state: ClusterState, seq: int, event: TaskFinished) -> FoldOutcome:
+    d = event.data
+    task = _task_of(state, d.job_id, d.task_id)
+    if isinstance(task, FoldOutcome):
+        return task
+    if task.status not in OCCUPYING:
+        return _invalid("task-not-on-node", f"task {task.id} finished while {task.status}")
+    job = state.jobs[task.job]
+    touched: list[tuple[str, str]] = [("task", task.id)]
+    if d.outcome == "evicted":
+        _reset_or_drop(state, task)
+    else:
+        if task.node is not None:
+            release(state.nodes[task.node].used, task.resources)
+        task.status = "Succeeded" if d.outcome == "succeeded" else "Failed"
+    if _refresh_phase(state, job):
+        touched.append(("job", job.id))
+    return FoldOutcome(touched=tuple(touched))
+
+
+def _reset_or_drop(state: ClusterState, task: TaskState) -> None:
+    """A pod that is gone from its node: recreated Pending, unless its job is over."""
+    if task.node is not None:
+        release(state.nodes[task.node].used, task.resources)
+    job = state.jobs[task.job]
+    if job.phase in TERMINAL_JOB_PHASES:
+        del state.tasks[task.id]
+        job.tasks.remove(task.id)
+        return
+    task.status = "Pending"
+    task.node = None
+
+
+def _refresh_phase(state: ClusterState, job: JobState) -> bool:
+    """Derive a live job's phase from its tasks; True when it changed."""
+    if job.phase in TERMINAL_JOB_PHASES:
+        return False
+    running = succeeded = finished = 0
+    tasks = state.tasks
+    for task_id in job.tasks:
+        status = tasks[task_id].status
+        if status == "Running":
+            running += 1
+        elif status == "Succeeded":
+            succeeded += 1
+            finished += 1
+        elif status == "Failed":
+            finished += 1
+    phase = job.phase
+    if job.tasks and finished == len(job.tasks):
+        phase = "Completed" if succeeded >= job.min_available else "Failed"
+    elif running and running + succeeded >= job.min_available:
+        phase = "Running"
+    elif phase == "Running":
+        phase = "Inqueue"
+    if phase == job.phase:
+        return False
+    job.phase = phase
+    return True
+
+
+# ---------------------------------------------------------------------------- sessions
+
+
+def _session_part(state: ClusterState, seq: int, event: SessionPart) -> FoldOutcome:
+    d = event.data
+    if d.session_id in state.sessions:
+        return _invalid("duplicate-session", f"part {d.index} of session {d.session_id} after its commit")
+    parts = state.session_parts.get(d.session_id)
+    if parts is not None and d.index in parts:
+        return _invalid("duplicate-part", f"part {d.index} of session {d.session_id} arrived twice")
+    decisions = [decision.model_dump(mode="json") for decision in d.decisions]
+    state.session_parts.setdefault(d.session_id, {})[d.index] = decisions
+    return FoldOutcome(touched=(_META,))
+
+
+def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -> FoldOutcome:
+    d = event.data
+    if d.session_id in state.sessions:
+        return _invalid("duplicate-session", f"session {d.session_id} was already committed")
+    decisions: list[Decision] = list(d.decisions)
+    touched: list[tuple[str, str]] = [("session", d.session_id), _META]
+    if d.parts:
+        parts = state.session_parts.get(d.session_id, {})
+        missing = [i for i in range(d.parts) if i not in parts]
+        if missing:
+            return _invalid(
+                "session-incomplete", f"session {d.session_id} announces {d.parts} parts, missing {missing}"
+            )
+        for index in range(d.parts):
+            decisions.extend(_DECISIONS.validate_python(parts[index]))
+        del state.session_parts[d.session_id]
+
+    accepted: list[tuple[int, Decision]] = []
+    voided: list[VoidedDecision] = []
+    if d.leader_epoch < state.leader_epoch:
+        voided = [_voided(i, decision, "stale-epoch") for i, decision in enumerate(decisions)]
+    else:
+        state.leader_epoch = d.leader_epoch
+        for index, decision in enumerate(decisions):
+            reason = _decide(state, decision, touched)
+            if reason is None:
+                accepted.append((index, decision))
+            else:
+                voided.append(_voided(index, decision, reason))
+
+    state.sessions[d.session_id] = SessionRecord(
+        session_id=d.session_id,
+        seq=seq,
+        leader_epoch=d.leader_epoch,
+        input_seq=d.input_seq,
+        config_version=d.config_version,
+        now=d.now,
+        accepted=len(accepted),
+        voided=tuple(voided),
+        pending=tuple(d.pending),
+        pending_digest=d.pending_digest,
+        input_digest=d.input_digest,
+        logic_flags=tuple(d.logic_flags),
+    )
+    if len(state.sessions) > MAX_SESSIONS:
+        del state.sessions[next(iter(state.sessions))]
+    return FoldOutcome(touched=tuple(touched), decisions=tuple(accepted))
+
+
+def _voided(index: int, decision: Decision, reason: str) -> VoidedDecision:
+    if isinstance(decision, EnqueueDecision):
+        return VoidedDecision(index=index, kind=decision.kind, job=decision.job, task=None, node=None, reason=reason)
+    return VoidedDecision(
+        index=index, kind=decision.kind, job=decision.job, task=decision.task, node=decision.node, reason=reason
+    )
+
+
+def _decide(state: ClusterState, decision: Decision, touched: list[tuple[str, str]]) -> str | None:
+    """Apply one decision if it still holds; else the void reason (state untouched)."""
+    job = state.jobs.get(decision.job)
+    if job is None:
+        return "job-missing"
+    if job.phase == "Cancelled":
+        return "job-cancelled"
+    if job.phase in TERMINAL_JOB_PHASES:
+        return "job-finished"
+    if isinstance(decision, EnqueueDecision):
+        if job.phase != "Pending":
+            return "job-not-pending"
+        job.phase = "Inqueue"
+        touched.append(("job", job.id))
+        return None
+    if isinstance(decision, PipelineDecision):
+        return None
+    task = state.tasks.get(decision.task)
+    if task is None or task.job != job.id:
+        return "task-missing"
+    if isinstance(decision, BindDecision):
+        return _bind(state, task, decision.node, touched)
+    if isinstance(decision, EvictDecision):
+        if task.status not in ("Bound", "Running"):
+            return "task-not-running"
+        if task.node != decision.node:
+            return "task-not-on-node"
+        task.status = "Releasing"
+        touched.append(("task", task.id))
+        return None
+    raise TypeError(f"unknown decision {decision!r}")  # pragma: no cover - the union is closed
+
+
+def _bind(state: ClusterState, task: TaskState, node_name: str, touched: list[tuple[str, str]]) -> str | None:
+    if task.status != "Pending":
+        return "task-not-pending"
+    node = state.nodes.get(node_name)
+    if node is None:
+        return "node-missing"
+    if not _fits(node, task.resources):
+        return "insufficient-resources"
+    occupy(node.used, task.resources)
+    task.status = "Bound"
+    task.node = node_name
+    touched.append(("task", task.id))
+    return None
+
+
+def _fits(node: NodeState, resources: dict[str, int]) -> bool:
+    allocatable = node.allocatable
+    used = node.used
+    if used.get(PODS, 0) + 1 > allocatable.get(PODS, 0):
+        return False
+    for name, amount in resources.items():
+        if amount and used.get(name, 0) + amount > allocatable.get(name, 0):
+            return False
+    return True
+
+
+_HANDLERS: Final[dict[str, Any]] = {
+    "tephra.queue.upserted.v1": _queue_upserted,
+    "tephra.queue.deleted.v1": _queue_deleted,
+    "tephra.priorityclass.upserted.v1": _priority_class_upserted,
+    "tephra.scheduler.configured.v1": _scheduler_configured,
+    "tephra.job.submitted.v1": _job_submitted,
+    "tephra.job.cancelled.v1": _job_cancelled,
+    "tephra.job.rejected.v1": _job_rejected,
+    "tephra.node.reported.v1": _node_reported,
+    "tephra.node.removed.v1": _node_removed,
+    "tephra.task.started.v1": _task_started,
+    "tephra.task.finished.v1": _task_finished,
+    "tephra.session.committed.v1": _session_committed,
+    "tephra.session.part.v1": _session_part,
+}

@@ -1,0 +1,245 @@
+"""The projection tables: written from the fold's results, read back as a ClusterState.
+
+The writer only touches rows the batch changed (the fold reports them as
+``touched`` keys); a key whose entity is gone from the state is deleted.
+:func:`load_projection` rebuilds the whole state from the rows, deriving
+what is not stored (task specs from the job, node usage from the tasks) with
+the same code as :meth:`ClusterState.from_jsonable`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+import asyncpg
+
+from projector.state import (
+    MAX_SESSIONS,
+    ClusterState,
+    TaskRow,
+    assemble,
+    job_from_json,
+    job_to_json,
+    node_from_json,
+    node_to_json,
+    parts_from_json,
+    parts_to_json,
+    priority_class_from_json,
+    priority_class_to_json,
+    queue_from_json,
+    queue_to_json,
+    session_from_json,
+    session_to_json,
+)
+from events.models import SchedulerConfigSpec
+
+__all__ = ["TouchedRows", "load_projection", "write_projection"]
+
+#: kind -> key -> seq of the last event in the batch that changed it.
+TouchedRows = dict[str, dict[str, int]]
+
+_dumps: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_MUTABLE_JOB_FIELDS: Final = ("phase", "phase_reason")
+
+
+def _split(rows: dict[str, int], present: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Touched keys, sorted, as (still present, gone)."""
+    keep: list[str] = []
+    gone: list[str] = []
+    for key in sorted(rows):
+        (keep if key in present else gone).append(key)
+    return keep, gone
+
+
+async def write_projection(conn: asyncpg.Connection, state: ClusterState, touched: TouchedRows) -> None:
+    """Upsert or delete the rows behind ``touched``, from ``state`` (inside the caller's transaction)."""
+    if rows := touched.get("queue"):
+        keep, gone = _split(rows, state.queues)
+        await _upsert_docs(conn, "queues", keep, rows, [_dumps(queue_to_json(state.queues[k])) for k in keep])
+        await _delete(conn, "queues", "name", gone)
+    if rows := touched.get("priority_class"):
+        keep, gone = _split(rows, state.priority_classes)
+        docs = [_dumps(priority_class_to_json(state.priority_classes[k])) for k in keep]
+        await _upsert_docs(conn, "priority_classes", keep, rows, docs)
+        await _delete(conn, "priority_classes", "name", gone)
+    if rows := touched.get("node"):
+        keep, gone = _split(rows, state.nodes)
+        nodes = [state.nodes[k] for k in keep]
+        if keep:
+            await conn.execute(
+                "INSERT INTO nodes (name, seq, ready, unschedulable, doc)"
+                " SELECT * FROM unnest($1::text[], $2::bigint[], $3::boolean[], $4::boolean[], $5::jsonb[])"
+                " ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq, ready = EXCLUDED.ready,"
+                " unschedulable = EXCLUDED.unschedulable, doc = EXCLUDED.doc",
+                keep,
+                [rows[k] for k in keep],
+                [n.ready for n in nodes],
+                [n.unschedulable for n in nodes],
+                [_dumps(node_to_json(n)) for n in nodes],
+            )
+        await _delete(conn, "nodes", "name", gone)
+    await _write_jobs(conn, state, touched.get("new_job", {}), touched.get("job", {}))
+    if rows := touched.get("task"):
+        keep, gone = _split(rows, state.tasks)
+        tasks = [state.tasks[k] for k in keep]
+        if keep:
+            await conn.execute(
+                "INSERT INTO tasks (id, job_id, role, idx, status, node, seq)"
+                " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[],"
+                " $6::text[], $7::bigint[])"
+                " ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, node = EXCLUDED.node,"
+                " seq = EXCLUDED.seq",
+                keep,
+                [t.job for t in tasks],
+                [t.role for t in tasks],
+                [t.index for t in tasks],
+                [t.status for t in tasks],
+                [t.node for t in tasks],
+                [rows[k] for k in keep],
+            )
+        await _delete(conn, "tasks", "id", gone)
+    if rows := touched.get("session"):
+        # Sessions are history: ones that left the state's window stay in the table.
+        records = [state.sessions[k] for k in sorted(rows) if k in state.sessions]
+        if records:
+            await conn.execute(
+                "INSERT INTO sessions (session_id, seq, leader_epoch, input_seq, config_version, now,"
+                " accepted, voided, doc)"
+                " SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::integer[],"
+                " $6::timestamptz[], $7::integer[], $8::integer[], $9::jsonb[])"
+                " ON CONFLICT (session_id) DO UPDATE SET seq = EXCLUDED.seq,"
+                " leader_epoch = EXCLUDED.leader_epoch, input_seq = EXCLUDED.input_seq,"
+                " config_version = EXCLUDED.config_version, now = EXCLUDED.now,"
+                " accepted = EXCLUDED.accepted, voided = EXCLUDED.voided, doc = EXCLUDED.doc",
+                [s.session_id for s in records],
+                [s.seq for s in records],
+                [s.leader_epoch for s in records],
+                [s.input_seq for s in records],
+                [s.config_version for s in records],
+                [s.now for s in records],
+                [s.accepted for s in records],
+                [len(s.voided) for s in records],
+                [_dumps(session_to_json(s)) for s in records],
+            )
+
+
+async def _write_jobs(
+    conn: asyncpg.Connection, state: ClusterState, new: dict[str, int], changed: dict[str, int]
+) -> None:
+    if new:
+        keep, gone = _split(new, state.jobs)
+        jobs = [state.jobs[k] for k in keep]
+        specs = []
+        for job in jobs:
+            spec = job_to_json(job)
+            for name in _MUTABLE_JOB_FIELDS:
+                del spec[name]
+            specs.append(_dumps(spec))
+        if keep:
+            await conn.execute(
+                "INSERT INTO jobs (id, namespace, name, queue, phase, phase_reason, created, seq, spec)"
+                " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],"
+                " $7::timestamptz[], $8::bigint[], $9::jsonb[])"
+                " ON CONFLICT (id) DO UPDATE SET namespace = EXCLUDED.namespace, name = EXCLUDED.name,"
+                " queue = EXCLUDED.queue, phase = EXCLUDED.phase, phase_reason = EXCLUDED.phase_reason,"
+                " created = EXCLUDED.created, seq = EXCLUDED.seq, spec = EXCLUDED.spec",
+                keep,
+                [j.namespace for j in jobs],
+                [j.name for j in jobs],
+                [j.queue for j in jobs],
+                [j.phase for j in jobs],
+                [j.phase_reason for j in jobs],
+                [j.created for j in jobs],
+                [max(new[j.id], changed.get(j.id, 0)) for j in jobs],
+                specs,
+            )
+        await _delete(conn, "jobs", "id", gone)
+    updates = {k: v for k, v in changed.items() if k not in new}
+    if updates:
+        keep, gone = _split(updates, state.jobs)
+        jobs = [state.jobs[k] for k in keep]
+        if keep:
+            await conn.execute(
+                "UPDATE jobs SET phase = u.phase, phase_reason = u.phase_reason, seq = u.seq"
+                " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS u(id, phase, phase_reason, seq)"
+                " WHERE jobs.id = u.id",
+                keep,
+                [j.phase for j in jobs],
+                [j.phase_reason for j in jobs],
+                [updates[k] for k in keep],
+            )
+        await _delete(conn, "jobs", "id", gone)
+
+
+async def _upsert_docs(
+    conn: asyncpg.Connection, table: str, keys: list[str], rows: dict[str, int], docs: list[str]
+) -> None:
+    if not keys:
+        return
+    await conn.execute(
+        f"INSERT INTO {table} (name, seq, doc) SELECT * FROM unnest($1::text[], $2::bigint[], $3::jsonb[])"  # noqa: S608 - fixed table names
+        " ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq, doc = EXCLUDED.doc",
+        keys,
+        [rows[k] for k in keys],
+        docs,
+    )
+
+
+async def _delete(conn: asyncpg.Connection, table: str, column: str, keys: list[str]) -> None:
+    if keys:
+        await conn.execute(f"DELETE FROM {table} WHERE {column} = ANY($1::text[])", keys)  # noqa: S608
+
+
+def meta_arguments(state: ClusterState) -> tuple[str | None, int, int, str]:
+    """The projection_meta columns other than seq: config, config_version, leader_epoch, session_parts."""
+    config = None if state.config is None else _dumps(state.config.model_dump(mode="json"))
+    return config, state.config_version, state.leader_epoch, _dumps(parts_to_json(state.session_parts))
+
+
+async def load_projection(conn: asyncpg.Connection) -> ClusterState:
+    """The state the projection tables hold, at ``projection_meta.seq``.
+
+    Reads in one REPEATABLE READ transaction, so the tables are seen at one
+    commit even while the projector writes.
+    """
+    async with conn.transaction(isolation="repeatable_read", readonly=True):
+        meta = await conn.fetchrow(
+            "SELECT seq, config, config_version, leader_epoch, session_parts FROM projection_meta"
+        )
+        if meta is None:
+            raise LookupError("projection_meta is empty: run the migrations first")
+        queues = [queue_from_json(json.loads(r["doc"])) for r in await conn.fetch("SELECT doc FROM queues")]
+        classes = [
+            priority_class_from_json(json.loads(r["doc"]))
+            for r in await conn.fetch("SELECT doc FROM priority_classes")
+        ]
+        nodes = [node_from_json(json.loads(r["doc"])) for r in await conn.fetch("SELECT doc FROM nodes")]
+        jobs = [
+            job_from_json({**json.loads(r["spec"]), "phase": r["phase"], "phase_reason": r["phase_reason"]})
+            for r in await conn.fetch("SELECT spec, phase, phase_reason FROM jobs")
+        ]
+        task_rows: list[TaskRow] = [
+            (r[0], r[1], r[2], r[3], r[4], r[5])
+            for r in await conn.fetch("SELECT id, job_id, role, idx, status, node FROM tasks")
+        ]
+        sessions = [
+            session_from_json(json.loads(r["doc"]))
+            for r in reversed(
+                await conn.fetch("SELECT doc FROM sessions ORDER BY seq DESC LIMIT $1", MAX_SESSIONS)
+            )
+        ]
+    config = meta["config"]
+    return assemble(
+        seq=meta["seq"],
+        queues=queues,
+        priority_classes=classes,
+        config=None if config is None else SchedulerConfigSpec.model_validate(json.loads(config)),
+        config_version=meta["config_version"],
+        leader_epoch=meta["leader_epoch"],
+        nodes=nodes,
+        jobs=jobs,
+        task_rows=task_rows,
+        sessions=sessions,
+        session_parts=parts_from_json(json.loads(meta["session_parts"])),
+    )

@@ -1,0 +1,170 @@
+"""Reading the archive back: state at any seq, the projection, and the chain check.
+
+* :func:`state_at` — the folded state after event ``seq``: the nearest
+  ``state_snapshots`` row at or below ``seq`` plus the fold of the archived
+  events after it (decoded, so old versions are upcast).
+* :func:`load_projection` — the state the projection tables hold.
+* :func:`verify_chain` — recompute the hash chain and name the first broken link.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Final, Literal, TypeAlias
+
+import asyncpg
+
+from events.models import Event
+from events.serde import decode
+from projector.archive import GENESIS_HASH, canonical_envelope, chain_hash, format_time
+from projector.errors import ArchiveFoldMismatchError
+from projector.fold import apply
+from projector.projection import load_projection
+from projector.state import ClusterState
+
+__all__ = [
+    "ChainProblem",
+    "ChainReport",
+    "archived_events",
+    "load_projection",
+    "state_at",
+    "verify_chain",
+]
+
+_CHUNK: Final = 5_000
+_COLUMNS: Final = "seq, event_id, type, cluster, subject, source, time, data, prev_hash, hash"
+
+Connectable: TypeAlias = asyncpg.Connection | asyncpg.Pool
+
+
+def _canonical(row: asyncpg.Record) -> bytes:
+    return canonical_envelope(
+        cluster=row["cluster"],
+        data=row["data"],
+        event_id=row["event_id"],
+        source=row["source"],
+        subject=row["subject"],
+        time=format_time(row["time"]),
+        event_type=row["type"],
+    )
+
+
+async def _rows(conn: asyncpg.Connection, after: int, upto: int | None) -> AsyncIterator[asyncpg.Record]:
+    """event_log rows with after < seq <= upto, in seq order, fetched in chunks (keyset paging)."""
+    while True:
+        rows = await conn.fetch(
+            f"SELECT {_COLUMNS} FROM event_log WHERE seq > $1 AND ($2::bigint IS NULL OR seq <= $2)"  # noqa: S608
+            " ORDER BY seq LIMIT $3",
+            after,
+            upto,
+            _CHUNK,
+        )
+        for row in rows:
+            yield row
+        if len(rows) < _CHUNK:
+            return
+        after = rows[-1]["seq"]
+
+
+async def archived_events(
+    conn: asyncpg.Connection, after: int = 0, upto: int | None = None
+) -> AsyncIterator[tuple[int, Event]]:
+    """(seq, event) for the archived events after ``after`` up to ``upto``, decoded from the archive."""
+    async for row in _rows(conn, after, upto):
+        yield row["seq"], decode(_canonical(row))
+
+
+async def state_at(conn_or_pool: Connectable, seq: int) -> ClusterState:
+    """The folded state right after event ``seq`` (0: the empty state)."""
+    if isinstance(conn_or_pool, asyncpg.Pool):
+        async with conn_or_pool.acquire() as conn:
+            return await state_at(conn, seq)
+    conn = conn_or_pool
+    snapshot = await conn.fetchrow(
+        "SELECT seq, state FROM state_snapshots WHERE seq <= $1 ORDER BY seq DESC LIMIT 1", seq
+    )
+    state = ClusterState() if snapshot is None else ClusterState.from_jsonable(json.loads(snapshot["state"]))
+    async for event_seq, event in archived_events(conn, state.seq, seq):
+        outcome = apply(state, event_seq, event)
+        if outcome.invalid is not None:
+            raise ArchiveFoldMismatchError(event_seq, outcome.invalid, outcome.detail)
+    if state.seq != seq:
+        raise LookupError(f"no state at seq {seq}: the archive ends at seq {state.seq}")
+    return state
+
+
+ChainProblem: TypeAlias = Literal[
+    "row-edited",  # the row's content does not hash to its stored hash
+    "broken-link",  # the row's prev_hash is not the previous row's hash (rows rewritten)
+    "row-missing",  # a seq is missing (the row was deleted)
+    "tail-missing",  # the archive ends before the seq the projection reflects
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ChainReport:
+    """The outcome of :func:`verify_chain`; ``broken_seq`` is None when the chain holds."""
+
+    checked: int
+    first_seq: int | None
+    last_seq: int | None
+    broken_seq: int | None = None
+    problem: ChainProblem | None = None
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.broken_seq is None
+
+
+async def verify_chain(
+    conn: asyncpg.Connection, from_seq: int | None = None, to_seq: int | None = None
+) -> ChainReport:
+    """Recompute every hash from ``from_seq`` (default 1) to ``to_seq`` (default the end).
+
+    The first problem found is reported with the seq of the row it concerns:
+    an edited row by its own seq, a deleted row by the missing seq.  Checking
+    the whole archive also compares its end with ``projection_meta.seq``, so
+    deleting the newest rows is caught too.
+    """
+    start = 1 if from_seq is None else max(from_seq, 1)
+    expected_seq = start
+    if start == 1:
+        prev_hash = GENESIS_HASH
+    else:
+        before = await conn.fetchval("SELECT hash FROM event_log WHERE seq = $1", start - 1)
+        prev_hash = None if before is None else bytes(before)
+    checked = 0
+    first: int | None = None
+    last: int | None = None
+
+    def broken(seq: int, problem: ChainProblem, detail: str) -> ChainReport:
+        return ChainReport(checked, first, last, broken_seq=seq, problem=problem, detail=detail)
+
+    async for row in _rows(conn, start - 1, to_seq):
+        seq = row["seq"]
+        if first is None:
+            first = seq
+        if seq != expected_seq:
+            return broken(expected_seq, "row-missing", f"seq {expected_seq} is missing (next row is {seq})")
+        stored_prev = bytes(row["prev_hash"])
+        stored_hash = bytes(row["hash"])
+        if chain_hash(stored_prev, _canonical(row)) != stored_hash:
+            return broken(seq, "row-edited", f"seq {seq} does not hash to its stored hash")
+        if prev_hash is not None and stored_prev != prev_hash:
+            return broken(seq, "broken-link", f"seq {seq} does not chain to seq {seq - 1}")
+        prev_hash = stored_hash
+        expected_seq = seq + 1
+        checked += 1
+        last = seq
+    applied = await conn.fetchval("SELECT seq FROM projection_meta")
+    end = applied if to_seq is None or applied is None else min(to_seq, applied)
+    if end is not None and end >= expected_seq:
+        return broken(
+            expected_seq,
+            "tail-missing" if last is None or end == applied else "row-missing",
+            f"the archive ends at seq {expected_seq - 1}, the projection reflects seq {applied}",
+        )
+    return ChainReport(checked, first, last)

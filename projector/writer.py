@@ -1,0 +1,337 @@
+"""The batch writer: one batch of Kafka records -> one PostgreSQL transaction.
+
+For each batch, in this order:
+
+1. :func:`decode_batch` — bytes to events; what does not decode becomes a
+   :class:`Rejection` with the decoder's stable code.
+2. :meth:`BatchWriter.prepare` — skip events already archived (same id: a
+   producer retry or a redelivery) and events of other clusters; fold the rest
+   into the in-memory state with the pure fold, assigning seqs and chaining
+   hashes; events the fold refuses become Rejections.  Pure CPU, no I/O.
+3. (the service produces the rejections to the dead-letter topic here, never
+   inside the transaction)
+4. :meth:`BatchWriter.commit` — one transaction: guard the projection's seq
+   (a second writer would be caught here), COPY into ``event_log``, the
+   rejections, the projection rows, the consumer offsets, a snapshot every
+   ``snapshot_every`` events, and a NOTIFY for read-your-writes waiters.
+
+The writer's state runs ahead of the database between ``prepare`` and a
+successful ``commit``.  If either raises, the writer is *poisoned* and must
+be rebuilt from the database (:meth:`BatchWriter.load`); the service does so
+on every reconnect.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import asyncpg
+
+from events.models import BindDecision, Event, EvictDecision
+from events.serde import EventDecodeError, decode
+from projector.archive import GENESIS_HASH, archived_form, canonical_envelope, chain_hash, format_time
+from projector.errors import ProjectionDriftError
+from projector.fold import apply
+from projector.projection import TouchedRows, load_projection, meta_arguments, write_projection
+from projector.state import ClusterState
+
+__all__ = [
+    "NOTIFY_CHANNEL",
+    "BatchPlan",
+    "BatchWriter",
+    "InboundRecord",
+    "Rejection",
+    "decode_batch",
+]
+
+log = logging.getLogger(__name__)
+
+#: Channel notified with the new seq after every committed batch.
+NOTIFY_CHANNEL: Final = "tephra_projection"
+_EVENT_LOG_COLUMNS: Final = (
+    "seq", "event_id", "type", "cluster", "subject", "source", "time", "data",
+    "topic", "partition", "kafka_offset", "prev_hash", "hash",
+)  # fmt: skip
+_REJECTED_COLUMNS: Final = (
+    "topic", "partition", "kafka_offset", "raw", "error", "detail", "event_id", "event_type",
+)  # fmt: skip
+_BINDING_COLUMNS: Final = ("seq", "decision", "session_id", "task_id", "job_id", "node")
+_EVICTION_COLUMNS: Final = (
+    "seq", "decision", "session_id", "task_id", "job_id", "node", "action", "preemptor_job",
+    "preemptor_task", "rule",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class InboundRecord:
+    """One Kafka record as the writer needs it."""
+
+    topic: str
+    partition: int
+    offset: int
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A record parked in ``rejected_events`` (and the dead-letter topic)."""
+
+    topic: str
+    partition: int
+    offset: int
+    raw: bytes | None
+    error: str  # stable code: a DecodeErrorCode, an invalid-event reason, or empty-record
+    detail: str
+    event_id: str | None
+    event_type: str | None
+
+
+Decoded = tuple[InboundRecord, Event | Rejection]
+
+
+def decode_batch(records: Iterable[InboundRecord]) -> list[Decoded]:
+    """Each record with its event, or the rejection saying why it is not one."""
+    out: list[Decoded] = []
+    for record in records:
+        value = record.value
+        if value is None:
+            out.append((record, _rejection(record, "empty-record", "the record has no value", None, None)))
+            continue
+        try:
+            out.append((record, decode(value)))
+        except EventDecodeError as exc:
+            out.append((record, _rejection(record, exc.code, str(exc), exc.event_id, exc.event_type)))
+    return out
+
+
+def _rejection(
+    record: InboundRecord, error: str, detail: str, event_id: str | None, event_type: str | None
+) -> Rejection:
+    return Rejection(
+        topic=record.topic,
+        partition=record.partition,
+        offset=record.offset,
+        raw=record.value,
+        error=error,
+        detail=detail,
+        event_id=event_id,
+        event_type=event_type,
+    )
+
+
+@dataclass(slots=True)
+class BatchPlan:
+    """Everything one batch will write, computed by :meth:`BatchWriter.prepare`."""
+
+    base_seq: int
+    last_seq: int
+    archive_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    rejections: list[Rejection] = field(default_factory=list)
+    touched: TouchedRows = field(default_factory=dict)
+    bindings: list[tuple[Any, ...]] = field(default_factory=list)
+    evictions: list[tuple[Any, ...]] = field(default_factory=list)
+    #: (topic, partition) -> next offset to read.
+    offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    duplicates: int = 0
+    foreign: int = 0
+    snapshot: bool = False
+
+    @property
+    def archived(self) -> int:
+        return len(self.archive_rows)
+
+
+class BatchWriter:
+    """Owns the folded state and the chain head of one projector (the single writer)."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        last_hash: bytes,
+        *,
+        consumer: str,
+        cluster: str,
+        snapshot_every: int = 10_000,
+    ) -> None:
+        if snapshot_every <= 0:
+            raise ValueError(f"snapshot_every must be positive, got {snapshot_every}")
+        self.state = state
+        self.last_hash = last_hash
+        self.consumer = consumer
+        self.cluster = cluster
+        self.snapshot_every = snapshot_every
+        self.poisoned = False
+        self._pending_hash = last_hash
+
+    @classmethod
+    async def load(
+        cls, conn: asyncpg.Connection, *, consumer: str, cluster: str, snapshot_every: int = 10_000
+    ) -> BatchWriter:
+        """A writer positioned at what the database holds."""
+        state = await load_projection(conn)
+        head = await conn.fetchrow("SELECT seq, hash FROM event_log ORDER BY seq DESC LIMIT 1")
+        head_seq, head_hash = (0, GENESIS_HASH) if head is None else (head["seq"], bytes(head["hash"]))
+        if head_seq != state.seq:
+            raise ProjectionDriftError(expected_seq=head_seq, found_seq=state.seq)
+        return cls(state, head_hash, consumer=consumer, cluster=cluster, snapshot_every=snapshot_every)
+
+    # ------------------------------------------------------------------ step 2
+
+    async def archived_ids(self, conn: asyncpg.Connection, decoded: Sequence[Decoded]) -> set[str]:
+        """The ids among ``decoded`` that ``event_log`` already holds."""
+        ids = [item.id for _, item in decoded if not isinstance(item, Rejection)]
+        if not ids:
+            return set()
+        rows = await conn.fetch("SELECT event_id FROM event_log WHERE event_id = ANY($1::text[])", ids)
+        return {r["event_id"] for r in rows}
+
+    def prepare(self, decoded: Sequence[Decoded], archived_ids: set[str]) -> BatchPlan:
+        """Fold the batch into the state and build the rows (mutates the state)."""
+        self._check_usable()
+        self.poisoned = True  # until commit succeeds
+        state = self.state
+        seq = state.seq
+        plan = BatchPlan(base_seq=seq, last_seq=seq)
+        seen = set(archived_ids)
+        touched = plan.touched
+        prev_hash = self.last_hash
+        for record, item in decoded:
+            plan.offsets[(record.topic, record.partition)] = record.offset + 1
+            if isinstance(item, Rejection):
+                plan.rejections.append(item)
+                continue
+            if item.id in seen:
+                plan.duplicates += 1
+                continue
+            if item.cluster != self.cluster:
+                plan.foreign += 1
+                continue
+            event, data_text = archived_form(item)
+            outcome = apply(state, seq + 1, event)
+            if outcome.invalid is not None:
+                plan.rejections.append(
+                    _rejection(record, outcome.invalid, outcome.detail, event.id, event.type)
+                )
+                continue
+            seq += 1
+            seen.add(event.id)
+            canonical = canonical_envelope(
+                cluster=event.cluster,
+                data=data_text,
+                event_id=event.id,
+                source=event.source,
+                subject=event.subject,
+                time=format_time(event.time),
+                event_type=event.type,
+            )
+            digest = chain_hash(prev_hash, canonical)
+            plan.archive_rows.append(
+                (
+                    seq, event.id, event.type, event.cluster, event.subject, event.source, event.time,
+                    data_text, record.topic, record.partition, record.offset, prev_hash, digest,
+                )  # fmt: skip
+            )
+            prev_hash = digest
+            for kind, key in outcome.touched:
+                touched.setdefault(kind, {})[key] = seq
+            if outcome.decisions:
+                session_id = state.sessions[event.data.session_id].session_id  # type: ignore[union-attr]
+                for index, decision in outcome.decisions:
+                    if isinstance(decision, BindDecision):
+                        plan.bindings.append(
+                            (seq, index, session_id, decision.task, decision.job, decision.node)
+                        )
+                    elif isinstance(decision, EvictDecision):
+                        plan.evictions.append(
+                            (
+                                seq, index, session_id, decision.task, decision.job, decision.node,
+                                decision.action, decision.preemptor_job, decision.preemptor_task,
+                                decision.rule,
+                            )  # fmt: skip
+                        )
+        plan.last_seq = seq
+        plan.snapshot = seq // self.snapshot_every > plan.base_seq // self.snapshot_every
+        self._pending_hash = prev_hash
+        return plan
+
+    # ------------------------------------------------------------------ step 4
+
+    async def commit(self, conn: asyncpg.Connection, plan: BatchPlan) -> None:
+        """Write the plan in one transaction; on success the writer is usable again."""
+        state = self.state
+        async with conn.transaction():
+            config, config_version, leader_epoch, parts = meta_arguments(state)
+            moved = await conn.fetchval(
+                "UPDATE projection_meta SET seq = $2, config = $3::json, config_version = $4,"
+                " leader_epoch = $5, session_parts = $6::jsonb, updated_at = now()"
+                " WHERE seq = $1 RETURNING seq",
+                plan.base_seq, plan.last_seq, config, config_version, leader_epoch, parts,
+            )  # fmt: skip
+            if moved is None:
+                found = await conn.fetchval("SELECT seq FROM projection_meta")
+                raise ProjectionDriftError(expected_seq=plan.base_seq, found_seq=found)
+            if plan.archive_rows:
+                await conn.copy_records_to_table(
+                    "event_log", records=plan.archive_rows, columns=_EVENT_LOG_COLUMNS
+                )
+            if plan.rejections:
+                await conn.copy_records_to_table(
+                    "rejected_events",
+                    records=[
+                        (r.topic, r.partition, r.offset, r.raw, r.error, r.detail, r.event_id, r.event_type)
+                        for r in plan.rejections
+                    ],
+                    columns=_REJECTED_COLUMNS,
+                )
+            await write_projection(conn, state, plan.touched)
+            if plan.bindings:
+                await conn.copy_records_to_table("bindings", records=plan.bindings, columns=_BINDING_COLUMNS)
+            if plan.evictions:
+                await conn.copy_records_to_table(
+                    "evictions", records=plan.evictions, columns=_EVICTION_COLUMNS
+                )
+            if plan.offsets:
+                keys = sorted(plan.offsets)
+                await conn.execute(
+                    "INSERT INTO consumer_offsets (consumer, topic, partition, next_offset)"
+                    " SELECT $1, * FROM unnest($2::text[], $3::integer[], $4::bigint[])"
+                    " ON CONFLICT (consumer, topic, partition) DO UPDATE"
+                    " SET next_offset = EXCLUDED.next_offset, updated_at = now()",
+                    self.consumer,
+                    [k[0] for k in keys],
+                    [k[1] for k in keys],
+                    [plan.offsets[k] for k in keys],
+                )
+            if plan.snapshot:
+                await conn.execute(
+                    "INSERT INTO state_snapshots (seq, state) VALUES ($1, $2::json) ON CONFLICT (seq) DO NOTHING",
+                    state.seq,
+                    json.dumps(state.to_jsonable(), separators=(",", ":"), ensure_ascii=False),
+                )
+            if plan.last_seq != plan.base_seq:
+                await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, str(plan.last_seq))
+        self.last_hash = self._pending_hash
+        self.poisoned = False
+
+    async def write(self, conn: asyncpg.Connection, records: Sequence[InboundRecord]) -> BatchPlan:
+        """Steps 1, 2 and 4 without a dead-letter topic (tests, tools, the bench)."""
+        decoded = decode_batch(records)
+        plan = self.prepare(decoded, await self.archived_ids(conn, decoded))
+        await self.commit(conn, plan)
+        return plan
+
+    def _check_usable(self) -> None:
+        if self.poisoned:
+            raise RuntimeError("the batch writer failed mid-batch; rebuild it with BatchWriter.load()")
+
+
+async def stored_offsets(conn: asyncpg.Connection, consumer: str) -> dict[tuple[str, int], int]:
+    """Where ``consumer`` resumes: (topic, partition) -> next offset."""
+    rows = await conn.fetch(
+        "SELECT topic, partition, next_offset FROM consumer_offsets WHERE consumer = $1", consumer
+    )
+    return {(r["topic"], r["partition"]): r["next_offset"] for r in rows}
