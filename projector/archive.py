@@ -71,15 +71,21 @@ def canonical_envelope(
 ) -> bytes:
     """The canonical JSON of an event from its archived columns (keys in sorted order)."""
     return (
-        '{"cluster":' + _dumps(cluster)
-        + ',"data":' + data
-        + ',"datacontenttype":"application/json","id":' + _dumps(event_id)
-        + ',"source":' + _dumps(source)
+        '{"cluster":'
+        + _dumps(cluster)
+        + ',"data":'
+        + data
+        + ',"datacontenttype":"application/json","id":'
+        + _dumps(event_id)
+        + ',"source":'
+        + _dumps(source)
         + ',"specversion":"1.0"'
         # An absent subject is left out, as events.serde does.
         + ("" if subject is None else ',"subject":' + _dumps(subject))
-        + ',"time":' + _dumps(time)
-        + ',"type":' + _dumps(event_type)
+        + ',"time":'
+        + _dumps(time)
+        + ',"type":'
+        + _dumps(event_type)
         + "}"
     ).encode()
 

@@ -373,8 +373,8 @@ def _task_started(state: ClusterState, seq: int, event: TaskStarted) -> FoldOutc
     if task.status != "Releasing":
         task.status = "Running"
     job = state.jobs[task.job]
-    touched: Touched = (("task", task.id), ("job", job.id)) if _refresh_phase(state, job) else (
-        ("task", task.id),
+    touched: Touched = (
+        (("task", task.id), ("job", job.id)) if _refresh_phase(state, job) else (("task", task.id),)
     )
     return FoldOutcome(touched=touched)
 
@@ -506,9 +506,16 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
 
 def _voided(index: int, decision: Decision, reason: str) -> VoidedDecision:
     if isinstance(decision, EnqueueDecision):
-        return VoidedDecision(index=index, kind=decision.kind, job=decision.job, task=None, node=None, reason=reason)
+        return VoidedDecision(
+            index=index, kind=decision.kind, job=decision.job, task=None, node=None, reason=reason
+        )
     return VoidedDecision(
-        index=index, kind=decision.kind, job=decision.job, task=decision.task, node=decision.node, reason=reason
+        index=index,
+        kind=decision.kind,
+        job=decision.job,
+        task=decision.task,
+        node=decision.node,
+        reason=reason,
     )
 
 

@@ -66,7 +66,9 @@ async def apply_migrations(conn: asyncpg.Connection) -> list[int]:
             except asyncpg.PostgresSyntaxError as exc:
                 raise MigrationError(migration.version, migration.name, str(exc)) from exc
             await conn.execute(
-                "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", migration.version, migration.name
+                "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                migration.version,
+                migration.name,
             )
             applied.append(migration.version)
         return applied

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import asyncpg
 
+from events.models import SchedulerConfigSpec
 from projector.state import (
     MAX_SESSIONS,
     ClusterState,
@@ -32,7 +33,6 @@ from projector.state import (
     session_from_json,
     session_to_json,
 )
-from events.models import SchedulerConfigSpec
 
 __all__ = ["TouchedRows", "load_projection", "write_projection"]
 

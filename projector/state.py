@@ -467,7 +467,14 @@ def session_to_json(s: SessionRecord) -> dict[str, Any]:
         "now": _time(s.now),
         "accepted": s.accepted,
         "voided": [
-            {"index": v.index, "kind": v.kind, "job": v.job, "task": v.task, "node": v.node, "reason": v.reason}
+            {
+                "index": v.index,
+                "kind": v.kind,
+                "job": v.job,
+                "task": v.task,
+                "node": v.node,
+                "reason": v.reason,
+            }
             for v in s.voided
         ],
         "pending": [p.model_dump(mode="json") for p in s.pending],

@@ -231,8 +231,19 @@ class BatchWriter:
             digest = chain_hash(prev_hash, canonical)
             plan.archive_rows.append(
                 (
-                    seq, event.id, event.type, event.cluster, event.subject, event.source, event.time,
-                    data_text, record.topic, record.partition, record.offset, prev_hash, digest,
+                    seq,
+                    event.id,
+                    event.type,
+                    event.cluster,
+                    event.subject,
+                    event.source,
+                    event.time,
+                    data_text,
+                    record.topic,
+                    record.partition,
+                    record.offset,
+                    prev_hash,
+                    digest,
                 )  # fmt: skip
             )
             prev_hash = digest
@@ -248,8 +259,15 @@ class BatchWriter:
                     elif isinstance(decision, EvictDecision):
                         plan.evictions.append(
                             (
-                                seq, index, session_id, decision.task, decision.job, decision.node,
-                                decision.action, decision.preemptor_job, decision.preemptor_task,
+                                seq,
+                                index,
+                                session_id,
+                                decision.task,
+                                decision.job,
+                                decision.node,
+                                decision.action,
+                                decision.preemptor_job,
+                                decision.preemptor_task,
                                 decision.rule,
                             )  # fmt: skip
                         )

@@ -1,0 +1,116 @@
+"""Read-your-writes: wait until the projection has applied an event or a session.
+
+The writer NOTIFYs ``tephra_projection`` with the new seq after every batch
+commit; the waiters here LISTEN on it and re-check the tables on every
+notification (and every ``poll`` seconds, in case a notification was missed
+while not listening).  The scheduler publishes its SessionCommitted and calls
+:func:`wait_for_session` (or :func:`wait_for_event` with the CloudEvents id)
+before it opens the next session; ``projection_meta.seq`` is the seq the
+whole projection reflects (:func:`projected_seq`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import asyncpg
+
+from projector.errors import WaitTimeoutError
+from projector.writer import NOTIFY_CHANNEL
+
+__all__ = ["EventFate", "projected_seq", "wait_for_event", "wait_for_seq", "wait_for_session"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class EventFate:
+    """What the projector did with one event: archived at ``seq``, or rejected with ``error``."""
+
+    event_id: str
+    seq: int | None
+    error: str | None = None
+    detail: str = ""
+
+    @property
+    def archived(self) -> bool:
+        return self.seq is not None
+
+
+async def projected_seq(conn: asyncpg.Connection) -> int:
+    """The seq the projection tables reflect."""
+    return int(await conn.fetchval("SELECT seq FROM projection_meta"))
+
+
+async def _wait(
+    conn: asyncpg.Connection, check: Callable[[], Awaitable[T | None]], what: str, timeout: float, poll: float
+) -> T:
+    woken = asyncio.Event()
+
+    def on_notify(*_: Any) -> None:
+        woken.set()
+
+    await conn.add_listener(NOTIFY_CHANNEL, on_notify)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            woken.clear()
+            found = await check()
+            if found is not None:
+                return found
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WaitTimeoutError(what, timeout)
+            try:
+                await asyncio.wait_for(woken.wait(), timeout=min(poll, left))
+            except TimeoutError:
+                pass
+    finally:
+        await conn.remove_listener(NOTIFY_CHANNEL, on_notify)
+
+
+async def wait_for_seq(conn: asyncpg.Connection, seq: int, timeout: float, *, poll: float = 0.5) -> int:
+    """Wait until the projection reflects at least ``seq``; return the seq it reflects."""
+
+    async def check() -> int | None:
+        current = await projected_seq(conn)
+        return current if current >= seq else None
+
+    return await _wait(conn, check, f"seq {seq}", timeout, poll)
+
+
+async def wait_for_session(
+    conn: asyncpg.Connection, session_id: str, timeout: float, *, poll: float = 0.5
+) -> int:
+    """Wait until session ``session_id`` is applied; return the seq of its SessionCommitted.
+
+    Raises :class:`~projector.errors.WaitTimeoutError` if it is not applied in
+    time (use :func:`wait_for_event` to also learn about a rejected commit).
+    """
+
+    async def check() -> int | None:
+        value = await conn.fetchval("SELECT seq FROM sessions WHERE session_id = $1", session_id)
+        return None if value is None else int(value)
+
+    return await _wait(conn, check, f"session {session_id}", timeout, poll)
+
+
+async def wait_for_event(
+    conn: asyncpg.Connection, event_id: str, timeout: float, *, poll: float = 0.5
+) -> EventFate:
+    """Wait until the event with CloudEvents id ``event_id`` is archived or rejected."""
+
+    async def check() -> EventFate | None:
+        seq = await conn.fetchval("SELECT seq FROM event_log WHERE event_id = $1", event_id)
+        if seq is not None:
+            return EventFate(event_id, int(seq))
+        row = await conn.fetchrow(
+            "SELECT error, detail FROM rejected_events WHERE event_id = $1 ORDER BY id DESC LIMIT 1", event_id
+        )
+        return None if row is None else EventFate(event_id, None, row["error"], row["detail"])
+
+    return await _wait(conn, check, f"event {event_id}", timeout, poll)

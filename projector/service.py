@@ -1,0 +1,303 @@
+"""The projector service: Kafka topics -> the PostgreSQL archive and projection.
+
+One process, one writer.  :func:`run_projector` supervises *runs*; a run is
+one life of the connections:
+
+1. connect to PostgreSQL, apply the migrations (under their lock), and take
+   the session-level *writer lock*: a second projector on the same database
+   waits here as a hot standby;
+2. rebuild the :class:`~projector.writer.BatchWriter` from the projection
+   tables (so a crash or a failed batch costs nothing but the redo);
+3. assign every partition of the intents, observations and decisions topics
+   (no consumer group, no Kafka commits) and seek each to the offset stored
+   in ``consumer_offsets`` — 0 when there is none;
+4. loop: gather a batch (by count, or after ``linger_ms``), decode and fold
+   it, produce its rejections to the dead-letter topic, then commit it to
+   PostgreSQL in one transaction.
+
+Connection failures of either side end the run; the supervisor logs them,
+counts a reconnect, waits with capped backoff and starts a new run.  Nothing
+is lost or duplicated because progress is only what PostgreSQL committed.
+
+A broker that lost data shows up as a fetch position out of range or as
+records below the stored position: both are logged at ERROR and counted in
+``offsets_went_backwards``, and consumption restarts from the broker's
+earliest offset (already archived event ids are skipped), never silently
+from the stale position.  Dead-letter messages are produced before the
+batch commits, so after a crash they may be produced twice; ``rejected_events``
+holds each rejection exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Final
+
+import asyncpg
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError, OffsetOutOfRangeError
+
+from events.models import DEFAULT_CLUSTER
+from events.topics import Topics
+from projector.errors import ProjectorError
+from projector.migrate import apply_migrations
+from projector.writer import BatchWriter, InboundRecord, Rejection, decode_batch, stored_offsets
+
+__all__ = ["WRITER_LOCK", "ProjectorConfig", "ProjectorMetrics", "run_projector"]
+
+log = logging.getLogger("projector")
+
+#: Session-level advisory lock held by the active projector of a database.
+WRITER_LOCK: Final = 0x7E_9A_0002
+_RETRIABLE_DB: Final = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.OperatorInterventionError,  # admin shutdown, crash shutdown
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectorConfig:
+    bootstrap: str
+    dsn: str
+    topics: Topics = field(default_factory=Topics)
+    cluster: str = DEFAULT_CLUSTER
+    #: Offsets in consumer_offsets are stored under this name.
+    consumer: str = ""
+    batch_size: int = 5_000
+    #: How long a batch may wait for more records once it has one.
+    linger_ms: int = 50
+    snapshot_every: int = 10_000
+    max_backoff_s: float = 5.0
+    metrics_every_s: float = 30.0
+
+    @property
+    def consumer_name(self) -> str:
+        return self.consumer or f"projector:{self.cluster}"
+
+
+@dataclass(slots=True)
+class ProjectorMetrics:
+    """Counters since start-up (a metrics exporter reads these)."""
+
+    batches: int = 0
+    events_archived: int = 0
+    events_rejected: int = 0
+    duplicates_skipped: int = 0
+    other_cluster_skipped: int = 0
+    offsets_went_backwards: int = 0
+    reconnects: int = 0
+    last_seq: int = 0
+    last_batch_seconds: float = 0.0
+
+
+async def run_projector(
+    config: ProjectorConfig,
+    *,
+    stop: asyncio.Event | None = None,
+    metrics: ProjectorMetrics | None = None,
+) -> None:
+    """Run until ``stop`` is set, reconnecting after broker or database outages."""
+    stop = stop or asyncio.Event()
+    metrics = metrics if metrics is not None else ProjectorMetrics()
+    backoff = 0.2
+    while not stop.is_set():
+        began = time.monotonic()
+        try:
+            await _Run(config, metrics, stop).run()
+        except (*_RETRIABLE_DB, KafkaError, ProjectorError) as exc:
+            if isinstance(exc, ProjectorError) and not exc.retriable:
+                raise
+            if isinstance(exc, KafkaError) and not exc.retriable and not isinstance(exc, OSError):
+                log.warning("kafka error %r treated as an outage", exc)
+            metrics.reconnects += 1
+            if time.monotonic() - began > 30:
+                backoff = 0.2  # the last run was healthy: retry quickly
+            log.warning("projector run ended: %r; reconnecting in %.1f s", exc, backoff)
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=backoff)
+            except TimeoutError:
+                pass
+            backoff = min(backoff * 2, config.max_backoff_s)
+
+
+class _Run:
+    """One life of the database connection, the consumer and the producer."""
+
+    def __init__(self, config: ProjectorConfig, metrics: ProjectorMetrics, stop: asyncio.Event) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.stop = stop
+        #: (topic, partition) -> the next offset this run expects to read.
+        self.positions: dict[tuple[str, int], int] = {}
+
+    async def run(self) -> None:
+        config = self.config
+        conn = await asyncpg.connect(config.dsn)
+        try:
+            await apply_migrations(conn)
+            if not await self._take_writer_lock(conn):
+                return
+            writer = await BatchWriter.load(
+                conn,
+                consumer=config.consumer_name,
+                cluster=config.cluster,
+                snapshot_every=config.snapshot_every,
+            )
+            self.metrics.last_seq = writer.state.seq
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=config.bootstrap,
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="none",  # an out-of-range position is reported, not skipped
+                max_partition_fetch_bytes=8 * 1024 * 1024,
+            )
+            producer = AIOKafkaProducer(bootstrap_servers=config.bootstrap, acks="all")
+            await consumer.start()
+            try:
+                await producer.start()
+                try:
+                    await self._assign(conn, consumer)
+                    await self._consume(conn, consumer, producer, writer)
+                finally:
+                    await producer.stop()
+            finally:
+                await consumer.stop()
+        finally:
+            await conn.close(timeout=5)
+
+    async def _take_writer_lock(self, conn: asyncpg.Connection) -> bool:
+        waiting_logged = False
+        while not self.stop.is_set():
+            if await conn.fetchval("SELECT pg_try_advisory_lock($1)", WRITER_LOCK):
+                return True
+            if not waiting_logged:
+                log.info("another projector holds the writer lock; standing by")
+                waiting_logged = True
+            try:
+                await asyncio.wait_for(self.stop.wait(), timeout=1.0)
+            except TimeoutError:
+                pass
+        return False
+
+    async def _assign(self, conn: asyncpg.Connection, consumer: AIOKafkaConsumer) -> None:
+        topics = self.config.topics
+        wanted = (topics.intents, topics.observations, topics.decisions)
+        await consumer.topics()  # fetch metadata
+        partitions: list[TopicPartition] = []
+        for topic in wanted:
+            for number in sorted(consumer.partitions_for_topic(topic) or ()):
+                partitions.append(TopicPartition(topic, number))
+        consumer.assign(partitions)
+        stored = await stored_offsets(conn, self.config.consumer_name)
+        for tp in partitions:
+            position = stored.get((tp.topic, tp.partition), 0)
+            consumer.seek(tp, position)
+            self.positions[(tp.topic, tp.partition)] = position
+        log.info(
+            "projector %s at seq assigned %d partitions: %s",
+            self.config.consumer_name,
+            len(partitions),
+            ", ".join(
+                f"{tp.topic}[{tp.partition}]@{self.positions[(tp.topic, tp.partition)]}" for tp in partitions
+            ),
+        )
+
+    async def _gather(self, consumer: AIOKafkaConsumer) -> list[InboundRecord]:
+        config = self.config
+        records: list[InboundRecord] = []
+        deadline: float | None = None
+        while len(records) < config.batch_size and not self.stop.is_set():
+            if deadline is None:
+                timeout_ms = 200
+            else:
+                timeout_ms = int((deadline - time.monotonic()) * 1000)
+                if timeout_ms <= 0:
+                    break
+            try:
+                fetched = await consumer.getmany(
+                    timeout_ms=timeout_ms, max_records=config.batch_size - len(records)
+                )
+            except OffsetOutOfRangeError as exc:
+                self._went_backwards(consumer, exc)
+                continue
+            for tp in sorted(fetched, key=lambda p: (p.topic, p.partition)):
+                key = (tp.topic, tp.partition)
+                for message in fetched[tp]:
+                    expected = self.positions.get(key, 0)
+                    if message.offset < expected:
+                        self.metrics.offsets_went_backwards += 1
+                        log.error(
+                            "[PROJ-OFFSETS] %s[%d] delivered offset %d below the stored position %d:"
+                            " the broker lost data; consuming what it has now",
+                            tp.topic, tp.partition, message.offset, expected,
+                        )  # fmt: skip
+                    self.positions[key] = message.offset + 1
+                    records.append(InboundRecord(tp.topic, tp.partition, message.offset, message.value))
+            if records and deadline is None:
+                deadline = time.monotonic() + config.linger_ms / 1000
+        return records
+
+    def _went_backwards(self, consumer: AIOKafkaConsumer, exc: OffsetOutOfRangeError) -> None:
+        positions = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
+        for tp, offset in positions.items():
+            self.metrics.offsets_went_backwards += 1
+            log.error(
+                "[PROJ-OFFSETS] %s[%d] stored position %s is beyond the broker's log: the broker lost data;"
+                " restarting from its earliest offset (archived event ids are skipped)",
+                tp.topic, tp.partition, offset,
+            )  # fmt: skip
+            consumer.seek_to_beginning(tp)
+            self.positions[(tp.topic, tp.partition)] = 0
+
+    async def _consume(
+        self,
+        conn: asyncpg.Connection,
+        consumer: AIOKafkaConsumer,
+        producer: AIOKafkaProducer,
+        writer: BatchWriter,
+    ) -> None:
+        metrics = self.metrics
+        last_report = time.monotonic()
+        while not self.stop.is_set():
+            records = await self._gather(consumer)
+            if not records:
+                continue
+            began = time.perf_counter()
+            decoded = decode_batch(records)
+            plan = writer.prepare(decoded, await writer.archived_ids(conn, decoded))
+            if plan.rejections:
+                await self._dead_letter(producer, plan.rejections)
+            await writer.commit(conn, plan)
+            metrics.batches += 1
+            metrics.events_archived += plan.archived
+            metrics.events_rejected += len(plan.rejections)
+            metrics.duplicates_skipped += plan.duplicates
+            metrics.other_cluster_skipped += plan.foreign
+            metrics.last_seq = plan.last_seq
+            metrics.last_batch_seconds = time.perf_counter() - began
+            for rejection in plan.rejections:
+                log.warning(
+                    "rejected %s[%d]@%d: %s: %s",
+                    rejection.topic, rejection.partition, rejection.offset, rejection.error, rejection.detail,
+                )  # fmt: skip
+            if time.monotonic() - last_report >= self.config.metrics_every_s:
+                last_report = time.monotonic()
+                log.info("projector metrics %s", asdict(metrics))
+
+    async def _dead_letter(self, producer: AIOKafkaProducer, rejections: Sequence[Rejection]) -> None:
+        topic = self.config.topics.rejected
+        futures = []
+        for r in rejections:
+            headers = [
+                ("tephra-error", r.error.encode()),
+                ("tephra-detail", r.detail.encode()),
+                ("tephra-source", f"{r.topic}/{r.partition}/{r.offset}".encode()),
+            ]
+            futures.append(await producer.send(topic, value=r.raw or b"", headers=headers))
+        await asyncio.gather(*futures)
