@@ -1,0 +1,319 @@
+"""Random but plausible event streams for the projector's tests and benchmarks.
+
+:class:`StreamBuilder` plays a small cluster forward from a seed: queues,
+priority classes, a scheduler config, nodes, jobs being submitted, sessions
+enqueueing, binding (some beyond a node's free resources), evicting and
+pipelining, tasks starting and finishing, cancellations, node churn, stale
+leader epochs and split sessions.  It folds every event into a shadow state
+with the real fold to choose plausible next events, so the same seed always
+gives the same stream.  ``invalid_rate`` mixes in events the fold must refuse.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+from events.models import (
+    BindDecision,
+    Decision,
+    EnqueueDecision,
+    Event,
+    EvictDecision,
+    JobCancelled,
+    JobCancelledData,
+    JobSubmitted,
+    JobSubmittedData,
+    NodeRemoved,
+    NodeRemovedData,
+    NodeReported,
+    NodeReportedData,
+    PendingJob,
+    PendingReason,
+    PipelineDecision,
+    PriorityClassUpserted,
+    PriorityClassUpsertedData,
+    QueueUpserted,
+    QueueUpsertedData,
+    SchedulerConfigSpec,
+    SchedulerConfigured,
+    SchedulerConfiguredData,
+    SessionCommitted,
+    SessionCommittedData,
+    SessionPart,
+    SessionPartData,
+    Taint,
+    TaskFinished,
+    TaskFinishedData,
+    TaskSpec,
+    TaskStarted,
+    TaskStartedData,
+    Toleration,
+)
+from projector.fold import apply
+from projector.state import ClusterState
+
+__all__ = ["CLUSTER", "StreamBuilder", "event_stream"]
+
+CLUSTER = "test-cluster"
+_T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class StreamBuilder:
+    def __init__(self, seed: int, *, invalid_rate: float = 0.0, id_prefix: str = "e", nodes: int = 8) -> None:
+        self.rng = random.Random(seed)
+        self.invalid_rate = invalid_rate
+        self.prefix = id_prefix
+        self.shadow = ClusterState()
+        self.count = 0
+        self.jobs_made = 0
+        self.sessions_made = 0
+        self.nodes_made = 0
+        self.epoch = 1
+        self.initial_nodes = nodes
+
+    # ------------------------------------------------------------------ helpers
+
+    def _envelope(self) -> dict[str, object]:
+        self.count += 1
+        return {
+            "id": f"{self.prefix}-{self.count}",
+            "source": "tephra://tests",
+            "time": _T0 + timedelta(milliseconds=self.count),
+            "cluster": CLUSTER,
+        }
+
+    def _emit(self, event: Event) -> Event:
+        apply(self.shadow, self.shadow.seq + 1, event)
+        return event
+
+    def _node(self) -> NodeReported:
+        self.nodes_made += 1
+        name = f"node-{self.nodes_made}"
+        gpu = self.rng.random() < 0.5
+        allocatable = {"cpu": 16_000, "memory": 64 * 2**30, "pods": self.rng.choice([4, 8, 110])}
+        if gpu:
+            allocatable["nvidia.com/gpu"] = 8
+        return NodeReported(
+            **self._envelope(),  # type: ignore[arg-type]
+            subject=f"node/{name}",
+            data=NodeReportedData(
+                name=name,
+                allocatable=allocatable,
+                labels={"zone": self.rng.choice(["a", "b"]), "gpu": str(gpu).lower()},
+                taints=[Taint(key="gpu", effect="NoSchedule")] if gpu and self.rng.random() < 0.3 else [],
+            ),
+        )
+
+    # ------------------------------------------------------------------ stream
+
+    def __iter__(self) -> Iterator[Event]:
+        yield from self._setup()
+        while True:
+            yield self._emit(self._next())
+
+    def _setup(self) -> Iterator[Event]:
+        for name, weight in (("default", 1), ("research", 3), ("batch", 2)):
+            yield self._emit(
+                QueueUpserted(
+                    **self._envelope(),  # type: ignore[arg-type]
+                    data=QueueUpsertedData(name=name, weight=weight, capability={"cpu": 512_000}),
+                )
+            )
+        for name, value in (("high", 1000), ("low", 10)):
+            yield self._emit(
+                PriorityClassUpserted(
+                    **self._envelope(),  # type: ignore[arg-type]
+                    data=PriorityClassUpsertedData(name=name, value=value),
+                )
+            )
+        yield self._emit(self._config())
+        for _ in range(self.initial_nodes):
+            yield self._emit(self._node())
+
+    def _config(self) -> SchedulerConfigured:
+        return SchedulerConfigured(
+            **self._envelope(),  # type: ignore[arg-type]
+            data=SchedulerConfiguredData(
+                config=SchedulerConfigSpec(actions=self.rng.choice([["enqueue", "allocate"], ["allocate"]]))
+            ),
+        )
+
+    def _next(self) -> Event:  # noqa: PLR0911 - one branch per kind of event
+        rng = self.rng
+        state = self.shadow
+        if self.invalid_rate and rng.random() < self.invalid_rate:
+            return self._invalid()
+        roll = rng.random()
+        if roll < 0.14 or not state.jobs:
+            return self._submit()
+        if roll < 0.36:
+            return self._session()
+        if roll < 0.62:
+            bound = [t for t in state.tasks.values() if t.status == "Bound"]
+            if bound:
+                task = rng.choice(bound)
+                return TaskStarted(
+                    **self._envelope(),  # type: ignore[arg-type]
+                    data=TaskStartedData(job_id=task.job, task_id=task.id, node=task.node or ""),
+                )
+        if roll < 0.86:
+            busy = [t for t in state.tasks.values() if t.status in ("Running", "Releasing")]
+            if busy:
+                task = rng.choice(busy)
+                outcome = "evicted" if task.status == "Releasing" else rng.choice(["succeeded"] * 6 + ["failed"])
+                return TaskFinished(
+                    **self._envelope(),  # type: ignore[arg-type]
+                    data=TaskFinishedData(job_id=task.job, task_id=task.id, node=task.node, outcome=outcome),
+                )
+        if roll < 0.90:
+            live = [j for j in state.jobs.values() if j.phase in ("Pending", "Inqueue", "Running")]
+            if live:
+                job = rng.choice(live)
+                return JobCancelled(
+                    **self._envelope(),  # type: ignore[arg-type]
+                    data=JobCancelledData(job_id=job.id, reason="test"),
+                )
+        if roll < 0.93 and len(state.nodes) > 2:
+            name = rng.choice(sorted(state.nodes))
+            return NodeRemoved(**self._envelope(), data=NodeRemovedData(name=name))  # type: ignore[arg-type]
+        if roll < 0.97:
+            return self._node()
+        if roll < 0.98:
+            return self._config()
+        return self._submit()
+
+    def _submit(self) -> JobSubmitted:
+        rng = self.rng
+        self.jobs_made += 1
+        roles = ["worker"] if rng.random() < 0.6 else ["master", "worker"]
+        tasks = []
+        for role in roles:
+            replicas = 1 if role == "master" else rng.randint(1, 4)
+            resources = {"cpu": rng.choice([500, 1000, 4000]), "memory": rng.choice([2**30, 8 * 2**30])}
+            if rng.random() < 0.3:
+                resources["nvidia.com/gpu"] = rng.choice([1, 2, 8])
+            tasks.append(
+                TaskSpec(
+                    name=role,
+                    replicas=replicas,
+                    min_available=None if rng.random() < 0.7 else rng.randint(0, replicas),
+                    resources=resources,
+                    node_selector={"zone": "a"} if rng.random() < 0.1 else {},
+                    tolerations=[Toleration(key="gpu", operator="Exists")] if "nvidia.com/gpu" in resources else [],
+                    preemptable=rng.random() < 0.8,
+                    priority_class=rng.choice([None, None, "high"]),
+                )
+            )
+        return JobSubmitted(
+            **self._envelope(),  # type: ignore[arg-type]
+            data=JobSubmittedData(
+                namespace=rng.choice(["ns1", "ns2"]),
+                name=f"job-{self.jobs_made}",
+                queue=rng.choice(["default", "research", "batch"]),
+                priority_class=rng.choice([None, "high", "low"]),
+                tasks=tasks,
+                labels={"n": str(self.jobs_made)},
+                annotations={"tephra.io/runtime-seconds": "60"} if rng.random() < 0.5 else {},
+            ),
+        )
+
+    def _session(self) -> Event:
+        rng = self.rng
+        state = self.shadow
+        self.sessions_made += 1
+        decisions: list[Decision] = []
+        for job in sorted(state.jobs.values(), key=lambda j: j.id):
+            if job.phase == "Pending" and rng.random() < 0.5:
+                decisions.append(EnqueueDecision(job=job.id))
+        nodes = sorted(state.nodes)
+        pending = [t for t in state.tasks.values() if t.status == "Pending"]
+        rng.shuffle(pending)
+        for task in pending[: rng.randint(0, 12)]:
+            if nodes:
+                decisions.append(BindDecision(task=task.id, job=task.job, node=rng.choice(nodes)))
+        if pending and nodes and rng.random() < 0.2:
+            task = pending[0]
+            decisions.append(PipelineDecision(task=task.id, job=task.job, node=rng.choice(nodes)))
+        running = [t for t in state.tasks.values() if t.status in ("Bound", "Running")]
+        if running and pending and rng.random() < 0.15:
+            victim = rng.choice(running)
+            decisions.append(
+                EvictDecision(
+                    task=victim.id,
+                    job=victim.job,
+                    node=victim.node or "",
+                    action=rng.choice(["preempt", "reclaim"]),
+                    preemptor_job=pending[0].job,
+                    preemptor_task=pending[0].id,
+                    rule="priority",
+                )
+            )
+        if rng.random() < 0.05:
+            decisions.append(BindDecision(task="ns1/ghost-w-0", job="ns1/ghost", node="node-1"))
+        if rng.random() < 0.02:
+            self.epoch += 1
+        epoch = self.epoch - 1 if rng.random() < 0.03 and self.epoch > 1 else self.epoch
+        session_id = f"{self.prefix}-s{self.sessions_made}"
+        parts = 0
+        if len(decisions) > 4 and rng.random() < 0.2:
+            # Split: the parts go out first (yielded through the pending queue).
+            parts = 2
+            half = len(decisions) // 2
+            for index, chunk in enumerate((decisions[:half], decisions[half:])):
+                self._emit(
+                    part := SessionPart(
+                        **self._envelope(),  # type: ignore[arg-type]
+                        data=SessionPartData(session_id=session_id, index=index, decisions=chunk),
+                    )
+                )
+                self._queued.append(part)
+            decisions = []
+        return SessionCommitted(
+            **self._envelope(),  # type: ignore[arg-type]
+            data=SessionCommittedData(
+                session_id=session_id,
+                leader_epoch=epoch,
+                input_seq=state.seq,
+                config_version=state.config_version,
+                now=_T0 + timedelta(milliseconds=self.count),
+                input_digest="sha256:" + "0" * 64,
+                decisions=decisions,
+                parts=parts,
+                pending=[PendingJob(job=t.job, reasons=[PendingReason(code="x", message="y")]) for t in pending[:2]],
+            ),
+        )
+
+    def _invalid(self) -> Event:
+        rng = self.rng
+        if rng.random() < 0.5 and self.shadow.jobs:
+            job = self.shadow.jobs[rng.choice(sorted(self.shadow.jobs))]
+            return JobSubmitted(
+                **self._envelope(),  # type: ignore[arg-type]
+                data=JobSubmittedData(
+                    namespace=job.namespace, name=job.name, tasks=[TaskSpec(name="x", replicas=1)]
+                ),
+            )
+        return TaskStarted(
+            **self._envelope(),  # type: ignore[arg-type]
+            data=TaskStartedData(job_id="ns1/nope", task_id="ns1/nope-w-0", node="node-1"),
+        )
+
+    _queued: list[Event]
+
+
+def event_stream(seed: int, count: int, **kwargs: object) -> list[Event]:
+    """The first ``count`` events of the stream of ``seed``."""
+    builder = StreamBuilder(seed, **kwargs)  # type: ignore[arg-type]
+    builder._queued = []
+    out: list[Event] = []
+    for event in builder:
+        if builder._queued:
+            # Parts of a split session were folded before the marker; emit them first.
+            out.extend(builder._queued)
+            builder._queued.clear()
+        out.append(event)
+        if len(out) >= count:
+            return out[:count]
+    return out
