@@ -60,6 +60,37 @@ CLUSTER = "test-cluster"
 _T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
+class _Pool:
+    """A set with O(1) add, remove and uniform random choice, in a seed-stable order."""
+
+    def __init__(self) -> None:
+        self._items: list[str] = []
+        self._where: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def add(self, item: str) -> None:
+        if item not in self._where:
+            self._where[item] = len(self._items)
+            self._items.append(item)
+
+    def discard(self, item: str) -> None:
+        index = self._where.pop(item, None)
+        if index is None:
+            return
+        last = self._items.pop()
+        if index < len(self._items):
+            self._items[index] = last
+            self._where[last] = index
+
+    def choice(self, rng: random.Random) -> str:
+        return self._items[rng.randrange(len(self._items))]
+
+    def sample(self, rng: random.Random, k: int) -> list[str]:
+        return rng.sample(self._items, min(k, len(self._items)))
+
+
 class StreamBuilder:
     def __init__(self, seed: int, *, invalid_rate: float = 0.0, id_prefix: str = "e", nodes: int = 8) -> None:
         self.rng = random.Random(seed)
@@ -72,6 +103,11 @@ class StreamBuilder:
         self.nodes_made = 0
         self.epoch = 1
         self.initial_nodes = nodes
+        #: task status -> task ids; job phase -> job ids (kept from the fold's touched keys).
+        self.by_status: dict[str, _Pool] = {}
+        self.by_phase: dict[str, _Pool] = {}
+        self._status_of: dict[str, str] = {}
+        self._phase_of: dict[str, str] = {}
 
     # ------------------------------------------------------------------ helpers
 
@@ -85,8 +121,36 @@ class StreamBuilder:
         }
 
     def _emit(self, event: Event) -> Event:
-        apply(self.shadow, self.shadow.seq + 1, event)
+        outcome = apply(self.shadow, self.shadow.seq + 1, event)
+        for kind, key in outcome.touched:
+            if kind == "task":
+                task = self.shadow.tasks.get(key)
+                self._move(self.by_status, self._status_of, key, None if task is None else task.status)
+            elif kind in ("job", "new_job"):
+                job = self.shadow.jobs.get(key)
+                self._move(self.by_phase, self._phase_of, key, None if job is None else job.phase)
         return event
+
+    @staticmethod
+    def _move(pools: dict[str, _Pool], where: dict[str, str], key: str, new: str | None) -> None:
+        old = where.pop(key, None)
+        if old is not None:
+            pools[old].discard(key)
+        if new is not None:
+            where[key] = new
+            pools.setdefault(new, _Pool()).add(key)
+
+    def _pick(self, *statuses: str) -> str | None:
+        sizes = [(len(self.by_status.get(s, ())), s) for s in statuses]
+        total = sum(n for n, _ in sizes)
+        if not total:
+            return None
+        roll = self.rng.randrange(total)
+        for n, status in sizes:
+            if roll < n:
+                return self.by_status[status].choice(self.rng)
+            roll -= n
+        return None  # pragma: no cover
 
     def _node(self) -> NodeReported:
         self.nodes_made += 1
@@ -151,26 +215,26 @@ class StreamBuilder:
         if roll < 0.36:
             return self._session()
         if roll < 0.62:
-            bound = [t for t in state.tasks.values() if t.status == "Bound"]
-            if bound:
-                task = rng.choice(bound)
+            picked = self._pick("Bound")
+            if picked is not None:
+                task = state.tasks[picked]
                 return TaskStarted(
                     **self._envelope(),  # type: ignore[arg-type]
                     data=TaskStartedData(job_id=task.job, task_id=task.id, node=task.node or ""),
                 )
         if roll < 0.86:
-            busy = [t for t in state.tasks.values() if t.status in ("Running", "Releasing")]
-            if busy:
-                task = rng.choice(busy)
+            picked = self._pick("Running", "Releasing")
+            if picked is not None:
+                task = state.tasks[picked]
                 outcome = "evicted" if task.status == "Releasing" else rng.choice(["succeeded"] * 6 + ["failed"])
                 return TaskFinished(
                     **self._envelope(),  # type: ignore[arg-type]
                     data=TaskFinishedData(job_id=task.job, task_id=task.id, node=task.node, outcome=outcome),
                 )
         if roll < 0.90:
-            live = [j for j in state.jobs.values() if j.phase in ("Pending", "Inqueue", "Running")]
+            live = [p for p in ("Pending", "Inqueue", "Running") if len(self.by_phase.get(p, ()))]
             if live:
-                job = rng.choice(live)
+                job = state.jobs[self.by_phase[rng.choice(live)].choice(rng)]
                 return JobCancelled(
                     **self._envelope(),  # type: ignore[arg-type]
                     data=JobCancelledData(job_id=job.id, reason="test"),
@@ -224,21 +288,21 @@ class StreamBuilder:
         state = self.shadow
         self.sessions_made += 1
         decisions: list[Decision] = []
-        for job in sorted(state.jobs.values(), key=lambda j: j.id):
-            if job.phase == "Pending" and rng.random() < 0.5:
-                decisions.append(EnqueueDecision(job=job.id))
+        waiting = self.by_phase.get("Pending")
+        for job_id in [] if waiting is None else waiting.sample(rng, rng.randint(0, 6)):
+            decisions.append(EnqueueDecision(job=job_id))
         nodes = sorted(state.nodes)
-        pending = [t for t in state.tasks.values() if t.status == "Pending"]
-        rng.shuffle(pending)
-        for task in pending[: rng.randint(0, 12)]:
+        pool = self.by_status.get("Pending")
+        pending = [] if pool is None else [state.tasks[t] for t in pool.sample(rng, rng.randint(0, 12))]
+        for task in pending:
             if nodes:
                 decisions.append(BindDecision(task=task.id, job=task.job, node=rng.choice(nodes)))
         if pending and nodes and rng.random() < 0.2:
             task = pending[0]
             decisions.append(PipelineDecision(task=task.id, job=task.job, node=rng.choice(nodes)))
-        running = [t for t in state.tasks.values() if t.status in ("Bound", "Running")]
-        if running and pending and rng.random() < 0.15:
-            victim = rng.choice(running)
+        victim_id = self._pick("Bound", "Running") if pending and rng.random() < 0.15 else None
+        if victim_id is not None:
+            victim = state.tasks[victim_id]
             decisions.append(
                 EvictDecision(
                     task=victim.id,

@@ -1,0 +1,187 @@
+"""The projector service against the real broker and the real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+import asyncpg
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from events.models import Event
+from events.serde import encode
+from events.topics import Topics, kafka_key, topic_for
+from projector.errors import WaitTimeoutError
+from projector.migrate import apply_migrations
+from projector.progress import wait_for_event, wait_for_seq, wait_for_session
+from projector.reconstruct import load_projection, state_at, verify_chain
+from projector.service import ProjectorConfig, ProjectorMetrics, run_projector
+from tests.projector.streams import CLUSTER, event_stream
+
+pytestmark = pytest.mark.integration
+
+
+@asynccontextmanager
+async def running_projector(
+    kafka_bootstrap: str, database_url: str, topics: Topics, **overrides: object
+) -> AsyncIterator[ProjectorMetrics]:
+    config = ProjectorConfig(
+        bootstrap=kafka_bootstrap, dsn=database_url, topics=topics, cluster=CLUSTER, **overrides  # type: ignore[arg-type]
+    )
+    conn = await asyncpg.connect(database_url)
+    try:
+        await apply_migrations(conn)  # so the test can read the tables at once; the service's run is a no-op
+    finally:
+        await conn.close()
+    metrics = ProjectorMetrics()
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_projector(config, stop=stop, metrics=metrics))
+    try:
+        yield metrics
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=30)
+
+
+async def produce(bootstrap: str, topics: Topics, items: Sequence[Event | tuple[str, bytes]]) -> None:
+    """Events to their topics; (topic, raw bytes) pairs as they are."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    await producer.start()
+    try:
+        futures = []
+        for item in items:
+            if isinstance(item, tuple):
+                futures.append(await producer.send(item[0], value=item[1], key=CLUSTER.encode()))
+            else:
+                futures.append(
+                    await producer.send(topic_for(item, topics), value=encode(item), key=kafka_key(item))
+                )
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def wait_until(conn: asyncpg.Connection, query: str, expected: int, timeout: float = 60) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while (got := await conn.fetchval(query)) != expected:
+        if loop.time() > deadline:
+            pytest.fail(f"{query!r} is {got}, expected {expected} after {timeout} s")
+        await asyncio.sleep(0.1)
+
+
+_MALFORMED = (
+    b"",
+    b"not json at all",
+    b"\xff\xfe\x00",
+    b"[1, 2, 3]",
+    b'{"id": "x"}',
+    b'{"type": "tephra.job.submitted.v9", "id": "y"}',
+    b'{"type": "tephra.nope.v1", "id": "z"}',
+    b'{"type": "tephra.job.submitted.v1", "id": "w", "source": "s", "time": "2026-01-01T00:00:00Z",'
+    b' "data": {"namespace": "n", "name": "j", "tasks": []}}',
+)
+
+
+async def test_malformed_records_are_parked_and_the_projector_never_stops(
+    kafka_bootstrap: str, database_url: str, topics: Topics
+) -> None:
+    events = event_stream(11, 3000)
+    rng = random.Random(5)
+    topics_in = (topics.intents, topics.observations, topics.decisions)
+    malformed = [(rng.choice(topics_in), rng.choice(_MALFORMED)) for _ in range(1000)]
+    mixed: list[Event | tuple[str, bytes]] = [*events]
+    for item in malformed:
+        mixed.insert(rng.randrange(len(mixed) + 1), item)
+
+    async with running_projector(kafka_bootstrap, database_url, topics, batch_size=500) as metrics:
+        await produce(kafka_bootstrap, topics, mixed)
+        conn = await asyncpg.connect(database_url)
+        try:
+            total = len(mixed)
+            await wait_until(
+                conn, "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets", total, timeout=90
+            )
+            archived = await conn.fetchval("SELECT count(*) FROM event_log")
+            rejected = await conn.fetch("SELECT error, detail, raw, event_id FROM rejected_events")
+            decode_errors = [r for r in rejected if r["event_id"] is None or not r["event_id"].startswith("e-")]
+            fold_refusals = [r for r in rejected if r not in decode_errors]
+            assert len(decode_errors) == 1000
+            assert all(r["error"] and r["detail"] for r in rejected)
+            assert {r["error"] for r in decode_errors} <= {
+                "not-json", "invalid-utf8", "not-an-object", "missing-type", "unknown-type",
+                "unsupported-version", "invalid-field",
+            }  # fmt: skip
+            # Every valid event is archived, or refused by the fold (consumed across three
+            # topics, an observation can overtake the job it names) -- never lost.
+            ids = {r["event_id"] for r in await conn.fetch("SELECT event_id FROM event_log")}
+            refused = {r["event_id"] for r in fold_refusals}
+            assert archived + len(fold_refusals) == len(events)
+            assert ids | refused == {e.id for e in events}
+            assert metrics.events_rejected == len(rejected)
+            assert (await verify_chain(conn)).ok
+            assert await load_projection(conn) == await state_at(conn, archived)
+        finally:
+            await conn.close()
+    # The dead-letter topic got one message per rejection, with its reason.
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=None, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tp = TopicPartition(topics.rejected, 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        dead: list[dict[str, bytes]] = []
+        while len(dead) < len(rejected):
+            batch = await consumer.getmany(timeout_ms=1000)
+            if not batch:
+                break
+            dead.extend(dict(m.headers) for ms in batch.values() for m in ms)
+        assert len(dead) >= len(rejected)
+        assert all(h["tephra-error"] for h in dead)
+    finally:
+        await consumer.stop()
+
+
+async def test_a_redelivered_event_is_a_no_op_and_read_your_writes_waits_work(
+    kafka_bootstrap: str, database_url: str, topics: Topics
+) -> None:
+    events = event_stream(12, 200)
+    session = next(e for e in reversed(events) if e.type == "tephra.session.committed.v1")
+    async with running_projector(kafka_bootstrap, database_url, topics):
+        await produce(kafka_bootstrap, topics, events)
+        await produce(kafka_bootstrap, topics, events[:50])  # a producer retrying
+        conn = await asyncpg.connect(database_url)
+        try:
+            seq = await wait_for_session(conn, session.data.session_id, timeout=30)  # type: ignore[union-attr]
+            fate = await wait_for_event(conn, session.id, timeout=5)
+            assert fate.archived and fate.seq == seq
+            await wait_until(conn, "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets", 250)
+            assert await conn.fetchval("SELECT count(*) FROM event_log") == await wait_for_seq(conn, 1, 5)
+            ids = [r["event_id"] for r in await conn.fetch("SELECT event_id FROM event_log")]
+            assert len(ids) == len(set(ids))
+            with pytest.raises(WaitTimeoutError):
+                await wait_for_session(conn, "never", timeout=0.3, poll=0.1)
+        finally:
+            await conn.close()
+
+
+async def test_a_second_projector_stands_by_and_migrations_are_idempotent(
+    kafka_bootstrap: str, database_url: str, topics: Topics
+) -> None:
+    events = event_stream(13, 300)
+    async with (
+        running_projector(kafka_bootstrap, database_url, topics) as first,
+        running_projector(kafka_bootstrap, database_url, topics) as second,
+    ):
+        await produce(kafka_bootstrap, topics, events)
+        conn = await asyncpg.connect(database_url)
+        try:
+            await wait_until(conn, "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets", 300)
+            assert await conn.fetchval("SELECT count(*) FROM schema_migrations") == 1
+            assert (await verify_chain(conn)).ok
+        finally:
+            await conn.close()
+        assert 0 in (first.batches, second.batches)  # only one of them wrote
