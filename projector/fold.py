@@ -26,8 +26,13 @@ Lifecycle rules (Volcano's, simplified where noted):
   A leader epoch below the highest seen voids the whole session
   (``stale-epoch``).
 * TaskStarted -> Running; the job is Running once running + succeeded tasks
-  reach its gang minimum.
-* TaskFinished succeeded/failed -> Succeeded/Failed, freeing the node.  When
+  reach its gang minimum.  Observations come on another topic than jobs, so
+  one can overtake the JobSubmitted it names: it is archived, held in
+  ``early_observations`` and applied right after that job is created.  An
+  observation of a task its (cancelled or rejected) job withdrew is moot:
+  archived, no effect.
+* TaskFinished succeeded/failed -> Succeeded/Failed, freeing the node (also
+  from Pending: a finish that overtook its binding; an evicted one then is moot).  When
   every task of a job has finished the job is Completed if at least
   min_available succeeded, else Failed (no restart policies).
 * TaskFinished evicted -> the task is Pending again, node freed (Volcano's
@@ -44,9 +49,9 @@ Lifecycle rules (Volcano's, simplified where noted):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import Annotated, Any, Final, TypeAlias
 
-from pydantic import TypeAdapter
+from pydantic import Field, TypeAdapter
 
 from events.models import (
     BindDecision,
@@ -107,10 +112,9 @@ INVALID_EVENT_REASONS: Final = (
     "job-missing",  # the event names a job that does not exist
     "job-finished",  # JobCancelled for a job already Completed, Failed or Cancelled
     "job-not-pending",  # JobRejected for a job already admitted
-    "task-missing",  # TaskStarted/TaskFinished for an unknown task
+    "task-missing",  # TaskStarted/TaskFinished naming a live job's task that does not exist
     "task-job-mismatch",  # the task does not belong to the named job
-    "task-finished",  # TaskStarted for a task that already finished
-    "task-not-on-node",  # TaskFinished for a task that occupies no node
+    "task-finished",  # TaskStarted or TaskFinished for a task that already finished
     "node-missing",  # NodeRemoved / TaskStarted naming an unknown node
     "queue-missing",  # QueueDeleted for an unknown queue
     "duplicate-session",  # a second SessionCommitted with the same session id
@@ -133,6 +137,9 @@ DECISION_VOID_REASONS: Final = (
 )
 
 _DECISIONS: Final[TypeAdapter[list[Decision]]] = TypeAdapter(list[Decision])
+_OBSERVATIONS: Final[TypeAdapter[TaskStarted | TaskFinished]] = TypeAdapter(
+    Annotated[TaskStarted | TaskFinished, Field(discriminator="type")]
+)
 _NO_TOUCH: Final[Touched] = ()
 _META: Final = ("meta", "")
 
@@ -261,6 +268,7 @@ def _job_submitted(state: ClusterState, seq: int, event: JobSubmitted) -> FoldOu
             task_id = next(ids_iter)
             tasks[task_id] = new_task(job, spec, index, task_id)
             touched.append(("task", task_id))
+    _replay_early(state, seq, job_id, touched)
     return FoldOutcome(touched=tuple(touched))
 
 
@@ -345,18 +353,34 @@ def _node_removed(state: ClusterState, seq: int, event: NodeRemoved) -> FoldOutc
 # ---------------------------------------------------------------------------- tasks
 
 
-def _task_of(state: ClusterState, job_id: str, task_id: str) -> TaskState | FoldOutcome:
+def _task_of(state: ClusterState, job_id: str, task_id: str) -> TaskState | FoldOutcome | None:
+    """The task an observation names; None when it is an observation to buffer or ignore."""
     task = state.tasks.get(task_id)
     if task is None:
+        job = state.jobs.get(job_id)
+        if job is None or job.phase in TERMINAL_JOB_PHASES:
+            # Before its job (buffered by the caller), or of a task its job withdrew.
+            return None
         return _invalid("task-missing", f"task {task_id} does not exist")
     if task.job != job_id:
         return _invalid("task-job-mismatch", f"task {task_id} belongs to job {task.job}, not {job_id}")
     return task
 
 
+def _early_or_ignored(state: ClusterState, event: TaskStarted | TaskFinished) -> FoldOutcome:
+    """An observation that overtook its job (another topic) waits for it; one of a withdrawn task is moot."""
+    job_id = event.data.job_id
+    if job_id in state.jobs:
+        return FoldOutcome()
+    state.early_observations.setdefault(job_id, []).append(event.model_dump(mode="json"))
+    return FoldOutcome(touched=(_META,))
+
+
 def _task_started(state: ClusterState, seq: int, event: TaskStarted) -> FoldOutcome:
     d = event.data
     task = _task_of(state, d.job_id, d.task_id)
+    if task is None:
+        return _early_or_ignored(state, event)
     if isinstance(task, FoldOutcome):
         return task
     if task.status in ("Succeeded", "Failed"):
@@ -373,30 +397,53 @@ def _task_started(state: ClusterState, seq: int, event: TaskStarted) -> FoldOutc
     if task.status != "Releasing":
         task.status = "Running"
     job = state.jobs[task.job]
-    touched: Touched = (
-        (("task", task.id), ("job", job.id)) if _refresh_phase(state, job) else (("task", task.id),)
-    )
-    return FoldOutcome(touched=touched)
+    if _refresh_phase(state, job):
+        return FoldOutcome(touched=(("task", task.id), ("job", job.id)))
+    return FoldOutcome(touched=(("task", task.id),))
 
 
 def _task_finished(state: ClusterState, seq: int, event: TaskFinished) -> FoldOutcome:
     d = event.data
     task = _task_of(state, d.job_id, d.task_id)
+    if task is None:
+        return _early_or_ignored(state, event)
     if isinstance(task, FoldOutcome):
         return task
-    if task.status not in OCCUPYING:
-        return _invalid("task-not-on-node", f"task {task.id} finished while {task.status}")
+    if task.status in ("Succeeded", "Failed"):
+        return _invalid("task-finished", f"task {task.id} finished twice (it is {task.status})")
     job = state.jobs[task.job]
     touched: list[tuple[str, str]] = [("task", task.id)]
+    occupying = task.status in OCCUPYING
     if d.outcome == "evicted":
+        if not occupying:
+            # It overtook the binding it ends: the task is Pending already.
+            return FoldOutcome()
         _reset_or_drop(state, task)
     else:
-        if task.node is not None:
+        # A Pending task that finished overtook its binding: the cluster's word wins.
+        if occupying and task.node is not None:
             release(state.nodes[task.node].used, task.resources)
         task.status = "Succeeded" if d.outcome == "succeeded" else "Failed"
     if _refresh_phase(state, job):
         touched.append(("job", job.id))
     return FoldOutcome(touched=tuple(touched))
+
+
+def _replay_early(state: ClusterState, seq: int, job_id: str, touched: list[tuple[str, str]]) -> None:
+    """Apply the observations that waited for ``job_id``, in arrival order.
+
+    Each is judged now, as if it had arrived right after the job; one that
+    no longer fits (it names a task the job does not have) has no effect —
+    it is archived already, as the event that was buffered.
+    """
+    early = state.early_observations.pop(job_id, None)
+    if early is None:
+        return
+    touched.append(_META)
+    for doc in early:
+        event = _OBSERVATIONS.validate_python(doc)
+        handler = _task_started if isinstance(event, TaskStarted) else _task_finished
+        touched.extend(handler(state, seq, event).touched)
 
 
 def _reset_or_drop(state: ClusterState, task: TaskState) -> None:

@@ -191,10 +191,11 @@ async def _delete(conn: asyncpg.Connection, table: str, column: str, keys: list[
         await conn.execute(f"DELETE FROM {table} WHERE {column} = ANY($1::text[])", keys)  # noqa: S608
 
 
-def meta_arguments(state: ClusterState) -> tuple[str | None, int, int, str]:
-    """The projection_meta columns other than seq: config, config_version, leader_epoch, session_parts."""
+def meta_arguments(state: ClusterState) -> tuple[str | None, int, int, str, str]:
+    """The projection_meta columns other than seq, in table order."""
     config = None if state.config is None else _dumps(state.config.model_dump(mode="json"))
-    return config, state.config_version, state.leader_epoch, _dumps(parts_to_json(state.session_parts))
+    parts = _dumps(parts_to_json(state.session_parts))
+    return config, state.config_version, state.leader_epoch, parts, _dumps(state.early_observations)
 
 
 async def load_projection(conn: asyncpg.Connection) -> ClusterState:
@@ -205,7 +206,8 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
     """
     async with conn.transaction(isolation="repeatable_read", readonly=True):
         meta = await conn.fetchrow(
-            "SELECT seq, config, config_version, leader_epoch, session_parts FROM projection_meta"
+            "SELECT seq, config, config_version, leader_epoch, session_parts, early_observations"
+            " FROM projection_meta"
         )
         if meta is None:
             raise LookupError("projection_meta is empty: run the migrations first")
@@ -242,4 +244,5 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
         task_rows=task_rows,
         sessions=sessions,
         session_parts=parts_from_json(json.loads(meta["session_parts"])),
+        early_observations=json.loads(meta["early_observations"]),
     )

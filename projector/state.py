@@ -210,6 +210,9 @@ class ClusterState:
     #: SessionPart decisions waiting for their SessionCommitted marker:
     #: session id -> part index -> the part's decisions (as JSON objects).
     session_parts: dict[str, dict[int, list[dict[str, Any]]]] = field(default_factory=dict)
+    #: TaskStarted/TaskFinished events (as JSON objects, in arrival order) that
+    #: named a job not submitted yet, by job id; applied when the job arrives.
+    early_observations: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ JSON
 
@@ -229,6 +232,7 @@ class ClusterState:
             "tasks": [[t.id, t.job, t.role, t.index, t.status, t.node] for t in self.tasks.values()],
             "sessions": [session_to_json(s) for s in self.sessions.values()],
             "session_parts": parts_to_json(self.session_parts),
+            "early_observations": self.early_observations,
         }
 
     @classmethod
@@ -248,6 +252,7 @@ class ClusterState:
             task_rows=[(r[0], r[1], r[2], r[3], r[4], r[5]) for r in doc["tasks"]],
             sessions=[session_from_json(s) for s in doc["sessions"]],
             session_parts=parts_from_json(doc["session_parts"]),
+            early_observations=doc["early_observations"],
         )
 
 
@@ -269,6 +274,7 @@ def assemble(
     task_rows: list[TaskRow],
     sessions: list[SessionRecord],
     session_parts: dict[str, dict[int, list[dict[str, Any]]]],
+    early_observations: dict[str, list[dict[str, Any]]],
 ) -> ClusterState:
     """Build a state from its persisted parts, deriving what is not stored.
 
@@ -287,6 +293,7 @@ def assemble(
         jobs={j.id: j for j in jobs},
         sessions={s.session_id: s for s in sessions},
         session_parts=session_parts,
+        early_observations=early_observations,
     )
     role_order: dict[str, dict[str, int]] = {
         job.id: {spec.name: i for i, spec in enumerate(job.task_specs)} for job in jobs

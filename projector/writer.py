@@ -282,13 +282,14 @@ class BatchWriter:
         """Write the plan in one transaction; on success the writer is usable again."""
         state = self.state
         async with conn.transaction():
-            config, config_version, leader_epoch, parts = meta_arguments(state)
             moved = await conn.fetchval(
                 "UPDATE projection_meta SET seq = $2, config = $3::json, config_version = $4,"
-                " leader_epoch = $5, session_parts = $6::jsonb, updated_at = now()"
-                " WHERE seq = $1 RETURNING seq",
-                plan.base_seq, plan.last_seq, config, config_version, leader_epoch, parts,
-            )  # fmt: skip
+                " leader_epoch = $5, session_parts = $6::jsonb, early_observations = $7::jsonb,"
+                " updated_at = now() WHERE seq = $1 RETURNING seq",
+                plan.base_seq,
+                plan.last_seq,
+                *meta_arguments(state),
+            )
             if moved is None:
                 found = await conn.fetchval("SELECT seq FROM projection_meta")
                 raise ProjectionDriftError(expected_seq=plan.base_seq, found_seq=found)

@@ -67,6 +67,8 @@ CREATE TABLE projection_meta (
     config_version integer     NOT NULL,
     leader_epoch   bigint      NOT NULL,
     session_parts  jsonb       NOT NULL,
+    -- Task observations that arrived before the job they name (see projector.fold).
+    early_observations jsonb   NOT NULL DEFAULT '{}',
     updated_at     timestamptz NOT NULL DEFAULT now()
 );
 INSERT INTO projection_meta (seq, config, config_version, leader_epoch, session_parts)
