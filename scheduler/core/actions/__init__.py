@@ -1,0 +1,1 @@
+"""Session actions, run in the configured order."""

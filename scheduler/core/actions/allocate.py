@@ -1,0 +1,177 @@
+"""allocate: place pending tasks, one statement per job visit (Volcano ``actions/allocate``).
+
+1. Build: every valid, non-Pending job (Pending jobs are promoted to Inqueue
+   when ``enqueue`` is not configured) with pending non-BestEffort tasks goes
+   into its queue's job heap; its tasks are sorted by task order once.
+2. Loop: pick the best queue (re-ordered on every pick, shares change);
+   an overused queue is dropped for the rest of the action; pop its best job
+   and visit it with a fresh statement:
+   * a task its queue cannot take (Allocatable false) is skipped;
+   * a task of a role that already failed this visit is skipped;
+   * a task that fits no node records its fit errors, then the visit goes on
+     only while ``NeedContinueAllocating`` says the gang can still be met;
+   * a placed task goes on Idle (Allocate) or else on FutureIdle (Pipeline);
+     after each placement a ready job ends its visit (one more task per
+     visit for elastic jobs).
+3. After the visit: ready → commit, and re-queue the job if tasks remain;
+   else pipelined → leave the placements in the session uncommitted;
+   else discard (reverse order).
+"""
+
+from __future__ import annotations
+
+from scheduler.core.actions.common import JobHeap, QueueRotation
+from scheduler.core.framework import Session
+from scheduler.core.placement import PlacementIndex
+from scheduler.core.reasons import Reason
+from scheduler.core.snapshot import PodGroupPhase, TaskStatus
+from scheduler.core.state import JobState, TaskState
+from scheduler.core.statement import Statement
+from scheduler.core.trace import GangNotReady, JobSkipped, StatementClosed, TaskPlaced, TaskUnplaced
+
+__all__ = ["AllocateAction", "gang_reason", "need_continue_allocating"]
+
+
+def need_continue_allocating(job: JobState, failed_roles: set[str]) -> bool:
+    """Whether a predicate failure still leaves the gang reachable (Volcano's rule)."""
+    if job.min_member == len(job.tasks):
+        return False
+    total_min = job.task_min_total
+    if job.min_member < total_min:
+        pending_left = sum(
+            1 for t in job.tasks if t.status is TaskStatus.PENDING and t.role not in failed_roles
+        )
+        return job.ready_num + pending_left >= job.min_member
+    for role in sorted(failed_roles):
+        need = job.min_task_member.get(role, 0)
+        if need <= 0:
+            continue
+        have = job.role_count(role, (TaskStatus.BOUND, TaskStatus.BINDING, TaskStatus.RUNNING,
+                                     TaskStatus.ALLOCATED, TaskStatus.SUCCEEDED))
+        have += job.role_pending_best_effort.get(role, 0)
+        if have < need:
+            return False
+    return True
+
+
+def gang_reason(job: JobState) -> Reason:
+    placeable = job.ready_num + job.waiting_num + job.pending_best_effort
+    return Reason(
+        "gang-not-ready",
+        f"{placeable}/{len(job.tasks)} tasks in gang placeable, minAvailable {job.min_member}",
+        {"placeable": placeable, "tasks": len(job.tasks), "minAvailable": job.min_member},
+    )
+
+
+class AllocateAction:
+    name = "allocate"
+
+    def execute(self, ssn: Session) -> None:
+        index = ssn.placement
+        enqueue_configured = "enqueue" in ssn.config.actions
+        heaps: dict[str, JobHeap] = {}
+        worksheets: dict[str, tuple[list[TaskState], list[int]]] = {}
+        for job in ssn.jobs.values():
+            if job.phase is PodGroupPhase.PENDING:
+                if enqueue_configured:
+                    continue
+                ssn.set_phase(job, PodGroupPhase.INQUEUE)
+            invalid = ssn.job_valid(job)
+            if invalid is not None:
+                ssn.explain(job.uid, invalid)
+                ssn.step(JobSkipped(self.name, job.uid, invalid.code, invalid.message))
+                continue
+            tasks = [t for t in job.tasks if t.status is TaskStatus.PENDING and not t.best_effort]
+            if not tasks:
+                continue
+            tasks.sort(key=ssn.task_key)
+            worksheets[job.uid] = (tasks, [0])
+            heaps.setdefault(job.queue, JobHeap(ssn)).push(job)
+        rotation = QueueRotation(ssn, [ssn.queues[name] for name in sorted(heaps)])
+        while rotation:
+            queue = rotation.best()
+            heap = heaps[queue.name]
+            if ssn.overused(queue):
+                for job in heap.jobs():
+                    ssn.explain(job.uid, _overused_reason(ssn, queue.name))
+                rotation.drop(queue)
+                continue
+            if not heap:
+                rotation.drop(queue)
+                continue
+            job = heap.pop()
+            tasks, cursor = worksheets[job.uid]
+            stmt = Statement(ssn)
+            self._visit(ssn, index, job, tasks, cursor, stmt)
+            if ssn.job_ready(job):
+                placed = len(stmt)
+                stmt.commit()
+                ssn.step(StatementClosed(self.name, job.uid, "committed", placed))
+                if cursor[0] < len(tasks):
+                    heap.push(job)
+            elif ssn.job_pipelined(job):
+                ssn.step(StatementClosed(self.name, job.uid, "pipelined", len(stmt)))
+            else:
+                ssn.explain(job.uid, gang_reason(job))
+                ssn.step(
+                    GangNotReady(
+                        job.uid,
+                        job.ready_num + job.waiting_num + job.pending_best_effort,
+                        len(job.tasks),
+                        job.min_member,
+                    )
+                )
+                ssn.step(StatementClosed(self.name, job.uid, "discarded", len(stmt)))
+                stmt.discard()
+
+    def _visit(
+        self,
+        ssn: Session,
+        index: PlacementIndex,
+        job: JobState,
+        tasks: list[TaskState],
+        cursor: list[int],
+        stmt: Statement,
+    ) -> None:
+        queue = ssn.queue_of(job)
+        failed_roles: set[str] = set()
+        while cursor[0] < len(tasks):
+            task = tasks[cursor[0]]
+            cursor[0] += 1
+            if task.status is not TaskStatus.PENDING:
+                continue
+            if not ssn.allocatable(queue, task):
+                ssn.step(TaskUnplaced(self.name, job.uid, task.uid, "queue-not-allocatable", ""))
+                continue
+            if task.role and task.role in failed_roles:
+                message = f"Task {task.uid} with role spec {task.role} has already predicated failed, skip"
+                ssn.step(TaskUnplaced(self.name, job.uid, task.uid, "predicate-failed", message))
+                continue
+            row = index.choose(task)
+            if row < 0:
+                errors = index.fit_errors(task)
+                reason = errors.reason()
+                ssn.explain(job.uid, reason, keep_first=True)
+                ssn.step(TaskUnplaced(self.name, job.uid, task.uid, reason.code, reason.message))
+                failed_roles.add(task.role)
+                if not need_continue_allocating(job, failed_roles):
+                    break
+                continue
+            nodes = ssn.nodes
+            if bool((nodes.idle[row] >= task.vec).all()):
+                stmt.allocate(task, row)
+                pipelined = False
+            else:
+                stmt.pipeline(task, row)
+                pipelined = True
+            ssn.step(TaskPlaced(self.name, job.uid, task.uid, nodes.names[row], pipelined))
+            if ssn.job_ready(job):
+                break
+
+
+def _overused_reason(ssn: Session, queue: str) -> Reason:
+    return Reason(
+        "queue-overused",
+        f"queue {queue} is overused: its allocation has reached its deserved share in every resource",
+        {"queue": queue},
+    )

@@ -1,0 +1,311 @@
+"""Scheduler configuration in the volcano-scheduler.conf shape.
+
+``actions`` (comma-separated string or list), ``tiers[].plugins[]`` with the
+``enable*`` switches and ``arguments``, and ``configurations[]`` (per-action
+arguments).  As in a real Volcano config file every extension-point flag
+defaults to *true*; mode flags (``enableHierarchy``) default to false.
+
+Volcano spells most flags ``enableX`` but a few ``enabledX``
+(Allocatable, Overused, ClusterOrder, Victim, HyperNodeOrder, …); both
+spellings are accepted for every flag and normalised to ``enableX``.
+Unknown plugin, action, flag or top-level key names raise :class:`ConfigError`
+naming the culprit and listing what is valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from events.models import ActionConfiguration, PluginSpec, SchedulerConfigSpec, TierSpec
+
+__all__ = [
+    "ACTION_NAMES",
+    "DEFAULT_CONFIG",
+    "EXTENSION_FLAGS",
+    "MODE_FLAGS",
+    "PLUGIN_NAMES",
+    "ConfigError",
+    "PluginOption",
+    "SchedulerConfig",
+    "Tier",
+    "parse_scheduler_config",
+]
+
+ACTION_NAMES: tuple[str, ...] = ("enqueue", "allocate", "backfill", "preempt", "reclaim")
+PLUGIN_NAMES: tuple[str, ...] = (
+    "binpack",
+    "capacity",
+    "conformance",
+    "drf",
+    "gang",
+    "nodeorder",
+    "overcommit",
+    "predicates",
+    "priority",
+    "proportion",
+    "sla",
+)
+
+#: Every extension-point switch of Volcano's ``PluginOption`` (default true).
+EXTENSION_FLAGS: tuple[str, ...] = (
+    "enableJobOrder",
+    "enableNamespaceOrder",
+    "enableJobReady",
+    "enableJobPipelined",
+    "enableTaskOrder",
+    "enablePreemptable",
+    "enableReclaimable",
+    "enablePreemptive",
+    "enableQueueOrder",
+    "enableClusterOrder",
+    "enablePredicate",
+    "enableBestNode",
+    "enableNodeOrder",
+    "enableTargetJob",
+    "enableReservedNodes",
+    "enableJobEnqueued",
+    "enableVictim",
+    "enableJobStarving",
+    "enableOverused",
+    "enableAllocatable",
+    "enableHyperNodeOrder",
+    "enableHyperNodeGradient",
+    "enableSubJobReady",
+    "enableSubJobPipelined",
+    "enableSubJobOrder",
+)
+#: Mode switches (default false).
+MODE_FLAGS: tuple[str, ...] = ("enableHierarchy",)
+
+_ALL_FLAGS = EXTENSION_FLAGS + MODE_FLAGS
+
+
+class ConfigError(ValueError):
+    """An invalid scheduler configuration; ``where`` names the offending part."""
+
+    def __init__(self, where: str, why: str) -> None:
+        self.where = where
+        self.why = why
+        super().__init__(f"{where}: {why}")
+
+
+def _canonical_flag(key: str) -> str | None:
+    if key.startswith("enabled"):
+        key = "enable" + key[len("enabled") :]
+    return key if key in _ALL_FLAGS else None
+
+
+@dataclass(frozen=True, slots=True)
+class PluginOption:
+    """One plugin of a tier with every flag resolved."""
+
+    name: str
+    flags: Mapping[str, bool] = field(default_factory=dict)
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+    def enabled(self, flag: str) -> bool:
+        """Whether extension point ``flag`` (e.g. ``"enableJobOrder"``) is on."""
+        value = self.flags.get(flag)
+        if value is None:
+            return flag not in MODE_FLAGS
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class Tier:
+    plugins: tuple[PluginOption, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    actions: tuple[str, ...]
+    tiers: tuple[Tier, ...]
+    configurations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def action_arguments(self, action: str) -> Mapping[str, Any]:
+        return self.configurations.get(action, {})
+
+    def plugin_names(self) -> tuple[str, ...]:
+        return tuple(p.name for t in self.tiers for p in t.plugins)
+
+    @classmethod
+    def from_spec(cls, spec: SchedulerConfigSpec) -> SchedulerConfig:
+        return parse_scheduler_config(
+            {
+                "actions": list(spec.actions),
+                "tiers": [
+                    {
+                        "plugins": [
+                            {"name": p.name, **dict(p.flags), "arguments": dict(p.arguments)}
+                            for p in tier.plugins
+                        ]
+                    }
+                    for tier in spec.tiers
+                ],
+                "configurations": [
+                    {"name": c.name, "arguments": dict(c.arguments)} for c in spec.configurations
+                ],
+            }
+        )
+
+    def to_spec(self) -> SchedulerConfigSpec:
+        """The event form; only flags that differ from their default are written."""
+        return SchedulerConfigSpec(
+            actions=list(self.actions),
+            tiers=[
+                TierSpec(
+                    plugins=[
+                        PluginSpec(
+                            name=p.name,
+                            flags={
+                                k: v
+                                for k, v in sorted(p.flags.items())
+                                if v != (k not in MODE_FLAGS)
+                            },
+                            arguments=dict(p.arguments),
+                        )
+                        for p in tier.plugins
+                    ]
+                )
+                for tier in self.tiers
+            ],
+            configurations=[
+                ActionConfiguration(name=name, arguments=dict(args))
+                for name, args in self.configurations.items()
+            ],
+        )
+
+
+def _parse_actions(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        names = [part.strip() for part in value.split(",") if part.strip()]
+    elif isinstance(value, Sequence):
+        names = []
+        for item in value:
+            if not isinstance(item, str):
+                raise ConfigError("actions", f"expected action names, got {item!r}")
+            names.append(item.strip())
+    else:
+        raise ConfigError("actions", "expected a comma-separated string or a list of action names")
+    if not names:
+        raise ConfigError("actions", "at least one action is required")
+    for name in names:
+        if name not in ACTION_NAMES:
+            raise ConfigError(
+                "actions", f"unknown action {name!r}; valid actions: {', '.join(ACTION_NAMES)}"
+            )
+    return tuple(names)
+
+
+def _parse_plugin(where: str, raw: object) -> PluginOption:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(where, "expected a mapping with at least 'name'")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{where}.name", "expected a plugin name")
+    if name not in PLUGIN_NAMES:
+        raise ConfigError(
+            f"{where}.name", f"unknown plugin {name!r}; valid plugins: {', '.join(PLUGIN_NAMES)}"
+        )
+    flags: dict[str, bool] = {}
+    arguments: dict[str, Any] = {}
+    for key in raw:
+        if key == "name":
+            continue
+        value = raw[key]
+        if key == "arguments":
+            if value is None:
+                continue
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where}.arguments", "expected a mapping")
+            arguments = {str(k): value[k] for k in value}
+            continue
+        flag = _canonical_flag(str(key))
+        if flag is None:
+            raise ConfigError(
+                f"{where}.{key}",
+                f"unknown plugin option {key!r} for plugin {name!r}; valid options: name, arguments, "
+                + ", ".join(_ALL_FLAGS)
+                + " (the 'enabled…' spelling is accepted too)",
+            )
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}.{key}", f"expected true or false, got {value!r}")
+        flags[flag] = value
+    resolved = {f: flags.get(f, f not in MODE_FLAGS) for f in _ALL_FLAGS}
+    return PluginOption(name=name, flags=resolved, arguments=arguments)
+
+
+def parse_scheduler_config(mapping: Mapping[str, Any]) -> SchedulerConfig:
+    """Parse the volcano-scheduler.conf / scenario ``spec.config`` shape."""
+    if not isinstance(mapping, Mapping):
+        raise ConfigError("config", "expected a mapping with 'actions' and 'tiers'")
+    allowed = ("actions", "tiers", "configurations")
+    for key in mapping:
+        if key not in allowed:
+            raise ConfigError(str(key), f"unknown config key; valid keys: {', '.join(allowed)}")
+    if "actions" not in mapping:
+        raise ConfigError("actions", "missing; e.g. 'enqueue, allocate, backfill'")
+    actions = _parse_actions(mapping["actions"])
+    raw_tiers = mapping.get("tiers") or []
+    if not isinstance(raw_tiers, Sequence) or isinstance(raw_tiers, str):
+        raise ConfigError("tiers", "expected a list of {plugins: [...]}")
+    tiers = []
+    for i, raw_tier in enumerate(raw_tiers):
+        if not isinstance(raw_tier, Mapping):
+            raise ConfigError(f"tiers[{i}]", "expected a mapping with 'plugins'")
+        extra = [k for k in raw_tier if k != "plugins"]
+        if extra:
+            raise ConfigError(f"tiers[{i}].{extra[0]}", "unknown tier key; valid keys: plugins")
+        plugins = raw_tier.get("plugins") or []
+        if not isinstance(plugins, Sequence) or isinstance(plugins, str):
+            raise ConfigError(f"tiers[{i}].plugins", "expected a list of plugins")
+        tiers.append(
+            Tier(tuple(_parse_plugin(f"tiers[{i}].plugins[{j}]", p) for j, p in enumerate(plugins)))
+        )
+    configurations: dict[str, Mapping[str, Any]] = {}
+    raw_confs = mapping.get("configurations") or []
+    if not isinstance(raw_confs, Sequence) or isinstance(raw_confs, str):
+        raise ConfigError("configurations", "expected a list of {name, arguments}")
+    for i, conf in enumerate(raw_confs):
+        if not isinstance(conf, Mapping) or not isinstance(conf.get("name"), str):
+            raise ConfigError(f"configurations[{i}]", "expected a mapping with 'name' and 'arguments'")
+        cname = conf["name"]
+        if cname not in ACTION_NAMES:
+            raise ConfigError(
+                f"configurations[{i}].name",
+                f"unknown action {cname!r}; valid actions: {', '.join(ACTION_NAMES)}",
+            )
+        args = conf.get("arguments") or {}
+        if not isinstance(args, Mapping):
+            raise ConfigError(f"configurations[{i}].arguments", "expected a mapping")
+        configurations[cname] = {str(k): args[k] for k in args}
+    return SchedulerConfig(actions=actions, tiers=tuple(tiers), configurations=configurations)
+
+
+#: Volcano's Helm chart default (installer/helm/chart/volcano/config/volcano-scheduler.conf).
+DEFAULT_CONFIG: SchedulerConfig = parse_scheduler_config(
+    {
+        "actions": "enqueue, allocate, backfill",
+        "tiers": [
+            {
+                "plugins": [
+                    {"name": "priority"},
+                    {"name": "gang", "enablePreemptable": False},
+                    {"name": "conformance"},
+                ]
+            },
+            {
+                "plugins": [
+                    {"name": "overcommit"},
+                    {"name": "drf", "enablePreemptable": False},
+                    {"name": "predicates"},
+                    {"name": "proportion"},
+                    {"name": "nodeorder"},
+                    {"name": "binpack"},
+                ]
+            },
+        ],
+    }
+)

@@ -1,0 +1,489 @@
+"""The session framework: plugin/action protocols, extension points, combination.
+
+A :class:`Session` is opened over a snapshot; every configured plugin
+registers callbacks for the extension points whose ``enable*`` flag is on
+(Volcano's ``session_plugins.go``), and actions query the session, which
+combines the callbacks exactly as Volcano does (semantics.md §2):
+
+* orderings (job, queue, task): the first plugin that tells two items apart
+  wins, across all tiers; fallback creation time, then identity.  Plugins
+  register *sort keys* whose comparison equals Volcano's comparator, so a
+  composite key (plugin keys in tier order, then the fallback) is exactly
+  "first non-zero wins" and sorting costs one key per item;
+* predicates: all must pass, the first failure is reported;
+* node order: scores summed;
+* preemptable / reclaimable: per tier, abstaining plugins skipped, the lists
+  of voting plugins intersected; an empty list from a voter ends the tier
+  without a decision and evaluation falls through to the next tier;
+* overused: OR; allocatable, preemptive, job ready: AND;
+* job pipelined / enqueueable: votes (any reject → false; a permit decides at
+  the end of its tier; nobody → true);
+* job starving: decided by the first tier that registered any function (AND
+  inside that tier); nobody → false;
+* job valid: the first failing result.
+
+Divergences from Volcano are listed in docs/scheduling.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.core.config import PluginOption, SchedulerConfig
+from scheduler.core.decisions import Bind, Decision
+from scheduler.core.reasons import Reason
+from scheduler.core.snapshot import ClusterSnapshot, PodGroupPhase, TaskStatus
+from scheduler.core.state import (
+    JobState,
+    NodeTable,
+    QueueState,
+    ResourceDims,
+    TaskState,
+    build_task,
+    timestamp,
+)
+from scheduler.core.trace import TraceStep
+
+if TYPE_CHECKING:
+    from scheduler.core.placement import PlacementIndex
+
+__all__ = [
+    "ABSTAIN",
+    "PERMIT",
+    "REJECT",
+    "Action",
+    "Plugin",
+    "Session",
+    "Verdict",
+]
+
+PERMIT = 1
+ABSTAIN = 0
+REJECT = -1
+
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+class Plugin(Protocol):
+    name: str
+
+    def on_session_open(self, ssn: Session) -> None: ...
+
+    def on_session_close(self, ssn: Session) -> None: ...
+
+
+class Action(Protocol):
+    name: str
+
+    def execute(self, ssn: Session) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A victim list with the plugins of the tier that decided it."""
+
+    victims: tuple[TaskState, ...]
+    rule: str
+
+
+#: extension point -> the flag that gates it (None: never gated).
+_POINT_FLAGS: dict[str, str | None] = {
+    "job_order": "enableJobOrder",
+    "queue_order": "enableQueueOrder",
+    "task_order": "enableTaskOrder",
+    "predicate": "enablePredicate",
+    "node_order": "enableNodeOrder",
+    "preemptable": "enablePreemptable",
+    "reclaimable": "enableReclaimable",
+    "overused": "enableOverused",
+    "allocatable": "enableAllocatable",
+    "preemptive": "enablePreemptive",
+    "job_ready": "enableJobReady",
+    "job_pipelined": "enableJobPipelined",
+    "job_enqueueable": "enableJobEnqueued",
+    "job_enqueued": "enableJobEnqueued",
+    "job_starving": "enableJobStarving",
+    "job_valid": None,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PredicateReason:
+    text: str
+    #: UnschedulableAndUnresolvable: preemption cannot help on that node.
+    unresolvable: bool
+
+
+class Session:
+    """One scheduling cycle's working state, registries and decisions."""
+
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        config: SchedulerConfig,
+        now: datetime,
+        logic_flags: frozenset[str] = frozenset(),
+    ) -> None:
+        self.config = config
+        self.now = now
+        self.logic_flags = logic_flags
+        self.decisions: list[Decision] = []
+        self.trace: list[TraceStep] = []
+        self.reasons: dict[str, dict[str, Reason]] = {}
+        self._seq = 0
+        self._fns: dict[str, list[list[tuple[str, Any]]]] = {p: [] for p in _POINT_FLAGS}
+        self._allocate_handlers: list[Callable[[TaskState], None]] = []
+        self._deallocate_handlers: list[Callable[[TaskState], None]] = []
+        self.predicate_reasons: list[PredicateReason] = [PredicateReason("", False)]
+        self._reason_ids: dict[str, int] = {}
+        self.annotations: dict[str, dict[str, str]] = {}
+        self._build(snapshot)
+        from scheduler.core.placement import PlacementIndex
+
+        self.placement: PlacementIndex = PlacementIndex(self)
+
+    # ------------------------------------------------------------------ building
+
+    def _build(self, snapshot: ClusterSnapshot) -> None:
+        names: set[str] = {"cpu", "memory", "pods"}
+        for node in snapshot.nodes:
+            names.update(node.allocatable)
+        for job in snapshot.jobs:
+            names.update(job.min_resources or {})
+            for task in job.tasks:
+                names.update(task.request)
+        for queue in snapshot.queues:
+            names.update(queue.capability, queue.deserved, queue.guarantee)
+        self.dims = ResourceDims(names)
+        self.nodes = NodeTable(snapshot.nodes, self.dims)
+        self.total: dict[str, int] = {}
+        for node in self.nodes.nodes:
+            for name, amount in sorted(node.allocatable.items()):
+                self.total[name] = self.total.get(name, 0) + amount
+        self.queues: dict[str, QueueState] = {
+            q.name: QueueState.from_snapshot(q) for q in sorted(snapshot.queues, key=lambda q: q.name)
+        }
+        classes = {pc.name: pc for pc in snapshot.priority_classes}
+        defaults = sorted(pc.name for pc in snapshot.priority_classes if pc.global_default)
+        default_priority = classes[defaults[0]].value if defaults else 0
+        self.priority_classes = classes
+        self.jobs: dict[str, JobState] = {}
+        self.tasks: dict[str, TaskState] = {}
+        #: jobs Volcano would silently ignore because their queue does not exist.
+        self.orphans: list[str] = []
+        for job in sorted(snapshot.jobs, key=lambda j: j.uid):
+            if job.queue not in self.queues:
+                self.orphans.append(job.uid)
+                self.explain(
+                    job.uid,
+                    Reason(
+                        "queue-missing",
+                        f"queue {job.queue} does not exist; Volcano ignores the job until it does",
+                        {"queue": job.queue},
+                    ),
+                )
+                continue
+            self.annotations[job.uid] = dict(job.annotations)
+            pc = classes.get(job.priority_class) if job.priority_class else None
+            state = JobState(
+                uid=job.uid,
+                namespace=job.namespace,
+                name=job.name,
+                queue=job.queue,
+                min_member=job.min_member,
+                min_task_member=dict(job.min_task_member),
+                min_resources=dict(job.min_resources) if job.min_resources is not None else None,
+                priority=pc.value if pc else default_priority,
+                phase=job.phase,
+                created=timestamp(job.created),
+                priority_class=job.priority_class,
+            )
+            for task in sorted(job.tasks, key=lambda t: t.uid):
+                priority = task.priority if task.priority is not None else 1
+                ts = build_task(task, state, self.dims, priority)
+                state.add_task(ts)
+                self.tasks[ts.uid] = ts
+                if task.node is not None and task.status in _ON_NODE:
+                    row = self.nodes.index.get(task.node)
+                    if row is not None:
+                        ts.node = row
+                        self.nodes.add(ts, row, task.status)
+            self.jobs[state.uid] = state
+
+    # ------------------------------------------------------------------ registration
+
+    def register(self, option: PluginOption, point: str, fn: Any, tier: int) -> None:
+        """Add ``fn`` at ``point`` for plugin ``option`` in ``tier`` if its flag is on."""
+        flag = _POINT_FLAGS[point]
+        if flag is not None and not option.enabled(flag):
+            return
+        tiers = self._fns[point]
+        while len(tiers) <= tier:
+            tiers.append([])
+        tiers[tier].append((option.name, fn))
+
+    def on_allocate(self, fn: Callable[[TaskState], None]) -> None:
+        self._allocate_handlers.append(fn)
+
+    def on_deallocate(self, fn: Callable[[TaskState], None]) -> None:
+        self._deallocate_handlers.append(fn)
+
+    def has(self, point: str) -> bool:
+        return any(self._fns[point])
+
+    def _each(self, point: str) -> Iterable[tuple[str, Any]]:
+        for tier in self._fns[point]:
+            yield from tier
+
+    # ------------------------------------------------------------------ explanations
+
+    def explain(self, job: str, reason: Reason, *, keep_first: bool = False) -> None:
+        """Record why ``job`` did not move; the latest reason of a code wins unless ``keep_first``."""
+        bucket = self.reasons.setdefault(job, {})
+        if keep_first and reason.code in bucket:
+            return
+        bucket[reason.code] = reason
+
+    def forget(self, job: str, *codes: str) -> None:
+        bucket = self.reasons.get(job)
+        if bucket:
+            for code in codes:
+                bucket.pop(code, None)
+
+    def step(self, step: TraceStep) -> None:
+        self.trace.append(step)
+
+    def reason_id(self, text: str, *, unresolvable: bool) -> int:
+        """Intern a predicate failure text; id 0 means "passed"."""
+        rid = self._reason_ids.get(text)
+        if rid is None:
+            rid = len(self.predicate_reasons)
+            self.predicate_reasons.append(PredicateReason(text, unresolvable))
+            self._reason_ids[text] = rid
+        return rid
+
+    # ------------------------------------------------------------------ orderings
+
+    def job_key(self, job: JobState) -> tuple[Any, ...]:
+        keys = tuple(fn(job) for _, fn in self._each("job_order"))
+        return (*keys, job.created, job.uid)
+
+    def queue_key(self, queue: QueueState) -> tuple[Any, ...]:
+        keys = tuple(fn(queue) for _, fn in self._each("queue_order"))
+        return (*keys, queue.created, queue.name)
+
+    def task_key(self, task: TaskState) -> tuple[Any, ...]:
+        keys = tuple(fn(task) for _, fn in self._each("task_order"))
+        # Volcano's CompareTask: the pod-name index when both names carry one,
+        # else creation time then UID.  Indexed names sort first so the order
+        # stays total when a job mixes both forms (Volcano leaves that to chance).
+        if task.index is not None:
+            return (*keys, 0, task.index, task.created, task.uid)
+        return (*keys, 1, 0, task.created, task.uid)
+
+    def queue_before(self, left: QueueState, right: QueueState) -> bool:
+        return self.queue_key(left) < self.queue_key(right)
+
+    # ------------------------------------------------------------------ job-level votes
+
+    def job_valid(self, job: JobState) -> Reason | None:
+        for _, fn in self._each("job_valid"):
+            result: Reason | None = fn(job)
+            if result is not None:
+                return result
+        return None
+
+    def job_ready(self, job: JobState) -> bool:
+        return all(fn(job) for _, fn in self._each("job_ready"))
+
+    def _vote(self, point: str, job: JobState) -> bool:
+        for tier in self._fns[point]:
+            permitted = False
+            for _, fn in tier:
+                vote = fn(job)
+                if vote < 0:
+                    return False
+                if vote > 0:
+                    permitted = True
+            if permitted:
+                return True
+        return True
+
+    def job_pipelined(self, job: JobState) -> bool:
+        return self._vote("job_pipelined", job)
+
+    def job_enqueueable(self, job: JobState) -> bool:
+        return self._vote("job_enqueueable", job)
+
+    def job_enqueued(self, job: JobState) -> None:
+        for _, fn in self._each("job_enqueued"):
+            fn(job)
+
+    def job_starving(self, job: JobState) -> bool:
+        for tier in self._fns["job_starving"]:
+            if tier:
+                return all(fn(job) for _, fn in tier)
+        return False
+
+    # ------------------------------------------------------------------ queue-level votes
+
+    def overused(self, queue: QueueState) -> bool:
+        return any(fn(queue) for _, fn in self._each("overused"))
+
+    def allocatable(self, queue: QueueState, task: TaskState) -> bool:
+        return all(fn(queue, task) for _, fn in self._each("allocatable"))
+
+    def preemptive(self, queue: QueueState, task: TaskState) -> bool:
+        return all(fn(queue, task) for _, fn in self._each("preemptive"))
+
+    # ------------------------------------------------------------------ victims
+
+    def _victims(self, point: str, preemptor: TaskState, candidates: Sequence[TaskState]) -> Verdict:
+        for tier in self._fns[point]:
+            chosen: list[TaskState] | None = None
+            voters: list[str] = []
+            for name, fn in tier:
+                result: list[TaskState] | None = fn(preemptor, candidates)
+                if result is None:
+                    continue  # abstain
+                if not result:
+                    chosen = None
+                    break
+                voters.append(name)
+                if chosen is None:
+                    chosen = list(result)
+                else:
+                    keep = {t.uid for t in result}
+                    chosen = [t for t in chosen if t.uid in keep]
+            if chosen:
+                return Verdict(tuple(chosen), "+".join(voters))
+        return Verdict((), "")
+
+    def preemptable(self, preemptor: TaskState, candidates: Sequence[TaskState]) -> Verdict:
+        return self._victims("preemptable", preemptor, candidates)
+
+    def reclaimable(self, reclaimer: TaskState, candidates: Sequence[TaskState]) -> Verdict:
+        return self._victims("reclaimable", reclaimer, candidates)
+
+    def victim_order(self, victims: Iterable[TaskState], preemptor: TaskState) -> list[TaskState]:
+        """Volcano's BuildVictimsPriorityQueue order: first element is evicted first.
+
+        1. same job: reverse task order;
+        2. different queues: the queue that would be scheduled later loses first;
+        3. otherwise reverse job order, ties by reverse task order.
+        """
+        def sort_key(task: TaskState) -> tuple[Any, ...]:
+            queue = self.queues[task.job.queue]
+            return (
+                _Reverse(self.queue_key(queue)),
+                _Reverse(self.job_key(task.job)),
+                _Reverse(self.task_key(task)),
+            )
+
+        del preemptor  # the order does not depend on it once queues are compared
+        return sorted(victims, key=sort_key)
+
+    # ------------------------------------------------------------------ node functions
+
+    def node_predicate(self, task: TaskState, rows: IntArray) -> IntArray:
+        """Per-row predicate reason id (0 = pass); the first failing plugin wins."""
+        result: IntArray = np.zeros(len(rows), dtype=np.int64)
+        for _, fn in self._each("predicate"):
+            failed: IntArray = fn(task, rows)
+            result = np.where(result == 0, failed, result)
+        return result
+
+    def node_scores(self, task: TaskState, rows: IntArray) -> FloatArray:
+        total: FloatArray = np.zeros(len(rows), dtype=np.float64)
+        for _, fn in self._each("node_order"):
+            total = total + fn(task, rows)
+        return total
+
+    # ------------------------------------------------------------------ state changes
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def place(self, task: TaskState, row: int, status: TaskStatus) -> None:
+        """Put a Pending task on ``row`` as Allocated or Pipelined."""
+        task.job.set_status(task, status)
+        task.node = row
+        task.placed_seq = self.next_seq()
+        self.nodes.add(task, row, status)
+        for fn in self._allocate_handlers:
+            fn(task)
+
+    def unplace(self, task: TaskState) -> None:
+        """Undo :meth:`place`: the task is Pending again."""
+        row = task.node
+        self.nodes.remove(task, row, task.status)
+        task.job.set_status(task, TaskStatus.PENDING)
+        task.node = -1
+        task.tentative = False
+        for fn in self._deallocate_handlers:
+            fn(task)
+
+    def start_evict(self, task: TaskState) -> TaskStatus:
+        """Mark a placed task Releasing; returns its previous status."""
+        previous = task.status
+        self.nodes.start_releasing(task, task.node)
+        for fn in self._deallocate_handlers:
+            fn(task)
+        task.job.set_status(task, TaskStatus.RELEASING)
+        return previous
+
+    def undo_evict(self, task: TaskState, previous: TaskStatus) -> None:
+        self.nodes.stop_releasing(task, task.node)
+        task.job.set_status(task, previous)
+        for fn in self._allocate_handlers:
+            fn(task)
+
+    def bind(self, task: TaskState) -> None:
+        task.job.set_status(task, TaskStatus.BINDING)
+        task.tentative = False
+        self.decisions.append(Bind(task.uid, task.job.uid, self.nodes.names[task.node]))
+
+    def set_phase(self, job: JobState, phase: PodGroupPhase) -> None:
+        job.phase = phase
+
+    def queue_of(self, job: JobState) -> QueueState:
+        return self.queues[job.queue]
+
+
+_ON_NODE = frozenset(
+    {
+        TaskStatus.ALLOCATED,
+        TaskStatus.BINDING,
+        TaskStatus.BOUND,
+        TaskStatus.RUNNING,
+        TaskStatus.RELEASING,
+        TaskStatus.PIPELINED,
+    }
+)
+
+
+class _Reverse:
+    """Wraps a sort key so that sorting by it is descending."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        self.key = key
+
+    def __lt__(self, other: _Reverse) -> bool:
+        return other.key < self.key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Reverse) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)

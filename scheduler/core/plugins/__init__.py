@@ -1,0 +1,1 @@
+"""Policy plugins; each registers callbacks on the session when it opens."""

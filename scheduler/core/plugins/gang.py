@@ -1,0 +1,67 @@
+"""gang: all-or-nothing placement (Volcano ``plugins/gang``).
+
+JobValid (enough valid tasks, per-role minimums), victims that never break a
+gang (only the surplus above minAvailable of each victim job), not-ready jobs
+first, JobReady / JobPipelined / JobStarving from the gang counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler.core.framework import PERMIT, REJECT, Session
+from scheduler.core.plugins.base import PluginBase
+from scheduler.core.reasons import Reason
+from scheduler.core.state import JobState, TaskState
+
+__all__ = ["GangPlugin"]
+
+
+class GangPlugin(PluginBase):
+    name = "gang"
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.register(ssn, "job_valid", _valid)
+        self.register(ssn, "preemptable", _surplus_victims)
+        self.register(ssn, "reclaimable", _surplus_victims)
+        # Not-ready jobs sort before ready ones.
+        self.register(ssn, "job_order", lambda job: 1 if job.is_ready() else 0)
+        self.register(ssn, "job_ready", lambda job: job.check_task_ready() and job.is_ready())
+        self.register(
+            ssn,
+            "job_pipelined",
+            lambda job: PERMIT if job.check_task_pipelined() and job.is_pipelined() else REJECT,
+        )
+        self.register(ssn, "job_starving", lambda job: job.is_starving())
+
+
+def _valid(job: JobState) -> Reason | None:
+    if not job.check_task_valid():
+        return Reason(
+            "job-invalid",
+            "Not enough valid pods of each task for gang-scheduling",
+            {"minTaskMember": dict(sorted(job.min_task_member.items()))},
+        )
+    valid = job.valid_num
+    if valid < job.min_member:
+        return Reason(
+            "job-invalid",
+            f"Not enough valid tasks for gang-scheduling, valid: {valid}, min: {job.min_member}",
+            {"valid": valid, "minAvailable": job.min_member},
+        )
+    return None
+
+
+def _surplus_victims(preemptor: TaskState, candidates: Sequence[TaskState]) -> list[TaskState]:
+    del preemptor
+    occupied: dict[str, int] = {}
+    victims = []
+    for task in candidates:
+        job = task.job
+        left = occupied.get(job.uid, job.ready_num)
+        if left > job.min_member:
+            occupied[job.uid] = left - 1
+            victims.append(task)
+        else:
+            occupied[job.uid] = left
+    return victims

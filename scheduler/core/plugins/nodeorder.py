@@ -1,0 +1,133 @@
+"""nodeorder: kube-scheduler style node scores, each 0..100 times a weight.
+
+Arguments (Volcano's defaults): ``leastrequested.weight`` 1,
+``mostrequested.weight`` 0, ``balancedresource.weight`` 1,
+``tainttoleration.weight`` 3, ``nodeaffinity.weight`` 2,
+``podaffinity.weight`` 2, ``podtopologyspread.weight`` 2,
+``imagelocality.weight`` 1.
+
+* LeastAllocated / MostAllocated over cpu and memory (weights 1:1), integer
+  arithmetic as in kube-scheduler; "requested" is the node's tasks (including
+  pipelined ones) plus the task, using the plain requests (kube-scheduler's
+  non-zero defaults of 100m / 200Mi for request-less pods are not applied).
+* BalancedAllocation over cpu, memory and nvidia.com/gpu when requested:
+  ``int((1 − std(fractions)) × 100)``.
+* TaintToleration: intolerable PreferNoSchedule taints, normalised against
+  the maximum over *all* nodes (kube-scheduler normalises over the feasible
+  nodes; per-node scores keep the placement index incremental).
+* NodeAffinity (preferred terms), InterPodAffinity, PodTopologySpread and
+  ImageLocality have no inputs in Tephra's model and score 0 everywhere.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.core.framework import Session
+from scheduler.core.plugins.base import PluginBase
+from scheduler.core.plugins.predicates import tolerates
+from scheduler.core.state import TaskState
+
+__all__ = ["NodeOrderPlugin"]
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+_GPU = "nvidia.com/gpu"
+
+
+class NodeOrderPlugin(PluginBase):
+    name = "nodeorder"
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.least = int(self.argument("leastrequested.weight", 1))
+        self.most = int(self.argument("mostrequested.weight", 0))
+        self.balanced = int(self.argument("balancedresource.weight", 1))
+        self.taint = int(self.argument("tainttoleration.weight", 3))
+        self._taint_cache: dict[tuple[object, ...], FloatArray] = {}
+        dims = ssn.dims.index
+        self.cpu, self.mem = dims["cpu"], dims["memory"]
+        self.gpu = dims.get(_GPU, -1)
+        self.register(ssn, "node_order", self._score)
+
+    def _requested(self, task: TaskState, rows: IntArray) -> tuple[IntArray, IntArray]:
+        nodes = self.ssn.nodes
+        alloc = nodes.allocatable[rows]
+        requested = alloc - nodes.idle[rows] + nodes.pipelined[rows] + task.vec
+        return alloc, requested
+
+    def _score(self, task: TaskState, rows: IntArray) -> FloatArray:
+        total: FloatArray = np.zeros(len(rows), dtype=np.float64)
+        if not (self.least or self.most or self.balanced or self.taint):
+            return total
+        alloc, requested = self._requested(task, rows)
+        cols = [self.cpu, self.mem]
+        if self.least:
+            total += self.least * _weighted(alloc[:, cols], requested[:, cols], least=True)
+        if self.most:
+            total += self.most * _weighted(alloc[:, cols], requested[:, cols], least=False)
+        if self.balanced:
+            bcols = list(cols)
+            if self.gpu >= 0 and task.vec[self.gpu] > 0:
+                bcols.append(self.gpu)
+            total += self.balanced * _balanced(alloc[:, bcols], requested[:, bcols])
+        if self.taint:
+            total += self.taint * self._taint_scores(task)[rows]
+        return total
+
+    def _taint_scores(self, task: TaskState) -> FloatArray:
+        key = task.tolerations
+        cached = self._taint_cache.get(key)
+        if cached is not None:
+            return cached
+        counts = np.array(
+            [
+                sum(
+                    1
+                    for taint in node.taints
+                    if taint.effect == "PreferNoSchedule"
+                    and not any(
+                        tolerates(t, taint)
+                        for t in task.tolerations
+                        if t.effect in (None, "", "PreferNoSchedule")
+                    )
+                )
+                for node in self.ssn.nodes.nodes
+            ],
+            dtype=np.float64,
+        )
+        top = counts.max() if len(counts) else 0.0
+        scores: FloatArray = (
+            np.full(len(counts), 100.0) if top == 0 else np.floor(100.0 * (1.0 - counts / top))
+        )
+        self._taint_cache[key] = scores
+        return scores
+
+
+def _weighted(alloc: IntArray, requested: IntArray, *, least: bool) -> FloatArray:
+    """kube-scheduler Least/MostAllocated: per-resource integer scores, weight 1 each."""
+    valid = alloc > 0
+    safe = np.where(valid, alloc, 1)
+    if least:
+        per = np.where(requested > alloc, 0, (alloc - requested) * 100 // safe)
+    else:
+        per = np.minimum(requested, alloc) * 100 // safe
+    per = np.where(valid, per, 0)
+    weights = valid.sum(axis=1)
+    score = np.where(weights > 0, per.sum(axis=1) // np.maximum(weights, 1), 0)
+    result: FloatArray = score.astype(np.float64)
+    return result
+
+
+def _balanced(alloc: IntArray, requested: IntArray) -> FloatArray:
+    valid = alloc > 0
+    frac = np.where(valid, np.minimum(requested / np.where(valid, alloc, 1), 1.0), 0.0)
+    count = valid.sum(axis=1)
+    safe = np.maximum(count, 1)
+    mean = frac.sum(axis=1) / safe
+    var = (np.where(valid, (frac - mean[:, None]) ** 2, 0.0)).sum(axis=1) / safe
+    std = np.sqrt(var)
+    result: FloatArray = np.trunc((1.0 - std) * 100.0)
+    return result

@@ -1,0 +1,133 @@
+"""predicates: node filters (Volcano wraps kube-scheduler's filter plugins).
+
+Implemented filters and their (kube-scheduler) failure texts:
+
+* NodeUnschedulable (always on): ``node(s) were unschedulable``;
+* NodeAffinity (``predicate.NodeAffinityEnable``): nodeSelector and required
+  node affinity, ``node(s) didn't match Pod's node affinity/selector``;
+* TaintToleration (``predicate.TaintTolerationEnable``): NoSchedule /
+  NoExecute taints, ``node(s) had untolerated taint {key: value}``;
+* pod count: ``node(s) pod number exceeded``.
+
+The first three are *UnschedulableAndUnresolvable* (preemption skips such
+nodes) and depend only on the task's shape and static node data, so their
+verdicts are computed once per shape for all nodes.  The pod count depends on
+the node's current tasks and is evaluated on every call.  Volcano runs the pod
+count first; we run it last so that an unresolvable failure is never hidden
+behind it (in allocate the resource check, which includes ``pods``, runs
+before either, so the reported histogram is the same).  Resource fit is not a
+predicate (it is the allocate action's own check, "Insufficient X").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.core.framework import Session
+from scheduler.core.plugins.base import PluginBase
+from scheduler.core.snapshot import Node, NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration
+from scheduler.core.state import TaskState
+
+__all__ = ["PredicatesPlugin", "matches_affinity", "tolerates"]
+
+IntArray = npt.NDArray[np.int64]
+
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """Kubernetes ``Toleration.ToleratesTaint``."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    if toleration.operator == "Exists":
+        return True
+    if not toleration.key and toleration.operator != "Exists":
+        return False
+    return (toleration.value or "") == taint.value
+
+
+def _requirement(req: NodeSelectorRequirement, labels: dict[str, str]) -> bool:
+    value = labels.get(req.key)
+    op = req.operator
+    if op == "In":
+        return value is not None and value in req.values
+    if op == "NotIn":
+        return value is None or value not in req.values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and req.values:
+        try:
+            have, want = int(value), int(req.values[0])
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def matches_affinity(
+    selector: tuple[tuple[str, str], ...], terms: tuple[NodeSelectorTerm, ...], node: Node
+) -> bool:
+    labels = dict(node.labels)
+    if any(labels.get(k) != v for k, v in selector):
+        return False
+    if not terms:
+        return True
+    return any(
+        term.match_expressions and all(_requirement(r, labels) for r in term.match_expressions)
+        for term in terms
+    )
+
+
+class PredicatesPlugin(PluginBase):
+    name = "predicates"
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.affinity_on = bool(self.argument("predicate.NodeAffinityEnable", True))
+        self.taints_on = bool(self.argument("predicate.TaintTolerationEnable", True))
+        self.pods_exceeded = ssn.reason_id("node(s) pod number exceeded", unresolvable=False)
+        self.unschedulable = ssn.reason_id("node(s) were unschedulable", unresolvable=True)
+        self.affinity = ssn.reason_id(
+            "node(s) didn't match Pod's node affinity/selector", unresolvable=True
+        )
+        self._static: dict[tuple[object, ...], IntArray] = {}
+        self.register(ssn, "predicate", self._predicate)
+
+    def _static_reasons(self, task: TaskState) -> IntArray:
+        key = (task.node_selector, task.tolerations, task.affinity)
+        cached = self._static.get(key)
+        if cached is not None:
+            return cached
+        reasons = np.zeros(len(self.ssn.nodes), dtype=np.int64)
+        for row, node in enumerate(self.ssn.nodes.nodes):
+            reasons[row] = self._node_reason(task, node)
+        self._static[key] = reasons
+        return reasons
+
+    def _node_reason(self, task: TaskState, node: Node) -> int:
+        if node.unschedulable and not any(
+            tolerates(t, Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule")) for t in task.tolerations
+        ):
+            return self.unschedulable
+        if self.affinity_on and not matches_affinity(task.node_selector, task.affinity, node):
+            return self.affinity
+        if self.taints_on:
+            for taint in node.taints:
+                if taint.effect not in ("NoSchedule", "NoExecute"):
+                    continue
+                if not any(tolerates(t, taint) for t in task.tolerations):
+                    text = f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+                    return self.ssn.reason_id(text, unresolvable=True)
+        return 0
+
+    def _predicate(self, task: TaskState, rows: IntArray) -> IntArray:
+        reasons = self._static_reasons(task)[rows]
+        nodes = self.ssn.nodes
+        full = nodes.pod_count[rows] >= nodes.max_pods[rows]
+        result: IntArray = np.where((reasons == 0) & full, self.pods_exceeded, reasons)
+        return result

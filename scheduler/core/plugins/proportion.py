@@ -1,0 +1,234 @@
+"""proportion: weight-based fair share between queues (Volcano ``plugins/proportion``).
+
+Deserved is water-filled over the queues that have jobs in the session:
+each round gives every unsatisfied queue ``remaining × weight / Σweight``,
+capped by its real capability and by its own request, floored by its
+guarantee; a queue is satisfied when its request fits or its deserved stops
+changing.  Arithmetic is exact (``Fraction``).
+
+Registers QueueOrder (queue priority desc, then lower share), Overused,
+Allocatable, Preemptive, Reclaimable, JobEnqueueable / JobEnqueued, and
+allocate / deallocate handlers that keep ``allocated`` and the share live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+from scheduler.core.framework import PERMIT, REJECT, Session
+from scheduler.core.plugins.base import PluginBase
+from scheduler.core.plugins.queue_accounting import (
+    QueueAttr,
+    add_into,
+    build_attrs,
+    describe,
+    on_task_change,
+    real_capability,
+    requested_dims,
+    total_guarantee,
+)
+from scheduler.core.reasons import Reason
+from scheduler.core.snapshot import PODS
+from scheduler.core.state import JobState, QueueState, TaskState
+
+__all__ = ["ProportionPlugin", "water_fill"]
+
+_MAX_ROUNDS = 10_000
+
+
+def water_fill(total: dict[str, int], attrs: dict[str, QueueAttr]) -> None:
+    """Set ``deserved`` of every attr (semantics.md §5.2)."""
+    dims = sorted(total)
+    remaining = {d: Fraction(total[d]) for d in dims}
+    for attr in attrs.values():
+        attr.deserved = {d: Fraction(0) for d in dims}
+    meet: set[str] = set()
+    for _ in range(_MAX_ROUNDS):
+        weight = sum(a.queue.weight for n, a in attrs.items() if n not in meet)
+        if weight == 0:
+            break
+        before = dict(remaining)
+        increased = {d: Fraction(0) for d in dims}
+        decreased = {d: Fraction(0) for d in dims}
+        for name, attr in attrs.items():
+            if name in meet:
+                continue
+            old = dict(attr.deserved)
+            new: dict[str, Fraction] = {}
+            for d in dims:
+                value = old[d] + remaining[d] * attr.queue.weight / weight
+                if d in attr.real_capability:
+                    value = min(value, attr.real_capability[d])
+                value = min(value, Fraction(attr.request.get(d, 0)))
+                value = max(value, Fraction(attr.queue.guarantee.get(d, 0)))
+                new[d] = value
+            attr.deserved = new
+            if all(attr.request.get(d, 0) <= new.get(d, 0) for d in attr.request) or new == old:
+                meet.add(name)
+            for d in dims:
+                diff = new[d] - old[d]
+                if diff > 0:
+                    increased[d] += diff
+                else:
+                    decreased[d] -= diff
+        for d in dims:
+            remaining[d] = max(Fraction(0), remaining[d] + decreased[d] - increased[d])
+        if all(v <= 0 for d, v in remaining.items() if d != PODS) or remaining == before:
+            break
+
+
+def _share(attr: QueueAttr) -> float:
+    share = 0.0
+    for name in sorted(attr.deserved):
+        deserved = attr.deserved[name]
+        if deserved > 0:
+            share = max(share, float(attr.allocated.get(name, 0) / deserved))
+    return share
+
+
+class ProportionPlugin(PluginBase):
+    name = "proportion"
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.attrs = build_attrs(ssn)
+        guarantee = total_guarantee(ssn.queues.values())
+        for attr in self.attrs.values():
+            attr.real_capability = real_capability(attr.queue, ssn.total, guarantee)
+        water_fill(dict(ssn.total), self.attrs)
+        for attr in self.attrs.values():
+            attr.share = _share(attr)
+        self.register(ssn, "queue_order", self._queue_key)
+        self.register(ssn, "overused", self._overused)
+        self.register(ssn, "allocatable", self._allocatable)
+        self.register(ssn, "preemptive", self._allocatable)
+        self.register(ssn, "reclaimable", self._reclaimable)
+        self.register(ssn, "job_enqueueable", self._enqueueable)
+        self.register(ssn, "job_enqueued", self._enqueued)
+        ssn.on_allocate(lambda t: self._changed(t, +1))
+        ssn.on_deallocate(lambda t: self._changed(t, -1))
+
+    def _changed(self, task: TaskState, sign: int) -> None:
+        attr = on_task_change(self.attrs, task, sign)
+        if attr is not None:
+            attr.share = _share(attr)
+
+    def _queue_key(self, queue: QueueState) -> tuple[int, float]:
+        attr = self.attrs.get(queue.name)
+        return (-queue.priority, attr.share if attr else 0.0)
+
+    def _overused(self, queue: QueueState) -> bool:
+        attr = self.attrs.get(queue.name)
+        if attr is None:
+            return False
+        over = all(v <= attr.allocated.get(d, 0) for d, v in attr.deserved.items())
+        if over:
+            self.overused_detail = {
+                d: {"allocated": attr.allocated.get(d, 0), "deserved": float(v)}
+                for d, v in attr.deserved.items()
+                if d != PODS
+            }
+        return over
+
+    def _allocatable(self, queue: QueueState, task: TaskState) -> bool:
+        attr = self.attrs.get(queue.name)
+        if attr is None:
+            return True
+        if not queue.is_open:
+            self.ssn.explain(
+                task.job.uid,
+                Reason("queue-closed", f"queue {queue.name} is {queue.state}; only Open queues allocate",
+                       {"queue": queue.name, "state": queue.state}),
+            )
+            return False
+        for d in requested_dims(task.request):
+            used = attr.allocated.get(d, 0)
+            limit = attr.deserved.get(d, Fraction(0))
+            if used + task.request[d] > limit:
+                self.ssn.explain(
+                    task.job.uid,
+                    Reason(
+                        "queue-not-allocatable",
+                        f"queue {queue.name} cannot take task {task.uid}: {d} allocated "
+                        f"{describe(used, d)} + request {describe(task.request[d], d)} > deserved "
+                        f"{describe(limit, d)}",
+                        {
+                            "plugin": self.name,
+                            "queue": queue.name,
+                            "task": task.uid,
+                            "resource": d,
+                            "allocated": used,
+                            "request": task.request[d],
+                            "limit": float(limit),
+                            "limitKind": "deserved",
+                        },
+                    ),
+                )
+                return False
+        return True
+
+    def _reclaimable(self, reclaimer: TaskState, candidates: Sequence[TaskState]) -> list[TaskState]:
+        del reclaimer
+        allocations: dict[str, dict[str, int]] = {}
+        victims = []
+        for task in candidates:
+            attr = self.attrs.get(task.job.queue)
+            if attr is None:
+                continue
+            allocated = allocations.setdefault(task.job.queue, dict(attr.allocated))
+            within = all(v <= attr.deserved.get(d, Fraction(0)) for d, v in allocated.items())
+            if not within:
+                add_into(allocated, task.request, -1)
+                victims.append(task)
+        return victims
+
+    def _enqueueable(self, job: JobState) -> int:
+        queue = self.ssn.queues[job.queue]
+        attr = self.attrs.get(job.queue)
+        if not queue.is_open:
+            self.ssn.explain(
+                job.uid,
+                Reason("queue-closed", f"queue {queue.name} is {queue.state}; only Open queues admit jobs",
+                       {"queue": queue.name, "state": queue.state, "plugin": self.name}),
+            )
+            return REJECT
+        if job.min_resources is None or attr is None:
+            return PERMIT
+        short = {}
+        for d in requested_dims(job.min_resources):
+            # A dimension the cluster does not have at all is a limit of zero.
+            limit = attr.real_capability.get(d, Fraction(0))
+            parts = {
+                "request": job.min_resources[d],
+                "allocated": attr.allocated.get(d, 0),
+                "inqueue": attr.inqueue.get(d, 0),
+                "elastic": attr.elastic.get(d, 0),
+            }
+            if parts["request"] + parts["allocated"] + parts["inqueue"] - parts["elastic"] > limit:
+                short[d] = {**parts, "limit": float(limit)}
+        if not short:
+            return PERMIT
+        self.ssn.explain(job.uid, quota_reason(self.name, queue.name, short, "realCapability"))
+        return REJECT
+
+    def _enqueued(self, job: JobState) -> None:
+        attr = self.attrs.get(job.queue)
+        if attr is not None and job.min_resources is not None:
+            add_into(attr.inqueue, job.min_resources)
+
+
+def quota_reason(plugin: str, queue: str, short: dict[str, dict[str, float | int]], kind: str) -> Reason:
+    """Volcano's 'queue resource quota insufficient: insufficient X' with the numbers."""
+    names = ", ".join(f"insufficient {d}" for d in short)
+    numbers = "; ".join(
+        f"{d}: request {describe(int(v['request']), d)} + allocated {describe(int(v['allocated']), d)}"
+        f" + inqueue {describe(int(v['inqueue']), d)} - elastic {describe(int(v['elastic']), d)}"
+        f" > {kind} {describe(Fraction(v['limit']).limit_denominator(1000), d)}"
+        for d, v in short.items()
+    )
+    return Reason(
+        "enqueue-rejected",
+        f"queue resource quota insufficient: {names} (queue {queue}: {numbers})",
+        {"plugin": plugin, "queue": queue, "limitKind": kind, "resources": short},
+    )

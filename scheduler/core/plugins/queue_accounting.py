@@ -1,0 +1,120 @@
+"""Per-queue accounting shared by proportion and capacity.
+
+For every queue that has at least one job in the session: ``allocated`` (Σ
+request of allocated-status tasks), ``request`` (allocated + Pending),
+``inqueue`` (minResources not yet allocated of Inqueue jobs and of Running
+jobs that have at least minMember allocated tasks) and ``elastic``
+(allocated beyond minResources; all of it when minResources is unset).
+
+Limits may be infinite, so dimension maps here hold ``Fraction`` values and a
+missing key in a *limit* map means "unlimited" where a function says so.
+Comparisons are exact: Volcano's 0.1-unit epsilon never matters for integer
+requests against integer or rational limits (docs/scheduling.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from scheduler.core.framework import Session
+from scheduler.core.reasons import format_amount
+from scheduler.core.snapshot import PODS, PodGroupPhase
+from scheduler.core.state import ALLOCATED_STATUSES, JobState, QueueState, TaskState, sub_positive
+from scheduler.core.snapshot import TaskStatus
+
+__all__ = ["QueueAttr", "add_into", "build_attrs", "requested_dims"]
+
+
+@dataclass(eq=False, slots=True)
+class QueueAttr:
+    queue: QueueState
+    allocated: dict[str, int] = field(default_factory=dict)
+    request: dict[str, int] = field(default_factory=dict)
+    inqueue: dict[str, int] = field(default_factory=dict)
+    elastic: dict[str, int] = field(default_factory=dict)
+    deserved: dict[str, Fraction] = field(default_factory=dict)
+    #: limit per dimension; a dimension absent from the map is unlimited.
+    real_capability: dict[str, Fraction] = field(default_factory=dict)
+    share: float = 0.0
+
+
+def add_into(target: dict[str, int], values: Mapping[str, int], sign: int = 1) -> None:
+    for name in sorted(values):
+        target[name] = target.get(name, 0) + sign * values[name]
+
+
+def requested_dims(values: Mapping[str, int]) -> list[str]:
+    """Dimensions a request really asks for (> 0), ``pods`` excluded (Volcano's dimension filter)."""
+    return [k for k in sorted(values) if values[k] > 0 and k != PODS]
+
+
+def allocated_task_num(job: JobState) -> int:
+    return job.count(*ALLOCATED_STATUSES)
+
+
+def build_attrs(ssn: Session) -> dict[str, QueueAttr]:
+    attrs: dict[str, QueueAttr] = {}
+    for job in ssn.jobs.values():
+        attr = attrs.get(job.queue)
+        if attr is None:
+            attr = attrs[job.queue] = QueueAttr(ssn.queues[job.queue])
+        for task in job.tasks:
+            if task.status in ALLOCATED_STATUSES:
+                add_into(attr.allocated, task.request)
+                add_into(attr.request, task.request)
+            elif task.status is TaskStatus.PENDING:
+                add_into(attr.request, task.request)
+        if job.min_resources is not None:
+            if job.phase is PodGroupPhase.INQUEUE or (
+                job.phase is PodGroupPhase.RUNNING and allocated_task_num(job) >= job.min_member
+            ):
+                add_into(attr.inqueue, sub_positive(job.min_resources, job.allocated))
+        add_into(attr.elastic, sub_positive(job.allocated, job.min_resources or {}))
+    return dict(sorted(attrs.items()))
+
+
+def capability_limits(queue: QueueState) -> dict[str, Fraction]:
+    """The queue's capability; cpu / memory <= 0 and absent dimensions are unlimited."""
+    limits: dict[str, Fraction] = {}
+    for name in sorted(queue.capability):
+        value = queue.capability[name]
+        if name in ("cpu", "memory") and value <= 0:
+            continue
+        limits[name] = Fraction(value)
+    return limits
+
+
+def real_capability(
+    queue: QueueState, total: Mapping[str, int], total_guarantee: Mapping[str, int]
+) -> dict[str, Fraction]:
+    """min(capability, (total − Σguarantee)⁺ + guarantee) per dimension."""
+    result: dict[str, Fraction] = {}
+    names = sorted(set(total) | set(queue.guarantee))
+    for name in names:
+        free = max(0, total.get(name, 0) - total_guarantee.get(name, 0))
+        result[name] = Fraction(free + queue.guarantee.get(name, 0))
+    for name, cap in capability_limits(queue).items():
+        result[name] = min(result.get(name, cap), cap)
+    return result
+
+
+def total_guarantee(queues: Iterable[QueueState]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for queue in queues:
+        add_into(out, queue.guarantee)
+    return out
+
+
+def describe(value: Fraction | int, name: str) -> str:
+    if isinstance(value, Fraction) and value.denominator != 1:
+        return format_amount(name, float(value))
+    return format_amount(name, int(value))
+
+
+def on_task_change(attrs: Mapping[str, QueueAttr], task: TaskState, sign: int) -> QueueAttr | None:
+    attr = attrs.get(task.job.queue)
+    if attr is not None:
+        add_into(attr.allocated, task.request, sign)
+    return attr

@@ -1,0 +1,109 @@
+"""Why a job did not move: stable codes, messages with numbers, ranking.
+
+Every reason has a stable ``code`` (what tools and tests match on), a
+``message`` (Volcano's wording where Volcano has one, always with the numbers)
+and a JSON-able ``detail`` with the same numbers as data.
+
+Codes, in rank order (the first is the most fundamental blocker):
+
+1. ``queue-missing`` – the job names a queue that does not exist;
+2. ``queue-closed`` – the queue is not Open;
+3. ``job-invalid`` – fewer valid tasks than minAvailable (gang JobValid);
+4. ``enqueue-rejected`` – an enqueue plugin refused admission (plugin, resource,
+   used / limit / request);
+5. ``queue-overused`` – the queue already uses its deserved share;
+6. ``gang-not-ready`` – fewer tasks placeable than minAvailable;
+7. ``queue-not-allocatable`` – allocated + request exceeds deserved / capability;
+8. ``insufficient-resources`` / ``predicate-failed`` – the per-node histogram;
+9. ``pipelined`` – placed on resources that are still being released;
+10. ``no-preemption-victims`` / ``no-reclaim-victims``;
+11. ``not-evaluated`` – no action looked at the job this session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from events.models import PendingReason
+
+__all__ = [
+    "CODES",
+    "Reason",
+    "fit_error_message",
+    "format_amount",
+    "format_resources",
+    "rank",
+]
+
+CODES: tuple[str, ...] = (
+    "queue-missing",
+    "queue-closed",
+    "job-invalid",
+    "enqueue-rejected",
+    "queue-overused",
+    "gang-not-ready",
+    "queue-not-allocatable",
+    "insufficient-resources",
+    "predicate-failed",
+    "pipelined",
+    "no-preemption-victims",
+    "no-reclaim-victims",
+    "not-evaluated",
+)
+_RANK = {code: i for i, code in enumerate(CODES)}
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    code: str
+    message: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_event(self) -> PendingReason:
+        return PendingReason(code=self.code, message=self.message)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "detail": dict(self.detail)}
+
+
+def rank(reasons: list[Reason]) -> tuple[Reason, ...]:
+    """Order by code rank; stable for reasons of the same code."""
+    return tuple(sorted(reasons, key=lambda r: _RANK.get(r.code, len(_RANK))))
+
+
+_BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def format_amount(resource: str, amount: int | float) -> str:
+    """A readable quantity: cpu in cores, memory with a binary suffix when exact."""
+    if resource == "cpu":
+        if float(amount).is_integer() and int(amount) % 1000 == 0:
+            return str(int(amount) // 1000)
+        return f"{float(amount):g}m"
+    if not float(amount).is_integer():
+        return f"{float(amount):g}"
+    value = int(amount)
+    if resource in ("memory", "ephemeral-storage") and value:
+        for suffix, unit in _BINARY:
+            if value % unit == 0:
+                return f"{value // unit}{suffix}"
+    return str(value)
+
+
+def format_resources(values: Mapping[str, int | float]) -> str:
+    return ", ".join(f"{k} {format_amount(k, values[k])}" for k in values) or "nothing"
+
+
+def fit_error_message(examined: int, histogram: Mapping[str, int]) -> str:
+    """Volcano's FitErrors text: ``0/N nodes are unavailable: <sorted histogram>.``
+
+    The entries ``"<count> <reason>"`` are sorted as strings, exactly like
+    Volcano (so "10 X" sorts before "2 Y").
+    """
+    base = f"0/{examined} nodes are unavailable"
+    if not histogram:
+        return base
+    entries = sorted(f"{count} {reason}" for reason, count in histogram.items())
+    return f"{base}: {', '.join(entries)}."

@@ -1,0 +1,191 @@
+"""The entry point: ``run_session(snapshot, config, now) -> SessionResult``.
+
+Opening: build the working state, instantiate every configured plugin (tier
+by tier, in order) and let it register its callbacks.  Then the configured
+actions run in order.  Closing computes, for every job, the PodGroup phase
+(semantics.md §3.3), the tasks left pipelined, and the ranked reasons of every
+job that did not fully move.
+
+:func:`advance` applies a session's outcome to its input snapshot the way the
+conformance scenarios define it between sessions: bindings complete (Running),
+evictions complete (the task is Pending again, off its node), pipelined
+placements are forgotten, PodGroup phases are taken from the result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from scheduler.core.config import SchedulerConfig
+from scheduler.core.decisions import Bind, Decision, Evict, Pipeline
+from scheduler.core.framework import Session
+from scheduler.core.reasons import Reason, rank
+from scheduler.core.registry import build_registry
+from scheduler.core.snapshot import ClusterSnapshot, Job, PodGroupPhase, Task, TaskStatus
+from scheduler.core.state import SCHEDULED_STATUSES, JobState
+from scheduler.core.trace import ActionRan, TraceStep, trace_to_json
+
+__all__ = ["SessionResult", "advance", "run_session", "trace_to_json"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionResult:
+    #: enqueue / bind / evict decisions in the order they were committed.
+    decisions: tuple[Decision, ...]
+    #: tasks left on resources that are still being released, in placement order.
+    pipelined: tuple[Pipeline, ...]
+    #: job -> PodGroup phase after the session (every job of the snapshot).
+    phases: dict[str, str]
+    #: job -> ranked reasons, for every job with tasks that did not move.
+    pending: dict[str, tuple[Reason, ...]]
+    trace: tuple[TraceStep, ...]
+
+    def events(self) -> list[Any]:
+        """Decisions followed by pipelines, as ``events.models`` decision models."""
+        return [d.to_event() for d in (*self.decisions, *self.pipelined)]
+
+    def trace_json(self) -> list[dict[str, Any]]:
+        return trace_to_json(self.trace)
+
+
+def run_session(
+    snapshot: ClusterSnapshot,
+    config: SchedulerConfig,
+    now: datetime,
+    *,
+    logic_flags: frozenset[str] = frozenset(),
+) -> SessionResult:
+    ssn = Session(snapshot, config, now, logic_flags)
+    registry = build_registry()
+    plugins = []
+    for tier_index, tier in enumerate(config.tiers):
+        for option in tier.plugins:
+            plugin = registry.plugins[option.name](option, tier_index)
+            plugin.on_session_open(ssn)
+            plugins.append(plugin)
+    for name in config.actions:
+        ssn.step(ActionRan(name))
+        registry.actions[name]().execute(ssn)
+    for plugin in plugins:
+        plugin.on_session_close(ssn)
+    return _close(ssn, snapshot)
+
+
+def _close(ssn: Session, snapshot: ClusterSnapshot) -> SessionResult:
+    gang = "gang" in ssn.config.plugin_names()
+    phases: dict[str, str] = {}
+    for job in snapshot.jobs:
+        phases[job.uid] = job.phase.value
+    for uid, job in ssn.jobs.items():
+        phases[uid] = _phase(job, gang).value
+    pipelined = sorted(
+        (
+            t
+            for t in ssn.tasks.values()
+            if t.status is TaskStatus.PIPELINED
+            or (t.status is TaskStatus.ALLOCATED and t.tentative)
+        ),
+        key=lambda t: t.placed_seq,
+    )
+    pipelines = tuple(Pipeline(t.uid, t.job.uid, ssn.nodes.names[t.node]) for t in pipelined)
+    pending: dict[str, tuple[Reason, ...]] = {}
+    for uid in sorted(phases):
+        job_state = ssn.jobs.get(uid)
+        if job_state is None:
+            pending[uid] = rank(list(ssn.reasons.get(uid, {}).values()))
+            continue
+        waiting = [t for t in job_state.tasks if t.status is TaskStatus.PENDING]
+        left = [t for t in pipelined if t.job is job_state]
+        if not waiting and not left and phases[uid] != PodGroupPhase.PENDING.value:
+            continue
+        if not job_state.tasks and phases[uid] != PodGroupPhase.PENDING.value:
+            continue
+        reasons = dict(ssn.reasons.get(uid, {}))
+        if left:
+            nodes = sorted({ssn.nodes.names[t.node] for t in left})
+            reasons["pipelined"] = Reason(
+                "pipelined",
+                f"{len(left)} task(s) placed on {', '.join(nodes)} waiting for resources to be released; "
+                f"{job_state.ready_num + job_state.waiting_num}/{len(job_state.tasks)} tasks placeable, "
+                f"minAvailable {job_state.min_member}",
+                {"tasks": [t.uid for t in left], "nodes": nodes},
+            )
+        if not reasons:
+            reasons["not-evaluated"] = _not_evaluated(ssn, job_state)
+        pending[uid] = rank(list(reasons.values()))
+    return SessionResult(
+        decisions=tuple(ssn.decisions),
+        pipelined=pipelines,
+        phases=phases,
+        pending=pending,
+        trace=tuple(ssn.trace),
+    )
+
+
+def _not_evaluated(ssn: Session, job: JobState) -> Reason:
+    actions = ", ".join(ssn.config.actions)
+    if job.phase is PodGroupPhase.PENDING:
+        why = "the job is still Pending (not admitted by enqueue)"
+    elif "allocate" not in ssn.config.actions and "backfill" not in ssn.config.actions:
+        why = "no placing action is configured"
+    else:
+        why = "no action reached the job's pending tasks this session"
+    return Reason("not-evaluated", f"{why} (actions: {actions})", {"actions": list(ssn.config.actions)})
+
+
+def _phase(job: JobState, gang: bool) -> PodGroupPhase:
+    """Volcano's PodGroup phase at session close (semantics.md §3.3)."""
+    running = job.count(TaskStatus.RUNNING)
+    releasing_placed = sum(
+        1 for t in job.tasks if t.status is TaskStatus.RELEASING and t.node >= 0
+    )
+    scheduled = job.count(*SCHEDULED_STATUSES) + releasing_placed
+    completed = job.count(TaskStatus.FAILED, TaskStatus.SUCCEEDED)
+    unschedulable = False
+    if gang and job.tasks and not job.is_ready():
+        only_replacing = (
+            job.count(TaskStatus.PENDING, TaskStatus.PIPELINED) == 0
+            and job.ready_num + releasing_placed >= job.min_member
+        )
+        unschedulable = not only_replacing
+    if running and unschedulable:
+        return PodGroupPhase.UNKNOWN
+    if scheduled >= job.min_member:
+        # Tephra: a group with nothing scheduled is never "Completed".
+        if scheduled and scheduled == completed:
+            return PodGroupPhase.COMPLETED
+        return PodGroupPhase.RUNNING
+    if job.phase is not PodGroupPhase.INQUEUE:
+        return PodGroupPhase.PENDING
+    return PodGroupPhase.INQUEUE
+
+
+def advance(snapshot: ClusterSnapshot, result: SessionResult) -> ClusterSnapshot:
+    """The snapshot of the next session (conformance README, "Between sessions")."""
+    bound = {d.task: d.node for d in result.decisions if isinstance(d, Bind)}
+    evicted = {d.task for d in result.decisions if isinstance(d, Evict)}
+
+    def next_task(task: Task) -> Task:
+        uid = task.uid
+        if uid in evicted or task.status is TaskStatus.RELEASING:
+            return dataclasses.replace(task, status=TaskStatus.PENDING, node=None)
+        if uid in bound:
+            return dataclasses.replace(task, status=TaskStatus.RUNNING, node=bound[uid])
+        if task.status in (TaskStatus.BINDING, TaskStatus.BOUND):
+            return dataclasses.replace(task, status=TaskStatus.RUNNING)
+        if task.status in (TaskStatus.PIPELINED, TaskStatus.ALLOCATED):
+            return dataclasses.replace(task, status=TaskStatus.PENDING, node=None)
+        return task
+
+    def next_job(job: Job) -> Job:
+        phase = result.phases.get(job.uid)
+        return dataclasses.replace(
+            job,
+            tasks=tuple(next_task(t) for t in job.tasks),
+            phase=PodGroupPhase(phase) if phase else job.phase,
+        )
+
+    return dataclasses.replace(snapshot, jobs=tuple(next_job(j) for j in snapshot.jobs))

@@ -1,0 +1,227 @@
+"""The immutable input of a session: a snapshot of the cluster.
+
+Everything here is a plain frozen dataclass holding tuples and (treated as
+immutable) dicts, so the live scheduler can build a snapshot from the
+projector's state and the scenario loader can build one from YAML, without
+either depending on the other.
+
+Identities (the same as Volcano's): a node and a queue are their names, a job
+is ``<namespace>/<podgroup name>``, a task is ``<namespace>/<pod name>``.
+
+Resources are integer dicts in Tephra's units (:mod:`events.quantity`): cpu in
+millicores, everything else in whole units (bytes, counts).  A node's
+``allocatable`` includes ``pods``; a task's ``resources`` are its container
+requests *without* the implicit ``pods: 1`` that every task consumes (the
+session adds it, see :attr:`Task.request`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+__all__ = [
+    "ClusterSnapshot",
+    "Job",
+    "Node",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "PodGroupPhase",
+    "PriorityClass",
+    "Queue",
+    "Taint",
+    "Task",
+    "TaskStatus",
+    "Toleration",
+    "snapshot_digest",
+]
+
+PODS = "pods"
+
+
+class TaskStatus(str, Enum):
+    """Volcano's task statuses (``pkg/scheduler/api/types.go``)."""
+
+    PENDING = "Pending"
+    PIPELINED = "Pipelined"
+    ALLOCATED = "Allocated"
+    BINDING = "Binding"
+    BOUND = "Bound"
+    RUNNING = "Running"
+    RELEASING = "Releasing"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class PodGroupPhase(str, Enum):
+    PENDING = "Pending"
+    INQUEUE = "Inqueue"
+    RUNNING = "Running"
+    UNKNOWN = "Unknown"
+    COMPLETED = "Completed"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str | None = None
+    operator: str = "Equal"
+    value: str | None = None
+    effect: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """Terms are ORed; the requirements inside one term are ANDed."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    allocatable: Mapping[str, int]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    name: str
+    weight: int = 1
+    capability: Mapping[str, int] = field(default_factory=dict)
+    deserved: Mapping[str, int] = field(default_factory=dict)
+    guarantee: Mapping[str, int] = field(default_factory=dict)
+    reclaimable: bool = True
+    priority: int = 0
+    state: str = "Open"
+    parent: str | None = None
+    created: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    name: str
+    value: int
+    global_default: bool = False
+    preemption_policy: str = "PreemptLowerPriority"
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One pod.  ``node`` is set for every status that occupies a node."""
+
+    namespace: str
+    name: str
+    resources: Mapping[str, int]
+    status: TaskStatus = TaskStatus.PENDING
+    node: str | None = None
+    role: str = ""
+    #: pod ``.spec.priority``; ``None`` means Volcano's default task priority 1.
+    priority: int | None = None
+    preemptable: bool = True
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    required_affinity: tuple[NodeSelectorTerm, ...] = ()
+    preemption_policy: str | None = None
+    priority_class: str | None = None
+    created: datetime | None = None
+
+    @property
+    def uid(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def request(self) -> dict[str, int]:
+        """The container requests plus the one ``pods`` unit every task consumes."""
+        out = {k: v for k, v in self.resources.items() if v > 0 and k != PODS}
+        out[PODS] = 1
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A PodGroup and its tasks."""
+
+    namespace: str
+    name: str
+    queue: str
+    min_member: int = 1
+    min_task_member: Mapping[str, int] = field(default_factory=dict)
+    min_resources: Mapping[str, int] | None = None
+    priority_class: str | None = None
+    phase: PodGroupPhase = PodGroupPhase.PENDING
+    tasks: tuple[Task, ...] = ()
+    created: datetime | None = None
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def uid(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    nodes: tuple[Node, ...] = ()
+    queues: tuple[Queue, ...] = ()
+    priority_classes: tuple[PriorityClass, ...] = ()
+    jobs: tuple[Job, ...] = ()
+
+
+def _canonical(value: Any) -> Any:
+    """A JSON-able form with every mapping's keys sorted and enums as values."""
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(value[k]) for k in sorted(value)}
+    if isinstance(value, (tuple, list)):
+        return [_canonical(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return {name: _canonical(getattr(value, name)) for name in sorted(value.__dataclass_fields__)}
+    return value
+
+
+def snapshot_digest(snapshot: ClusterSnapshot) -> str:
+    """sha256 hex of the canonical JSON of ``snapshot``.
+
+    Collections are sorted by identity first, so two snapshots with the same
+    content in a different order have the same digest; the result does not
+    depend on ``PYTHONHASHSEED`` or the process.
+    """
+    body = {
+        "nodes": sorted((_canonical(n) for n in snapshot.nodes), key=lambda n: n["name"]),
+        "queues": sorted((_canonical(q) for q in snapshot.queues), key=lambda q: q["name"]),
+        "priority_classes": sorted(
+            (_canonical(p) for p in snapshot.priority_classes), key=lambda p: p["name"]
+        ),
+        "jobs": sorted(
+            (
+                {**_canonical(j), "tasks": sorted(_canonical(j.tasks), key=lambda t: t["name"])}
+                for j in snapshot.jobs
+            ),
+            key=lambda j: (j["namespace"], j["name"]),
+        ),
+    }
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()

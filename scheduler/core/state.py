@@ -1,0 +1,384 @@
+"""The session's mutable working copy of the snapshot.
+
+A session never mutates the :class:`~scheduler.core.snapshot.ClusterSnapshot`;
+it builds these working objects once and every action and the
+:class:`~scheduler.core.statement.Statement` operate on them.
+
+* :class:`TaskState` / :class:`JobState` keep Volcano's gang counters
+  incrementally (per status and per role), so ``JobReady`` and friends are
+  O(roles), not O(tasks).
+* :class:`NodeTable` holds node resources as ``int64`` numpy matrices
+  (node × resource dimension) so node fit can be evaluated for all nodes at
+  once; every change appends the node's row index to ``changes``, which the
+  placement index uses to refresh only the rows that moved.
+
+Resource dimensions are ordered ``cpu``, ``memory``, then the other names
+sorted (Volcano checks cpu and memory first and scalars in map order; sorted
+is our deterministic stand-in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.core.snapshot import (
+    PODS,
+    Node,
+    NodeSelectorTerm,
+    PodGroupPhase,
+    Queue,
+    Task,
+    TaskStatus,
+    Toleration,
+)
+
+__all__ = [
+    "ALLOCATED_STATUSES",
+    "JobState",
+    "NodeTable",
+    "QueueState",
+    "ResourceDims",
+    "TaskState",
+    "name_index",
+    "sub_positive",
+]
+
+IntArray = npt.NDArray[np.int64]
+
+#: Volcano's AllocatedStatus: counted in job and queue ``allocated``.
+ALLOCATED_STATUSES = frozenset(
+    {TaskStatus.BOUND, TaskStatus.BINDING, TaskStatus.RUNNING, TaskStatus.ALLOCATED}
+)
+#: ReadyTaskNum = allocated statuses + Succeeded.
+READY_STATUSES = ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED}
+#: Statuses that occupy node resources (Used / Pipelined / Releasing).
+ON_NODE_STATUSES = ALLOCATED_STATUSES | {TaskStatus.PIPELINED, TaskStatus.RELEASING}
+#: ScheduledStatus, used for the PodGroup phase.
+SCHEDULED_STATUSES = frozenset(
+    {TaskStatus.RUNNING, TaskStatus.BOUND, TaskStatus.FAILED, TaskStatus.SUCCEEDED}
+)
+
+
+def name_index(name: str) -> int | None:
+    """Volcano's pod-name index: the last '-' part when the name has >= 3 parts."""
+    parts = name.split("-")
+    if len(parts) >= 3 and parts[-1].isdigit():
+        return int(parts[-1])
+    return None
+
+
+def timestamp(value: datetime | None) -> float:
+    """A sort key for creation times; a missing time sorts as the oldest (Go's zero time)."""
+    return value.timestamp() if value is not None else 0.0
+
+
+def sub_positive(left: Mapping[str, int], right: Mapping[str, int]) -> dict[str, int]:
+    """Per-dimension ``max(0, left - right)`` (Volcano's ExceededPart)."""
+    out = {}
+    for name in sorted(left):
+        diff = left[name] - right.get(name, 0)
+        if diff > 0:
+            out[name] = diff
+    return out
+
+
+class ResourceDims:
+    """The session's resource dimension order and vector conversion."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        rest = sorted(set(names) - {"cpu", "memory"})
+        self.names: tuple[str, ...] = ("cpu", "memory", *rest)
+        self.index: dict[str, int] = {n: i for i, n in enumerate(self.names)}
+        self.pods = self.index[PODS] if PODS in self.index else -1
+
+    def vector(self, values: Mapping[str, int]) -> IntArray:
+        vec = np.zeros(len(self.names), dtype=np.int64)
+        for name, amount in values.items():
+            vec[self.index[name]] = amount
+        return vec
+
+
+@dataclass(eq=False, slots=True)
+class QueueState:
+    name: str
+    weight: int
+    capability: dict[str, int]
+    deserved: dict[str, int]
+    guarantee: dict[str, int]
+    reclaimable: bool
+    priority: int
+    state: str
+    created: float
+
+    @classmethod
+    def from_snapshot(cls, queue: Queue) -> QueueState:
+        return cls(
+            name=queue.name,
+            weight=max(1, queue.weight),
+            capability=dict(queue.capability),
+            deserved=dict(queue.deserved),
+            guarantee=dict(queue.guarantee),
+            reclaimable=queue.reclaimable,
+            priority=queue.priority,
+            state=queue.state,
+            created=timestamp(queue.created),
+        )
+
+    @property
+    def is_open(self) -> bool:
+        return self.state == "Open"
+
+
+@dataclass(eq=False, slots=True)
+class TaskState:
+    uid: str
+    name: str
+    namespace: str
+    job: JobState
+    role: str
+    request: dict[str, int]
+    vec: IntArray
+    status: TaskStatus
+    node: int  # row in the NodeTable, -1 when not on a node
+    priority: int
+    preemptable: bool
+    best_effort: bool
+    preemption_policy: str | None
+    priority_class: str | None
+    node_selector: tuple[tuple[str, str], ...]
+    tolerations: tuple[Toleration, ...]
+    affinity: tuple[NodeSelectorTerm, ...]
+    created: float
+    index: int | None
+    #: identical shape => identical node fit and score (request + predicates inputs).
+    shape: tuple[object, ...]
+    #: the node of the last discarded tentative placement (Volcano's LastTransaction).
+    schedulable_on: str | None = None
+    #: order in which the task was placed in this session (for the pipelined list).
+    placed_seq: int = -1
+    #: True while the task sits in an uncommitted statement placement.
+    tentative: bool = False
+
+    @property
+    def pending(self) -> bool:
+        return self.status is TaskStatus.PENDING
+
+
+@dataclass(eq=False, slots=True)
+class JobState:
+    uid: str
+    namespace: str
+    name: str
+    queue: str
+    min_member: int
+    min_task_member: dict[str, int]
+    min_resources: dict[str, int] | None
+    priority: int
+    phase: PodGroupPhase
+    created: float
+    priority_class: str | None
+    tasks: list[TaskState] = field(default_factory=list)
+    counts: dict[TaskStatus, int] = field(default_factory=dict)
+    role_counts: dict[tuple[str, TaskStatus], int] = field(default_factory=dict)
+    pending_best_effort: int = 0
+    role_pending_best_effort: dict[str, int] = field(default_factory=dict)
+    allocated: dict[str, int] = field(default_factory=dict)
+    total_request: dict[str, int] = field(default_factory=dict)
+
+    # ---------------------------------------------------------------- bookkeeping
+
+    def add_task(self, task: TaskState) -> None:
+        self.tasks.append(task)
+        self._count(task, task.status, +1)
+        for name, amount in task.request.items():
+            self.total_request[name] = self.total_request.get(name, 0) + amount
+
+    def set_status(self, task: TaskState, status: TaskStatus) -> None:
+        if task.status is status:
+            return
+        self._count(task, task.status, -1)
+        task.status = status
+        self._count(task, status, +1)
+
+    def _count(self, task: TaskState, status: TaskStatus, sign: int) -> None:
+        self.counts[status] = self.counts.get(status, 0) + sign
+        key = (task.role, status)
+        self.role_counts[key] = self.role_counts.get(key, 0) + sign
+        if status is TaskStatus.PENDING and task.best_effort:
+            self.pending_best_effort += sign
+            self.role_pending_best_effort[task.role] = (
+                self.role_pending_best_effort.get(task.role, 0) + sign
+            )
+        if status in ALLOCATED_STATUSES:
+            for name, amount in task.request.items():
+                self.allocated[name] = self.allocated.get(name, 0) + sign * amount
+
+    def count(self, *statuses: TaskStatus) -> int:
+        return sum(self.counts.get(s, 0) for s in statuses)
+
+    def role_count(self, role: str, statuses: Iterable[TaskStatus]) -> int:
+        return sum(self.role_counts.get((role, s), 0) for s in statuses)
+
+    # ---------------------------------------------------------------- gang counters
+
+    @property
+    def ready_num(self) -> int:
+        return self.count(*READY_STATUSES)
+
+    @property
+    def waiting_num(self) -> int:
+        return self.count(TaskStatus.PIPELINED)
+
+    @property
+    def valid_num(self) -> int:
+        return self.count(*READY_STATUSES, TaskStatus.PIPELINED, TaskStatus.PENDING)
+
+    def is_ready(self) -> bool:
+        return self.ready_num + self.pending_best_effort >= self.min_member
+
+    def is_pipelined(self) -> bool:
+        return self.waiting_num + self.ready_num + self.pending_best_effort >= self.min_member
+
+    def is_starving(self) -> bool:
+        return self.waiting_num + self.ready_num < self.min_member
+
+    @property
+    def task_min_total(self) -> int:
+        return sum(self.min_task_member.values())
+
+    def _roles_apply(self) -> bool:
+        # Volcano checks per-role minimums only when minMember covers them all.
+        return bool(self.min_task_member) and self.min_member >= self.task_min_total
+
+    def check_task_valid(self) -> bool:
+        if not self._roles_apply():
+            return True
+        statuses = (*READY_STATUSES, TaskStatus.PIPELINED, TaskStatus.PENDING)
+        return all(
+            self.role_count(role, statuses) >= need
+            for role, need in sorted(self.min_task_member.items())
+            if need > 0
+        )
+
+    def _check_roles(self, statuses: tuple[TaskStatus, ...]) -> bool:
+        if not self._roles_apply():
+            return True
+        for role, need in sorted(self.min_task_member.items()):
+            have = self.role_count(role, statuses) + self.role_pending_best_effort.get(role, 0)
+            if have < need:
+                return False
+        return True
+
+    def check_task_ready(self) -> bool:
+        return self._check_roles(tuple(READY_STATUSES))
+
+    def check_task_pipelined(self) -> bool:
+        return self._check_roles((*READY_STATUSES, TaskStatus.PIPELINED))
+
+
+class NodeTable:
+    """Node resources as matrices; rows follow the node names in sorted order."""
+
+    def __init__(self, nodes: Iterable[Node], dims: ResourceDims) -> None:
+        ordered = sorted(nodes, key=lambda n: n.name)
+        self.dims = dims
+        self.nodes: tuple[Node, ...] = tuple(ordered)
+        self.names: tuple[str, ...] = tuple(n.name for n in ordered)
+        self.index: dict[str, int] = {n: i for i, n in enumerate(self.names)}
+        shape = (len(ordered), len(dims.names))
+        self.allocatable: IntArray = np.zeros(shape, dtype=np.int64)
+        for row, node in enumerate(ordered):
+            for name, amount in node.allocatable.items():
+                self.allocatable[row, dims.index[name]] = amount
+        self.idle: IntArray = self.allocatable.copy()
+        self.releasing: IntArray = np.zeros(shape, dtype=np.int64)
+        self.pipelined: IntArray = np.zeros(shape, dtype=np.int64)
+        #: tasks counted by the pod-number predicate (everything on the node but Releasing).
+        self.pod_count: IntArray = np.zeros(len(ordered), dtype=np.int64)
+        self.max_pods: IntArray = (
+            self.allocatable[:, dims.pods].copy()
+            if dims.pods >= 0
+            else np.zeros(len(ordered), dtype=np.int64)
+        )
+        self.tasks: list[dict[str, TaskState]] = [{} for _ in ordered]
+        #: row indices in change order; consumers remember how far they have read.
+        self.changes: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def future_idle(self, row: int) -> IntArray:
+        result: IntArray = self.idle[row] + self.releasing[row] - self.pipelined[row]
+        return result
+
+    def used(self, row: int) -> IntArray:
+        result: IntArray = self.allocatable[row] - self.idle[row]
+        return result
+
+    def add(self, task: TaskState, row: int, status: TaskStatus) -> None:
+        """Account ``task`` on ``row`` in ``status`` (which occupies the node)."""
+        if status is TaskStatus.PIPELINED:
+            self.pipelined[row] += task.vec
+        else:
+            self.idle[row] -= task.vec
+            if status is TaskStatus.RELEASING:
+                self.releasing[row] += task.vec
+        if status is not TaskStatus.RELEASING:
+            self.pod_count[row] += 1
+        self.tasks[row][task.uid] = task
+        self.changes.append(row)
+
+    def remove(self, task: TaskState, row: int, status: TaskStatus) -> None:
+        if status is TaskStatus.PIPELINED:
+            self.pipelined[row] -= task.vec
+        else:
+            self.idle[row] += task.vec
+            if status is TaskStatus.RELEASING:
+                self.releasing[row] -= task.vec
+        if status is not TaskStatus.RELEASING:
+            self.pod_count[row] -= 1
+        del self.tasks[row][task.uid]
+        self.changes.append(row)
+
+    def start_releasing(self, task: TaskState, row: int) -> None:
+        self.releasing[row] += task.vec
+        self.pod_count[row] -= 1
+        self.changes.append(row)
+
+    def stop_releasing(self, task: TaskState, row: int) -> None:
+        self.releasing[row] -= task.vec
+        self.pod_count[row] += 1
+        self.changes.append(row)
+
+
+def build_task(task: Task, job: JobState, dims: ResourceDims, priority: int) -> TaskState:
+    request = task.request
+    selector = tuple(sorted(task.node_selector.items()))
+    req_items = tuple(sorted(request.items()))
+    return TaskState(
+        uid=task.uid,
+        name=task.name,
+        namespace=task.namespace,
+        job=job,
+        role=task.role,
+        request=request,
+        vec=dims.vector(request),
+        status=task.status,
+        node=-1,
+        priority=priority,
+        preemptable=task.preemptable,
+        best_effort=all(k == PODS for k in request),
+        preemption_policy=task.preemption_policy,
+        priority_class=task.priority_class,
+        node_selector=selector,
+        tolerations=task.tolerations,
+        affinity=task.required_affinity,
+        created=timestamp(task.created),
+        index=name_index(task.name),
+        shape=(req_items, selector, task.tolerations, task.required_affinity),
+    )

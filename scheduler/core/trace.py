@@ -1,0 +1,106 @@
+"""The structured trace of a session: typed steps, JSON-able.
+
+Each step is a frozen dataclass; :func:`trace_to_json` renders the list as
+dicts with a ``step`` key naming the type.  Replay and ``explain`` read these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+__all__ = [
+    "ActionRan",
+    "EnqueueVerdict",
+    "GangNotReady",
+    "JobSkipped",
+    "StatementClosed",
+    "TaskPlaced",
+    "TaskUnplaced",
+    "TraceStep",
+    "VictimEvicted",
+    "trace_to_json",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRan:
+    action: str
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueVerdict:
+    job: str
+    admitted: bool
+    plugin: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobSkipped:
+    action: str
+    job: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPlaced:
+    action: str
+    job: str
+    task: str
+    node: str
+    pipelined: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TaskUnplaced:
+    action: str
+    job: str
+    task: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class GangNotReady:
+    job: str
+    placeable: int
+    tasks: int
+    min_available: int
+
+
+@dataclass(frozen=True, slots=True)
+class StatementClosed:
+    action: str
+    job: str
+    outcome: str  # committed | discarded | pipelined
+    operations: int
+
+
+@dataclass(frozen=True, slots=True)
+class VictimEvicted:
+    action: str
+    victim: str
+    victim_job: str
+    node: str
+    preemptor_task: str
+    preemptor_job: str
+    rule: str
+
+
+TraceStep: TypeAlias = (
+    ActionRan
+    | EnqueueVerdict
+    | JobSkipped
+    | TaskPlaced
+    | TaskUnplaced
+    | GangNotReady
+    | StatementClosed
+    | VictimEvicted
+)
+
+
+def trace_to_json(trace: tuple[TraceStep, ...] | list[TraceStep]) -> list[dict[str, Any]]:
+    return [{"step": type(step).__name__, **dataclasses.asdict(step)} for step in trace]

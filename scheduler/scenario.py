@@ -1,0 +1,537 @@
+"""Load K8s-shaped scenario files into (meta, ClusterSnapshot, SchedulerConfig).
+
+A scenario is a multi-document YAML file whose first document is
+``kind: Scenario`` (``spec.sessions``, ``spec.config``, ``spec.expect``) and
+whose other documents are Node, Queue, PriorityClass, PodGroup, Pod and
+``batch.volcano.sh/v1alpha1`` Job objects (see the conformance README).  A
+VolcanoJob is expanded the way Volcano's job controller does it
+(semantics.md §8): pods ``<job>-<task>-<index>`` labelled with their task
+name, and a derived PodGroup (minMember, minTaskMember, minResources of the
+first minAvailable pods by priority, queue, priorityClassName).
+
+Every problem raises :class:`ScenarioError` naming the file, the document
+index, the field and what was expected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from events.quantity import QuantityError, parse_resources
+from scheduler.core.config import ConfigError, SchedulerConfig, parse_scheduler_config
+from scheduler.core.snapshot import (
+    ClusterSnapshot,
+    Job,
+    Node,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PodGroupPhase,
+    PriorityClass,
+    Queue,
+    Taint,
+    Task,
+    TaskStatus,
+    Toleration,
+)
+
+__all__ = ["Scenario", "ScenarioError", "load_scenario"]
+
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+ROLE_KEY = "volcano.sh/task-spec"
+PREEMPTABLE_KEY = "volcano.sh/preemptable"
+
+
+class ScenarioError(ValueError):
+    def __init__(self, file: str, document: int | None, where: str, why: str) -> None:
+        self.file = file
+        self.document = document
+        self.where = where
+        self.why = why
+        doc = f" document {document}" if document is not None else ""
+        super().__init__(f"{file}:{doc} {where}: {why}")
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    description: str
+    sessions: int
+    snapshot: ClusterSnapshot
+    config: SchedulerConfig
+    expect: Mapping[str, Any] = field(default_factory=dict)
+    now: datetime | None = None
+
+
+class _Doc:
+    """One YAML document with error helpers that know where they are."""
+
+    def __init__(self, file: str, index: int, body: Mapping[str, Any]) -> None:
+        self.file, self.index, self.body = file, index, body
+
+    def fail(self, where: str, why: str) -> ScenarioError:
+        return ScenarioError(self.file, self.index, where, why)
+
+    def mapping(self, value: Any, where: str) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise self.fail(where, f"expected a mapping, got {type(value).__name__}")
+        return value
+
+    def seq(self, value: Any, where: str) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.fail(where, f"expected a list, got {type(value).__name__}")
+        return value
+
+    def string(self, value: Any, where: str, *, required: bool = True) -> str:
+        if value is None and not required:
+            return ""
+        if not isinstance(value, str) or (required and not value):
+            raise self.fail(where, "expected a non-empty string")
+        return value
+
+    def integer(self, value: Any, where: str, default: int) -> int:
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(where, f"expected an integer, got {value!r}")
+        return value
+
+    def boolean(self, value: Any, where: str, default: bool) -> bool:
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise self.fail(where, f"expected true or false, got {value!r}")
+
+    def resources(self, value: Any, where: str) -> dict[str, int]:
+        try:
+            return parse_resources(self.mapping(value, where), field=where)
+        except QuantityError as exc:
+            raise self.fail(f"{where}.{exc.resource}", str(exc)) from exc
+
+    def labels(self, value: Any, where: str) -> dict[str, str]:
+        out = {}
+        for key, item in self.mapping(value, where).items():
+            out[str(key)] = "" if item is None else str(item)
+        return out
+
+    def timestamp(self, value: Any, where: str) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, datetime):
+            parsed = value
+        else:
+            try:
+                parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+            except ValueError as exc:
+                raise self.fail(where, "expected an RFC 3339 timestamp") from exc
+        if parsed.tzinfo is None:
+            raise self.fail(where, "expected a timestamp with a time zone (e.g. ...Z)")
+        return parsed
+
+
+def _name(doc: _Doc, meta: Mapping[str, Any]) -> str:
+    return doc.string(meta.get("name"), "metadata.name")
+
+
+def _node(doc: _Doc) -> Node:
+    meta = doc.mapping(doc.body.get("metadata"), "metadata")
+    spec = doc.mapping(doc.body.get("spec"), "spec")
+    status = doc.mapping(doc.body.get("status"), "status")
+    taints = []
+    for i, raw in enumerate(doc.seq(spec.get("taints"), "spec.taints")):
+        t = doc.mapping(raw, f"spec.taints[{i}]")
+        effect = doc.string(t.get("effect"), f"spec.taints[{i}].effect")
+        if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise doc.fail(f"spec.taints[{i}].effect", "expected NoSchedule, PreferNoSchedule or NoExecute")
+        taints.append(
+            Taint(doc.string(t.get("key"), f"spec.taints[{i}].key"), str(t.get("value") or ""), effect)
+        )
+    return Node(
+        name=_name(doc, meta),
+        allocatable=doc.resources(status.get("allocatable"), "status.allocatable"),
+        labels=doc.labels(meta.get("labels"), "metadata.labels"),
+        taints=tuple(taints),
+        unschedulable=doc.boolean(spec.get("unschedulable"), "spec.unschedulable", False),
+    )
+
+
+def _queue(doc: _Doc) -> Queue:
+    meta = doc.mapping(doc.body.get("metadata"), "metadata")
+    spec = doc.mapping(doc.body.get("spec"), "spec")
+    status = doc.mapping(doc.body.get("status"), "status")
+    guarantee = doc.mapping(spec.get("guarantee"), "spec.guarantee")
+    state = status.get("state") or "Open"
+    if state not in ("Open", "Closed", "Closing", "Unknown"):
+        raise doc.fail("status.state", "expected Open, Closed, Closing or Unknown")
+    weight = doc.integer(spec.get("weight"), "spec.weight", 1)
+    if not 1 <= weight <= 65535:
+        raise doc.fail("spec.weight", "expected an integer between 1 and 65535")
+    return Queue(
+        name=_name(doc, meta),
+        weight=weight,
+        capability=doc.resources(spec.get("capability"), "spec.capability"),
+        deserved=doc.resources(spec.get("deserved"), "spec.deserved"),
+        guarantee=doc.resources(guarantee.get("resource"), "spec.guarantee.resource"),
+        reclaimable=doc.boolean(spec.get("reclaimable"), "spec.reclaimable", True),
+        priority=doc.integer(spec.get("priority"), "spec.priority", 0),
+        state=str(state),
+        parent=spec.get("parent"),
+        created=doc.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+    )
+
+
+def _priority_class(doc: _Doc) -> PriorityClass:
+    meta = doc.mapping(doc.body.get("metadata"), "metadata")
+    if "value" not in doc.body:
+        raise doc.fail("value", "expected the PriorityClass's integer value")
+    policy = doc.body.get("preemptionPolicy") or "PreemptLowerPriority"
+    if policy not in ("PreemptLowerPriority", "Never"):
+        raise doc.fail("preemptionPolicy", "expected PreemptLowerPriority or Never")
+    return PriorityClass(
+        name=_name(doc, meta),
+        value=doc.integer(doc.body.get("value"), "value", 0),
+        global_default=doc.boolean(doc.body.get("globalDefault"), "globalDefault", False),
+        preemption_policy=str(policy),
+    )
+
+
+def _tolerations(doc: _Doc, value: Any, where: str) -> tuple[Toleration, ...]:
+    out = []
+    for i, raw in enumerate(doc.seq(value, where)):
+        t = doc.mapping(raw, f"{where}[{i}]")
+        operator = t.get("operator") or "Equal"
+        if operator not in ("Equal", "Exists"):
+            raise doc.fail(f"{where}[{i}].operator", "expected Equal or Exists")
+        out.append(
+            Toleration(
+                key=t.get("key"),
+                operator=str(operator),
+                value=None if t.get("value") is None else str(t.get("value")),
+                effect=t.get("effect"),
+            )
+        )
+    return tuple(out)
+
+
+def _affinity(doc: _Doc, spec: Mapping[str, Any], where: str) -> tuple[NodeSelectorTerm, ...]:
+    affinity = doc.mapping(spec.get("affinity"), f"{where}.affinity")
+    node_aff = doc.mapping(affinity.get("nodeAffinity"), f"{where}.affinity.nodeAffinity")
+    required_where = f"{where}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    required = doc.mapping(
+        node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), required_where
+    )
+    terms = []
+    for i, raw in enumerate(doc.seq(required.get("nodeSelectorTerms"), f"{required_where}.nodeSelectorTerms")):
+        term = doc.mapping(raw, f"{required_where}.nodeSelectorTerms[{i}]")
+        reqs = []
+        for j, r in enumerate(doc.seq(term.get("matchExpressions"), f"{required_where}.nodeSelectorTerms[{i}].matchExpressions")):
+            req = doc.mapping(r, f"matchExpressions[{j}]")
+            op = req.get("operator")
+            if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
+                raise doc.fail(f"{required_where}.nodeSelectorTerms[{i}].matchExpressions[{j}].operator",
+                               "expected In, NotIn, Exists, DoesNotExist, Gt or Lt")
+            reqs.append(
+                NodeSelectorRequirement(
+                    key=str(req.get("key")),
+                    operator=str(op),
+                    values=tuple(str(v) for v in doc.seq(req.get("values"), "values")),
+                )
+            )
+        terms.append(NodeSelectorTerm(tuple(reqs)))
+    return tuple(terms)
+
+
+def _container_requests(doc: _Doc, spec: Mapping[str, Any], where: str) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for i, raw in enumerate(doc.seq(spec.get("containers"), f"{where}.containers")):
+        c = doc.mapping(raw, f"{where}.containers[{i}]")
+        res = doc.mapping(c.get("resources"), f"{where}.containers[{i}].resources")
+        requests = res.get("requests")
+        if requests is None:
+            requests = res.get("limits")  # Kubernetes defaults requests to limits
+        for name, amount in doc.resources(requests, f"{where}.containers[{i}].resources.requests").items():
+            total[name] = total.get(name, 0) + amount
+    return total
+
+
+def _pod_task(
+    doc: _Doc,
+    namespace: str,
+    name: str,
+    meta: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+    classes: Mapping[str, PriorityClass],
+    where: str,
+    role: str | None = None,
+) -> Task:
+    labels = doc.labels(meta.get("labels"), "metadata.labels")
+    annotations = doc.labels(meta.get("annotations"), "metadata.annotations")
+    phase = status.get("phase") or "Pending"
+    node = spec.get("nodeName") or None
+    if phase == "Pending":
+        task_status = TaskStatus.BOUND if node else TaskStatus.PENDING
+    elif phase == "Running":
+        task_status = TaskStatus.RUNNING
+    elif phase in ("Succeeded", "Failed"):
+        task_status = TaskStatus(phase)
+    else:
+        raise doc.fail("status.phase", "expected Pending, Running, Succeeded or Failed")
+    if meta.get("deletionTimestamp") and task_status in (TaskStatus.RUNNING, TaskStatus.BOUND):
+        task_status = TaskStatus.RELEASING
+    if task_status in (TaskStatus.RUNNING, TaskStatus.BOUND) and not node:
+        raise doc.fail(f"{where}.nodeName", f"a {phase} pod must name its node")
+    pc_name = spec.get("priorityClassName")
+    pc = classes.get(pc_name) if pc_name else None
+    priority = spec.get("priority")
+    if priority is None and pc is not None:
+        priority = pc.value  # the API server resolves it from the PriorityClass
+    policy = spec.get("preemptionPolicy") or (pc.preemption_policy if pc else None)
+    preemptable = annotations.get(PREEMPTABLE_KEY, labels.get(PREEMPTABLE_KEY, "true"))
+    selector = doc.mapping(spec.get("nodeSelector"), f"{where}.nodeSelector")
+    return Task(
+        namespace=namespace,
+        name=name,
+        resources=_container_requests(doc, spec, where),
+        status=task_status,
+        node=str(node) if node else None,
+        role=role if role is not None else annotations.get(ROLE_KEY, labels.get(ROLE_KEY, "")),
+        priority=None if priority is None else doc.integer(priority, f"{where}.priority", 1),
+        preemptable=preemptable.lower() in ("true", "1", "t", "yes"),
+        node_selector={str(k): str(v) for k, v in selector.items()},
+        tolerations=_tolerations(doc, spec.get("tolerations"), f"{where}.tolerations"),
+        required_affinity=_affinity(doc, spec, where),
+        preemption_policy=policy,
+        priority_class=pc_name,
+        created=doc.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+    )
+
+
+def _podgroup(doc: _Doc) -> tuple[Job, str]:
+    meta = doc.mapping(doc.body.get("metadata"), "metadata")
+    spec = doc.mapping(doc.body.get("spec"), "spec")
+    status = doc.mapping(doc.body.get("status"), "status")
+    phase = status.get("phase") or "Pending"
+    try:
+        pg_phase = PodGroupPhase(phase)
+    except ValueError as exc:
+        raise doc.fail("status.phase", "expected Pending, Inqueue, Running, Unknown or Completed") from exc
+    min_res = spec.get("minResources")
+    namespace = str(meta.get("namespace") or "default")
+    job = Job(
+        namespace=namespace,
+        name=_name(doc, meta),
+        queue=str(spec.get("queue") or "default"),
+        min_member=doc.integer(spec.get("minMember"), "spec.minMember", 1),
+        min_task_member={
+            str(k): doc.integer(v, f"spec.minTaskMember.{k}", 0)
+            for k, v in doc.mapping(spec.get("minTaskMember"), "spec.minTaskMember").items()
+        },
+        min_resources=None if min_res is None else doc.resources(min_res, "spec.minResources"),
+        priority_class=spec.get("priorityClassName"),
+        phase=pg_phase,
+        created=doc.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        annotations=doc.labels(meta.get("annotations"), "metadata.annotations"),
+    )
+    return job, namespace
+
+
+def _vcjob(doc: _Doc, classes: Mapping[str, PriorityClass]) -> Job:
+    meta = doc.mapping(doc.body.get("metadata"), "metadata")
+    spec = doc.mapping(doc.body.get("spec"), "spec")
+    name = _name(doc, meta)
+    namespace = str(meta.get("namespace") or "default")
+    tasks: list[Task] = []
+    roles: list[tuple[int, str, int, int, dict[str, int]]] = []  # (prio, name, min, replicas, req)
+    raw_tasks = doc.seq(spec.get("tasks"), "spec.tasks")
+    if not raw_tasks:
+        raise doc.fail("spec.tasks", "expected at least one task")
+    for i, raw in enumerate(raw_tasks):
+        t = doc.mapping(raw, f"spec.tasks[{i}]")
+        tname = str(t.get("name") or f"default{i}")
+        replicas = doc.integer(t.get("replicas"), f"spec.tasks[{i}].replicas", 1)
+        template = doc.mapping(t.get("template"), f"spec.tasks[{i}].template")
+        tmeta = doc.mapping(template.get("metadata"), f"spec.tasks[{i}].template.metadata")
+        tspec = doc.mapping(template.get("spec"), f"spec.tasks[{i}].template.spec")
+        where = f"spec.tasks[{i}].template.spec"
+        for index in range(replicas):
+            pod = _pod_task(
+                doc, namespace, f"{name}-{tname}-{index}", tmeta, tspec, {}, classes, where, role=tname
+            )
+            tasks.append(pod)
+        task_min = doc.integer(t.get("minAvailable"), f"spec.tasks[{i}].minAvailable", replicas)
+        pc_name = tspec.get("priorityClassName")
+        prio = classes[pc_name].value if pc_name in classes else 0
+        request = dict(tasks[-1].request) if replicas else {}
+        roles.append((prio, tname, task_min, replicas, request))
+    total_min = sum(r[2] for r in roles)
+    min_available = doc.integer(spec.get("minAvailable"), "spec.minAvailable", 0) or total_min
+    # minResources of the first minAvailable pods, tasks in descending priority (stable).
+    ordered = sorted(roles, key=lambda r: -r[0])
+    counts: dict[str, int] = {}
+    remaining = min_available
+    if min_available < total_min:
+        for _, tname, _, replicas, _ in ordered:
+            take = min(replicas, remaining)
+            counts[tname] = take
+            remaining -= take
+    else:
+        for _, tname, task_min, _, _ in ordered:
+            take = min(task_min, remaining)
+            counts[tname] = take
+            remaining -= take
+        for _, tname, task_min, replicas, _ in ordered:
+            extra = min(replicas - counts[tname], remaining)
+            counts[tname] += extra
+            remaining -= extra
+    min_resources: dict[str, int] = {}
+    for _, tname, _, _, request in ordered:
+        for res, amount in sorted(request.items()):
+            min_resources[res] = min_resources.get(res, 0) + amount * counts.get(tname, 0)
+    return Job(
+        namespace=namespace,
+        name=name,
+        queue=str(spec.get("queue") or "default"),
+        min_member=min_available,
+        min_task_member={r[1]: r[2] for r in roles},
+        min_resources=dict(sorted(min_resources.items())),
+        priority_class=spec.get("priorityClassName"),
+        phase=PodGroupPhase.PENDING,
+        tasks=tuple(tasks),
+        created=doc.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        annotations=doc.labels(meta.get("annotations"), "metadata.annotations"),
+    )
+
+
+_KINDS = {
+    ("v1", "Node"),
+    ("scheduling.volcano.sh/v1beta1", "Queue"),
+    ("scheduling.k8s.io/v1", "PriorityClass"),
+    ("scheduling.volcano.sh/v1beta1", "PodGroup"),
+    ("v1", "Pod"),
+    ("batch.volcano.sh/v1alpha1", "Job"),
+}
+
+
+def load_scenario(path: Path | str) -> Scenario:
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(file, None, "file", f"cannot read: {exc.strerror}") from exc
+    try:
+        raw_docs = [d for d in yaml.safe_load_all(text)]
+    except yaml.YAMLError as exc:
+        raise ScenarioError(file, None, "yaml", f"not valid YAML: {exc}") from exc
+    docs = [(i, d) for i, d in enumerate(raw_docs) if d is not None]
+    if not docs:
+        raise ScenarioError(file, None, "file", "empty; expected a Scenario document first")
+    first_index, first = docs[0]
+    if not isinstance(first, Mapping) or first.get("kind") != "Scenario":
+        raise ScenarioError(file, first_index, "kind", "the first document must be kind: Scenario")
+    head = _Doc(file, first_index, first)
+    meta = head.mapping(first.get("metadata"), "metadata")
+    spec = head.mapping(first.get("spec"), "spec")
+    sessions = head.integer(spec.get("sessions"), "spec.sessions", 1)
+    if sessions < 1:
+        raise head.fail("spec.sessions", "expected a positive integer")
+    try:
+        config = parse_scheduler_config(head.mapping(spec.get("config"), "spec.config"))
+    except ConfigError as exc:
+        raise head.fail(f"spec.config.{exc.where}", exc.why) from exc
+    objects = []
+    for index, body in docs[1:]:
+        doc = _Doc(file, index, head.mapping(body, "document") if isinstance(body, Mapping) else {})
+        if not isinstance(body, Mapping):
+            raise doc.fail("document", "expected a Kubernetes object (a mapping)")
+        kind = (str(body.get("apiVersion")), str(body.get("kind")))
+        if kind not in _KINDS:
+            valid = ", ".join(f"{a} {k}" for a, k in sorted(_KINDS))
+            raise doc.fail("apiVersion/kind", f"unsupported object {kind[0]} {kind[1]}; expected one of: {valid}")
+        objects.append((kind[1], doc))
+    classes = {}
+    for kind, doc in objects:
+        if kind == "PriorityClass":
+            pc = _priority_class(doc)
+            classes[pc.name] = pc
+    nodes, queues, jobs, pods = [], [], {}, []
+    seen: dict[tuple[str, str], int] = {}
+    for kind, doc in objects:
+        if kind in ("Node", "Queue", "PodGroup", "Pod", "Job"):
+            m = doc.mapping(doc.body.get("metadata"), "metadata")
+            key = (kind if kind != "Job" else "PodGroup", f"{m.get('namespace', '')}/{m.get('name')}")
+            if key in seen:
+                raise doc.fail("metadata.name", f"duplicate {kind} {key[1]} (first in document {seen[key]})")
+            seen[key] = doc.index
+        if kind == "Node":
+            nodes.append(_node(doc))
+        elif kind == "Queue":
+            queues.append(_queue(doc))
+        elif kind == "PodGroup":
+            job, _ = _podgroup(doc)
+            jobs[job.uid] = (job, [])
+        elif kind == "Job":
+            job = _vcjob(doc, classes)
+            jobs[job.uid] = (job, list(job.tasks))
+        elif kind == "Pod":
+            pods.append(doc)
+    for doc in pods:
+        meta = doc.mapping(doc.body.get("metadata"), "metadata")
+        annotations = doc.labels(meta.get("annotations"), "metadata.annotations")
+        namespace = str(meta.get("namespace") or "default")
+        group = annotations.get(GROUP_ANNOTATION)
+        if not group:
+            raise doc.fail(f"metadata.annotations.{GROUP_ANNOTATION}", "expected the pod's PodGroup name")
+        uid = f"{namespace}/{group}"
+        if uid not in jobs:
+            raise doc.fail(f"metadata.annotations.{GROUP_ANNOTATION}", f"no PodGroup {uid} in this file")
+        task = _pod_task(
+            doc,
+            namespace,
+            _name(doc, meta),
+            meta,
+            doc.mapping(doc.body.get("spec"), "spec"),
+            doc.mapping(doc.body.get("status"), "status"),
+            classes,
+            "spec",
+        )
+        jobs[uid][1].append(task)
+    node_names = {n.name for n in nodes}
+    for _, (job, tasks) in sorted(jobs.items()):
+        for task in tasks:
+            if task.node is not None and task.node not in node_names:
+                raise ScenarioError(file, None, f"pod {task.uid}.spec.nodeName", f"no Node {task.node} in this file")
+    snapshot = ClusterSnapshot(
+        nodes=tuple(sorted(nodes, key=lambda n: n.name)),
+        queues=tuple(sorted(queues, key=lambda q: q.name)),
+        priority_classes=tuple(sorted(classes.values(), key=lambda p: p.name)),
+        jobs=tuple(
+            Job(**{**_fields(job), "tasks": tuple(sorted(tasks, key=lambda t: t.name))})
+            for _, (job, tasks) in sorted(jobs.items())
+        ),
+    )
+    return Scenario(
+        name=str(meta.get("name") or Path(path).stem),
+        description=str(meta.get("description") or ""),
+        sessions=sessions,
+        snapshot=snapshot,
+        config=config,
+        expect=head.mapping(spec.get("expect"), "spec.expect"),
+        now=head.timestamp(spec.get("now"), "spec.now"),
+    )
+
+
+def _fields(job: Job) -> dict[str, Any]:
+    return {name: getattr(job, name) for name in job.__dataclass_fields__}
