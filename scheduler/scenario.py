@@ -442,7 +442,7 @@ def load_scenario(path: Path | str) -> Scenario:
     if not isinstance(first, Mapping) or first.get("kind") != "Scenario":
         raise ScenarioError(file, first_index, "kind", "the first document must be kind: Scenario")
     head = _Doc(file, first_index, first)
-    meta = head.mapping(first.get("metadata"), "metadata")
+    head_meta = head.mapping(first.get("metadata"), "metadata")
     spec = head.mapping(first.get("spec"), "spec")
     sessions = head.integer(spec.get("sessions"), "spec.sessions", 1)
     if sessions < 1:
@@ -523,8 +523,8 @@ def load_scenario(path: Path | str) -> Scenario:
         ),
     )
     return Scenario(
-        name=str(meta.get("name") or Path(path).stem),
-        description=str(meta.get("description") or ""),
+        name=str(head_meta.get("name") or Path(path).stem),
+        description=str(head_meta.get("description") or ""),
         sessions=sessions,
         snapshot=snapshot,
         config=config,
