@@ -1,0 +1,195 @@
+"""One session as events: a single SessionCommitted, or parts plus the commit marker.
+
+Pure: the publisher hands these to Kafka.  A session is applied whole or not
+at all (design §3), so it normally travels as one SessionCommitted.  Only when
+that message would exceed the broker's limit are its decisions spread over
+:class:`SessionPart` events, published before a marker with ``parts = N``;
+the fold applies the session when the marker arrives, and never before.
+
+Sizes are exact, not estimated: :func:`events.serde.encode` writes compact
+JSON, so a part's size is the size of the empty part plus each decision's
+JSON and the commas between them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final, Protocol
+
+from events.models import (
+    Decision,
+    PendingJob,
+    PendingReason,
+    SessionCommitted,
+    SessionCommittedData,
+    SessionPart,
+    SessionPartData,
+)
+from events.serde import encode
+from scheduler.service.errors import SessionTooLarge
+
+__all__ = [
+    "SCHEDULER_SOURCE",
+    "SessionHeader",
+    "digest_pending",
+    "pending_jobs",
+    "session_events",
+    "session_id_for",
+]
+
+SCHEDULER_SOURCE: Final = "tephra://scheduler"
+# The namespace of session ids (a fixed, arbitrary UUID owned by this module).
+_SESSION_NAMESPACE: Final = uuid.UUID("0b6c2f9e-4a51-4d7e-8f3a-2c9d5e1a7b60")
+
+
+class _HasCodeAndMessage(Protocol):
+    @property
+    def code(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHeader:
+    """Everything a SessionCommitted carries besides its decisions."""
+
+    session_id: str
+    cluster: str
+    leader_epoch: int
+    input_seq: int
+    config_version: int
+    now: datetime
+    input_digest: str
+    logic_flags: tuple[str, ...]
+    pending: tuple[PendingJob, ...]
+    pending_digest: str
+
+
+def session_id_for(cluster: str, epoch: int, counter: int) -> str:
+    """The id of the ``counter``-th session of leadership ``epoch``: unique, and the same on a retry."""
+    return str(uuid.uuid5(_SESSION_NAMESPACE, f"{cluster}|{epoch}|{counter}"))
+
+
+def pending_jobs(pending: Mapping[str, Sequence[_HasCodeAndMessage]]) -> tuple[PendingJob, ...]:
+    """The core's pending reasons (job -> ranked reasons) as event models, by job id."""
+    return tuple(
+        PendingJob(job=job, reasons=[PendingReason(code=r.code, message=r.message) for r in pending[job]])
+        for job in sorted(pending)
+    )
+
+
+def digest_pending(pending: Sequence[PendingJob]) -> str:
+    """``sha256:<hex>`` of the canonical JSON of the pending list (what replay compares)."""
+    body = json.dumps(
+        [p.model_dump(mode="json") for p in pending], sort_keys=True, separators=(",", ":"), ensure_ascii=True
+    )
+    return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
+
+
+def session_events(
+    header: SessionHeader,
+    decisions: Sequence[Decision],
+    *,
+    time: datetime,
+    max_message_bytes: int,
+) -> list[SessionPart | SessionCommitted]:
+    """The events that publish one session, in publishing order (parts first, the marker last).
+
+    Raises:
+        SessionTooLarge: the marker alone (its pending reasons) or a single
+            decision does not fit in a message.
+    """
+    whole = _marker(header, list(decisions), parts=0, time=time)
+    size = len(encode(whole))
+    if size <= max_message_bytes:
+        return [whole]
+
+    chunks = _chunk(header, decisions, time=time, max_message_bytes=max_message_bytes)
+    parts: list[SessionPart | SessionCommitted] = [
+        SessionPart(
+            id=f"{header.session_id}/part-{index}",
+            source=SCHEDULER_SOURCE,
+            time=time,
+            subject=f"session/{header.session_id}",
+            cluster=header.cluster,
+            data=SessionPartData(session_id=header.session_id, index=index, decisions=chunk),
+        )
+        for index, chunk in enumerate(chunks)
+    ]
+    marker = _marker(header, [], parts=len(chunks), time=time)
+    marker_size = len(encode(marker))
+    if marker_size > max_message_bytes:
+        raise SessionTooLarge(
+            header.session_id,
+            f"the commit marker with {len(header.pending)} pending jobs",
+            marker_size,
+            max_message_bytes,
+        )
+    parts.append(marker)
+    return parts
+
+
+def _marker(
+    header: SessionHeader, decisions: list[Decision], *, parts: int, time: datetime
+) -> SessionCommitted:
+    return SessionCommitted(
+        id=f"{header.session_id}/commit",
+        source=SCHEDULER_SOURCE,
+        time=time,
+        subject=f"session/{header.session_id}",
+        cluster=header.cluster,
+        data=SessionCommittedData(
+            session_id=header.session_id,
+            leader_epoch=header.leader_epoch,
+            input_seq=header.input_seq,
+            config_version=header.config_version,
+            now=header.now,
+            input_digest=header.input_digest,
+            logic_flags=list(header.logic_flags),
+            decisions=decisions,
+            parts=parts,
+            pending=list(header.pending),
+            pending_digest=header.pending_digest,
+        ),
+    )
+
+
+def _chunk(
+    header: SessionHeader, decisions: Sequence[Decision], *, time: datetime, max_message_bytes: int
+) -> list[list[Decision]]:
+    """Greedy split into parts that each encode within the limit, keeping decision order."""
+    # The empty part with the widest index it could get: an upper bound on every part's overhead.
+    widest = SessionPart(
+        id=f"{header.session_id}/part-{len(decisions)}",
+        source=SCHEDULER_SOURCE,
+        time=time,
+        subject=f"session/{header.session_id}",
+        cluster=header.cluster,
+        data=SessionPartData(session_id=header.session_id, index=len(decisions), decisions=[]),
+    )
+    overhead = len(encode(widest))
+    budget = max_message_bytes - overhead
+    chunks: list[list[Decision]] = []
+    current: list[Decision] = []
+    used = 0
+    for decision in decisions:
+        size = len(decision.model_dump_json())
+        cost = size if not current else size + 1  # the comma before it
+        if size > budget:
+            raise SessionTooLarge(
+                header.session_id, f"decision {decision!r}", size + overhead, max_message_bytes
+            )
+        if used + cost > budget:
+            chunks.append(current)
+            current, used, cost = [], 0, size
+        current.append(decision)
+        used += cost
+    if current:
+        chunks.append(current)
+    return chunks

@@ -1,0 +1,220 @@
+"""The session input: a frozen :class:`ClusterSnapshot` built from the folded :class:`ClusterState`.
+
+Pure and deterministic (no I/O, no clock): the live scheduler and replay must
+derive the same snapshot, and so the same ``input_digest``, from the same
+state.  The mapping follows what Volcano's scheduler cache sees on a real
+cluster:
+
+* task statuses map one to one (the fold's Pending/Bound/Running/Releasing/
+  Succeeded/Failed are Volcano's);
+* a job's phase is its PodGroup phase; Completed, Failed and Cancelled jobs
+  are all "Completed" to the session, and they appear only while some of
+  their tasks still hold a node (Releasing), so node usage stays right;
+* ``min_task_member`` is what Volcano's job controller writes on the
+  PodGroup: each task's ``minAvailable``, else its replicas;
+* a pod's ``priority`` is what Kubernetes' Priority admission resolves: its
+  PriorityClass value, else the global default class; ``None`` (Volcano's
+  default task priority) when neither exists;
+* a NotReady node carries the ``node.kubernetes.io/not-ready:NoSchedule``
+  taint, as the node lifecycle controller sets it, so nothing new lands on it
+  while its tasks still count;
+* tasks have no creation time of their own: they were created with their job.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from events.models import NodeSelectorTerm as NodeSelectorTermModel
+from events.models import Taint as TaintModel
+from events.models import Toleration as TolerationModel
+from projector.state import (
+    OCCUPYING,
+    TERMINAL_JOB_PHASES,
+    ClusterState,
+    JobState,
+    NodeState,
+    PriorityClassState,
+    TaskState,
+)
+from scheduler.core.config import DEFAULT_CONFIG, SchedulerConfig
+from scheduler.core.snapshot import (
+    ClusterSnapshot,
+    Job,
+    Node,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PodGroupPhase,
+    PriorityClass,
+    Queue,
+    Taint,
+    Task,
+    TaskStatus,
+    Toleration,
+)
+
+__all__ = ["NOT_READY_TAINT", "build_snapshot", "config_in_force"]
+
+#: The taint Kubernetes puts on a node whose kubelet is not Ready.
+NOT_READY_TAINT: Final = Taint(key="node.kubernetes.io/not-ready", value="", effect="NoSchedule")
+
+_TASK_STATUS: Final[dict[str, TaskStatus]] = {
+    "Pending": TaskStatus.PENDING,
+    "Bound": TaskStatus.BOUND,
+    "Running": TaskStatus.RUNNING,
+    "Releasing": TaskStatus.RELEASING,
+    "Succeeded": TaskStatus.SUCCEEDED,
+    "Failed": TaskStatus.FAILED,
+}
+_JOB_PHASE: Final[dict[str, PodGroupPhase]] = {
+    "Pending": PodGroupPhase.PENDING,
+    "Inqueue": PodGroupPhase.INQUEUE,
+    "Running": PodGroupPhase.RUNNING,
+    "Completed": PodGroupPhase.COMPLETED,
+    "Failed": PodGroupPhase.COMPLETED,
+    "Cancelled": PodGroupPhase.COMPLETED,
+}
+
+
+def config_in_force(state: ClusterState) -> tuple[SchedulerConfig, int]:
+    """The config of the last SchedulerConfigured (Volcano's default before any) and its version."""
+    if state.config is None:
+        return DEFAULT_CONFIG, state.config_version
+    return SchedulerConfig.from_spec(state.config), state.config_version
+
+
+def build_snapshot(state: ClusterState) -> ClusterSnapshot:
+    """The snapshot a session at ``state.seq`` schedules on."""
+    classes = state.priority_classes
+    default_class = _global_default(classes)
+    jobs: list[Job] = []
+    for job in state.jobs.values():
+        terminal = job.phase in TERMINAL_JOB_PHASES
+        tasks = tuple(
+            _task(task, job, classes, default_class)
+            for task in (state.tasks[task_id] for task_id in job.tasks)
+            if not terminal or task.status in OCCUPYING
+        )
+        if terminal and not tasks:
+            continue
+        jobs.append(_job(job, tasks))
+    return ClusterSnapshot(
+        nodes=tuple(_node(node) for node in state.nodes.values()),
+        queues=tuple(
+            Queue(
+                name=q.name,
+                weight=q.weight,
+                capability=q.capability,
+                deserved=q.deserved,
+                guarantee=q.guarantee,
+                reclaimable=q.reclaimable,
+                priority=q.priority,
+                state=q.state,
+                parent=q.parent,
+                created=q.created,
+            )
+            for q in state.queues.values()
+        ),
+        priority_classes=tuple(
+            PriorityClass(
+                name=p.name,
+                value=p.value,
+                global_default=p.global_default,
+                preemption_policy=p.preemption_policy,
+            )
+            for p in classes.values()
+        ),
+        jobs=tuple(jobs),
+    )
+
+
+def _global_default(classes: dict[str, PriorityClassState]) -> PriorityClassState | None:
+    # Kubernetes allows one global default; should several exist, pick by name, deterministically.
+    defaults = sorted((p for p in classes.values() if p.global_default), key=lambda p: p.name)
+    return defaults[0] if defaults else None
+
+
+def _node(node: NodeState) -> Node:
+    taints = tuple(_taint(t) for t in node.taints)
+    if not node.ready and NOT_READY_TAINT not in taints:
+        taints = (*taints, NOT_READY_TAINT)
+    return Node(
+        name=node.name,
+        allocatable=node.allocatable,
+        labels=node.labels,
+        taints=taints,
+        unschedulable=node.unschedulable,
+    )
+
+
+def _job(job: JobState, tasks: tuple[Task, ...]) -> Job:
+    return Job(
+        namespace=job.namespace,
+        name=job.name,
+        queue=job.queue,
+        min_member=job.min_available,
+        min_task_member={
+            spec.name: spec.replicas if spec.min_available is None else spec.min_available
+            for spec in job.task_specs
+        },
+        min_resources=job.min_resources,
+        priority_class=job.priority_class,
+        phase=_JOB_PHASE[job.phase],
+        tasks=tasks,
+        created=job.created,
+        annotations=job.annotations,
+    )
+
+
+def _task(
+    task: TaskState,
+    job: JobState,
+    classes: dict[str, PriorityClassState],
+    default_class: PriorityClassState | None,
+) -> Task:
+    return Task(
+        namespace=job.namespace,
+        # A task id is "<namespace>/<pod name>"; the snapshot keeps the parts apart.
+        name=task.id[len(job.namespace) + 1 :],
+        resources=task.resources,
+        status=_TASK_STATUS[task.status],
+        node=task.node,
+        role=task.role,
+        priority=_priority(task.priority_class, classes, default_class),
+        preemptable=task.preemptable,
+        node_selector=task.node_selector,
+        tolerations=tuple(_toleration(t) for t in task.tolerations),
+        required_affinity=tuple(_term(t) for t in task.required_node_affinity),
+        preemption_policy=task.preemption_policy,
+        priority_class=task.priority_class,
+        created=job.created,
+    )
+
+
+def _priority(
+    name: str | None, classes: dict[str, PriorityClassState], default_class: PriorityClassState | None
+) -> int | None:
+    if name is not None:
+        named = classes.get(name)
+        if named is not None:
+            return named.value
+    return None if default_class is None else default_class.value
+
+
+def _taint(taint: TaintModel) -> Taint:
+    return Taint(key=taint.key, value=taint.value, effect=taint.effect)
+
+
+def _toleration(toleration: TolerationModel) -> Toleration:
+    return Toleration(
+        key=toleration.key, operator=toleration.operator, value=toleration.value, effect=toleration.effect
+    )
+
+
+def _term(term: NodeSelectorTermModel) -> NodeSelectorTerm:
+    return NodeSelectorTerm(
+        match_expressions=tuple(
+            NodeSelectorRequirement(key=r.key, operator=r.operator, values=tuple(r.values))
+            for r in term.match_expressions
+        )
+    )
