@@ -155,6 +155,7 @@ class _ServerProcess:
         self.log_path = log_path
         # A log we chose in the temp dir is deleted on stop; start-up errors
         # already carry its tail.
+        self._scratch_default = scratch_log
         self._scratch_log = scratch_log
         self.startup_timeout = startup_timeout
         self.startup_seconds: float | None = None
@@ -187,6 +188,7 @@ class _ServerProcess:
         attempts = 1 if requested_port is not None else self.port_attempts
         for attempt in range(1, attempts + 1):
             port = requested_port if requested_port is not None else free_port(host)
+            self._scratch_log = self._scratch_default
             try:
                 self._start_process(env, port)
             except StartupError as exc:
@@ -254,19 +256,21 @@ class _ServerProcess:
         """
         proc, self._proc = self._proc, None
         atexit.unregister(self.stop)
-        if proc is not None:
+        if proc is not None and proc.poll() is None:
             try:
-                if proc.poll() is None:
-                    proc.send_signal(self.stop_signal)
-                    try:
-                        proc.wait(timeout)
-                    except subprocess.TimeoutExpired:
-                        pass
-            finally:
-                # Children (Postgres backends) may outlive a killed parent.
+                proc.send_signal(self.stop_signal)
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                # Still unreaped, so its pid is still its group's id: kill the
+                # whole group.  (Postgres backends lead groups of their own and
+                # exit by themselves when they see the postmaster die.)
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
         if self._log is not None:
             self._log.close()
             self._log = None

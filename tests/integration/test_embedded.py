@@ -8,6 +8,7 @@ import shutil
 import socket
 import tempfile
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -152,6 +153,37 @@ async def test_postgres_keeps_its_data_across_restarts(pg_base: Path) -> None:
             assert await conn.fetchval("SELECT v FROM kept") == "still here"
         finally:
             await conn.close()
+
+
+def test_postgres_that_gets_no_grace_period_is_killed_and_leaves_no_backends(pg_base: Path) -> None:
+    server = EmbeddedPostgres(pg_base / "data", durable=False).start()
+    pid = server.pid
+    assert pid is not None
+    children = _children(pid)
+    assert children, "the postmaster has its auxiliary processes"
+    server.stop(timeout=0)  # no grace period: straight to SIGKILL
+    assert not _alive(pid)
+    # Each backend leads its own process group and exits when it sees the
+    # postmaster die; wait for that (bounded), do not time it.
+    for _ in range(200):
+        if not any(_alive(child) for child in children):
+            break
+        time.sleep(0.05)
+    assert [child for child in children if _alive(child)] == []
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid:
+            found.append(int(entry.name))
+    return found
 
 
 def test_postgres_refuses_a_folder_that_is_not_a_data_dir(pg_base: Path) -> None:
