@@ -10,17 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
 
 from events.models import Decision, Event, SchedulerConfigSpec
 from projector.fold import apply as fold_apply
 from projector.state import ClusterState
 from scheduler.core.config import DEFAULT_CONFIG, SchedulerConfig
+from scheduler.core.session import SessionResult, run_session
 from scheduler.core.snapshot import ClusterSnapshot, snapshot_digest
+
+# TODO(replay→scheduler): the builder is pure (projector state → core snapshot)
+# but lives in scheduler.service, which design §2 forbids replay to import.
+# It must move to a module replay may import (e.g. scheduler/core-side with a
+# structural input type, or projector-side); until then replay imports it
+# from where the live scheduler does, so both derive the same input digest.
+from scheduler.service.snapshot_builder import build_snapshot as _service_build_snapshot
 
 __all__ = [
     "KNOWN_LOGIC_FLAGS",
-    "FoldOutcome",
+    "SessionResult",
     "build_snapshot",
     "config_of",
     "decisions_of",
@@ -28,8 +35,6 @@ __all__ = [
     "input_digest",
     "run",
 ]
-
-FoldOutcome = Any
 
 #: The logic flags this core understands; a session recorded with another one
 #: was written by a newer core and cannot be replayed faithfully here.
@@ -44,7 +49,7 @@ def fold(state: ClusterState, seq: int, event: Event) -> str | None:
 
 def build_snapshot(state: ClusterState) -> ClusterSnapshot:
     """The session input the live scheduler builds from ``state``."""
-    raise NotImplementedError("snapshot builder not landed yet")
+    return _service_build_snapshot(state)
 
 
 def input_digest(snapshot: ClusterSnapshot) -> str:
@@ -56,13 +61,13 @@ def config_of(spec: SchedulerConfigSpec | None) -> SchedulerConfig:
     return DEFAULT_CONFIG if spec is None else SchedulerConfig.from_spec(spec)
 
 
-def run(snapshot: ClusterSnapshot, config: SchedulerConfig, now: datetime, logic_flags: Iterable[str]) -> Any:
+def run(
+    snapshot: ClusterSnapshot, config: SchedulerConfig, now: datetime, logic_flags: Iterable[str]
+) -> SessionResult:
     """Re-run one session: the same pure function the live scheduler calls."""
-    from scheduler.core.session import run_session  # type: ignore[import-not-found]
-
     return run_session(snapshot, config, now, logic_flags=frozenset(logic_flags))
 
 
-def decisions_of(result: Any) -> tuple[Decision, ...]:
-    """A session result's decisions as the event models SessionCommitted records."""
-    return tuple(d.to_event() for d in result.decisions)
+def decisions_of(result: SessionResult) -> tuple[Decision, ...]:
+    """A session result's decisions as SessionCommitted records them: committed ones, then pipelines."""
+    return tuple(result.events())

@@ -1,0 +1,570 @@
+"""The smallest change that would have let a pending job fit, found by re-running the session.
+
+Nothing here guesses.  Each *lever* is a family of concrete changes with one
+integer knob (how many nodes to add, how much capability to grant, which
+weight to give); :func:`find_counterfactual` re-runs the recorded session on
+the snapshot modified by the lever at a knob value, and searches the
+smallest value for which the job gets at least ``minAvailable`` tasks placed.
+The search probes exponentially, then bisects, assuming that more of a
+resource never hurts the job (re-checked: the reported value did fit).
+
+Levers are tried in the order the job's top reason points at (queue levers
+first for quota reasons, nodes first for node-fit reasons); the first that
+works is the answer.  If no single lever works, nodes and the queue's
+capability are raised together.
+
+A :class:`Change` can be turned into the events that would make it real
+(:meth:`Change.to_events`: NodeReported / QueueUpserted), so a test can fold
+them and see the job bind in the next session.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from events.models import (
+    Event,
+    NodeReported,
+    NodeReportedData,
+    QueueUpserted,
+    QueueUpsertedData,
+    Taint,
+)
+from replay import engine
+from scheduler.core.config import SchedulerConfig
+from scheduler.core.reasons import format_amount
+from scheduler.core.snapshot import (
+    PODS,
+    ClusterSnapshot,
+    Job,
+    Node,
+    NodeSelectorRequirement,
+    Queue,
+    Task,
+    TaskStatus,
+)
+
+__all__ = ["Change", "Counterfactual", "find_counterfactual", "placed_tasks"]
+
+ChangeKind = Literal[
+    "add-nodes", "queue-capability", "queue-deserved", "queue-weight", "open-queue", "create-queue"
+]
+
+#: Statuses that count as "placed" for the gang minimum after the session.
+_PLACED = frozenset({TaskStatus.BOUND, TaskStatus.BINDING, TaskStatus.RUNNING, TaskStatus.ALLOCATED})
+_DEFAULT_PODS = 110
+_MAX_WEIGHT = 65535
+_QUEUE_CODES = (
+    "queue-missing",
+    "queue-closed",
+    "enqueue-rejected",
+    "queue-overused",
+    "queue-not-allocatable",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One concrete change to the cluster, with a sentence that says it."""
+
+    kind: ChangeKind
+    summary: str
+    nodes: tuple[Node, ...] = ()
+    queue: Queue | None = None
+
+    def apply(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
+        if self.kind == "add-nodes":
+            return dataclasses.replace(snapshot, nodes=snapshot.nodes + self.nodes)
+        assert self.queue is not None  # noqa: S101  (every queue kind carries its queue)
+        others = tuple(q for q in snapshot.queues if q.name != self.queue.name)
+        return dataclasses.replace(snapshot, queues=(*others, self.queue))
+
+    def to_events(self, *, cluster: str, time: datetime, source: str, id_prefix: str) -> list[Event]:
+        """The events that make this change real, with deterministic ids ``<id_prefix>-<n>``."""
+        events: list[Event] = []
+        for i, node in enumerate(self.nodes):
+            data = NodeReportedData(
+                name=node.name,
+                allocatable=dict(node.allocatable),
+                labels=dict(node.labels),
+                taints=[Taint(key=t.key, value=t.value, effect=t.effect) for t in node.taints],  # type: ignore[arg-type]
+                unschedulable=node.unschedulable,
+            )
+            events.append(
+                NodeReported(
+                    id=f"{id_prefix}-{i}",
+                    source=source,
+                    time=time,
+                    cluster=cluster,
+                    subject=node.name,
+                    data=data,
+                )
+            )
+        if self.queue is not None:
+            q = self.queue
+            data_q = QueueUpsertedData(
+                name=q.name,
+                weight=q.weight,
+                capability=dict(q.capability),
+                deserved=dict(q.deserved),
+                guarantee=dict(q.guarantee),
+                reclaimable=q.reclaimable,
+                priority=q.priority,
+                state=q.state,  # type: ignore[arg-type]
+                parent=q.parent,
+            )
+            events.append(
+                QueueUpserted(
+                    id=f"{id_prefix}-q",
+                    source=source,
+                    time=time,
+                    cluster=cluster,
+                    subject=q.name,
+                    data=data_q,
+                )
+            )
+        return events
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "summary": self.summary}
+        if self.nodes:
+            out["nodes"] = [
+                {
+                    "name": n.name,
+                    "allocatable": dict(sorted(n.allocatable.items())),
+                    "labels": dict(sorted(n.labels.items())),
+                }
+                for n in self.nodes
+            ]
+        if self.queue is not None:
+            q = self.queue
+            out["queue"] = {
+                "name": q.name,
+                "weight": q.weight,
+                "capability": dict(sorted(q.capability.items())),
+                "deserved": dict(sorted(q.deserved.items())),
+                "state": q.state,
+            }
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Counterfactual:
+    """The outcome of the search: the changes that together let the job fit, or none."""
+
+    job: str
+    changes: tuple[Change, ...]
+    sessions_run: int
+    note: str = ""
+    tried: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def found(self) -> bool:
+        return bool(self.changes)
+
+    def apply(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
+        for change in self.changes:
+            snapshot = change.apply(snapshot)
+        return snapshot
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "found": self.found,
+            "changes": [c.to_json() for c in self.changes],
+            "sessionsRun": self.sessions_run,
+            "tried": list(self.tried),
+            "note": self.note,
+        }
+
+
+# ---------------------------------------------------------------------------- fitting
+
+
+def placed_tasks(snapshot: ClusterSnapshot, result: Any, job_id: str) -> int:
+    """Tasks of ``job_id`` placed after the session: already on a node, plus this session's binds."""
+    job = _job(snapshot, job_id)
+    already = sum(1 for t in job.tasks if t.status in _PLACED) if job is not None else 0
+    bound = sum(1 for d in engine.decisions_of(result) if d.kind == "bind" and d.job == job_id)
+    return already + bound
+
+
+def _job(snapshot: ClusterSnapshot, job_id: str) -> Job | None:
+    return next((j for j in snapshot.jobs if j.uid == job_id), None)
+
+
+class _Probe:
+    """Re-runs the session on modified snapshots and counts the runs."""
+
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        config: SchedulerConfig,
+        now: datetime,
+        flags: Iterable[str],
+        job: Job,
+    ):
+        self.snapshot = snapshot
+        self.config = config
+        self.now = now
+        self.flags = tuple(flags)
+        self.job = job
+        self.runs = 0
+
+    def fits(self, changes: Sequence[Change]) -> bool:
+        modified = self.snapshot
+        for change in changes:
+            modified = change.apply(modified)
+        self.runs += 1
+        result = engine.run(modified, self.config, self.now, self.flags)
+        return placed_tasks(modified, result, self.job.uid) >= max(self.job.min_member, 1)
+
+
+def _smallest(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
+    """The smallest knob in [lo, hi] that fits: exponential probing from ``lo``, then bisection."""
+    if lo > hi:
+        return None
+    failing = lo - 1
+    probe = lo
+    while True:
+        if fits(probe):
+            break
+        failing = probe
+        if probe >= hi:
+            return None
+        probe = min(hi, lo + 2 * (probe - lo + 1) - 1)
+    working = probe
+    while working - failing > 1:
+        middle = (working + failing) // 2
+        if fits(middle):
+            working = middle
+        else:
+            failing = middle
+    return working
+
+
+# ---------------------------------------------------------------------------- levers
+
+
+@dataclass(frozen=True, slots=True)
+class _Lever:
+    name: str
+    lo: int
+    hi: int
+    make: Callable[[int], Change]
+
+
+def _pending_tasks(job: Job) -> list[Task]:
+    return sorted((t for t in job.tasks if t.status == TaskStatus.PENDING), key=lambda t: t.uid)
+
+
+def _tolerates(task: Task, taint: Any) -> bool:
+    if taint.effect == "PreferNoSchedule":
+        return True
+    for tol in task.tolerations:
+        if tol.effect is not None and tol.effect != taint.effect:
+            continue
+        if tol.key is None and tol.operator == "Exists":
+            return True
+        if tol.key == taint.key and (tol.operator == "Exists" or (tol.value or "") == taint.value):
+            return True
+    return False
+
+
+def _compare(value: str | None, values: tuple[str, ...], greater: bool) -> bool:
+    if value is None or not values:
+        return False
+    try:
+        number, bound = int(value), int(values[0])
+    except ValueError:
+        return False
+    return number > bound if greater else number < bound
+
+
+_OPERATORS: dict[str, Callable[[str | None, tuple[str, ...]], bool]] = {
+    "In": lambda v, vs: v is not None and v in vs,
+    "NotIn": lambda v, vs: v is None or v not in vs,
+    "Exists": lambda v, vs: v is not None,
+    "DoesNotExist": lambda v, vs: v is None,
+    "Gt": lambda v, vs: _compare(v, vs, greater=True),
+    "Lt": lambda v, vs: _compare(v, vs, greater=False),
+}
+
+
+def _requirement_holds(req: NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:
+    """Kubernetes' node selector requirement semantics."""
+    holds = _OPERATORS.get(req.operator)
+    return holds is not None and holds(labels.get(req.key), req.values)
+
+
+def _labels_fit(task: Task, labels: Mapping[str, str]) -> bool:
+    if any(labels.get(k) != v for k, v in task.node_selector.items()):
+        return False
+    if task.required_affinity and not any(
+        all(_requirement_holds(r, labels) for r in term.match_expressions) for term in task.required_affinity
+    ):
+        return False
+    return True
+
+
+def _compatible(node: Node, task: Task) -> bool:
+    """Static fit (labels, affinity, taints, cordon): could the task ever run on an empty node like this?"""
+    return (
+        not node.unschedulable
+        and _labels_fit(task, node.labels)
+        and all(_tolerates(task, t) for t in node.taints)
+    )
+
+
+def _capacity(allocatable: Mapping[str, int], task: Task) -> int:
+    """How many copies of ``task`` an empty node with ``allocatable`` holds."""
+    return min(allocatable.get(r, 0) // amount for r, amount in task.request.items())
+
+
+def _synthesized_labels(task: Task) -> dict[str, str]:
+    labels = dict(task.node_selector)
+    for term in task.required_affinity[:1]:
+        for req in term.match_expressions:
+            if req.operator == "In" and req.values:
+                labels.setdefault(req.key, req.values[0])
+            elif req.operator == "Exists":
+                labels.setdefault(req.key, "true")
+            elif req.operator == "Gt" and req.values:
+                labels.setdefault(req.key, str(int(req.values[0]) + 1))
+            elif req.operator == "Lt" and req.values:
+                labels.setdefault(req.key, str(int(req.values[0]) - 1))
+    return labels
+
+
+def _node_shape(snapshot: ClusterSnapshot, task: Task) -> tuple[Node, str]:
+    """The best-fitting node shape for ``task``: an existing compatible node holding most copies.
+
+    Ties go to the smaller node (less waste), then the name.  When no
+    existing node could ever hold the task, a node with exactly the task's
+    request (and the labels its selectors ask for) is synthesised.
+    """
+    candidates = [n for n in snapshot.nodes if _compatible(n, task) and _capacity(n.allocatable, task) > 0]
+    if candidates:
+        best = min(
+            candidates,
+            key=lambda n: (-_capacity(n.allocatable, task), sum(n.allocatable.values()), n.name),
+        )
+        return Node(
+            name=best.name, allocatable=dict(best.allocatable), labels=dict(best.labels), taints=best.taints
+        ), best.name
+    allocatable = {**{r: a for r, a in task.request.items() if r != PODS}, PODS: _DEFAULT_PODS}
+    return Node(name="extra", allocatable=allocatable, labels=_synthesized_labels(task)), ""
+
+
+def _amounts(values: Mapping[str, int], only: Iterable[str]) -> str:
+    return ", ".join(f"{format_amount(r, values[r])} {r}" for r in only if r in values)
+
+
+def _node_lever(snapshot: ClusterSnapshot, job: Job) -> _Lever | None:
+    pending = _pending_tasks(job)
+    if not pending:
+        return None
+    # The largest pending task decides the shape: a node that holds it holds the smaller ones.
+    unit = max(pending, key=lambda t: (sorted(t.request.items(), key=lambda kv: -kv[1]), t.uid))
+    shape, like = _node_shape(snapshot, unit)
+    taken = {n.name for n in snapshot.nodes}
+    stem = f"{like or 'extra'}-extra"
+    names: list[str] = []
+    index = 0
+    while len(names) < len(pending):
+        index += 1
+        if f"{stem}-{index}" not in taken:
+            names.append(f"{stem}-{index}")
+    requested = sorted(r for t in pending for r in t.request if r != PODS)
+    selector = ", ".join(f"{k}={v}" for k, v in sorted(shape.labels.items()) if k in _selector_keys(pending))
+
+    def make(k: int) -> Change:
+        nodes = tuple(dataclasses.replace(shape, name=names[i]) for i in range(k))
+        what = _amounts(shape.allocatable, dict.fromkeys(requested))
+        basis = f"like {like}" if like else "new shape"
+        match = f" matching {selector}" if selector else ""
+        return Change(
+            "add-nodes",
+            f"{k} more node{'s' if k > 1 else ''} with {what} free{match} ({basis})",
+            nodes=nodes,
+        )
+
+    return _Lever("add-nodes", 1, len(pending), make)
+
+
+def _selector_keys(tasks: Sequence[Task]) -> set[str]:
+    keys: set[str] = set()
+    for t in tasks:
+        keys.update(t.node_selector)
+        for term in t.required_affinity:
+            keys.update(r.key for r in term.match_expressions)
+    return keys
+
+
+def _shortfall(reasons: Sequence[Any], queue: str) -> dict[str, int]:
+    """Per resource, how much the quota reasons of ``queue`` say is missing (at least 1)."""
+    short: dict[str, int] = {}
+    for reason in reasons:
+        detail = dict(getattr(reason, "detail", {}) or {})
+        if detail.get("queue") != queue:
+            continue
+        if "resource" in detail and "limit" in detail:
+            need = detail.get("allocated", 0) + detail.get("request", 0) - detail["limit"]
+            short[detail["resource"]] = max(short.get(detail["resource"], 0), _ceil(need))
+        for resource, parts in sorted((detail.get("resources") or {}).items()):
+            need = (
+                parts["request"]
+                + parts["allocated"]
+                + parts.get("inqueue", 0)
+                - parts.get("elastic", 0)
+                - parts["limit"]
+            )
+            short[resource] = max(short.get(resource, 0), _ceil(need))
+    return short
+
+
+def _ceil(value: float) -> int:
+    whole = int(value)
+    return max(1, whole + (1 if value > whole else 0))
+
+
+def _job_request(job: Job) -> dict[str, int]:
+    if job.min_resources:
+        return {r: a for r, a in job.min_resources.items() if a > 0 and r != PODS}
+    total: dict[str, int] = {}
+    for task in _pending_tasks(job):
+        for r, a in task.request.items():
+            if r != PODS:
+                total[r] = total.get(r, 0) + a
+    return total
+
+
+def _queue_levers(snapshot: ClusterSnapshot, job: Job, reasons: Sequence[Any]) -> list[_Lever]:
+    queue = next((q for q in snapshot.queues if q.name == job.queue), None)
+    if queue is None:
+        created = Queue(name=job.queue)
+        return [
+            _Lever(
+                "create-queue",
+                1,
+                1,
+                lambda _k: Change("create-queue", f"create queue {job.queue}", queue=created),
+            )
+        ]
+    levers: list[_Lever] = []
+    if queue.state != "Open":
+        opened = dataclasses.replace(queue, state="Open")
+        levers.append(
+            _Lever(
+                "open-queue",
+                1,
+                1,
+                lambda _k: Change(
+                    "open-queue", f"open queue {queue.name} (it is {queue.state})", queue=opened
+                ),
+            )
+        )
+    short = _shortfall(reasons, queue.name) or _job_request(job)
+    # The knob multiplies the reported shortfall; 64x is far past any real need.
+    for kind, field_name in (("queue-capability", "capability"), ("queue-deserved", "deserved")):
+        limits: Mapping[str, int] = getattr(queue, field_name)
+        dims = sorted(r for r in short if r in limits)
+        if not dims:
+            continue
+
+        def make(m: int, dims: list[str] = dims, kind: str = kind, field_name: str = field_name) -> Change:
+            delta = {r: short[r] * m for r in dims}
+            updated = {
+                **getattr(queue, field_name),
+                **{r: getattr(queue, field_name)[r] + delta[r] for r in dims},
+            }
+            changes: dict[str, Any] = {field_name: updated}
+            if field_name == "deserved":  # capability must stay >= deserved
+                cap = dict(queue.capability)
+                for r in dims:
+                    if r in cap and cap[r] < updated[r]:
+                        cap[r] = updated[r]
+                changes["capability"] = cap
+            text = ", ".join(f"+{format_amount(r, delta[r])} {r}" for r in dims)
+            return Change(
+                kind, f"queue {queue.name} {field_name} {text}", queue=dataclasses.replace(queue, **changes)
+            )  # type: ignore[arg-type]
+
+        levers.append(_Lever(kind, 1, 64, make))
+    if queue.weight < _MAX_WEIGHT:
+
+        def make_weight(w: int) -> Change:
+            return Change(
+                "queue-weight",
+                f"queue {queue.name} weight {queue.weight} -> {w}",
+                queue=dataclasses.replace(queue, weight=w),
+            )
+
+        levers.append(_Lever("queue-weight", queue.weight + 1, _MAX_WEIGHT, make_weight))
+    return levers
+
+
+def find_counterfactual(
+    snapshot: ClusterSnapshot,
+    config: SchedulerConfig,
+    now: datetime,
+    logic_flags: Iterable[str],
+    *,
+    job_id: str,
+    reasons: Sequence[Any],
+) -> Counterfactual:
+    """The smallest change (by the levers above) that lets ``job_id`` place minAvailable tasks.
+
+    ``reasons`` are the job's ranked reasons from the re-run (with ``code``
+    and ``detail``); they choose and parametrise the levers.
+    """
+    job = _job(snapshot, job_id)
+    if job is None:
+        return Counterfactual(job_id, (), 0, note="the job is not in this session's input")
+    probe = _Probe(snapshot, config, now, logic_flags, job)
+    if probe.fits(()):
+        return Counterfactual(job_id, (), probe.runs, note="the job already fits in this session")
+    node_lever = _node_lever(snapshot, job)
+    queue_levers = _queue_levers(snapshot, job, reasons)
+    top = reasons[0].code if reasons else ""
+    ordered: list[_Lever] = (
+        [*queue_levers, *([node_lever] if node_lever else [])]
+        if top in _QUEUE_CODES
+        else [*([node_lever] if node_lever else []), *queue_levers]
+    )
+    tried: list[str] = []
+    for lever in ordered:
+        tried.append(lever.name)
+        knob = _smallest(lever.lo, lever.hi, lambda k, lever=lever: probe.fits((lever.make(k),)))
+        if knob is not None:
+            return Counterfactual(job_id, (lever.make(knob),), probe.runs, tried=tuple(tried))
+    # No single lever is enough: raise the queue as far as it goes, then find the fewest nodes,
+    # then shrink the queue change back.
+    if node_lever is not None:
+        for queue_lever in queue_levers:
+            if queue_lever.name == "queue-weight":
+                continue
+            tried.append(f"{node_lever.name}+{queue_lever.name}")
+            found = _combined(probe, node_lever, queue_lever)
+            if found is not None:
+                return Counterfactual(job_id, found, probe.runs, tried=tuple(tried))
+    return Counterfactual(
+        job_id,
+        (),
+        probe.runs,
+        note="no change of nodes or queue quota within the search bounds lets the job fit",
+        tried=tuple(tried),
+    )
+
+
+def _combined(probe: _Probe, node_lever: _Lever, queue_lever: _Lever) -> tuple[Change, Change] | None:
+    widest = queue_lever.make(queue_lever.hi)
+    k = _smallest(node_lever.lo, node_lever.hi, lambda k: probe.fits((node_lever.make(k), widest)))
+    if k is None:
+        return None
+    nodes = node_lever.make(k)
+    m = _smallest(queue_lever.lo, queue_lever.hi, lambda m: probe.fits((nodes, queue_lever.make(m))))
+    return None if m is None else (nodes, queue_lever.make(m))
