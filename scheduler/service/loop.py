@@ -1,0 +1,295 @@
+"""The session loop of one leadership term (Volcano's ``runOnce``, event-sourced).
+
+Each iteration:
+
+1. read the projection's seq; skip the session when nothing changed since
+   our last one (see :meth:`SessionLoop._unchanged`);
+2. read the whole projected state at seq S (one REPEATABLE READ transaction);
+3. in the worker thread, under the budget: build the snapshot, take the
+   config in force at S, run the pure session, turn the result into events
+   (an overrun is abandoned and reported; nothing of it is published);
+4. publish exactly one SessionCommitted (or parts + marker), inside the
+   session span whose context travels in the headers;
+5. read-your-writes: wait until the projection has applied that session
+   before anything else; past ``apply_timeout`` scheduling stops, loudly,
+   until it has;
+6. wait for the projection to move (the projector NOTIFYs) or for the
+   schedule period, whichever comes first.
+
+Skipping is exact: a session is a pure function of (snapshot, config, now),
+and when the projection's seq is the seq at which our last session was
+applied and that session changed nothing (no accepted binding, eviction or
+enqueue), the snapshot is the one that session saw.  A session that did
+change the state runs once more on its own effects.  Only ``now`` differs,
+so configs with a clock-dependent plugin (``sla``) never skip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final
+
+import asyncpg
+from opentelemetry import propagate
+from opentelemetry.trace import Status, StatusCode, Tracer
+
+from events.models import BindDecision, Decision, PipelineDecision, SessionCommitted, SessionPart
+from projector.state import ClusterState
+from scheduler.core.session import run_session
+from scheduler.core.snapshot import snapshot_digest
+from scheduler.core.trace import TraceStep
+from scheduler.service.errors import ProjectionStalled, SessionOverrun
+from scheduler.service.leader import Leadership
+from scheduler.service.projection import AppliedSession, ProjectionReader
+from scheduler.service.publisher import SessionPublisher
+from scheduler.service.records import SessionTiming, record_session
+from scheduler.service.runner import SessionRunner
+from scheduler.service.session_events import (
+    SessionHeader,
+    digest_pending,
+    pending_jobs,
+    session_events,
+    session_id_for,
+)
+from scheduler.service.snapshot_builder import build_snapshot, config_in_force
+from scheduler.service.telemetry import (
+    SchedulerMetrics,
+    SubmissionTraces,
+    emit_action_spans,
+    set_session_attributes,
+)
+
+__all__ = ["TIME_DEPENDENT_PLUGINS", "LoopSettings", "SessionLoop"]
+
+log = logging.getLogger("tephra.scheduler")
+
+#: Plugins whose verdicts depend on ``now``: with one enabled, an unchanged state is no reason to skip.
+TIME_DEPENDENT_PLUGINS: Final = frozenset({"sla"})
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    cluster: str
+    schedule_period: float = 1.0
+    session_budget: float = 30.0
+    #: How long to wait for the projection to apply our session before scheduling stops.
+    apply_timeout: float = 30.0
+    max_message_bytes: int = 1_000_000
+    logic_flags: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class _Computed:
+    events: list[SessionPart | SessionCommitted]
+    decisions: tuple[Decision, ...]
+    pending_jobs: int
+    pending_digest: str
+    input_digest: str
+    config_version: int
+    time_dependent: bool
+    trace: tuple[TraceStep, ...]
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Last:
+    applied_seq: int
+    changed_state: bool
+    time_dependent: bool
+
+
+class SessionLoop:
+    def __init__(
+        self,
+        *,
+        leadership: Leadership,
+        reader: ProjectionReader,
+        records: asyncpg.Connection,
+        publisher: SessionPublisher,
+        runner: SessionRunner,
+        traces: SubmissionTraces,
+        tracer: Tracer,
+        metrics: SchedulerMetrics,
+        settings: LoopSettings,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.leadership = leadership
+        self.reader = reader
+        self.records = records
+        self.publisher = publisher
+        self.runner = runner
+        self.traces = traces
+        self.tracer = tracer
+        self.metrics = metrics
+        self.settings = settings
+        self.clock = clock
+        self._counter = 0
+        self._last: _Last | None = None
+
+    async def run(self) -> None:
+        """Schedule until cancelled (the term ends) or a non-retriable error."""
+        period = self.settings.schedule_period
+        while True:
+            seq = await self.reader.seq()
+            if self._unchanged(seq):
+                self.metrics.skip()
+            else:
+                try:
+                    seq = await self.run_once()
+                except SessionOverrun as exc:
+                    self.metrics.overrun()
+                    log.error("%s", exc)  # noqa: TRY400 - an expected, reported condition, not a crash
+                    await asyncio.sleep(period)
+                    continue
+            await self.reader.wait_for_change(seq, within=period)
+
+    def _unchanged(self, seq: int) -> bool:
+        last = self._last
+        return (
+            last is not None
+            and last.applied_seq == seq
+            and not last.changed_state
+            and not last.time_dependent
+        )
+
+    async def run_once(self) -> int:
+        """One session: read, compute, publish, wait until applied; returns the seq it was applied at."""
+        epoch = self.leadership.epoch
+        session_id = session_id_for(self.settings.cluster, epoch, self._counter)
+        self._counter += 1
+        began = time.perf_counter()
+        state = await self.reader.state()
+        read_seconds = time.perf_counter() - began
+        now = self.clock()
+        with self.tracer.start_as_current_span(
+            "tephra.session",
+            attributes={
+                "tephra.session.id": session_id,
+                "tephra.cluster": self.settings.cluster,
+                "tephra.leader_epoch": epoch,
+                "tephra.session.input_seq": state.seq,
+            },
+        ) as span:
+            try:
+                computed = await self.runner.run(session_id, lambda: self._compute(state, session_id, now))
+            except SessionOverrun as exc:
+                span.record_exception(exc)
+                span.set_status(Status(StatusCode.ERROR, "session overran its budget"))
+                raise
+            emit_action_spans(self.tracer, computed.trace, time.time_ns())
+            placed = list(dict.fromkeys(d.job for d in computed.decisions if isinstance(d, BindDecision)))
+            for link in self.traces.links_for(placed):
+                span.add_link(link.context, link.attributes)
+            set_session_attributes(
+                span,
+                decisions=len(computed.decisions),
+                parts=len(computed.events) - 1,
+                pending_jobs=computed.pending_jobs,
+                jobs_placed=len(placed),
+                config_version=computed.config_version,
+                input_digest=computed.input_digest,
+            )
+            carrier: dict[str, str] = {}
+            propagate.inject(carrier)
+            published = time.perf_counter()
+            await self.publisher.publish(computed.events, carrier)
+            publish_seconds = time.perf_counter() - published
+
+        waited = time.perf_counter()
+        applied = await self._wait_applied(session_id)
+        apply_seconds = time.perf_counter() - waited
+        pipelines = sum(1 for d in computed.decisions if isinstance(d, PipelineDecision))
+        self._last = _Last(
+            applied_seq=applied.seq,
+            # Pipelines are recorded, not applied: they do not change what the next session sees.
+            changed_state=applied.accepted > pipelines,
+            time_dependent=computed.time_dependent,
+        )
+        timing = SessionTiming(
+            session_id=session_id,
+            cluster=self.settings.cluster,
+            leader_epoch=epoch,
+            input_seq=state.seq,
+            applied_seq=applied.seq,
+            decisions=len(computed.decisions),
+            accepted=applied.accepted,
+            pending_jobs=computed.pending_jobs,
+            pending_digest=computed.pending_digest,
+            read_seconds=read_seconds,
+            compute_seconds=computed.seconds,
+            publish_seconds=publish_seconds,
+            apply_seconds=apply_seconds,
+        )
+        await record_session(self.records, timing)
+        self.metrics.session(len(computed.decisions), timing.total_seconds)
+        log.debug(
+            "session %s (epoch %d) at seq %d: %d decisions, %d accepted, %d pending, %.3f s",
+            session_id,
+            epoch,
+            state.seq,
+            len(computed.decisions),
+            applied.accepted,
+            computed.pending_jobs,
+            timing.total_seconds,
+        )
+        return applied.seq
+
+    def _compute(self, state: ClusterState, session_id: str, now: datetime) -> _Computed:
+        """Runs in the worker thread: everything CPU-bound, nothing that touches the loop."""
+        began = time.perf_counter()
+        snapshot = build_snapshot(state)
+        config, config_version = config_in_force(state)
+        digest = snapshot_digest(snapshot)
+        result = run_session(snapshot, config, now, logic_flags=self.settings.logic_flags)
+        decisions = tuple(result.events())
+        pending = pending_jobs(result.pending)
+        pending_digest = digest_pending(pending)
+        header = SessionHeader(
+            session_id=session_id,
+            cluster=self.settings.cluster,
+            leader_epoch=self.leadership.epoch,
+            input_seq=state.seq,
+            config_version=config_version,
+            now=now,
+            input_digest=digest,
+            logic_flags=tuple(sorted(self.settings.logic_flags)),
+            pending=pending,
+            pending_digest=pending_digest,
+        )
+        events = session_events(
+            header, decisions, time=now, max_message_bytes=self.settings.max_message_bytes
+        )
+        return _Computed(
+            events=events,
+            decisions=decisions,
+            pending_jobs=len(pending),
+            pending_digest=pending_digest,
+            input_digest=digest,
+            config_version=config_version,
+            time_dependent=not TIME_DEPENDENT_PLUGINS.isdisjoint(config.plugin_names()),
+            trace=result.trace,
+            seconds=time.perf_counter() - began,
+        )
+
+    async def _wait_applied(self, session_id: str) -> AppliedSession:
+        """Read-your-writes; past the timeout, report the stall and keep waiting (never schedule stale)."""
+        timeout = self.settings.apply_timeout
+        applied = await self.reader.wait_for_session(session_id, timeout)
+        if applied is not None:
+            return applied
+        stalled = ProjectionStalled(session_id, timeout)
+        self.metrics.stall()
+        log.error("%s", stalled)
+        waited = timeout
+        while applied is None:
+            applied = await self.reader.wait_for_session(session_id, timeout)
+            waited += timeout
+            if applied is None:
+                log.error("%s", ProjectionStalled(session_id, waited))
+        log.warning("the projection applied session %s after %.0f s; scheduling resumes", session_id, waited)
+        return applied

@@ -1,0 +1,178 @@
+"""The composition root of the scheduler service: :func:`run_scheduler`.
+
+One :class:`asyncio.TaskGroup` owns the long-lived tasks:
+
+* following the intents topic for submission trace contexts;
+* leading: campaign for the cluster's lock, then run *terms*.  A term is one
+  leadership: its own connections, producer and session loop, supervised
+  together with the watch on the lock connection.  When the lock connection
+  fails, or the broker or database fails under the loop, the term ends, its
+  resources are closed and the process campaigns again (a new term has a new
+  epoch).  A bug (any other exception) ends the group and the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import asyncpg
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+from opentelemetry import trace
+from opentelemetry.trace import Tracer
+
+from events.models import DEFAULT_CLUSTER
+from events.topics import Topics
+from scheduler.service.errors import LeadershipLost
+from scheduler.service.leader import Leadership, campaign
+from scheduler.service.loop import LoopSettings, SessionLoop
+from scheduler.service.projection import ProjectionReader
+from scheduler.service.publisher import DEFAULT_MAX_MESSAGE_BYTES, SessionPublisher
+from scheduler.service.runner import SessionRunner
+from scheduler.service.telemetry import SchedulerMetrics, SubmissionTraces
+
+__all__ = ["run_scheduler"]
+
+log = logging.getLogger("tephra.scheduler")
+
+#: Failures that end a term (the process stands for leadership again), not the process.
+_TERM_ENDING = (
+    LeadershipLost,
+    KafkaError,
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.OperatorInterventionError,
+)
+
+
+async def run_scheduler(
+    *,
+    kafka_bootstrap: str,
+    database_url: str,
+    topics: Topics | None = None,
+    cluster: str = DEFAULT_CLUSTER,
+    schedule_period: float = 1.0,
+    session_budget: float = 30.0,
+    apply_timeout: float = 30.0,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    holder: str | None = None,
+    tracer: Tracer | None = None,
+    metrics: SchedulerMetrics | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    on_leader: Callable[[int], None] | None = None,
+) -> None:
+    """Schedule the cluster while this process leads it; stand by while another does. Runs until cancelled."""
+    topics = topics or Topics()
+    holder = holder or f"{socket.gethostname()}:{os.getpid()}"
+    settings = LoopSettings(
+        cluster=cluster,
+        schedule_period=schedule_period,
+        session_budget=session_budget,
+        apply_timeout=apply_timeout,
+        max_message_bytes=max_message_bytes,
+    )
+    service = _Service(
+        bootstrap=kafka_bootstrap,
+        dsn=database_url,
+        topics=topics,
+        holder=holder,
+        settings=settings,
+        traces=SubmissionTraces(),
+        tracer=tracer or trace.get_tracer("tephra.scheduler"),
+        metrics=metrics or SchedulerMetrics(),
+        clock=clock,
+        on_leader=on_leader,
+    )
+    async with asyncio.TaskGroup() as group:
+        group.create_task(service.follow_submissions(), name="submission-traces")
+        group.create_task(service.lead(), name="leader")
+
+
+@dataclass(frozen=True, slots=True)
+class _Service:
+    bootstrap: str
+    dsn: str
+    topics: Topics
+    holder: str
+    settings: LoopSettings
+    traces: SubmissionTraces
+    tracer: Tracer
+    metrics: SchedulerMetrics
+    clock: Callable[[], datetime]
+    on_leader: Callable[[int], None] | None
+
+    async def follow_submissions(self) -> None:
+        backoff = 0.5
+        while True:
+            try:
+                await self.traces.follow(self.bootstrap, self.topics.intents)
+            except (KafkaError, OSError) as exc:
+                log.warning("reading submission trace contexts failed: %r; retrying in %.1f s", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+
+    async def lead(self) -> None:
+        backoff = 0.5
+        cluster = self.settings.cluster
+        while True:
+            try:
+                leadership = await campaign(self.dsn, cluster, self.holder)
+            except _TERM_ENDING as exc:
+                log.warning("cannot stand for leadership: %r; retrying in %.1f s", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+                continue
+            backoff = 0.5
+            if self.on_leader is not None:
+                self.on_leader(leadership.epoch)
+            try:
+                await self.term(leadership)
+            except* _TERM_ENDING as group:
+                for failure in group.exceptions:
+                    # Expected outages: the message says what failed; no traceback needed.
+                    log.error("leadership term %d of %s ended: %s", leadership.epoch, cluster, failure)  # noqa: TRY400
+                await asyncio.sleep(backoff)
+            finally:
+                await leadership.release()
+
+    async def term(self, leadership: Leadership) -> None:
+        """One leadership: its own producer and connections, the session loop and the lock watch."""
+        settings = self.settings
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap,
+            acks="all",
+            max_request_size=settings.max_message_bytes + 64 * 1024,
+        )
+        runner = SessionRunner(settings.session_budget)
+        reader = await ProjectionReader.connect(self.dsn)
+        records = await asyncpg.connect(self.dsn)
+        try:
+            await producer.start()
+            loop = SessionLoop(
+                leadership=leadership,
+                reader=reader,
+                records=records,
+                publisher=SessionPublisher(producer, self.topics),
+                runner=runner,
+                traces=self.traces,
+                tracer=self.tracer,
+                metrics=self.metrics,
+                settings=settings,
+                clock=self.clock,
+            )
+            async with asyncio.TaskGroup() as group:
+                group.create_task(leadership.watch(), name="leader-watch")
+                group.create_task(loop.run(), name="sessions")
+        finally:
+            runner.close()
+            await producer.stop()
+            await reader.close()
+            await records.close(timeout=2)

@@ -1,0 +1,94 @@
+"""What the scheduler reads from the projection: its seq, its state, and our own sessions.
+
+* :meth:`ProjectionReader.seq` — the seq the projection reflects (cheap: one row);
+* :meth:`ProjectionReader.state` — the whole folded state at one seq, read in
+  one REPEATABLE READ transaction (:func:`projector.projection.load_projection`);
+* :meth:`ProjectionReader.wait_for_session` — read-your-writes: the seq at
+  which the projector applied a session, and its accepted-decision count;
+* :meth:`ProjectionReader.wait_for_change` — wakes when the projector
+  NOTIFYs a new seq (it does after every batch), or after a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from projector.errors import WaitTimeoutError
+from projector.progress import projected_seq, wait_for_session
+from projector.projection import load_projection
+from projector.state import ClusterState
+from projector.writer import NOTIFY_CHANNEL
+
+__all__ = ["AppliedSession", "ProjectionReader"]
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedSession:
+    seq: int
+    accepted: int
+    voided: int
+
+
+class ProjectionReader:
+    """Two connections: one for queries, one that only LISTENs."""
+
+    def __init__(self, conn: asyncpg.Connection, listener: asyncpg.Connection) -> None:
+        self._conn = conn
+        self._listener = listener
+        self._changed = asyncio.Event()
+
+    @classmethod
+    async def connect(cls, dsn: str) -> ProjectionReader:
+        conn = await asyncpg.connect(dsn)
+        try:
+            listener = await asyncpg.connect(dsn)
+        except BaseException:
+            conn.terminate()
+            raise
+        reader = cls(conn, listener)
+        await listener.add_listener(NOTIFY_CHANNEL, reader._on_notify)
+        return reader
+
+    def _on_notify(self, *_: Any) -> None:
+        self._changed.set()
+
+    async def close(self) -> None:
+        for conn in (self._listener, self._conn):
+            with contextlib.suppress(OSError, asyncpg.InterfaceError, asyncpg.PostgresError, TimeoutError):
+                await conn.close(timeout=2)
+
+    async def seq(self) -> int:
+        return await projected_seq(self._conn)
+
+    async def state(self) -> ClusterState:
+        return await load_projection(self._conn)
+
+    async def wait_for_change(self, after_seq: int, within: float) -> int:
+        """The projection's seq once it is above ``after_seq``, or whatever it is after ``within`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while True:
+            self._changed.clear()
+            current = await self.seq()
+            left = deadline - loop.time()
+            if current > after_seq or left <= 0:
+                return current
+            with contextlib.suppress(TimeoutError):
+                # A notification missed between the query and here costs at most `left`.
+                await asyncio.wait_for(self._changed.wait(), timeout=left)
+
+    async def wait_for_session(self, session_id: str, within: float) -> AppliedSession | None:
+        """The session's record once applied; None if it was not applied ``within`` seconds."""
+        try:
+            await wait_for_session(self._conn, session_id, within, poll=0.05)
+        except WaitTimeoutError:
+            return None
+        row = await self._conn.fetchrow(
+            "SELECT seq, accepted, voided FROM sessions WHERE session_id = $1", session_id
+        )
+        return AppliedSession(seq=int(row["seq"]), accepted=int(row["accepted"]), voided=int(row["voided"]))
