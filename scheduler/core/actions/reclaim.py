@@ -127,8 +127,9 @@ class ReclaimAction:
             if ssn.job_pipelined(job):
                 ssn.step(StatementClosed(self.name, job.uid, "committed", len(stmt)))
                 stmt.commit()
+                # Only a committed visit comes back; a discarded one would retry forever.
+                if assigned:
+                    heap.push(job)
             else:
                 ssn.step(StatementClosed(self.name, job.uid, "discarded", len(stmt)))
                 stmt.discard()
-            if assigned:
-                heap.push(job)
