@@ -54,17 +54,14 @@ from typing import Annotated, Any, Final, TypeAlias
 from pydantic import Field, TypeAdapter
 
 from events.models import (
-    BindDecision,
     Decision,
     EnqueueDecision,
     Event,
-    EvictDecision,
     JobCancelled,
     JobRejected,
     JobSubmitted,
     NodeRemoved,
     NodeReported,
-    PipelineDecision,
     PriorityClassUpserted,
     QueueDeleted,
     QueueUpserted,
@@ -88,9 +85,9 @@ from projector.state import (
     TaskState,
     VoidedDecision,
     new_task,
-    occupy,
-    release,
+    place,
     task_id_of,
+    unplace,
 )
 
 __all__ = [
@@ -328,6 +325,7 @@ def _node_reported(state: ClusterState, seq: int, event: NodeReported) -> FoldOu
         ready=d.ready,
         created=event.time if previous is None else previous.created,
         used={} if previous is None else previous.used,
+        tasks=set() if previous is None else previous.tasks,
     )
     return FoldOutcome(touched=(("node", d.name),))
 
@@ -338,7 +336,7 @@ def _node_removed(state: ClusterState, seq: int, event: NodeRemoved) -> FoldOutc
         return _invalid("node-missing", f"cannot remove node {name!r}: it does not exist")
     touched: list[tuple[str, str]] = [("node", name)]
     affected: list[str] = []
-    for task in [t for t in state.tasks.values() if t.node == name and t.status in OCCUPYING]:
+    for task in [state.tasks[task_id] for task_id in sorted(state.nodes[name].tasks)]:
         touched.append(("task", task.id))
         if task.job not in affected:
             affected.append(task.job)
@@ -391,8 +389,8 @@ def _task_started(state: ClusterState, seq: int, event: TaskStarted) -> FoldOutc
     # The observation is the truth: the pod runs where the cluster says.
     if task.node != d.node:
         if task.status in OCCUPYING and task.node is not None:
-            release(state.nodes[task.node].used, task.resources)
-        occupy(node.used, task.resources)
+            unplace(state.nodes[task.node], task)
+        place(node, task)
         task.node = d.node
     if task.status != "Releasing":
         task.status = "Running"
@@ -422,7 +420,7 @@ def _task_finished(state: ClusterState, seq: int, event: TaskFinished) -> FoldOu
     else:
         # A Pending task that finished overtook its binding: the cluster's word wins.
         if occupying and task.node is not None:
-            release(state.nodes[task.node].used, task.resources)
+            unplace(state.nodes[task.node], task)
         task.status = "Succeeded" if d.outcome == "succeeded" else "Failed"
     if _refresh_phase(state, job):
         touched.append(("job", job.id))
@@ -449,7 +447,7 @@ def _replay_early(state: ClusterState, seq: int, job_id: str, touched: list[tupl
 def _reset_or_drop(state: ClusterState, task: TaskState) -> None:
     """A pod that is gone from its node: recreated Pending, unless its job is over."""
     if task.node is not None:
-        release(state.nodes[task.node].used, task.resources)
+        unplace(state.nodes[task.node], task)
     job = state.jobs[task.job]
     if job.phase in TERMINAL_JOB_PHASES:
         del state.tasks[task.id]
@@ -575,28 +573,28 @@ def _decide(state: ClusterState, decision: Decision, touched: list[tuple[str, st
         return "job-cancelled"
     if job.phase in TERMINAL_JOB_PHASES:
         return "job-finished"
-    if isinstance(decision, EnqueueDecision):
+    kind = decision.kind
+    if kind == "enqueue":
         if job.phase != "Pending":
             return "job-not-pending"
         job.phase = "Inqueue"
         touched.append(("job", job.id))
         return None
-    if isinstance(decision, PipelineDecision):
+    if kind == "pipeline":
         return None
-    task = state.tasks.get(decision.task)
+    task = state.tasks.get(decision.task)  # type: ignore[union-attr]  # bind and evict name a task
     if task is None or task.job != job.id:
         return "task-missing"
-    if isinstance(decision, BindDecision):
-        return _bind(state, task, decision.node, touched)
-    if isinstance(decision, EvictDecision):
-        if task.status not in ("Bound", "Running"):
-            return "task-not-running"
-        if task.node != decision.node:
-            return "task-not-on-node"
-        task.status = "Releasing"
-        touched.append(("task", task.id))
-        return None
-    raise TypeError(f"unknown decision {decision!r}")  # pragma: no cover - the union is closed
+    if kind == "bind":
+        return _bind(state, task, decision.node, touched)  # type: ignore[union-attr]
+    # evict
+    if task.status not in ("Bound", "Running"):
+        return "task-not-running"
+    if task.node != decision.node:  # type: ignore[union-attr]
+        return "task-not-on-node"
+    task.status = "Releasing"
+    touched.append(("task", task.id))
+    return None
 
 
 def _bind(state: ClusterState, task: TaskState, node_name: str, touched: list[tuple[str, str]]) -> str | None:
@@ -607,7 +605,7 @@ def _bind(state: ClusterState, task: TaskState, node_name: str, touched: list[tu
         return "node-missing"
     if not _fits(node, task.resources):
         return "insufficient-resources"
-    occupy(node.used, task.resources)
+    place(node, task)
     task.status = "Bound"
     task.node = node_name
     touched.append(("task", task.id))

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Final
@@ -94,6 +95,8 @@ class ProjectorMetrics:
     reconnects: int = 0
     last_seq: int = 0
     last_batch_seconds: float = 0.0
+    #: The newest batch latencies (decode, fold, dead-letter, commit), seconds.
+    batch_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=10_000))
 
 
 async def run_projector(
@@ -281,6 +284,7 @@ class _Run:
             metrics.other_cluster_skipped += plan.foreign
             metrics.last_seq = plan.last_seq
             metrics.last_batch_seconds = time.perf_counter() - began
+            metrics.batch_seconds.append(metrics.last_batch_seconds)
             for rejection in plan.rejections:
                 log.warning(
                     "rejected %s[%d]@%d: %s: %s",
@@ -288,7 +292,8 @@ class _Run:
                 )  # fmt: skip
             if time.monotonic() - last_report >= self.config.metrics_every_s:
                 last_report = time.monotonic()
-                log.info("projector metrics %s", asdict(metrics))
+                summary = {k: v for k, v in asdict(metrics).items() if k != "batch_seconds"}
+                log.info("projector metrics %s", summary)
 
     async def _dead_letter(self, producer: AIOKafkaProducer, rejections: Sequence[Rejection]) -> None:
         topic = self.config.topics.rejected

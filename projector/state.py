@@ -115,6 +115,8 @@ class NodeState:
     #: Derived: the sum of the requests (plus one ``pods`` each) of the tasks
     #: that occupy this node; zero entries are dropped.
     used: dict[str, int] = field(default_factory=dict)
+    #: Derived: the ids of the tasks that occupy this node (never iterated unsorted).
+    tasks: set[str] = field(default_factory=set)
 
     def free(self, resource: str) -> int:
         return self.allocatable.get(resource, 0) - self.used.get(resource, 0)
@@ -313,7 +315,7 @@ def assemble(
         state.tasks[task_id] = task
         job.tasks.append(task_id)
         if status in OCCUPYING and node is not None:
-            occupy(state.nodes[node].used, task.resources)
+            place(state.nodes[node], task)
     return state
 
 
@@ -334,6 +336,18 @@ def new_task(job: JobState, spec: TaskSpec, index: int, task_id: str) -> TaskSta
         required_node_affinity=tuple(spec.required_node_affinity),
         preemption_policy=spec.preemption_policy,
     )
+
+
+def place(node: NodeState, task: TaskState) -> None:
+    """``task`` now occupies ``node``."""
+    occupy(node.used, task.resources)
+    node.tasks.add(task.id)
+
+
+def unplace(node: NodeState, task: TaskState) -> None:
+    """``task`` no longer occupies ``node``."""
+    release(node.used, task.resources)
+    node.tasks.discard(task.id)
 
 
 def occupy(used: dict[str, int], resources: dict[str, int]) -> None:

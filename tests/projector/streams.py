@@ -108,6 +108,7 @@ class StreamBuilder:
         self.by_phase: dict[str, _Pool] = {}
         self._status_of: dict[str, str] = {}
         self._phase_of: dict[str, str] = {}
+        self.node_pool = _Pool()
 
     # ------------------------------------------------------------------ helpers
 
@@ -126,6 +127,11 @@ class StreamBuilder:
             if kind == "task":
                 task = self.shadow.tasks.get(key)
                 self._move(self.by_status, self._status_of, key, None if task is None else task.status)
+            elif kind == "node":
+                if key in self.shadow.nodes:
+                    self.node_pool.add(key)
+                else:
+                    self.node_pool.discard(key)
             elif kind in ("job", "new_job"):
                 job = self.shadow.jobs.get(key)
                 self._move(self.by_phase, self._phase_of, key, None if job is None else job.phase)
@@ -240,7 +246,7 @@ class StreamBuilder:
                     data=JobCancelledData(job_id=job.id, reason="test"),
                 )
         if roll < 0.93 and len(state.nodes) > 2:
-            name = rng.choice(sorted(state.nodes))
+            name = self.node_pool.choice(rng)
             return NodeRemoved(**self._envelope(), data=NodeRemovedData(name=name))  # type: ignore[arg-type]
         if roll < 0.97:
             return self._node()
@@ -291,15 +297,15 @@ class StreamBuilder:
         waiting = self.by_phase.get("Pending")
         for job_id in [] if waiting is None else waiting.sample(rng, rng.randint(0, 6)):
             decisions.append(EnqueueDecision(job=job_id))
-        nodes = sorted(state.nodes)
+        nodes = self.node_pool
         pool = self.by_status.get("Pending")
         pending = [] if pool is None else [state.tasks[t] for t in pool.sample(rng, rng.randint(0, 12))]
         for task in pending:
             if nodes:
-                decisions.append(BindDecision(task=task.id, job=task.job, node=rng.choice(nodes)))
+                decisions.append(BindDecision(task=task.id, job=task.job, node=self._node_for(task.resources)))
         if pending and nodes and rng.random() < 0.2:
             task = pending[0]
-            decisions.append(PipelineDecision(task=task.id, job=task.job, node=rng.choice(nodes)))
+            decisions.append(PipelineDecision(task=task.id, job=task.job, node=nodes.choice(rng)))
         victim_id = self._pick("Bound", "Running") if pending and rng.random() < 0.15 else None
         if victim_id is not None:
             victim = state.tasks[victim_id]
@@ -348,6 +354,15 @@ class StreamBuilder:
                 pending=[PendingJob(job=t.job, reasons=[PendingReason(code="x", message="y")]) for t in pending[:2]],
             ),
         )
+
+    def _node_for(self, resources: dict[str, int]) -> str:
+        """A node the task fits on, as a scheduler would pick; sometimes one it does not."""
+        for _ in range(4):
+            name = self.node_pool.choice(self.rng)
+            node = self.shadow.nodes[name]
+            if node.free("pods") >= 1 and all(node.free(r) >= n for r, n in resources.items()):
+                return name
+        return name
 
     def _invalid(self) -> Event:
         rng = self.rng
