@@ -14,7 +14,8 @@
         ├── InputDiverged            [REPLAY-INPUT-DIVERGED] the fold rebuilt another input
         ├── ConfigDiverged           [REPLAY-CONFIG-DIVERGED] the config in force is not the recorded one
         ├── UnknownLogicFlag         [REPLAY-UNKNOWN-FLAG] recorded by a core newer than this one
-        └── DecisionsDiverged        [REPLAY-DIVERGED] the re-run decided differently
+        ├── DecisionsDiverged        [REPLAY-DIVERGED] the re-run decided differently
+        └── ReasonsDiverged          [REPLAY-REASONS-DIVERGED] same decisions, other pending reasons
 
 A :class:`Divergence` of the input kind points at the projector (fold or
 snapshot building changed); :class:`DecisionsDiverged` points at the session
@@ -36,6 +37,7 @@ __all__ = [
     "InputDiverged",
     "NotFound",
     "PartsMissing",
+    "ReasonsDiverged",
     "ReplayError",
     "UnknownJob",
     "UnknownLogicFlag",
@@ -186,6 +188,22 @@ class DecisionsDiverged(Divergence):
         super().__init__(
             f"session {session_id} (seq {seq}) decision {position} ({kind}): "
             f"expected {expected or 'nothing'}, got {actual or 'nothing'}",
+            seq=seq,
+            session_id=session_id,
+        )
+
+
+class ReasonsDiverged(Divergence):
+    """The decisions re-derive but a job's recorded pending reasons do not (codes or messages)."""
+
+    code = "REPLAY-REASONS-DIVERGED"
+
+    def __init__(self, session_id: str, seq: int, *, job: str, expected: str, actual: str) -> None:
+        self.job = job
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"session {session_id} (seq {seq}) pending reasons of {job}: expected {expected}, got {actual}",
             seq=seq,
             session_id=session_id,
         )

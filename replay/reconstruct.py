@@ -23,7 +23,7 @@ from replay.errors import Divergence
 from scheduler.core.config import SchedulerConfig
 from scheduler.core.snapshot import ClusterSnapshot
 
-__all__ = ["FoldRejected", "SessionInput", "capture", "session_inputs", "state_at"]
+__all__ = ["FoldRejected", "Reconstruction", "SessionInput", "capture", "session_inputs", "state_at"]
 
 
 class FoldRejected(Divergence):
@@ -80,6 +80,43 @@ def state_at(events: Iterable[ArchivedEvent], seq: int, *, state: ClusterState |
     return current
 
 
+class Reconstruction:
+    """Incremental :func:`session_inputs`: feed archived events one by one (sync or async readers).
+
+    ``feed`` folds one event and returns the inputs it completed (every
+    requested seq below the event's seq); ``finish`` returns the rest once
+    the events run out.  ``state`` is the live folded state (mutated in place).
+    """
+
+    def __init__(self, seqs: Iterable[int], *, state: ClusterState | None = None) -> None:
+        self.state = ClusterState() if state is None else state
+        self._wanted = sorted(set(seqs))
+        self._position = 0
+        if self._wanted and self._wanted[0] < self.state.seq:
+            raise ValueError(f"cannot rebuild seq {self._wanted[0]} from a state at seq {self.state.seq}")
+
+    @property
+    def done(self) -> bool:
+        """Every requested input was captured."""
+        return self._position == len(self._wanted)
+
+    def _capture_below(self, seq: int | None) -> list[SessionInput]:
+        captured = []
+        while self._position < len(self._wanted) and (seq is None or self._wanted[self._position] < seq):
+            captured.append(capture(self.state, self._wanted[self._position]))
+            self._position += 1
+        return captured
+
+    def feed(self, archived: ArchivedEvent) -> list[SessionInput]:
+        # The state after every event up to seq S is the input at S, however sparse the seqs are.
+        captured = self._capture_below(archived.seq)
+        _fold_one(self.state, archived)
+        return captured
+
+    def finish(self) -> list[SessionInput]:
+        return self._capture_below(None)
+
+
 def session_inputs(
     events: Iterable[ArchivedEvent],
     seqs: Iterable[int],
@@ -92,28 +129,17 @@ def session_inputs(
     ``state`` is where folding starts (a loaded snapshot; an empty state by
     default): ``events`` must be the ones after ``state.seq``.  A seq below
     ``state.seq`` cannot be rebuilt from this start and raises ValueError.
-    ``on_event`` sees every event after it was folded (progress bars,
-    collecting the sessions on the way).
+    ``on_event`` sees every event after it was folded (progress bars); without
+    it, folding stops as soon as the last requested input is captured.
 
     Raises:
         FoldRejected: an archived event the fold refuses.
     """
-    current = ClusterState() if state is None else state
-    wanted = sorted(set(seqs))
-    if wanted and wanted[0] < current.seq:
-        raise ValueError(f"cannot rebuild seq {wanted[0]} from a state at seq {current.seq}")
-    position = 0
+    rebuild = Reconstruction(seqs, state=state)
     for archived in events:
-        # The state after every event up to seq S is the input at S, however
-        # sparse the seqs are.
-        while position < len(wanted) and wanted[position] < archived.seq:
-            yield capture(current, wanted[position])
-            position += 1
-        _fold_one(current, archived)
+        yield from rebuild.feed(archived)
         if on_event is not None:
             on_event(archived)
-        if position == len(wanted) and on_event is None:
+        elif rebuild.done:
             return
-    while position < len(wanted):
-        yield capture(current, wanted[position])
-        position += 1
+    yield from rebuild.finish()

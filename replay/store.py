@@ -22,9 +22,12 @@ import asyncpg
 from events.models import SessionCommitted, SessionPart
 from events.serde import EventDecodeError, decode
 from projector.archive import GENESIS_HASH, canonical_envelope, format_time
+from projector.errors import ArchiveFoldMismatchError
+from projector.reconstruct import state_at as projector_state_at
 from projector.state import ClusterState
 from replay.archive import ArchivedEvent
 from replay.errors import ArchiveError, ArchiveUnavailable, UnknownSession
+from replay.reconstruct import FoldRejected
 
 __all__ = ["ArchiveReader", "open_archive"]
 
@@ -177,13 +180,16 @@ class ArchiveReader:
         )
         return None if text is None else ClusterState.from_jsonable(json.loads(text))
 
-    async def events_after(
-        self, state: ClusterState | None, last: int
-    ) -> tuple[ClusterState, list[ArchivedEvent]]:
-        """A start state (a snapshot or empty) and the events after it up to ``last``."""
-        start = state if state is not None else ClusterState()
-        tail = [row async for row in self.rows(start.seq + 1, last)]
-        return start, tail
+    async def state_at(self, seq: int) -> ClusterState:
+        """The folded state right after ``seq``: the projector's own reconstruction (snapshot + tail).
+
+        Raises:
+            FoldRejected: an archived event the fold refuses.
+        """
+        try:
+            return await projector_state_at(self._conn, seq)
+        except ArchiveFoldMismatchError as exc:
+            raise FoldRejected(exc.seq, f"{exc.reason}: {exc.detail}") from None
 
 
 @asynccontextmanager

@@ -10,7 +10,10 @@ replayer):
 3. the recorded logic flags are all known to this core (``[REPLAY-UNKNOWN-FLAG]``);
 4. re-run the session with the recorded config, ``now`` and logic flags and
    compare the decisions pairwise, in order: kind first (order), then every
-   field (identity) — ``[REPLAY-DIVERGED]`` at the first differing position.
+   field (identity) — ``[REPLAY-DIVERGED]`` at the first differing position;
+5. with the decisions equal, the recorded pending reasons of every job (code
+   and message, in rank order) — ``[REPLAY-REASONS-DIVERGED]``: what
+   ``replay explain`` shows must be what the live scheduler recorded.
 
 Fail-fast by default; ``keep_going`` collects every divergence instead.
 Nothing here reads a clock or the environment; telemetry is not compared.
@@ -31,6 +34,7 @@ from replay.errors import (
     DecisionsDiverged,
     Divergence,
     InputDiverged,
+    ReasonsDiverged,
     UnknownLogicFlag,
 )
 from replay.reconstruct import SessionInput, session_inputs
@@ -40,9 +44,31 @@ __all__ = [
     "VerifyReport",
     "check_session",
     "compare_decisions",
+    "compare_pending",
     "verify_events",
     "verify_sessions",
 ]
+
+
+def _reasons_text(reasons: Sequence[tuple[str, str]]) -> str:
+    return "; ".join(f"{code}: {message}" for code, message in reasons) or "none"
+
+
+def compare_pending(session: RecordedSession, result: engine.SessionResult) -> ReasonsDiverged | None:
+    """The first job whose recorded pending reasons (code and message, in rank order) differ."""
+    recorded = {p.job: [(r.code, r.message) for r in p.reasons] for p in session.data.pending}
+    rerun = {job: [(r.code, r.message) for r in reasons] for job, reasons in result.pending.items()}
+    for job in sorted(set(recorded) | set(rerun)):
+        want, got = recorded.get(job, []), rerun.get(job, [])
+        if want != got:
+            return ReasonsDiverged(
+                session.session_id,
+                session.seq,
+                job=job,
+                expected=_reasons_text(want) if job in recorded else "not pending",
+                actual=_reasons_text(got) if job in rerun else "not pending",
+            )
+    return None
 
 
 def compare_decisions(session: RecordedSession, actual: Sequence[Decision]) -> DecisionsDiverged | None:
@@ -108,9 +134,10 @@ def check_session(session: RecordedSession, session_input: SessionInput) -> Sess
             session, session_input, UnknownLogicFlag(session.session_id, session.seq, unknown)
         )
     result = engine.run(session_input.snapshot, session_input.config, data.now, data.logic_flags)
-    return SessionCheck(
-        session, session_input, compare_decisions(session, engine.decisions_of(result)), result
-    )
+    divergence: Divergence | None = compare_decisions(session, engine.decisions_of(result))
+    if divergence is None:
+        divergence = compare_pending(session, result)
+    return SessionCheck(session, session_input, divergence, result)
 
 
 def verify_sessions(

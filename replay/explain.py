@@ -1,0 +1,319 @@
+"""Why did this job stay Pending?  The timeline, the ranked reasons, the counterfactual.
+
+Pure: the caller loads the job's history (every archived event about it),
+rebuilds the chosen session's input and re-runs it; this module turns that
+into an :class:`Explanation` with a stable JSON form.
+
+* The **timeline** lists the submission, every session that considered the
+  job (it was pending in it, or a decision named it) with its verdict —
+  consecutive sessions with the same verdict are one entry, so a verdict
+  *change* is a new entry — and the task events (started, finished,
+  evicted), cancellation and rejection, each with seq, time and session id.
+* The **reasons** are the re-run's ranked reasons for the chosen session,
+  with their numbers (``detail``), checked against the recorded ones.
+* The **counterfactual** is :func:`replay.counterfactual.find_counterfactual`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from events.models import (
+    Decision,
+    JobCancelled,
+    JobRejected,
+    JobSubmitted,
+    PendingReason,
+    SessionCommitted,
+    SessionPart,
+    TaskFinished,
+    TaskStarted,
+)
+from replay.archive import ArchivedEvent, RecordedSession
+from replay.counterfactual import Counterfactual
+from replay.errors import UnknownJob
+from scheduler.core.session import SessionResult
+from scheduler.core.snapshot import ClusterSnapshot
+
+__all__ = [
+    "Explanation",
+    "SessionMention",
+    "TimelineEntry",
+    "choose_session",
+    "explain",
+    "mentions",
+    "timeline",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMention:
+    """A session as far as one job is concerned: its verdict for the job."""
+
+    seq: int
+    time: datetime
+    session_id: str
+    now: datetime
+    verdict: str
+    pending_codes: tuple[str, ...]
+    decisions: tuple[Decision, ...]
+    recorded_reasons: tuple[PendingReason, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineEntry:
+    kind: str  # submitted | sessions | task-started | task-finished | cancelled | rejected
+    seq: int
+    time: datetime
+    text: str
+    session_id: str | None = None
+    #: For ``sessions``: the last session of the run and how many there were.
+    last_seq: int | None = None
+    last_session_id: str | None = None
+    count: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "seq": self.seq,
+            "time": self.time.isoformat(),
+            "text": self.text,
+        }
+        if self.session_id is not None:
+            out["session"] = self.session_id
+        if self.kind == "sessions":
+            out["lastSeq"] = self.last_seq
+            out["lastSession"] = self.last_session_id
+            out["count"] = self.count
+        return out
+
+
+def _verdict(job: str, decisions: Sequence[Decision], codes: Sequence[str]) -> str:
+    parts: list[str] = []
+    counts: dict[str, int] = {}
+    for d in decisions:
+        if d.job == job:
+            key = f"{d.action}ed" if d.kind == "evict" else d.kind
+            counts[key] = counts.get(key, 0) + 1
+        elif d.kind == "evict" and d.preemptor_job == job:
+            counts[f"{d.action}ing"] = counts.get(f"{d.action}ing", 0) + 1
+    labels = {
+        "enqueue": "enqueued",
+        "bind": "{n} task(s) bound",
+        "pipeline": "{n} task(s) pipelined",
+        "preempted": "{n} task(s) preempted",
+        "reclaimed": "{n} task(s) reclaimed",
+        "preempting": "evicting {n} task(s) to make room (preempt)",
+        "reclaiming": "evicting {n} task(s) to make room (reclaim)",
+    }
+    for key in ("enqueue", "bind", "pipeline", "preempted", "reclaimed", "preempting", "reclaiming"):
+        if key in counts:
+            parts.append(labels[key].format(n=counts[key]))
+    if codes:
+        parts.append("pending: " + ", ".join(codes))
+    return "; ".join(parts) or "considered"
+
+
+def mentions(job: str, history: Iterable[ArchivedEvent]) -> list[SessionMention]:
+    """The sessions of ``history`` that considered ``job``, in seq order.
+
+    Split sessions are joined from whichever of their parts are in the
+    history (the parts that do not name the job do not matter to it).
+    """
+    parts: dict[str, list[Decision]] = {}
+    out: list[SessionMention] = []
+    for archived in history:
+        event = archived.event
+        if isinstance(event, SessionPart):
+            parts.setdefault(event.data.session_id, []).extend(event.data.decisions)
+            continue
+        if not isinstance(event, SessionCommitted):
+            continue
+        data = event.data
+        decisions = tuple(
+            d
+            for d in (*data.decisions, *parts.pop(data.session_id, []))
+            if d.job == job or (d.kind == "evict" and d.preemptor_job == job)
+        )
+        pending = next((p for p in data.pending if p.job == job), None)
+        codes = tuple(r.code for r in pending.reasons) if pending is not None else ()
+        if pending is None and not decisions:
+            continue
+        out.append(
+            SessionMention(
+                seq=archived.seq,
+                time=event.time,
+                session_id=data.session_id,
+                now=data.now,
+                verdict=_verdict(job, decisions, codes),
+                pending_codes=codes,
+                decisions=decisions,
+                recorded_reasons=tuple(pending.reasons) if pending is not None else (),
+            )
+        )
+    return out
+
+
+def timeline(job: str, history: Sequence[ArchivedEvent]) -> tuple[TimelineEntry, ...]:
+    """The job's life as the archive tells it (see the module docstring).
+
+    Raises:
+        UnknownJob: nothing in ``history`` is about the job.
+    """
+    entries: list[TimelineEntry] = []
+    sessions = {m.seq: m for m in mentions(job, history)}
+    for archived in history:
+        event = archived.event
+        seq = archived.seq
+        if isinstance(event, JobSubmitted) and event.data.job_id == job:
+            d = event.data
+            tasks = sum(t.replicas for t in d.tasks)
+            gang = f", minAvailable {d.min_available}" if d.min_available is not None else ""
+            text = f"submitted to queue {d.queue}: {tasks} task(s){gang}"
+            entries.append(TimelineEntry("submitted", seq, event.time, text))
+        elif seq in sessions:
+            m = sessions[seq]
+            last = entries[-1] if entries else None
+            if last is not None and last.kind == "sessions" and last.text == m.verdict:
+                entries[-1] = TimelineEntry(
+                    "sessions",
+                    last.seq,
+                    last.time,
+                    last.text,
+                    last.session_id,
+                    seq,
+                    m.session_id,
+                    last.count + 1,
+                )
+            else:
+                entries.append(
+                    TimelineEntry("sessions", seq, event.time, m.verdict, m.session_id, seq, m.session_id)
+                )
+        elif isinstance(event, TaskStarted) and event.data.job_id == job:
+            entries.append(
+                TimelineEntry(
+                    "task-started", seq, event.time, f"{event.data.task_id} started on {event.data.node}"
+                )
+            )
+        elif isinstance(event, TaskFinished) and event.data.job_id == job:
+            d = event.data
+            where = f" on {d.node}" if d.node else ""
+            why = f" ({d.reason})" if d.reason else ""
+            entries.append(
+                TimelineEntry("task-finished", seq, event.time, f"{d.task_id} {d.outcome}{where}{why}")
+            )
+        elif isinstance(event, JobCancelled) and event.data.job_id == job:
+            entries.append(
+                TimelineEntry(
+                    "cancelled", seq, event.time, f"cancelled: {event.data.reason or 'no reason given'}"
+                )
+            )
+        elif isinstance(event, JobRejected) and event.data.job_id == job:
+            entries.append(
+                TimelineEntry(
+                    "rejected", seq, event.time, f"rejected [{event.data.code}] {event.data.reason}"
+                )
+            )
+    if not entries:
+        raise UnknownJob(job)
+    return tuple(entries)
+
+
+def choose_session(
+    job: str, history: Sequence[ArchivedEvent], *, session_id: str | None = None, at: datetime | None = None
+) -> SessionMention | None:
+    """The session to explain: ``session_id``, else the latest at or before ``at``, else the latest.
+
+    None when no session considered the job (under those constraints).
+    """
+    found = mentions(job, history)
+    if session_id is not None:
+        return next((m for m in found if m.session_id == session_id), None)
+    if at is not None:
+        found = [m for m in found if m.now <= at]
+    return found[-1] if found else None
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    job: str
+    timeline: tuple[TimelineEntry, ...]
+    session: RecordedSession | None
+    facts: dict[str, Any] = field(default_factory=dict)
+    #: The re-run's ranked reasons: code, message, detail.
+    reasons: tuple[dict[str, Any], ...] = ()
+    #: True when the re-run's reasons (codes and messages) are the recorded ones.
+    reasons_rederived: bool = True
+    recorded_reasons: tuple[PendingReason, ...] = ()
+    verdict: str = ""
+    counterfactual: Counterfactual | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        session: dict[str, Any] | None = None
+        if self.session is not None:
+            s = self.session
+            session = {"id": s.session_id, "seq": s.seq, "inputSeq": s.input_seq, "now": s.now.isoformat()}
+        return {
+            "job": self.job,
+            "timeline": [e.to_json() for e in self.timeline],
+            "session": session,
+            "verdict": self.verdict,
+            "facts": self.facts,
+            "reasons": list(self.reasons),
+            "reasonsRederived": self.reasons_rederived,
+            "recordedReasons": [r.model_dump(mode="json") for r in self.recorded_reasons],
+            "counterfactual": None if self.counterfactual is None else self.counterfactual.to_json(),
+        }
+
+
+def job_facts(snapshot: ClusterSnapshot, job: str) -> dict[str, Any]:
+    """What the session saw of the job: queue, phase, gang size, tasks by status and their request."""
+    found = next((j for j in snapshot.jobs if j.uid == job), None)
+    if found is None:
+        return {}
+    statuses: dict[str, int] = {}
+    for t in found.tasks:
+        statuses[t.status.value] = statuses.get(t.status.value, 0) + 1
+    requests = sorted({tuple(sorted(t.request.items())) for t in found.tasks})
+    return {
+        "queue": found.queue,
+        "phase": found.phase.value,
+        "minAvailable": found.min_member,
+        "tasks": dict(sorted(statuses.items())),
+        "taskRequests": [dict(r) for r in requests],
+        "minResources": None if found.min_resources is None else dict(sorted(found.min_resources.items())),
+        "priorityClass": found.priority_class,
+    }
+
+
+def explain(
+    job: str,
+    history: Sequence[ArchivedEvent],
+    *,
+    mention: SessionMention | None,
+    session: RecordedSession | None,
+    snapshot: ClusterSnapshot | None,
+    result: SessionResult | None,
+    counterfactual: Counterfactual | None,
+) -> Explanation:
+    """Assemble the explanation of ``job`` for the chosen, re-run session."""
+    entries = timeline(job, history)
+    if session is None or snapshot is None or result is None:
+        return Explanation(job, entries, None, verdict="no session considered this job")
+    reasons = tuple(r.to_json() for r in result.pending.get(job, ()))
+    recorded = mention.recorded_reasons if mention is not None else ()
+    rederived = [(r["code"], r["message"]) for r in reasons] == [(r.code, r.message) for r in recorded]
+    return Explanation(
+        job=job,
+        timeline=entries,
+        session=session,
+        facts=job_facts(snapshot, job),
+        reasons=reasons,
+        reasons_rederived=rederived,
+        recorded_reasons=recorded,
+        verdict=mention.verdict if mention is not None else "not considered in this session",
+        counterfactual=counterfactual,
+    )

@@ -1,0 +1,300 @@
+"""The replay commands over a live archive: the reader feeds the pure library.
+
+Each function takes an open :class:`~replay.store.ArchiveReader` (one
+read-only snapshot of the archive) and returns library values; rendering is
+:mod:`replay.render`'s job.  Long passes report progress through an optional
+callback ``(done, total)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from events.models import SessionCommitted
+from projector.state import ClusterState
+from replay import engine
+from replay.archive import ArchivedEvent, RecordedSession, session_of
+from replay.audit import EvictionRow, audit_session
+from replay.chain import ChainChecker
+from replay.counterfactual import find_counterfactual
+from replay.errors import Divergence, UnknownJob, UnknownSession
+from replay.explain import Explanation, choose_session, explain
+from replay.reconstruct import Reconstruction, SessionInput, capture
+from replay.store import ArchiveReader
+from replay.verify import SessionCheck, VerifyReport, check_session
+
+__all__ = ["SessionView", "audit_preemptions", "explain_job", "show_session", "verify_archive"]
+
+Progress = Callable[[int, int], None]
+
+
+async def _recorded(reader: ArchiveReader, marker: ArchivedEvent) -> RecordedSession:
+    event = marker.event
+    assert isinstance(event, SessionCommitted)  # noqa: S101  (markers are SessionCommitted by query)
+    parts: dict[int, Any] = {}
+    if event.data.parts:
+        for part in await reader.session_parts(event.data.session_id):
+            parts[part.event.data.index] = tuple(part.event.data.decisions)  # type: ignore[union-attr]
+    return session_of(marker.seq, event, parts)
+
+
+async def _input_at(reader: ArchiveReader, seq: int) -> SessionInput:
+    return capture(await reader.state_at(seq), seq)
+
+
+# ---------------------------------------------------------------------------- explain
+
+
+async def explain_job(
+    reader: ArchiveReader,
+    job: str,
+    *,
+    session_id: str | None = None,
+    at: datetime | None = None,
+    counterfactual: bool = True,
+) -> Explanation:
+    """``replay explain``: the timeline, and the chosen session re-run with reasons and a counterfactual.
+
+    Raises:
+        UnknownJob: the archive has nothing about ``job`` (or nothing at ``--at``).
+        UnknownSession: ``session_id`` is not in the archive.
+    """
+    history = await reader.job_history(job)
+    if not history:
+        raise UnknownJob(job)
+    mention = choose_session(job, history, session_id=session_id, at=at)
+    if session_id is not None:
+        marker = await reader.session(session_id)
+    elif mention is not None:
+        marker = await reader.session(mention.session_id)
+    elif at is not None:
+        raise UnknownJob(job, f"(no session considered it at or before {at.isoformat()})")
+    else:
+        return explain(
+            job, history, mention=None, session=None, snapshot=None, result=None, counterfactual=None
+        )
+    session = await _recorded(reader, marker)
+    session_input = await _input_at(reader, session.input_seq)
+    data = session.data
+    result = engine.run(session_input.snapshot, session_input.config, data.now, data.logic_flags)
+    found = None
+    if counterfactual and job in result.pending:
+        found = find_counterfactual(
+            session_input.snapshot,
+            session_input.config,
+            data.now,
+            data.logic_flags,
+            job_id=job,
+            reasons=result.pending[job],
+        )
+    return explain(
+        job,
+        history,
+        mention=mention,
+        session=session,
+        snapshot=session_input.snapshot,
+        result=result,
+        counterfactual=found,
+    )
+
+
+# ---------------------------------------------------------------------------- session
+
+
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    """``replay session``: the reconstructed input, the recorded decisions, the re-run's trace."""
+
+    check: SessionCheck
+
+    def counts(self) -> dict[str, Any]:
+        snapshot = self.check.input.snapshot
+        tasks: dict[str, int] = {}
+        for job in snapshot.jobs:
+            for task in job.tasks:
+                tasks[task.status.value] = tasks.get(task.status.value, 0) + 1
+        return {
+            "nodes": len(snapshot.nodes),
+            "queues": len(snapshot.queues),
+            "priorityClasses": len(snapshot.priority_classes),
+            "jobs": len(snapshot.jobs),
+            "tasks": dict(sorted(tasks.items())),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        check = self.check
+        s = check.session
+        rederived = engine.decisions_of(check.result) if check.result is not None else ()
+        return {
+            "session": s.session_id,
+            "seq": s.seq,
+            "inputSeq": s.input_seq,
+            "now": s.now.isoformat(),
+            "leaderEpoch": s.data.leader_epoch,
+            "configVersion": s.data.config_version,
+            "logicFlags": list(s.data.logic_flags),
+            "inputDigest": s.data.input_digest,
+            "input": self.counts(),
+            "decisions": [
+                {
+                    "position": i,
+                    **d.model_dump(mode="json"),
+                    "rederived": i < len(rederived) and rederived[i] == d,
+                }
+                for i, d in enumerate(s.decisions)
+            ],
+            "pending": [p.model_dump(mode="json") for p in s.data.pending],
+            "verified": check.verified,
+            "divergence": None if check.divergence is None else str(check.divergence),
+            "trace": [] if check.result is None else check.result.trace_json(),
+        }
+
+
+async def show_session(reader: ArchiveReader, session_id: str) -> SessionView:
+    marker = await reader.session(session_id)
+    session = await _recorded(reader, marker)
+    return SessionView(check_session(session, await _input_at(reader, session.input_seq)))
+
+
+# ---------------------------------------------------------------------------- one pass over sessions
+
+
+async def _replay_sessions(
+    reader: ArchiveReader,
+    sessions: Sequence[RecordedSession],
+    *,
+    on_check: Callable[[SessionCheck, dict[int, str]], bool],
+    progress: Progress | None,
+) -> None:
+    """Rebuild every session's input in one fold pass and hand each re-derived session to ``on_check``.
+
+    ``on_check`` gets the check and the fold's voided decisions (position ->
+    reason) of that session; returning False stops the pass.  Starts from the
+    newest stored state at or before the first input seq.
+    """
+    if not sessions:
+        return
+    by_input: dict[int, list[RecordedSession]] = {}
+    for s in sessions:
+        by_input.setdefault(s.input_seq, []).append(s)
+    first_input = min(by_input)
+    last = max(s.seq for s in sessions)
+    start = await reader.snapshot_at_or_before(first_input)
+    rebuild = Reconstruction(by_input, state=start)
+    state: ClusterState = rebuild.state
+    inputs: dict[int, SessionInput] = {}
+    pending = {s.session_id: s for s in sessions}
+    total = last - state.seq
+    done = 0
+
+    def settle() -> bool:
+        # A session is checked once its input is rebuilt and its marker folded (for the voided list).
+        for sid, session in list(pending.items()):
+            record = state.sessions.get(sid)
+            if session.input_seq not in inputs or state.seq < session.seq or record is None:
+                continue
+            del pending[sid]
+            voided = {v.index: v.reason for v in record.voided}
+            if not on_check(check_session(session, inputs[session.input_seq]), voided):
+                return False
+        return True
+
+    async for row in reader.rows(state.seq + 1, last):
+        for captured in rebuild.feed(row):
+            inputs[captured.seq] = captured
+        done += 1
+        if progress is not None and (done % 1000 == 0 or done == total):
+            progress(done, total)
+        if isinstance(row.event, SessionCommitted) and row.event.data.session_id in pending and not settle():
+            return
+    for captured in rebuild.finish():
+        inputs[captured.seq] = captured
+    settle()
+
+
+# ---------------------------------------------------------------------------- verify
+
+
+async def verify_archive(
+    reader: ArchiveReader,
+    *,
+    first: int = 1,
+    last: int | None = None,
+    keep_going: bool = False,
+    progress: Progress | None = None,
+) -> VerifyReport:
+    """``replay verify``: the chain over [first, last], then every session recorded in that range."""
+    upper = await reader.last_seq() if last is None else min(last, await reader.last_seq())
+    divergences: list[Divergence] = []
+    checker = ChainChecker(anchor=await reader.hash_before(first))
+    events = 0
+    try:
+        async for row in reader.rows(first, upper):
+            checker.feed(row)
+            events += 1
+            if progress is not None and events % 1000 == 0:
+                progress(events, max(upper - first + 1, 1))
+    except Divergence as exc:
+        divergences.append(exc)
+        if not keep_going:
+            return VerifyReport(events, 0, tuple(divergences))
+    sessions = [await _recorded(reader, m) for m in await reader.session_markers(first, upper)]
+    checked = 0
+
+    def on_check(check: SessionCheck, voided: dict[int, str]) -> bool:
+        nonlocal checked
+        del voided
+        checked += 1
+        if check.divergence is not None:
+            divergences.append(check.divergence)
+            return keep_going
+        return True
+
+    try:
+        await _replay_sessions(reader, sessions, on_check=on_check, progress=progress)
+    except Divergence as exc:  # the fold refused an archived event
+        divergences.append(exc)
+    divergences.sort(key=lambda d: d.seq)
+    return VerifyReport(events, checked, tuple(divergences))
+
+
+# ---------------------------------------------------------------------------- audit
+
+
+async def audit_preemptions(
+    reader: ArchiveReader,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    queue: str | None = None,
+    job: str | None = None,
+    progress: Progress | None = None,
+) -> list[EvictionRow]:
+    """``replay audit preemptions``: every eviction in the archive, re-derived, filtered."""
+    sessions = []
+    for marker in await reader.session_markers():
+        session = await _recorded(reader, marker)
+        if since is not None and session.now < since:
+            continue
+        if until is not None and session.now > until:
+            continue
+        if any(d.kind == "evict" for d in session.decisions):
+            sessions.append(session)
+    rows: list[EvictionRow] = []
+
+    def on_check(check: SessionCheck, voided: dict[int, str]) -> bool:
+        rederived = engine.decisions_of(check.result) if check.result is not None else None
+        rows.extend(audit_session(check.session, check.input.snapshot, check.input.config, rederived, voided))
+        return True
+
+    await _replay_sessions(reader, sessions, on_check=on_check, progress=progress)
+    rows.sort(key=lambda r: (r.seq, r.position))
+    return [
+        r
+        for r in rows
+        if (queue is None or queue in (r.victim_queue, r.preemptor_queue))
+        and (job is None or job in (r.victim_job, r.preemptor_job))
+    ]
