@@ -34,6 +34,7 @@ from api.stack import SERVICES, embedded_stack, run_services, run_until_signalle
 from api.submit import produce_manifests
 from api.views import fetch_items, render
 from events.quantity import format_quantity
+from projector.migrate import apply_migrations
 
 __all__ = ["DemoError", "demo_command", "run_demo"]
 
@@ -200,6 +201,8 @@ async def run_demo(settings: TephraSettings, endpoints: Endpoints, out: TextIO) 
     services = asyncio.create_task(run_services(settings, endpoints, tuple(SERVICES)), name="services")
     con = await asyncpg.connect(endpoints.database_url)
     try:
+        # run_services migrates too; doing it here first lets the demo's queries run from the start.
+        await apply_migrations(con)
         quiet = 2 * settings.schedule_period + settings.sim_bind_delay + settings.sim_evict_delay + 1.0
         for stage, file, text in STAGES:
             manifests = parse_manifests([(file, text)], cluster=endpoints.cluster, now=datetime.now(UTC),

@@ -126,13 +126,15 @@ ServiceFactory = Callable[[TephraSettings, Endpoints], Coroutine[Any, Any, None]
 
 
 async def _projector_service(settings: TephraSettings, endpoints: Endpoints) -> None:
-    from projector.service import run_projector  # noqa: PLC0415 - the service is composed here, once
+    from projector.service import ProjectorConfig, run_projector  # noqa: PLC0415 - composed here, once
 
     await run_projector(
-        kafka_bootstrap=endpoints.kafka_bootstrap,
-        database_url=endpoints.database_url,
-        topics=endpoints.topics,
-        cluster=endpoints.cluster,
+        ProjectorConfig(
+            bootstrap=endpoints.kafka_bootstrap,
+            dsn=endpoints.database_url,
+            topics=endpoints.topics,
+            cluster=endpoints.cluster,
+        )
     )
 
 
@@ -162,6 +164,20 @@ async def _sim_service(settings: TephraSettings, endpoints: Endpoints) -> None:
     )
 
 
+async def _migrate(database_url: str) -> None:
+    import asyncpg  # noqa: PLC0415 - keep `tephra --help` light
+
+    from projector.migrate import apply_migrations  # noqa: PLC0415
+
+    con = await asyncpg.connect(database_url)
+    try:
+        applied = await apply_migrations(con)
+    finally:
+        await con.close()
+    if applied:
+        log.info("database migrated to version %d", applied[-1])
+
+
 SERVICES: dict[str, ServiceFactory] = {
     "projector": _projector_service,
     "scheduler": _scheduler_service,
@@ -170,7 +186,12 @@ SERVICES: dict[str, ServiceFactory] = {
 
 
 async def run_services(settings: TephraSettings, endpoints: Endpoints, names: tuple[str, ...]) -> None:
-    """Run the named services until one fails or the caller cancels."""
+    """Run the named services until one fails or the caller cancels.
+
+    The schema is brought up to date first (idempotent, under the migrations'
+    own lock), so no service starts against a database without its tables.
+    """
+    await _migrate(endpoints.database_url)
     async with asyncio.TaskGroup() as group:
         for name in names:
             group.create_task(SERVICES[name](settings, endpoints), name=name)
@@ -197,12 +218,19 @@ def run_until_signalled(main: Callable[[], Awaitable[None]]) -> int:
 
     try:
         return asyncio.run(guarded())
-    except* Exception as group:  # noqa: BLE001 - the process edge reports every failure
-        # The edge of the process: show what failed, exit non-zero so a supervisor restarts us.
-        for exc in group.exceptions:
+    except Exception as failure:  # noqa: BLE001 - the process edge reports every failure
+        # Show what failed and exit non-zero, so a supervisor restarts us.
+        for exc in _leaves(failure):
             traceback.print_exception(exc, file=sys.stderr)
             print(f"error: a service failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The individual failures inside (nested) exception groups, as a TaskGroup raises them."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
 
 
 # --------------------------------------------------------------------------- commands
