@@ -431,11 +431,27 @@ def _ceil(value: float) -> int:
     return max(1, whole + (1 if value > whole else 0))
 
 
+def _limit_shortfall(snapshot: ClusterSnapshot, job: Job, limits: Mapping[str, int]) -> dict[str, int]:
+    """Per limited resource: the queue's allocation plus the job's gang need, minus the limit."""
+    allocated: dict[str, int] = {}
+    for other in snapshot.jobs:
+        if other.queue != job.queue:
+            continue
+        for task in other.tasks:
+            if task.status in _PLACED:
+                for r, a in task.request.items():
+                    allocated[r] = allocated.get(r, 0) + a
+    need = _job_request(job)
+    return {r: max(1, allocated.get(r, 0) + need[r] - limits[r]) for r in sorted(need) if r in limits}
+
+
 def _job_request(job: Job) -> dict[str, int]:
+    """What the job still needs to reach its gang minimum (minResources when it has them)."""
     if job.min_resources:
         return {r: a for r, a in job.min_resources.items() if a > 0 and r != PODS}
+    missing = max(job.min_member - sum(1 for t in job.tasks if t.status in _PLACED), 1)
     total: dict[str, int] = {}
-    for task in _pending_tasks(job):
+    for task in _pending_tasks(job)[:missing]:
         for r, a in task.request.items():
             if r != PODS:
                 total[r] = total.get(r, 0) + a
@@ -467,15 +483,23 @@ def _queue_levers(snapshot: ClusterSnapshot, job: Job, reasons: Sequence[Any]) -
                 ),
             )
         )
-    short = _shortfall(reasons, queue.name) or _job_request(job)
-    # The knob multiplies the reported shortfall; 64x is far past any real need.
+    reported = _shortfall(reasons, queue.name)
+    # The knob multiplies the shortfall (reported by the reasons, else computed
+    # from the queue's usage); 64x is far past any real need.
     for kind, field_name in (("queue-capability", "capability"), ("queue-deserved", "deserved")):
         limits: Mapping[str, int] = getattr(queue, field_name)
+        short = reported or _limit_shortfall(snapshot, job, limits)
         dims = sorted(r for r in short if r in limits)
         if not dims:
             continue
 
-        def make(m: int, dims: list[str] = dims, kind: str = kind, field_name: str = field_name) -> Change:
+        def make(
+            m: int,
+            dims: list[str] = dims,
+            kind: str = kind,
+            field_name: str = field_name,
+            short: dict[str, int] = short,
+        ) -> Change:
             delta = {r: short[r] * m for r in dims}
             updated = {
                 **getattr(queue, field_name),
@@ -529,7 +553,8 @@ def find_counterfactual(
         return Counterfactual(job_id, (), probe.runs, note="the job already fits in this session")
     node_lever = _node_lever(snapshot, job)
     queue_levers = _queue_levers(snapshot, job, reasons)
-    top = reasons[0].code if reasons else ""
+    # gang-not-ready is a consequence; the first reason after it says where the blocker is.
+    top = next((r.code for r in reasons if r.code != "gang-not-ready"), "")
     ordered: list[_Lever] = (
         [*queue_levers, *([node_lever] if node_lever else [])]
         if top in _QUEUE_CODES

@@ -20,7 +20,7 @@ from replay.archive import ArchivedEvent, RecordedSession, session_of
 from replay.audit import EvictionRow, audit_session
 from replay.chain import ChainChecker
 from replay.counterfactual import find_counterfactual
-from replay.errors import Divergence, UnknownJob, UnknownSession
+from replay.errors import Divergence, UnknownJob
 from replay.explain import Explanation, choose_session, explain
 from replay.reconstruct import Reconstruction, SessionInput, capture
 from replay.store import ArchiveReader

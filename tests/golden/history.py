@@ -59,9 +59,8 @@ from scheduler.service.session_events import (
 )
 from scheduler.service.snapshot_builder import build_snapshot, config_in_force
 
-__all__ = ["GI", "START", "ArchivedRow", "LiveRun", "gpu_node", "job"]
+__all__ = ["START", "ArchivedRow", "LiveRun", "gpu_node", "job"]
 
-GI = 2**30
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 CLUSTER = "default"
 _LARGE_MESSAGE = 1_000_000
@@ -94,10 +93,11 @@ class ArchivedRow:
 
 
 def gpu_node(name: str, gpu: int = 8, *, cpu: int = 64, mem_gi: int = 512, **labels: str) -> NodeReportedData:
-    allocatable = {"cpu": cpu * 1000, "memory": mem_gi * GI, "pods": 110}
+    # Quantities as Kubernetes writes them: an integer cpu is cores, memory with a suffix.
+    allocatable: dict[str, int | str] = {"cpu": cpu, "memory": f"{mem_gi}Gi", "pods": 110}
     if gpu:
         allocatable["nvidia.com/gpu"] = gpu
-    return NodeReportedData(name=name, allocatable=allocatable, labels=labels)
+    return NodeReportedData.model_validate({"name": name, "allocatable": allocatable, "labels": labels})
 
 
 def job(
@@ -113,16 +113,19 @@ def job(
     selector: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
 ) -> JobSubmittedData:
-    resources = {"cpu": cpu * 1000, "memory": 4 * GI}
+    resources: dict[str, int | str] = {"cpu": cpu, "memory": "4Gi"}
     if gpu:
         resources["nvidia.com/gpu"] = gpu
+    task = TaskSpec.model_validate(
+        {"name": "worker", "replicas": replicas, "resources": resources, "node_selector": selector or {}}
+    )
     return JobSubmittedData(
         namespace=namespace,
         name=name,
         queue=queue,
         priority_class=priority_class,
         min_available=min_available,
-        tasks=[TaskSpec(name="worker", replicas=replicas, resources=resources, node_selector=selector or {})],
+        tasks=[task],
         annotations=annotations or {},
     )
 

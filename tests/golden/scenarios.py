@@ -3,7 +3,7 @@
 * ``gpu_cluster`` — two queues on four a100 nodes and two cpu nodes: a small
   training job binds, a 4x8-GPU gang stays Pending (only 3 nodes have 8 free
   GPUs once the others run), a high-priority job preempts low-priority work in
-  its own queue, a queue over its capability is refused at enqueue, tasks
+  its own queue, a training gang that needs more GPUs than its queue and the cluster have, tasks
   finish; preempt and reclaim are enabled.
 * ``split_sessions`` — a burst of many small jobs whose first session is
   larger than a (deliberately small) message limit, so it is archived as
@@ -72,7 +72,7 @@ def gpu_cluster(run: LiveRun) -> None:
     run.cycle()
     run.cycle()
 
-    # Session 5: training asks past its 16-GPU capability (refused at enqueue) while etl finishes.
+    # Session 5: training asks for two whole nodes more than are free while etl finishes.
     run.submit(job("big-sweep", queue="training", replicas=2, gpu=8, min_available=2))
     for i in range(3):
         run.finish(f"ml/etl-worker-{i}", "ml/etl")

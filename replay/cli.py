@@ -1,0 +1,241 @@
+"""The ``replay`` console script: explain, session, verify, audit preemptions.
+
+Every command only reads the archive (one read-only transaction).  The
+archive is ``--database-url``, else ``TEPHRA_DATABASE_URL``, else the embedded
+stack recorded in ``$TEPHRA_DATA_DIR/stack.json``.
+
+Output: ``--format auto`` (the default) is readable text on a terminal and
+stable JSON when piped; ``text`` and ``json`` force one.  Exit codes: 0 fine,
+1 the answer is negative (unknown job or session, a divergence), 2 the
+archive cannot be read or an argument is wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from replay.errors import ArchiveError, NotFound, ReplayError
+from replay.locate import database_url
+from replay.queries import audit_preemptions, explain_job, show_session, verify_archive
+from replay.render import dump_json, print_audit, print_explanation, print_session, print_verify
+from replay.store import ArchiveReader, open_archive
+
+__all__ = ["app", "main"]
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    name="replay",
+    help="Rebuild past scheduling sessions from the archive: explain, verify, audit. Read-only.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+audit_app = typer.Typer(help="Compliance views over the archive.", no_args_is_help=True)
+app.add_typer(audit_app, name="audit")
+
+DatabaseOption = Annotated[
+    str | None,
+    typer.Option("--database-url", help="PostgreSQL URL of the archive (default: env / stack.json)."),
+]
+FormatOption = Annotated[str, typer.Option("--format", "-f", help="auto, text or json")]
+
+
+def _console(err: bool = False) -> Console:
+    return Console(stderr=err, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+
+
+def _wants_json(output_format: str) -> bool:
+    if output_format not in ("auto", "text", "json"):
+        raise typer.BadParameter(f"expected auto, text or json, got {output_format!r}", param_hint="--format")
+    return output_format == "json" or (output_format == "auto" and not sys.stdout.isatty())
+
+
+def _parse_time(value: str | None, option: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise typer.BadParameter(f"expected an ISO 8601 time, got {value!r}", param_hint=option) from None
+    # A time without an offset is read as UTC, the archive's clock.
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _run(url: str | None, work: Callable[[ArchiveReader], Awaitable[T]]) -> T:
+    """Open the archive, run ``work`` on it, map replay's errors to exit codes."""
+
+    async def go() -> T:
+        async with open_archive(database_url(os.environ, explicit=url)) as reader:
+            return await work(reader)
+
+    try:
+        return asyncio.run(go())
+    except ArchiveError as exc:
+        _console(err=True).print(str(exc), markup=False, highlight=False)
+        raise typer.Exit(2) from None
+    except (NotFound, ReplayError) as exc:
+        _console(err=True).print(str(exc), markup=False, highlight=False)
+        raise typer.Exit(1) from None
+
+
+def _progress_bar(label: str) -> tuple[Progress | None, Callable[[int, int], None] | None]:
+    """A progress bar on stderr when it is a terminal (long verify and audit passes)."""
+    if not sys.stderr.isatty():
+        return None, None
+    bar = Progress(
+        TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=_console(err=True),
+        transient=True,
+    )  # fmt: skip
+    task = bar.add_task(label, total=None)
+
+    def update(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    return bar, update
+
+
+@app.command()
+def explain(
+    job: Annotated[str, typer.Argument(help="The job id, <namespace>/<name>.")],
+    *,
+    session: Annotated[
+        str | None,
+        typer.Option("--session", help="Explain this session (default: the latest that considered the job)."),
+    ] = None,
+    at: Annotated[
+        str | None, typer.Option("--at", help="Explain the latest session at or before this ISO 8601 time.")
+    ] = None,
+    output_format: FormatOption = "auto",
+    no_counterfactual: Annotated[
+        bool, typer.Option("--no-counterfactual", help="Skip the counterfactual search.")
+    ] = False,
+    url: DatabaseOption = None,
+) -> None:
+    """Why did JOB stay Pending? Timeline, ranked reasons with numbers, and what would have let it fit."""
+    if session is not None and at is not None:
+        raise typer.BadParameter("give --session or --at, not both")
+    as_json = _wants_json(output_format)
+    when = _parse_time(at, "--at")
+    explanation = _run(
+        url, lambda r: explain_job(r, job, session_id=session, at=when, counterfactual=not no_counterfactual)
+    )
+    if as_json:
+        typer.echo(dump_json(explanation.to_json()))
+    else:
+        print_explanation(_console(), explanation)
+
+
+@app.command("session")
+def session_command(
+    session_id: Annotated[str, typer.Argument(help="The session id.")],
+    *,
+    output_format: FormatOption = "auto",
+    url: DatabaseOption = None,
+) -> None:
+    """The reconstructed input of a session, every decision in order, and the re-run's full trace."""
+    as_json = _wants_json(output_format)
+    view = _run(url, lambda r: show_session(r, session_id))
+    if as_json:
+        typer.echo(dump_json(view.to_json()))
+    else:
+        print_session(_console(), view)
+
+
+@app.command()
+def verify(
+    *,
+    first: Annotated[int, typer.Option("--from", min=1, help="First seq to check.")] = 1,
+    last: Annotated[
+        int | None, typer.Option("--to", min=1, help="Last seq to check (default: the end).")
+    ] = None,
+    keep_going: Annotated[
+        bool, typer.Option("--keep-going", help="Report every divergence, not only the first.")
+    ] = False,
+    output_format: FormatOption = "auto",
+    url: DatabaseOption = None,
+) -> None:
+    """Check the hash chain, then re-derive every recorded session; exit 1 at a divergence."""
+    as_json = _wants_json(output_format)
+    bar, update = _progress_bar("verifying")
+
+    async def work(reader: ArchiveReader) -> Any:
+        if bar is None:
+            return await verify_archive(reader, first=first, last=last, keep_going=keep_going)
+        with bar:
+            return await verify_archive(
+                reader, first=first, last=last, keep_going=keep_going, progress=update
+            )
+
+    report = _run(url, work)
+    if as_json:
+        typer.echo(
+            dump_json(
+                {
+                    "ok": report.ok,
+                    "events": report.events,
+                    "sessions": report.sessions,
+                    "divergences": [
+                        {"code": d.code, "seq": d.seq, "session": d.session_id, "message": str(d)}
+                        for d in report.divergences
+                    ],
+                }
+            )
+        )
+    else:
+        print_verify(_console(), report)
+    raise typer.Exit(0 if report.ok else 1)
+
+
+@audit_app.command()
+def preemptions(
+    *,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only sessions at or after this ISO 8601 time.")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="Only sessions at or before this ISO 8601 time.")
+    ] = None,
+    queue: Annotated[
+        str | None,
+        typer.Option("--queue", help="Only evictions where the victim or preemptor is in this queue."),
+    ] = None,
+    job: Annotated[
+        str | None, typer.Option("--job", help="Only evictions where the victim or preemptor is this job.")
+    ] = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="table, json or csv")] = "table",
+    url: DatabaseOption = None,
+) -> None:
+    """Every eviction: victim, preemptor, rule, queue shares before/after, each re-derived and marked verified."""
+    if output_format not in ("table", "json", "csv"):
+        raise typer.BadParameter(f"expected table, json or csv, got {output_format!r}", param_hint="--format")
+    start, end = _parse_time(since, "--since"), _parse_time(until, "--until")
+    bar, update = _progress_bar("auditing")
+
+    async def work(reader: ArchiveReader) -> Any:
+        if bar is None:
+            return await audit_preemptions(reader, since=start, until=end, queue=queue, job=job)
+        with bar:
+            return await audit_preemptions(
+                reader, since=start, until=end, queue=queue, job=job, progress=update
+            )
+
+    rows = _run(url, work)
+    print_audit(_console(), rows, output_format)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""How replay's answers look: rich text for people, stable JSON (and CSV) for tools.
+
+Text goes through a :class:`rich.console.Console`, which drops colour and
+styles by itself when the output is not a terminal; JSON is sorted and
+indented so two runs over the same archive print the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from replay.audit import EvictionRow, QueueShare, rows_to_csv
+from replay.explain import Explanation
+from replay.queries import SessionView
+from replay.verify import VerifyReport
+
+__all__ = ["dump_json", "print_audit", "print_explanation", "print_session", "print_verify"]
+
+
+def dump_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False)
+
+
+def _detail(detail: dict[str, Any]) -> str:
+    def show(v: Any) -> str:
+        if isinstance(v, float) and v.is_integer():
+            return str(int(v))
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k}: {show(x)}" for k, x in sorted(v.items())) + "}"
+        if isinstance(v, list):
+            return "[" + ", ".join(show(x) for x in v) + "]"
+        return str(v)
+
+    return ", ".join(f"{k}={show(v)}" for k, v in sorted(detail.items()))
+
+
+def print_explanation(console: Console, explanation: Explanation) -> None:
+    e = explanation
+    facts = e.facts
+    console.print(f"[bold]Job {escape(e.job)}[/bold]")
+    if facts:
+        tasks = ", ".join(f"{n} {status}" for status, n in facts["tasks"].items()) or "none"
+        console.print(
+            f"  queue {escape(facts['queue'])}, phase {facts['phase']}, minAvailable {facts['minAvailable']}, "
+            f"tasks: {tasks}"
+        )
+    table = Table(title="Timeline", title_justify="left", show_edge=False, pad_edge=False)
+    for column in ("seq", "time", "session", "what"):
+        table.add_column(column)
+    for entry in e.timeline:
+        seq = str(entry.seq)
+        session = (entry.session_id or "")[:8]
+        text = entry.text
+        if entry.kind == "sessions" and entry.count > 1:
+            seq = f"{entry.seq}..{entry.last_seq}"
+            session = f"{session}..{(entry.last_session_id or '')[:8]}"
+            text = f"{entry.count} sessions: {text}"
+        table.add_row(seq, entry.time.strftime("%Y-%m-%d %H:%M:%S"), session, escape(text))
+    console.print(table)
+    if e.session is None:
+        console.print(f"\n{escape(e.verdict)}")
+        return
+    s = e.session
+    check = (
+        "[green]re-derived, same as recorded[/green]"
+        if e.reasons_rederived
+        else "[red]differ from the recorded ones[/red]"
+    )
+    console.print(
+        f"\n[bold]Session {s.session_id}[/bold] (seq {s.seq}, input seq {s.input_seq}, now {s.now.isoformat()})"
+    )
+    console.print(f"  verdict: {escape(e.verdict)}")
+    if e.reasons:
+        console.print(f"  reasons, most fundamental first ({check}):")
+        for i, reason in enumerate(e.reasons, 1):
+            console.print(f"   {i}. [bold]{reason['code']}[/bold]: {escape(reason['message'])}")
+            if reason["detail"]:
+                console.print(f"      [dim]{escape(_detail(reason['detail']))}[/dim]")
+    cf = e.counterfactual
+    if cf is not None:
+        console.print(
+            f"\n[bold]What would have let it fit[/bold] (found by re-running the session {cf.sessions_run} times):"
+        )
+        if cf.found:
+            for change in cf.changes:
+                console.print(f"  -> {escape(change.summary)}")
+        else:
+            console.print(f"  {escape(cf.note)}")
+
+
+def print_session(console: Console, view: SessionView) -> None:
+    doc = view.to_json()
+    console.print(
+        f"[bold]Session {doc['session']}[/bold] seq {doc['seq']}, input seq {doc['inputSeq']}, now {doc['now']}"
+    )
+    console.print(
+        f"  leader epoch {doc['leaderEpoch']}, config version {doc['configVersion']}, "
+        f"logic flags {doc['logicFlags'] or 'none'}"
+    )
+    counts = doc["input"]
+    tasks = ", ".join(f"{n} {k}" for k, n in counts["tasks"].items()) or "no tasks"
+    console.print(
+        f"  input: {counts['nodes']} nodes, {counts['queues']} queues, {counts['priorityClasses']} priority classes, "
+        f"{counts['jobs']} jobs ({tasks})"
+    )
+    status = "[green]verified[/green]" if doc["verified"] else f"[red]{escape(doc['divergence'])}[/red]"
+    console.print(f"  re-run: {status}")
+    table = Table(title="Decisions", title_justify="left", show_edge=False, pad_edge=False)
+    for column in ("#", "kind", "task / job", "node", "detail", "re-derived"):
+        table.add_column(column)
+    for d in doc["decisions"]:
+        detail = ""
+        if d["kind"] == "evict":
+            detail = f"{d['action']} for {d['preemptor_task']} ({d['rule']})"
+        table.add_row(
+            str(d["position"]),
+            d["kind"],
+            escape(d.get("task") or d["job"]),
+            d.get("node", ""),
+            escape(detail),
+            "yes" if d["rederived"] else "[red]no[/red]",
+        )
+    console.print(table)
+    if doc["pending"]:
+        console.print("[bold]Pending[/bold]")
+        for p in doc["pending"]:
+            console.print(
+                f"  {escape(p['job'])}: "
+                + "; ".join(escape(f"{r['code']}: {r['message']}") for r in p["reasons"])
+            )
+    console.print("[bold]Trace[/bold]")
+    for step in doc["trace"]:
+        fields = ", ".join(f"{k}={v}" for k, v in step.items() if k != "step")
+        console.print(f"  {step['step']}: {escape(fields)}")
+
+
+def print_verify(console: Console, report: VerifyReport) -> None:
+    if report.ok:
+        console.print(
+            f"[green]OK[/green]: hash chain of {report.events} events holds; "
+            f"{report.sessions} sessions re-derive (input digest, decisions, reasons)"
+        )
+        return
+    for divergence in report.divergences:
+        console.print(f"[red]{escape(str(divergence))}[/red]")
+    console.print(
+        f"{len(report.divergences)} divergence(s); {report.events} events, {report.sessions} sessions checked"
+    )
+
+
+def _share(before: QueueShare, after: QueueShare) -> str:
+    return f"{before.share:.2f} -> {after.share:.2f}"
+
+
+def print_audit(console: Console, rows: Sequence[EvictionRow], output_format: str) -> None:
+    if output_format == "json":
+        console.out(dump_json({"items": [r.to_json() for r in rows]}), highlight=False)
+        return
+    if output_format == "csv":
+        console.out(rows_to_csv(rows), end="", highlight=False)
+        return
+    table = Table(title=f"{len(rows)} eviction(s)", title_justify="left", show_edge=False, pad_edge=False)
+    for column in (
+        "time", "session", "seq", "action", "victim", "prio", "preemptor", "prio", "rule",
+        "victim queue share", "preemptor queue share", "verified",
+    ):  # fmt: skip
+        table.add_column(column)
+    for r in rows:
+        table.add_row(
+            r.time.strftime("%Y-%m-%d %H:%M:%S"),
+            r.session_id[:8],
+            f"{r.seq}#{r.position}",
+            r.action,
+            escape(f"{r.victim_task} ({r.victim_queue}) on {r.node}"),
+            str(r.victim_priority),
+            escape(f"{r.preemptor_task} ({r.preemptor_queue})"),
+            str(r.preemptor_priority),
+            escape(r.rule),
+            _share(r.victim_share_before, r.victim_share_after),
+            _share(r.preemptor_share_before, r.preemptor_share_after),
+            ("[green]yes[/green]" if r.verified else "[red]no[/red]")
+            + (f" (voided: {r.voided})" if r.voided else ""),
+        )
+    console.print(table)
