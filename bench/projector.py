@@ -1,0 +1,114 @@
+"""Projector throughput: real broker -> PostgreSQL (decode, COPY, fold, hash, projection, offsets).
+
+    python bench/projector.py [--events N] [--batch-size B] [--profile]
+
+Starts an embedded Tansu broker (or uses ``TEPHRA_BENCH_KAFKA``), uses
+``TEPHRA_BENCH_DATABASE_URL`` (default: a fresh database on the local
+server at postgresql://postgres@127.0.0.1:5432/postgres), produces N mixed
+events to the three topics first, then runs the projector service in this
+process and times it from start to the last committed offset.  Prints
+events/s, p50/p99/max batch latency, peak RSS, and with ``--profile`` the
+service's top functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import os
+import pstats
+import resource
+import secrets
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import asyncpg  # noqa: E402
+
+from api.embedded import EmbeddedBroker, create_topics  # noqa: E402
+from events.topics import Topics  # noqa: E402
+from projector.service import ProjectorConfig, ProjectorMetrics, run_projector  # noqa: E402
+from tests.projector.helpers import create_database, drop_database  # noqa: E402
+from tests.projector.streams import CLUSTER, event_stream  # noqa: E402
+from tests.projector.test_service import produce  # noqa: E402
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def _bench(bootstrap: str, admin_dsn: str, args: argparse.Namespace) -> None:
+    topics = Topics(prefix=f"bench-{secrets.token_hex(4)}")
+    await create_topics(bootstrap, topics.all(), partitions=1)
+    began = time.perf_counter()
+    events = event_stream(args.seed, args.events)
+    print(f"generated {len(events):,} events in {time.perf_counter() - began:.1f} s (not measured)")
+    began = time.perf_counter()
+    await produce(bootstrap, topics, events)
+    print(f"produced in {time.perf_counter() - began:.1f} s (not measured)")
+
+    dsn = await create_database(admin_dsn)
+    try:
+        metrics = ProjectorMetrics()
+        stop = asyncio.Event()
+        config = ProjectorConfig(
+            bootstrap=bootstrap, dsn=dsn, topics=topics, cluster=CLUSTER,
+            batch_size=args.batch_size, snapshot_every=args.snapshot_every,
+        )  # fmt: skip
+        profiler = cProfile.Profile() if args.profile else None
+        began = time.perf_counter()
+        if profiler:
+            profiler.enable()
+        task = asyncio.create_task(run_projector(config, stop=stop, metrics=metrics))
+        while metrics.events_archived + metrics.events_rejected < len(events):
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.02)
+        elapsed = time.perf_counter() - began
+        if profiler:
+            profiler.disable()
+        stop.set()
+        await task
+        batches = list(metrics.batch_seconds)
+        conn = await asyncpg.connect(dsn)
+        try:
+            size = await conn.fetchval("SELECT pg_size_pretty(pg_database_size(current_database()))")
+        finally:
+            await conn.close()
+        print(f"archived {metrics.events_archived:,} events (rejected {metrics.events_rejected}) in {elapsed:.2f} s")
+        print(f"throughput: {metrics.events_archived / elapsed:,.0f} events/s (start-up and migrations included)")
+        print(
+            f"batches: {len(batches)} of <= {args.batch_size}; latency p50 {1000 * _percentile(batches, 0.5):.0f} ms,"
+            f" p99 {1000 * _percentile(batches, 0.99):.0f} ms, max {1000 * max(batches):.0f} ms"
+        )
+        print(f"peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB; database {size}")
+        if profiler:
+            pstats.Stats(profiler).sort_stats(args.sort).print_stats(25)
+    finally:
+        await drop_database(admin_dsn, dsn)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--batch-size", type=int, default=5_000)
+    parser.add_argument("--snapshot-every", type=int, default=50_000)
+    parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--sort", default="tottime", help="profile order: tottime or cumulative")
+    args = parser.parse_args()
+    admin_dsn = os.environ.get("TEPHRA_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    external = os.environ.get("TEPHRA_BENCH_KAFKA")
+    if external:
+        asyncio.run(_bench(external, admin_dsn, args))
+        return
+    with EmbeddedBroker() as broker:
+        asyncio.run(_bench(broker.bootstrap, admin_dsn, args))
+
+
+if __name__ == "__main__":
+    main()
