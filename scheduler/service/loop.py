@@ -16,11 +16,12 @@ Each iteration:
 6. wait for the projection to move (the projector NOTIFYs) or for the
    schedule period, whichever comes first.
 
-Skipping is exact: a session is a pure function of (snapshot, config, now),
-and when the projection's seq is the seq at which our last session was
-applied and that session changed nothing (no accepted binding, eviction or
-enqueue), the snapshot is the one that session saw.  A session that did
-change the state runs once more on its own effects.  Only ``now`` differs,
+Skipping is exact: a session is a pure function of (snapshot, config, now).
+When the projection's seq is still the seq at which our last session was
+applied, every event archived after that session's input seq is the
+session's own, and the session changed nothing (no accepted binding,
+eviction or enqueue), the snapshot is the one that session saw.  A session
+that did change the state runs once more on its own effects.  Only ``now`` differs,
 so configs with a clock-dependent plugin (``sla``) never skip.
 """
 
@@ -204,10 +205,11 @@ class SessionLoop:
         applied = await self._wait_applied(session_id)
         apply_seconds = time.perf_counter() - waited
         pipelines = sum(1 for d in computed.decisions if isinstance(d, PipelineDecision))
+        others = await self.reader.others_between(state.seq, applied.seq, [e.id for e in computed.events])
         self._last = _Last(
             applied_seq=applied.seq,
             # Pipelines are recorded, not applied: they do not change what the next session sees.
-            changed_state=applied.accepted > pipelines,
+            changed_state=others > 0 or applied.accepted > pipelines,
             time_dependent=computed.time_dependent,
         )
         timing = SessionTiming(

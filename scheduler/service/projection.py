@@ -82,6 +82,17 @@ class ProjectionReader:
                 # A notification missed between the query and here costs at most `left`.
                 await asyncio.wait_for(self._changed.wait(), timeout=left)
 
+    async def others_between(self, after_seq: int, up_to_seq: int, own_event_ids: list[str]) -> int:
+        """How many archived events in ``(after_seq, up_to_seq]`` are not ours."""
+        return int(
+            await self._conn.fetchval(
+                "SELECT count(*) FROM event_log WHERE seq > $1 AND seq <= $2 AND event_id <> ALL($3::text[])",
+                after_seq,
+                up_to_seq,
+                own_event_ids,
+            )
+        )
+
     async def wait_for_session(self, session_id: str, within: float) -> AppliedSession | None:
         """The session's record once applied; None if it was not applied ``within`` seconds."""
         try:

@@ -1,0 +1,144 @@
+"""Builders and running services for the scheduler-service tests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from events.models import (
+    Event,
+    JobSubmitted,
+    JobSubmittedData,
+    NodeReported,
+    NodeReportedData,
+    QueueUpserted,
+    QueueUpsertedData,
+    TaskSpec,
+)
+from events.serde import encode
+from events.topics import Topics, kafka_key, topic_for
+from projector.migrate import apply_migrations
+from projector.service import ProjectorConfig, run_projector
+from scheduler.service.main import run_scheduler
+from scheduler.service.telemetry import SchedulerMetrics
+
+CLUSTER = "default"
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _common(subject: str) -> dict[str, Any]:
+    return {
+        "id": str(uuid.uuid4()),
+        "source": "tests://service",
+        "time": datetime.now(UTC),
+        "subject": subject,
+    }
+
+
+def queue(name: str = "default", **fields: Any) -> QueueUpserted:
+    return QueueUpserted(data=QueueUpsertedData(name=name, **fields), **_common(f"queue/{name}"))
+
+
+def node(name: str, cpu: str = "8", memory: str = "32Gi", pods: int = 110, **fields: Any) -> NodeReported:
+    return NodeReported(
+        data=NodeReportedData(name=name, allocatable={"cpu": cpu, "memory": memory, "pods": pods}, **fields),
+        **_common(f"node/{name}"),
+    )
+
+
+def job(
+    name: str,
+    replicas: int = 1,
+    cpu: str = "1",
+    *,
+    queue_name: str = "default",
+    namespace: str = "ns",
+    **fields: Any,
+) -> JobSubmitted:
+    return JobSubmitted(
+        data=JobSubmittedData(
+            namespace=namespace,
+            name=name,
+            queue=queue_name,
+            tasks=[TaskSpec(name="worker", replicas=replicas, resources={"cpu": cpu, "memory": "1Gi"})],
+            **fields,
+        ),
+        **_common(f"job/{namespace}/{name}"),
+    )
+
+
+async def produce(
+    bootstrap: str, topics: Topics, events: Sequence[Event], headers: list[tuple[str, bytes]] | None = None
+) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        sent = [
+            await producer.send(topic_for(e, topics), encode(e), key=kafka_key(e), headers=headers or [])
+            for e in events
+        ]
+        await asyncio.gather(*sent)
+    finally:
+        await producer.stop()
+
+
+@asynccontextmanager
+async def running_projector(kafka_bootstrap: str, database_url: str, topics: Topics) -> AsyncIterator[None]:
+    conn = await asyncpg.connect(database_url)
+    try:
+        await apply_migrations(conn)
+    finally:
+        await conn.close()
+    stop = asyncio.Event()
+    config = ProjectorConfig(
+        bootstrap=kafka_bootstrap, dsn=database_url, topics=topics, cluster=CLUSTER, linger_ms=5
+    )
+    task = asyncio.create_task(run_projector(config, stop=stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=30)
+
+
+@asynccontextmanager
+async def running_scheduler(
+    kafka_bootstrap: str, database_url: str, topics: Topics, **options: Any
+) -> AsyncIterator[SchedulerMetrics]:
+    metrics = SchedulerMetrics()
+    task = asyncio.create_task(
+        run_scheduler(
+            kafka_bootstrap=kafka_bootstrap,
+            database_url=database_url,
+            topics=topics,
+            cluster=CLUSTER,
+            metrics=metrics,
+            **options,
+        )
+    )
+    try:
+        yield metrics
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, timeout=30)
+
+
+async def wait_for(
+    conn: asyncpg.Connection, query: str, expected: Any, *args: Any, within: float = 30
+) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while (got := await conn.fetchval(query, *args)) != expected:
+        if loop.time() > deadline:
+            pytest.fail(f"{query!r} is {got!r}, expected {expected!r} after {within} s")
+        await asyncio.sleep(0.05)
