@@ -15,7 +15,7 @@ archive format changes.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,15 @@ from projector.archive import canonical_envelope
 from projector.migrate import apply_migrations
 from projector.writer import BatchWriter, InboundRecord
 
-__all__ = ["GOLDEN_DIR", "GoldenArchive", "load_golden", "load_rows", "read_golden", "write_golden"]
+__all__ = [
+    "GOLDEN_DIR",
+    "GoldenArchive",
+    "load_golden",
+    "load_rows",
+    "read_golden",
+    "row_canonical",
+    "write_golden",
+]
 
 GOLDEN_DIR = Path(__file__).resolve().parent
 _BATCH = 500
@@ -39,16 +47,18 @@ class GoldenArchive:
     rows: tuple[dict[str, Any], ...]
     expect: dict[str, Any]
 
-    def canonical(self, row: dict[str, Any]) -> bytes:
-        return canonical_envelope(
-            cluster=row["cluster"],
-            data=row["data"],
-            event_id=row["event_id"],
-            source=row["source"],
-            subject=row["subject"],
-            time=row["time"],
-            event_type=row["type"],
-        )
+
+def row_canonical(row: dict[str, Any]) -> bytes:
+    """The canonical JSON of a golden row (what its hash covers)."""
+    return canonical_envelope(
+        cluster=row["cluster"],
+        data=row["data"],
+        event_id=row["event_id"],
+        source=row["source"],
+        subject=row["subject"],
+        time=row["time"],
+        event_type=row["type"],
+    )
 
 
 def write_golden(
@@ -73,7 +83,6 @@ async def load_rows(
     database_url: str,
     rows: Sequence[dict[str, Any]],
     *,
-    canonical: Callable[[dict[str, Any]], bytes],
     snapshot_every: int = 10_000,
 ) -> None:
     """Archive ``rows`` into an empty database through the projector's writer; check the hashes."""
@@ -86,7 +95,7 @@ async def load_rows(
         for start in range(0, len(rows), _BATCH):
             chunk = rows[start : start + _BATCH]
             records = [
-                InboundRecord("golden", 0, start + i, encode(decode(canonical(row))))
+                InboundRecord("golden", 0, start + i, encode(decode(row_canonical(row))))
                 for i, row in enumerate(chunk)
             ]
             plan = await writer.write(conn, records)
@@ -110,5 +119,5 @@ async def load_rows(
 
 async def load_golden(database_url: str, name: str, *, snapshot_every: int = 10_000) -> GoldenArchive:
     golden = read_golden(name)
-    await load_rows(database_url, golden.rows, canonical=golden.canonical, snapshot_every=snapshot_every)
+    await load_rows(database_url, golden.rows, snapshot_every=snapshot_every)
     return golden

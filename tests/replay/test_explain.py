@@ -1,0 +1,137 @@
+"""``replay explain`` on an archive made the live stack's way: reasons, numbers, counterfactual."""
+
+from __future__ import annotations
+
+import pytest
+
+from events.models import SessionCommitted
+from replay.errors import UnknownJob
+from replay.queries import explain_job
+from replay.store import open_archive
+from tests.golden.archive import load_rows
+from tests.golden.history import LiveRun, gpu_node, job
+
+pytestmark = pytest.mark.integration
+
+
+def _stuck_gang() -> LiveRun:
+    """Three a100 nodes, one mostly busy; a 3x4-GPU gang (Volcano's worked example) cannot fit."""
+    run = LiveRun()
+    run.queue("research")
+    for i in range(1, 4):
+        run.node(gpu_node(f"n{i}", 8, **{"gpu-type": "a100"}))
+    run.submit(job("busy", queue="research", replicas=2, gpu=6))
+    run.cycle()
+    run.submit(job("j", queue="research", replicas=3, gpu=4, min_available=3, selector={"gpu-type": "a100"}))
+    run.cycle()
+    run.cycle()
+    return run
+
+
+async def _load(database_url: str, run: LiveRun) -> None:
+    await load_rows(database_url, [r.to_json() for r in run.rows])
+
+
+async def test_pending_gang_gets_its_reasons_with_numbers(database_url: str) -> None:
+    run = _stuck_gang()
+    await _load(database_url, run)
+    async with open_archive(database_url) as reader:
+        explanation = await explain_job(reader, "ml/j")
+
+    assert explanation.session is not None
+    assert explanation.session.session_id == run.sessions[-1]
+    codes = [r["code"] for r in explanation.reasons]
+    assert codes[:2] == ["gang-not-ready", "insufficient-resources"]
+    gang, fit = explanation.reasons[0], explanation.reasons[1]
+    assert gang["detail"] == {"placeable": 2, "tasks": 3, "minAvailable": 3}
+    assert gang["message"] == "2/3 tasks in gang placeable, minAvailable 3"
+    assert fit["message"] == "0/3 nodes are unavailable: 3 Insufficient nvidia.com/gpu."
+    assert fit["detail"]["histogram"] == {"Insufficient nvidia.com/gpu": 3}
+    assert explanation.reasons_rederived
+    assert explanation.facts["tasks"] == {"Pending": 3}
+
+    kinds = [e.kind for e in explanation.timeline]
+    assert kinds[0] == "submitted"
+    sessions = [e for e in explanation.timeline if e.kind == "sessions"]
+    # Two verdicts: admitted but stuck, then stuck; the second ends at the last session.
+    assert [e.text for e in sessions] == [
+        "enqueued; pending: gang-not-ready, insufficient-resources",
+        "pending: gang-not-ready, insufficient-resources",
+    ]
+    assert [(e.session_id, e.count) for e in sessions] == [(run.sessions[1], 1), (run.sessions[2], 1)]
+
+
+async def test_the_counterfactual_applied_as_events_lets_the_job_bind(database_url: str) -> None:
+    run = _stuck_gang()
+    await _load(database_url, run)
+    async with open_archive(database_url) as reader:
+        explanation = await explain_job(reader, "ml/j")
+    cf = explanation.counterfactual
+    assert cf is not None
+    assert cf.found, cf.note
+    (change,) = cf.changes
+    assert change.kind == "add-nodes"
+    assert len(change.nodes) == 1
+    assert change.nodes[0].labels == {"gpu-type": "a100"}
+    assert change.summary.startswith("1 more node with ")
+    assert "8 nvidia.com/gpu free matching gpu-type=a100" in change.summary
+
+    # Make it real: fold the change as the events it names, then run the next session.
+    for event in change.to_events(cluster=run.cluster, time=run.now, source="tephra://test", id_prefix="cf"):
+        run.append(event)
+    session_id = run.schedule()
+    bound = [
+        d
+        for d in run.results[session_id].decisions
+        if getattr(d, "job", "") == "ml/j" and d.to_event().kind == "bind"
+    ]
+    assert len(bound) == 3
+    assert "ml/j" not in run.results[session_id].pending
+
+
+async def test_queue_counterfactual_names_the_capability_shortfall(database_url: str) -> None:
+    run = LiveRun()
+    run.queue("training", capability={"nvidia.com/gpu": 8})
+    for i in range(1, 4):
+        run.node(gpu_node(f"n{i}", 8))
+    run.submit(job("small", queue="training", replicas=1, gpu=4))
+    run.cycle()
+    run.submit(job("wide", queue="training", replicas=2, gpu=4, min_available=2))
+    run.cycle()
+    await _load(database_url, run)
+    async with open_archive(database_url) as reader:
+        explanation = await explain_job(reader, "ml/wide")
+    cf = explanation.counterfactual
+    assert cf is not None
+    assert cf.found, cf.note
+    (change,) = cf.changes
+    assert change.kind == "queue-capability"
+    assert change.summary == "queue training capability +4 nvidia.com/gpu"
+    for event in change.to_events(cluster=run.cluster, time=run.now, source="tephra://test", id_prefix="cf"):
+        run.append(event)
+    session_id = run.schedule()
+    assert "ml/wide" not in run.results[session_id].pending
+
+
+async def test_explain_at_a_time_and_for_a_session(database_url: str) -> None:
+    run = _stuck_gang()
+    await _load(database_url, run)
+    first_marker = next(
+        r
+        for r in run.rows
+        if isinstance(r.event, SessionCommitted) and r.event.data.session_id == run.sessions[1]
+    )
+    async with open_archive(database_url) as reader:
+        by_session = await explain_job(reader, "ml/j", session_id=run.sessions[1], counterfactual=False)
+        at = await explain_job(reader, "ml/j", at=first_marker.event.data.now, counterfactual=False)  # type: ignore[union-attr]
+    assert by_session.session is not None
+    assert by_session.session.session_id == run.sessions[1]
+    assert at.session is not None
+    assert at.session.session_id == run.sessions[1]
+
+
+async def test_unknown_job_is_a_clear_error(database_url: str) -> None:
+    await _load(database_url, _stuck_gang())
+    async with open_archive(database_url) as reader:
+        with pytest.raises(UnknownJob, match=r"\[REPLAY-UNKNOWN-JOB\] job 'ml/nope' is not in the archive"):
+            await explain_job(reader, "ml/nope")
