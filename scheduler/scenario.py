@@ -229,19 +229,23 @@ def _affinity(doc: _Doc, spec: Mapping[str, Any], where: str) -> tuple[NodeSelec
     affinity = doc.mapping(spec.get("affinity"), f"{where}.affinity")
     node_aff = doc.mapping(affinity.get("nodeAffinity"), f"{where}.affinity.nodeAffinity")
     required_where = f"{where}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    required = doc.mapping(
-        node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), required_where
-    )
+    required = doc.mapping(node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), required_where)
     terms = []
-    for i, raw in enumerate(doc.seq(required.get("nodeSelectorTerms"), f"{required_where}.nodeSelectorTerms")):
+    for i, raw in enumerate(
+        doc.seq(required.get("nodeSelectorTerms"), f"{required_where}.nodeSelectorTerms")
+    ):
         term = doc.mapping(raw, f"{required_where}.nodeSelectorTerms[{i}]")
         reqs = []
-        for j, r in enumerate(doc.seq(term.get("matchExpressions"), f"{required_where}.nodeSelectorTerms[{i}].matchExpressions")):
+        for j, r in enumerate(
+            doc.seq(term.get("matchExpressions"), f"{required_where}.nodeSelectorTerms[{i}].matchExpressions")
+        ):
             req = doc.mapping(r, f"matchExpressions[{j}]")
             op = req.get("operator")
             if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
-                raise doc.fail(f"{required_where}.nodeSelectorTerms[{i}].matchExpressions[{j}].operator",
-                               "expected In, NotIn, Exists, DoesNotExist, Gt or Lt")
+                raise doc.fail(
+                    f"{required_where}.nodeSelectorTerms[{i}].matchExpressions[{j}].operator",
+                    "expected In, NotIn, Exists, DoesNotExist, Gt or Lt",
+                )
             reqs.append(
                 NodeSelectorRequirement(
                     key=str(req.get("key")),
@@ -270,6 +274,7 @@ def _pod_task(
     doc: _Doc,
     namespace: str,
     name: str,
+    *,
     meta: Mapping[str, Any],
     spec: Mapping[str, Any],
     status: Mapping[str, Any],
@@ -368,7 +373,15 @@ def _vcjob(doc: _Doc, classes: Mapping[str, PriorityClass]) -> Job:
         where = f"spec.tasks[{i}].template.spec"
         for index in range(replicas):
             pod = _pod_task(
-                doc, namespace, f"{name}-{tname}-{index}", tmeta, tspec, {}, classes, where, role=tname
+                doc,
+                namespace,
+                f"{name}-{tname}-{index}",
+                meta=tmeta,
+                spec=tspec,
+                status={},
+                classes=classes,
+                where=where,
+                role=tname,
             )
             tasks.append(pod)
         task_min = doc.integer(t.get("minAvailable"), f"spec.tasks[{i}].minAvailable", replicas)
@@ -392,7 +405,7 @@ def _vcjob(doc: _Doc, classes: Mapping[str, PriorityClass]) -> Job:
             take = min(task_min, remaining)
             counts[tname] = take
             remaining -= take
-        for _, tname, task_min, replicas, _ in ordered:
+        for _, tname, _, replicas, _ in ordered:
             extra = min(replicas - counts[tname], remaining)
             counts[tname] += extra
             remaining -= extra
@@ -425,14 +438,14 @@ _KINDS = {
 }
 
 
-def load_scenario(path: Path | str) -> Scenario:
-    file = str(path)
+def _read_documents(file: str) -> tuple[_Doc, list[tuple[str, _Doc]]]:
+    """The Scenario document and the Kubernetes objects after it, kinds checked."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(file).read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError(file, None, "file", f"cannot read: {exc.strerror}") from exc
     try:
-        raw_docs = [d for d in yaml.safe_load_all(text)]
+        raw_docs = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
         raise ScenarioError(file, None, "yaml", f"not valid YAML: {exc}") from exc
     docs = [(i, d) for i, d in enumerate(raw_docs) if d is not None]
@@ -441,79 +454,82 @@ def load_scenario(path: Path | str) -> Scenario:
     first_index, first = docs[0]
     if not isinstance(first, Mapping) or first.get("kind") != "Scenario":
         raise ScenarioError(file, first_index, "kind", "the first document must be kind: Scenario")
-    head = _Doc(file, first_index, first)
-    head_meta = head.mapping(first.get("metadata"), "metadata")
-    spec = head.mapping(first.get("spec"), "spec")
-    sessions = head.integer(spec.get("sessions"), "spec.sessions", 1)
-    if sessions < 1:
-        raise head.fail("spec.sessions", "expected a positive integer")
-    try:
-        config = parse_scheduler_config(head.mapping(spec.get("config"), "spec.config"))
-    except ConfigError as exc:
-        raise head.fail(f"spec.config.{exc.where}", exc.why) from exc
     objects = []
     for index, body in docs[1:]:
-        doc = _Doc(file, index, head.mapping(body, "document") if isinstance(body, Mapping) else {})
         if not isinstance(body, Mapping):
-            raise doc.fail("document", "expected a Kubernetes object (a mapping)")
+            raise ScenarioError(file, index, "document", "expected a Kubernetes object (a mapping)")
+        doc = _Doc(file, index, body)
         kind = (str(body.get("apiVersion")), str(body.get("kind")))
         if kind not in _KINDS:
             valid = ", ".join(f"{a} {k}" for a, k in sorted(_KINDS))
-            raise doc.fail("apiVersion/kind", f"unsupported object {kind[0]} {kind[1]}; expected one of: {valid}")
+            raise doc.fail(
+                "apiVersion/kind", f"unsupported object {kind[0]} {kind[1]}; expected one of: {valid}"
+            )
         objects.append((kind[1], doc))
-    classes = {}
-    for kind, doc in objects:
-        if kind == "PriorityClass":
-            pc = _priority_class(doc)
-            classes[pc.name] = pc
-    nodes, queues, jobs, pods = [], [], {}, []
+    return _Doc(file, first_index, first), objects
+
+
+def _check_unique(objects: list[tuple[str, _Doc]]) -> None:
     seen: dict[tuple[str, str], int] = {}
     for kind, doc in objects:
-        if kind in ("Node", "Queue", "PodGroup", "Pod", "Job"):
-            m = doc.mapping(doc.body.get("metadata"), "metadata")
-            key = (kind if kind != "Job" else "PodGroup", f"{m.get('namespace', '')}/{m.get('name')}")
-            if key in seen:
-                raise doc.fail("metadata.name", f"duplicate {kind} {key[1]} (first in document {seen[key]})")
-            seen[key] = doc.index
-        if kind == "Node":
-            nodes.append(_node(doc))
-        elif kind == "Queue":
-            queues.append(_queue(doc))
-        elif kind == "PodGroup":
-            job, _ = _podgroup(doc)
-            jobs[job.uid] = (job, [])
-        elif kind == "Job":
-            job = _vcjob(doc, classes)
-            jobs[job.uid] = (job, list(job.tasks))
-        elif kind == "Pod":
-            pods.append(doc)
-    for doc in pods:
-        meta = doc.mapping(doc.body.get("metadata"), "metadata")
-        annotations = doc.labels(meta.get("annotations"), "metadata.annotations")
-        namespace = str(meta.get("namespace") or "default")
-        group = annotations.get(GROUP_ANNOTATION)
-        if not group:
-            raise doc.fail(f"metadata.annotations.{GROUP_ANNOTATION}", "expected the pod's PodGroup name")
-        uid = f"{namespace}/{group}"
-        if uid not in jobs:
-            raise doc.fail(f"metadata.annotations.{GROUP_ANNOTATION}", f"no PodGroup {uid} in this file")
-        task = _pod_task(
-            doc,
-            namespace,
-            _name(doc, meta),
-            meta,
-            doc.mapping(doc.body.get("spec"), "spec"),
-            doc.mapping(doc.body.get("status"), "status"),
-            classes,
-            "spec",
-        )
-        jobs[uid][1].append(task)
+        if kind == "PriorityClass":
+            continue
+        m = doc.mapping(doc.body.get("metadata"), "metadata")
+        key = ("PodGroup" if kind == "Job" else kind, f"{m.get('namespace', '')}/{m.get('name')}")
+        if key in seen:
+            raise doc.fail("metadata.name", f"duplicate {kind} {key[1]} (first in document {seen[key]})")
+        seen[key] = doc.index
+
+
+def _attach_pod(
+    doc: _Doc,
+    jobs: dict[str, tuple[Job, list[Task]]],
+    classes: Mapping[str, PriorityClass],
+    node_names: set[str],
+) -> None:
+    meta = doc.mapping(doc.body.get("metadata"), "metadata")
+    annotations = doc.labels(meta.get("annotations"), "metadata.annotations")
+    namespace = str(meta.get("namespace") or "default")
+    group = annotations.get(GROUP_ANNOTATION)
+    if not group:
+        raise doc.fail(f"metadata.annotations.{GROUP_ANNOTATION}", "expected the pod's PodGroup name")
+    uid = f"{namespace}/{group}"
+    if uid not in jobs:
+        raise doc.fail(f"metadata.annotations.{GROUP_ANNOTATION}", f"no PodGroup {uid} in this file")
+    task = _pod_task(
+        doc,
+        namespace,
+        _name(doc, meta),
+        meta=meta,
+        spec=doc.mapping(doc.body.get("spec"), "spec"),
+        status=doc.mapping(doc.body.get("status"), "status"),
+        classes=classes,
+        where="spec",
+    )
+    if task.node is not None and task.node not in node_names:
+        raise doc.fail("spec.nodeName", f"no Node {task.node} in this file")
+    jobs[uid][1].append(task)
+
+
+def _snapshot(objects: list[tuple[str, _Doc]]) -> ClusterSnapshot:
+    _check_unique(objects)
+    by_kind: dict[str, list[_Doc]] = {}
+    for kind, doc in objects:
+        by_kind.setdefault(kind, []).append(doc)
+    classes = {pc.name: pc for pc in map(_priority_class, by_kind.get("PriorityClass", []))}
+    nodes = [_node(doc) for doc in by_kind.get("Node", [])]
+    queues = [_queue(doc) for doc in by_kind.get("Queue", [])]
+    jobs: dict[str, tuple[Job, list[Task]]] = {}
+    for doc in by_kind.get("PodGroup", []):
+        group, _ = _podgroup(doc)
+        jobs[group.uid] = (group, [])
+    for doc in by_kind.get("Job", []):
+        vcjob = _vcjob(doc, classes)
+        jobs[vcjob.uid] = (vcjob, list(vcjob.tasks))
     node_names = {n.name for n in nodes}
-    for _, (job, tasks) in sorted(jobs.items()):
-        for task in tasks:
-            if task.node is not None and task.node not in node_names:
-                raise ScenarioError(file, None, f"pod {task.uid}.spec.nodeName", f"no Node {task.node} in this file")
-    snapshot = ClusterSnapshot(
+    for doc in by_kind.get("Pod", []):
+        _attach_pod(doc, jobs, classes, node_names)
+    return ClusterSnapshot(
         nodes=tuple(sorted(nodes, key=lambda n: n.name)),
         queues=tuple(sorted(queues, key=lambda q: q.name)),
         priority_classes=tuple(sorted(classes.values(), key=lambda p: p.name)),
@@ -522,11 +538,25 @@ def load_scenario(path: Path | str) -> Scenario:
             for _, (job, tasks) in sorted(jobs.items())
         ),
     )
+
+
+def load_scenario(path: Path | str) -> Scenario:
+    """Parse one scenario file; every problem is a :class:`ScenarioError`."""
+    head, objects = _read_documents(str(path))
+    head_meta = head.mapping(head.body.get("metadata"), "metadata")
+    spec = head.mapping(head.body.get("spec"), "spec")
+    sessions = head.integer(spec.get("sessions"), "spec.sessions", 1)
+    if sessions < 1:
+        raise head.fail("spec.sessions", "expected a positive integer")
+    try:
+        config = parse_scheduler_config(head.mapping(spec.get("config"), "spec.config"))
+    except ConfigError as exc:
+        raise head.fail(f"spec.config.{exc.where}", exc.why) from exc
     return Scenario(
         name=str(head_meta.get("name") or Path(path).stem),
         description=str(head_meta.get("description") or ""),
         sessions=sessions,
-        snapshot=snapshot,
+        snapshot=_snapshot(objects),
         config=config,
         expect=head.mapping(spec.get("expect"), "spec.expect"),
         now=head.timestamp(spec.get("now"), "spec.now"),

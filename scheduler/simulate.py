@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from scheduler.scenario import ScenarioError, load_scenario
 __all__ = ["SIMULATION_EPOCH", "render_json", "simulate_command", "simulate_scenario"]
 
 #: ``now`` of the first session when a scenario gives none; one second per session after it.
-SIMULATION_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
+SIMULATION_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def simulate_scenario(path: Path | str, sessions: int | None = None) -> dict[str, Any]:
@@ -74,8 +74,9 @@ def render_json(document: dict[str, Any]) -> str:
 
 
 def _render_table(document: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    # rich is only needed for the table; JSON runs (tests, checker) skip importing it.
+    from rich.console import Console  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
 
     console = Console()
     console.print(f"[bold]scenario {document['scenario']}[/bold]")
@@ -95,8 +96,12 @@ def _render_table(document: dict[str, Any]) -> None:
             table.add_row("pipelined", p["task"], p["node"], p["job"])
         for pending in session["pending"]:
             for i, r in enumerate(pending["reasons"]):
-                table.add_row("pending" if i == 0 else "", pending["job"] if i == 0 else "", "",
-                              f"{r['code']}: {r['message']}")
+                table.add_row(
+                    "pending" if i == 0 else "",
+                    pending["job"] if i == 0 else "",
+                    "",
+                    f"{r['code']}: {r['message']}",
+                )
         console.print(table)
         phases = ", ".join(f"{k}={v}" for k, v in session["phases"].items())
         console.print(f"phases: {phases}")

@@ -159,11 +159,7 @@ class SchedulerConfig:
                     plugins=[
                         PluginSpec(
                             name=p.name,
-                            flags={
-                                k: v
-                                for k, v in sorted(p.flags.items())
-                                if v != (k not in MODE_FLAGS)
-                            },
+                            flags={k: v for k, v in sorted(p.flags.items()) if v != (k not in MODE_FLAGS)},
                             arguments=dict(p.arguments),
                         )
                         for p in tier.plugins
@@ -193,9 +189,7 @@ def _parse_actions(value: object) -> tuple[str, ...]:
         raise ConfigError("actions", "at least one action is required")
     for name in names:
         if name not in ACTION_NAMES:
-            raise ConfigError(
-                "actions", f"unknown action {name!r}; valid actions: {', '.join(ACTION_NAMES)}"
-            )
+            raise ConfigError("actions", f"unknown action {name!r}; valid actions: {', '.join(ACTION_NAMES)}")
     return tuple(names)
 
 
@@ -237,7 +231,7 @@ def _parse_plugin(where: str, raw: object) -> PluginOption:
     return PluginOption(name=name, flags=resolved, arguments=arguments)
 
 
-def parse_scheduler_config(mapping: Mapping[str, Any]) -> SchedulerConfig:
+def parse_scheduler_config(mapping: Mapping[str, Any]) -> SchedulerConfig:  # noqa: PLR0912 - one validation per key
     """Parse the volcano-scheduler.conf / scenario ``spec.config`` shape."""
     if not isinstance(mapping, Mapping):
         raise ConfigError("config", "expected a mapping with 'actions' and 'tiers'")
@@ -261,9 +255,7 @@ def parse_scheduler_config(mapping: Mapping[str, Any]) -> SchedulerConfig:
         plugins = raw_tier.get("plugins") or []
         if not isinstance(plugins, Sequence) or isinstance(plugins, str):
             raise ConfigError(f"tiers[{i}].plugins", "expected a list of plugins")
-        tiers.append(
-            Tier(tuple(_parse_plugin(f"tiers[{i}].plugins[{j}]", p) for j, p in enumerate(plugins)))
-        )
+        tiers.append(Tier(tuple(_parse_plugin(f"tiers[{i}].plugins[{j}]", p) for j, p in enumerate(plugins))))
     configurations: dict[str, Mapping[str, Any]] = {}
     raw_confs = mapping.get("configurations") or []
     if not isinstance(raw_confs, Sequence) or isinstance(raw_confs, str):

@@ -146,9 +146,8 @@ class Session:
         self._reason_ids: dict[str, int] = {}
         self.annotations: dict[str, dict[str, str]] = {}
         self._build(snapshot)
-        from scheduler.core.placement import PlacementIndex
-
-        self.placement: PlacementIndex = PlacementIndex(self)
+        #: set by run_session (the index module imports this one).
+        self.placement: PlacementIndex
 
     # ------------------------------------------------------------------ building
 
@@ -380,6 +379,7 @@ class Session:
         2. different queues: the queue that would be scheduled later loses first;
         3. otherwise reverse job order, ties by reverse task order.
         """
+
         def sort_key(task: TaskState) -> tuple[Any, ...]:
             queue = self.queues[task.job.queue]
             return (

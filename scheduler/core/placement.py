@@ -153,7 +153,7 @@ class PlacementIndex:
             task.uid,
             len(nodes),
             tuple(sorted(histogram.items())),
-            int(len(bad)),
+            len(bad),
         )
         fit.errors = errors
         fit.errors_synced = fit.synced

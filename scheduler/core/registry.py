@@ -10,8 +10,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from scheduler.core.actions.allocate import AllocateAction
+from scheduler.core.actions.backfill import BackfillAction
+from scheduler.core.actions.enqueue import EnqueueAction
+from scheduler.core.actions.preempt import PreemptAction
+from scheduler.core.actions.reclaim import ReclaimAction
 from scheduler.core.config import ACTION_NAMES, PLUGIN_NAMES, PluginOption
 from scheduler.core.framework import Action, Plugin
+from scheduler.core.plugins.binpack import BinpackPlugin
+from scheduler.core.plugins.capacity import CapacityPlugin
+from scheduler.core.plugins.conformance import ConformancePlugin
+from scheduler.core.plugins.drf import DrfPlugin
+from scheduler.core.plugins.gang import GangPlugin
+from scheduler.core.plugins.nodeorder import NodeOrderPlugin
+from scheduler.core.plugins.overcommit import OvercommitPlugin
+from scheduler.core.plugins.predicates import PredicatesPlugin
+from scheduler.core.plugins.priority import PriorityPlugin
+from scheduler.core.plugins.proportion import ProportionPlugin
+from scheduler.core.plugins.sla import SlaPlugin
 
 __all__ = ["Registry", "build_registry"]
 
@@ -26,23 +42,6 @@ class Registry:
 
 
 def build_registry() -> Registry:
-    from scheduler.core.actions.allocate import AllocateAction
-    from scheduler.core.actions.backfill import BackfillAction
-    from scheduler.core.actions.enqueue import EnqueueAction
-    from scheduler.core.actions.preempt import PreemptAction
-    from scheduler.core.actions.reclaim import ReclaimAction
-    from scheduler.core.plugins.binpack import BinpackPlugin
-    from scheduler.core.plugins.capacity import CapacityPlugin
-    from scheduler.core.plugins.conformance import ConformancePlugin
-    from scheduler.core.plugins.drf import DrfPlugin
-    from scheduler.core.plugins.gang import GangPlugin
-    from scheduler.core.plugins.nodeorder import NodeOrderPlugin
-    from scheduler.core.plugins.overcommit import OvercommitPlugin
-    from scheduler.core.plugins.predicates import PredicatesPlugin
-    from scheduler.core.plugins.priority import PriorityPlugin
-    from scheduler.core.plugins.proportion import ProportionPlugin
-    from scheduler.core.plugins.sla import SlaPlugin
-
     plugins: dict[str, PluginFactory] = {
         "binpack": BinpackPlugin,
         "capacity": CapacityPlugin,
@@ -64,6 +63,6 @@ def build_registry() -> Registry:
         "reclaim": ReclaimAction,
     }
     # The config module validates names against these tuples; keep them in step.
-    assert tuple(sorted(plugins)) == tuple(sorted(PLUGIN_NAMES))
-    assert tuple(sorted(actions)) == tuple(sorted(ACTION_NAMES))
+    if sorted(plugins) != sorted(PLUGIN_NAMES) or sorted(actions) != sorted(ACTION_NAMES):
+        raise RuntimeError("registry and config.PLUGIN_NAMES / ACTION_NAMES disagree")
     return Registry(plugins=plugins, actions=actions)

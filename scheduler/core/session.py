@@ -22,6 +22,7 @@ from typing import Any
 from scheduler.core.config import SchedulerConfig
 from scheduler.core.decisions import Bind, Decision, Evict, Pipeline
 from scheduler.core.framework import Session
+from scheduler.core.placement import PlacementIndex
 from scheduler.core.reasons import Reason, rank
 from scheduler.core.registry import build_registry
 from scheduler.core.snapshot import ClusterSnapshot, Job, PodGroupPhase, Task, TaskStatus
@@ -59,6 +60,7 @@ def run_session(
     logic_flags: frozenset[str] = frozenset(),
 ) -> SessionResult:
     ssn = Session(snapshot, config, now, logic_flags)
+    ssn.placement = PlacementIndex(ssn)
     registry = build_registry()
     plugins = []
     for tier_index, tier in enumerate(config.tiers):
@@ -79,14 +81,13 @@ def _close(ssn: Session, snapshot: ClusterSnapshot) -> SessionResult:
     phases: dict[str, str] = {}
     for job in snapshot.jobs:
         phases[job.uid] = job.phase.value
-    for uid, job in ssn.jobs.items():
-        phases[uid] = _phase(job, gang).value
+    for uid, state in ssn.jobs.items():
+        phases[uid] = _phase(state, gang).value
     pipelined = sorted(
         (
             t
             for t in ssn.tasks.values()
-            if t.status is TaskStatus.PIPELINED
-            or (t.status is TaskStatus.ALLOCATED and t.tentative)
+            if t.status is TaskStatus.PIPELINED or (t.status is TaskStatus.ALLOCATED and t.tentative)
         ),
         key=lambda t: t.placed_seq,
     )
@@ -139,9 +140,7 @@ def _not_evaluated(ssn: Session, job: JobState) -> Reason:
 def _phase(job: JobState, gang: bool) -> PodGroupPhase:
     """Volcano's PodGroup phase at session close (semantics.md §3.3)."""
     running = job.count(TaskStatus.RUNNING)
-    releasing_placed = sum(
-        1 for t in job.tasks if t.status is TaskStatus.RELEASING and t.node >= 0
-    )
+    releasing_placed = sum(1 for t in job.tasks if t.status is TaskStatus.RELEASING and t.node >= 0)
     scheduled = job.count(*SCHEDULED_STATUSES) + releasing_placed
     completed = job.count(TaskStatus.FAILED, TaskStatus.SUCCEEDED)
     unschedulable = False

@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any
 
 __all__ = [
@@ -44,7 +44,7 @@ __all__ = [
 PODS = "pods"
 
 
-class TaskStatus(str, Enum):
+class TaskStatus(StrEnum):
     """Volcano's task statuses (``pkg/scheduler/api/types.go``)."""
 
     PENDING = "Pending"
@@ -58,7 +58,7 @@ class TaskStatus(str, Enum):
     FAILED = "Failed"
 
 
-class PodGroupPhase(str, Enum):
+class PodGroupPhase(StrEnum):
     PENDING = "Pending"
     INQUEUE = "Inqueue"
     RUNNING = "Running"

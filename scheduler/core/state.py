@@ -211,9 +211,7 @@ class JobState:
         self.role_counts[key] = self.role_counts.get(key, 0) + sign
         if status is TaskStatus.PENDING and task.best_effort:
             self.pending_best_effort += sign
-            self.role_pending_best_effort[task.role] = (
-                self.role_pending_best_effort.get(task.role, 0) + sign
-            )
+            self.role_pending_best_effort[task.role] = self.role_pending_best_effort.get(task.role, 0) + sign
         if status in ALLOCATED_STATUSES:
             for name, amount in task.request.items():
                 self.allocated[name] = self.allocated.get(name, 0) + sign * amount

@@ -61,9 +61,7 @@ class Statement:
         rule: str,
     ) -> None:
         previous = self.ssn.start_evict(task)
-        self.operations.append(
-            Operation("evict", task, task.node, previous, action, preemptor, rule)
-        )
+        self.operations.append(Operation("evict", task, task.node, previous, action, preemptor, rule))
 
     def merge(self, other: Statement) -> None:
         self.operations.extend(other.operations)
@@ -88,8 +86,7 @@ class Statement:
                 ssn.bind(op.task)
             elif op.kind == "pipeline":
                 op.task.tentative = False
-            else:
-                assert op.preemptor is not None
+            elif op.preemptor is not None:
                 node = ssn.nodes.names[op.node]
                 ssn.decisions.append(
                     Evict(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -13,7 +13,7 @@ from scheduler.core.state import TaskState
 from scheduler.core.statement import Statement
 from tests.core.builders import job, node, snapshot, task
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 CONFIG = parse_scheduler_config({"actions": "allocate", "tiers": []})
 
 
@@ -118,13 +118,16 @@ def test_statement_discard_undoes_in_reverse_order() -> None:
     stmt = Statement(ssn)
     stmt.evict(victim, action="preempt", preemptor=pending, rule="r")
     stmt.pipeline(pending, 0)
-    assert victim.status is TaskStatus.RELEASING and pending.status is TaskStatus.PIPELINED
+    assert victim.status is TaskStatus.RELEASING
+    assert pending.status is TaskStatus.PIPELINED
     seen.clear()
     stmt.discard()
     assert seen == [("dealloc", pending.uid), ("alloc", victim.uid)]
-    assert victim.status is TaskStatus.RUNNING and pending.status is TaskStatus.PENDING
+    assert victim.status is TaskStatus.RUNNING
+    assert pending.status is TaskStatus.PENDING
     assert (ssn.nodes.idle == idle_before).all()
-    assert not ssn.nodes.releasing.any() and not ssn.nodes.pipelined.any()
+    assert not ssn.nodes.releasing.any()
+    assert not ssn.nodes.pipelined.any()
     assert ssn.decisions == []
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,17 +21,29 @@ from scheduler.core.snapshot import (
     TaskStatus,
 )
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 GI = 2**30
 CONFIG = parse_scheduler_config(
     {
         "actions": "enqueue, allocate, backfill, preempt, reclaim",
         "tiers": [
-            {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False},
-                         {"name": "conformance"}]},
-            {"plugins": [{"name": "overcommit"}, {"name": "drf", "enablePreemptable": False},
-                         {"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"},
-                         {"name": "binpack"}]},
+            {
+                "plugins": [
+                    {"name": "priority"},
+                    {"name": "gang", "enablePreemptable": False},
+                    {"name": "conformance"},
+                ]
+            },
+            {
+                "plugins": [
+                    {"name": "overcommit"},
+                    {"name": "drf", "enablePreemptable": False},
+                    {"name": "predicates"},
+                    {"name": "proportion"},
+                    {"name": "nodeorder"},
+                    {"name": "binpack"},
+                ]
+            },
         ],
     }
 )
@@ -43,8 +55,12 @@ def clusters(draw: st.DrawFn) -> ClusterSnapshot:
     nodes = [
         Node(
             f"n{i}",
-            {"cpu": draw(st.integers(1, 8)) * 1000, "memory": 16 * GI, "pods": draw(st.integers(1, 6)),
-             "nvidia.com/gpu": draw(st.integers(0, 4))},
+            {
+                "cpu": draw(st.integers(1, 8)) * 1000,
+                "memory": 16 * GI,
+                "pods": draw(st.integers(1, 6)),
+                "nvidia.com/gpu": draw(st.integers(0, 4)),
+            },
             {"zone": draw(st.sampled_from(["a", "b"]))},
         )
         for i in range(draw(st.integers(1, 5)))
@@ -80,17 +96,34 @@ def clusters(draw: st.DrawFn) -> ClusterSnapshot:
                         status, on = TaskStatus.RUNNING, name
                         break
             tasks.append(
-                Task("ns", f"j{j}-w-{t}", {k: v for k, v in req.items() if v}, status, on,
-                     priority=draw(st.sampled_from([None, 1, 100])),
-                     preemptable=draw(st.booleans()), node_selector=selector)
+                Task(
+                    "ns",
+                    f"j{j}-w-{t}",
+                    {k: v for k, v in req.items() if v},
+                    status,
+                    on,
+                    priority=draw(st.sampled_from([None, 1, 100])),
+                    preemptable=draw(st.booleans()),
+                    node_selector=selector,
+                )
             )
         running = sum(1 for t in tasks if t.status is TaskStatus.RUNNING)
         min_member = draw(st.integers(0, count))
-        phase = PodGroupPhase.RUNNING if running and running >= min_member else draw(
-            st.sampled_from([PodGroupPhase.PENDING, PodGroupPhase.INQUEUE]))
+        phase = (
+            PodGroupPhase.RUNNING
+            if running and running >= min_member
+            else draw(st.sampled_from([PodGroupPhase.PENDING, PodGroupPhase.INQUEUE]))
+        )
         jobs.append(
-            Job("ns", f"j{j}", queue, min_member=min_member, phase=phase, tasks=tuple(tasks),
-                priority_class=draw(st.sampled_from([None, "low", "high"])))
+            Job(
+                "ns",
+                f"j{j}",
+                queue,
+                min_member=min_member,
+                phase=phase,
+                tasks=tuple(tasks),
+                priority_class=draw(st.sampled_from([None, "low", "high"])),
+            )
         )
     return ClusterSnapshot(tuple(nodes), tuple(queues), CLASSES, tuple(jobs))
 
@@ -101,7 +134,7 @@ def _priority(job: Job) -> int:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters())
-def test_session_invariants(snap: ClusterSnapshot) -> None:
+def test_session_invariants(snap: ClusterSnapshot) -> None:  # noqa: PLR0912 - one property per block
     result = run_session(snap, CONFIG, NOW)
     tasks = {t.uid: (j, t) for j in snap.jobs for t in j.tasks}
     binds = [d for d in result.decisions if isinstance(d, Bind)]
@@ -127,10 +160,14 @@ def test_session_invariants(snap: ClusterSnapshot) -> None:
     # 3. allocate never takes a queue past its capability.
     for queue in snap.queues:
         for dim, cap in queue.capability.items():
-            before = sum(t.request.get(dim, 0) for j, t in tasks.values()
-                         if j.queue == queue.name and t.status is TaskStatus.RUNNING)
-            added = sum(tasks[b.task][1].request.get(dim, 0) for b in binds
-                        if tasks[b.task][0].queue == queue.name)
+            before = sum(
+                t.request.get(dim, 0)
+                for j, t in tasks.values()
+                if j.queue == queue.name and t.status is TaskStatus.RUNNING
+            )
+            added = sum(
+                tasks[b.task][1].request.get(dim, 0) for b in binds if tasks[b.task][0].queue == queue.name
+            )
             if before <= cap:
                 assert before + added <= cap, (queue.name, dim)
 
@@ -155,8 +192,9 @@ def test_session_invariants(snap: ClusterSnapshot) -> None:
     for job, reasons in result.pending.items():
         assert reasons, job
     for job in snap.jobs:
-        unplaced = [t for t in job.tasks if t.status is TaskStatus.PENDING
-                    and t.uid not in {b.task for b in binds}]
+        unplaced = [
+            t for t in job.tasks if t.status is TaskStatus.PENDING and t.uid not in {b.task for b in binds}
+        ]
         if unplaced:
             assert job.uid in result.pending, job.uid
 
@@ -166,4 +204,5 @@ def test_session_invariants(snap: ClusterSnapshot) -> None:
 def test_session_is_deterministic(snap: ClusterSnapshot) -> None:
     first, second = run_session(snap, CONFIG, NOW), run_session(snap, CONFIG, NOW)
     assert first.decisions == second.decisions
-    assert first.pipelined == second.pipelined and first.pending == second.pending
+    assert first.pipelined == second.pipelined
+    assert first.pending == second.pending

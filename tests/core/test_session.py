@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -15,11 +15,13 @@ from scheduler.core.session import advance, run_session
 from scheduler.core.snapshot import PodGroupPhase, Queue, TaskStatus, snapshot_digest
 from tests.core.builders import job, node, snapshot, task
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def test_fit_error_histogram_is_sorted_as_strings() -> None:
-    text = fit_error_message(12, {"Insufficient nvidia.com/gpu": 8, "node(s) didn't match Pod's node affinity/selector": 4})
+    text = fit_error_message(
+        12, {"Insufficient nvidia.com/gpu": 8, "node(s) didn't match Pod's node affinity/selector": 4}
+    )
     assert text == (
         "0/12 nodes are unavailable: 4 node(s) didn't match Pod's node affinity/selector, "
         "8 Insufficient nvidia.com/gpu."
@@ -44,20 +46,26 @@ def test_gang_that_cannot_fit_explains_with_numbers() -> None:
         "Insufficient nvidia.com/gpu": 2,
         "node(s) didn't match Pod's node affinity/selector": 3,
     }
-    assert [r.code for r in result.pending["ns/big"]][0] == "gang-not-ready"
+    assert next(r.code for r in result.pending["ns/big"]) == "gang-not-ready"
 
 
 def test_enqueue_rejection_names_resource_and_numbers() -> None:
     queue = Queue("q", capability={"nvidia.com/gpu": 8})
-    running = job("run", [task("run", 0, gpu=8, status=TaskStatus.RUNNING, on="g0")],
-                  phase=PodGroupPhase.RUNNING, min_resources={"nvidia.com/gpu": 8})
-    new = job("new", [task("new", 0, gpu=4)], phase=PodGroupPhase.PENDING,
-              min_resources={"nvidia.com/gpu": 4})
+    running = job(
+        "run",
+        [task("run", 0, gpu=8, status=TaskStatus.RUNNING, on="g0")],
+        phase=PodGroupPhase.RUNNING,
+        min_resources={"nvidia.com/gpu": 8},
+    )
+    new = job(
+        "new", [task("new", 0, gpu=4)], phase=PodGroupPhase.PENDING, min_resources={"nvidia.com/gpu": 4}
+    )
     result = run_session(snapshot([node("g0", gpu=16)], [running, new], [queue]), DEFAULT_CONFIG, NOW)
     reason = result.pending["ns/new"][0]
     assert reason.code == "enqueue-rejected"
     assert reason.message.startswith("queue resource quota insufficient: insufficient nvidia.com/gpu")
-    assert "request 4 + allocated 8" in reason.message and "realCapability 8" in reason.message
+    assert "request 4 + allocated 8" in reason.message
+    assert "realCapability 8" in reason.message
     gpu = reason.detail["resources"]["nvidia.com/gpu"]
     assert (gpu["request"], gpu["allocated"], gpu["limit"]) == (4, 8, 8.0)
     assert result.phases["ns/new"] == "Pending"
@@ -92,7 +100,9 @@ def test_digest_ignores_order_and_sees_content() -> None:
 
 def test_config_defaults_spellings_and_errors() -> None:
     gang = DEFAULT_CONFIG.tiers[0].plugins[1]
-    assert gang.name == "gang" and not gang.enabled("enablePreemptable") and gang.enabled("enableJobReady")
+    assert gang.name == "gang"
+    assert not gang.enabled("enablePreemptable")
+    assert gang.enabled("enableJobReady")
     cfg = parse_scheduler_config(
         {"actions": ["allocate"], "tiers": [{"plugins": [{"name": "proportion", "enabledOverused": False}]}]}
     )
@@ -102,7 +112,9 @@ def test_config_defaults_spellings_and_errors() -> None:
     with pytest.raises(ConfigError, match="unknown action 'shuffle'"):
         parse_scheduler_config({"actions": "allocate, shuffle"})
     with pytest.raises(ConfigError, match="unknown plugin option 'enableMagic'"):
-        parse_scheduler_config({"actions": "allocate", "tiers": [{"plugins": [{"name": "gang", "enableMagic": True}]}]})
+        parse_scheduler_config(
+            {"actions": "allocate", "tiers": [{"plugins": [{"name": "gang", "enableMagic": True}]}]}
+        )
 
 
 def test_config_spec_round_trip() -> None:

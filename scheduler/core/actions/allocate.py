@@ -46,8 +46,16 @@ def need_continue_allocating(job: JobState, failed_roles: set[str]) -> bool:
         need = job.min_task_member.get(role, 0)
         if need <= 0:
             continue
-        have = job.role_count(role, (TaskStatus.BOUND, TaskStatus.BINDING, TaskStatus.RUNNING,
-                                     TaskStatus.ALLOCATED, TaskStatus.SUCCEEDED))
+        have = job.role_count(
+            role,
+            (
+                TaskStatus.BOUND,
+                TaskStatus.BINDING,
+                TaskStatus.RUNNING,
+                TaskStatus.ALLOCATED,
+                TaskStatus.SUCCEEDED,
+            ),
+        )
         have += job.role_pending_best_effort.get(role, 0)
         if have < need:
             return False
@@ -66,7 +74,7 @@ def gang_reason(job: JobState) -> Reason:
 class AllocateAction:
     name = "allocate"
 
-    def execute(self, ssn: Session) -> None:
+    def execute(self, ssn: Session) -> None:  # noqa: PLR0912 - Volcano's loop, phases kept in one place
         index = ssn.placement
         enqueue_configured = "enqueue" in ssn.config.actions
         heaps: dict[str, JobHeap] = {}
@@ -102,7 +110,7 @@ class AllocateAction:
             job = heap.pop()
             tasks, cursor = worksheets[job.uid]
             stmt = Statement(ssn)
-            self._visit(ssn, index, job, tasks, cursor, stmt)
+            self._visit(ssn, index, job, tasks=tasks, cursor=cursor, stmt=stmt)
             if ssn.job_ready(job):
                 placed = len(stmt)
                 stmt.commit()
@@ -129,6 +137,7 @@ class AllocateAction:
         ssn: Session,
         index: PlacementIndex,
         job: JobState,
+        *,
         tasks: list[TaskState],
         cursor: list[int],
         stmt: Statement,

@@ -54,8 +54,9 @@ def preempt_task(
     if task.preemption_policy == "Never":
         ssn.explain(
             job.uid,
-            Reason("no-preemption-victims", f"task {task.uid} has preemptionPolicy Never",
-                   {"task": task.uid}),
+            Reason(
+                "no-preemption-victims", f"task {task.uid} has preemptionPolicy Never", {"task": task.uid}
+            ),
             keep_first=True,
         )
         return False
@@ -106,10 +107,18 @@ def preempt_task(
     return False
 
 
+def _other_job_same_queue(job: JobState) -> Callable[[TaskState], bool]:
+    return lambda t: t.job.queue == job.queue and t.job is not job
+
+
+def _same_job(job: JobState) -> Callable[[TaskState], bool]:
+    return lambda t: t.job is job
+
+
 class PreemptAction:
     name = "preempt"
 
-    def execute(self, ssn: Session) -> None:
+    def execute(self, ssn: Session) -> None:  # noqa: PLR0912 - phases A and B as in Volcano
         heaps: dict[str, JobHeap] = {}
         starving: dict[str, list[JobState]] = {}
         for job in ssn.jobs.values():
@@ -130,12 +139,7 @@ class PreemptAction:
                 tasks = _pending_tasks(ssn, job)
                 while ssn.job_starving(job) and tasks:
                     task = tasks.pop(0)
-                    if preempt_task(
-                        ssn,
-                        stmt,
-                        task,
-                        lambda t, job=job, q=queue.name: t.job.queue == q and t.job is not job,
-                    ):
+                    if preempt_task(ssn, stmt, task, _other_job_same_queue(job)):
                         assigned = True
                 if ssn.job_pipelined(job):
                     ssn.step(StatementClosed(self.name, job.uid, "committed", len(stmt)))
@@ -148,7 +152,7 @@ class PreemptAction:
             for job in starving[queue.name]:
                 for task in _pending_tasks(ssn, job):
                     stmt = Statement(ssn)
-                    placed = preempt_task(ssn, stmt, task, lambda t, job=job: t.job is job)
+                    placed = preempt_task(ssn, stmt, task, _same_job(job))
                     stmt.commit()
                     if not placed:
                         break

@@ -97,16 +97,17 @@ class ReclaimAction:
             job = heap.pop()
             stmt = Statement(ssn)
             assigned = False
-            tasks = sorted(
-                (t for t in job.tasks if t.status is TaskStatus.PENDING), key=ssn.task_key
-            )
+            tasks = sorted((t for t in job.tasks if t.status is TaskStatus.PENDING), key=ssn.task_key)
             while ssn.job_starving(job) and tasks:
                 task = tasks.pop(0)
                 if task.preemption_policy == "Never":
                     ssn.explain(
                         job.uid,
-                        Reason("no-reclaim-victims", f"task {task.uid} has preemptionPolicy Never",
-                               {"task": task.uid}),
+                        Reason(
+                            "no-reclaim-victims",
+                            f"task {task.uid} has preemptionPolicy Never",
+                            {"task": task.uid},
+                        ),
                         keep_first=True,
                     )
                     continue

@@ -29,7 +29,10 @@ class BinpackPlugin(PluginBase):
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
         self.weight = int(self.argument("binpack.weight", 1))
-        weights = {"cpu": int(self.argument("binpack.cpu", 1)), "memory": int(self.argument("binpack.memory", 1))}
+        weights = {
+            "cpu": int(self.argument("binpack.cpu", 1)),
+            "memory": int(self.argument("binpack.memory", 1)),
+        }
         extra = str(self.argument("binpack.resources", "") or "")
         for name in (part.strip() for part in extra.split(",")):
             if name:

@@ -84,8 +84,11 @@ class CapacityPlugin(PluginBase):
     def _closed(self, queue: QueueState, job: JobState, verb: str) -> None:
         self.ssn.explain(
             job.uid,
-            Reason("queue-closed", f"queue {queue.name} is {queue.state}; only Open queues {verb}",
-                   {"queue": queue.name, "state": queue.state, "plugin": self.name}),
+            Reason(
+                "queue-closed",
+                f"queue {queue.name} is {queue.state}; only Open queues {verb}",
+                {"queue": queue.name, "state": queue.state, "plugin": self.name},
+            ),
         )
 
     def _allocatable(self, queue: QueueState, task: TaskState) -> bool:

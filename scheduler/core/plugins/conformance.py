@@ -15,9 +15,7 @@ _CRITICAL = ("system-cluster-critical", "system-node-critical")
 
 def _evictable(preemptor: TaskState, candidates: Sequence[TaskState]) -> list[TaskState]:
     del preemptor
-    return [
-        t for t in candidates if t.priority_class not in _CRITICAL and t.namespace != "kube-system"
-    ]
+    return [t for t in candidates if t.priority_class not in _CRITICAL and t.namespace != "kube-system"]
 
 
 class ConformancePlugin(PluginBase):

@@ -39,8 +39,7 @@ class OvercommitPlugin(PluginBase):
         nodes = ssn.nodes
         used_vec = (nodes.allocatable - nodes.idle).sum(axis=0) if len(nodes) else None
         self.used = {
-            name: int(used_vec[i]) if used_vec is not None else 0
-            for i, name in enumerate(ssn.dims.names)
+            name: int(used_vec[i]) if used_vec is not None else 0 for i, name in enumerate(ssn.dims.names)
         }
         self.total = dict(ssn.total)
         self.inqueue: dict[str, int] = {}

@@ -49,7 +49,7 @@ def tolerates(toleration: Toleration, taint: Taint) -> bool:
     return (toleration.value or "") == taint.value
 
 
-def _requirement(req: NodeSelectorRequirement, labels: dict[str, str]) -> bool:
+def _requirement(req: NodeSelectorRequirement, labels: dict[str, str]) -> bool:  # noqa: PLR0911 - one return per operator
     value = labels.get(req.key)
     op = req.operator
     if op == "In":
@@ -92,9 +92,7 @@ class PredicatesPlugin(PluginBase):
         self.taints_on = bool(self.argument("predicate.TaintTolerationEnable", True))
         self.pods_exceeded = ssn.reason_id("node(s) pod number exceeded", unresolvable=False)
         self.unschedulable = ssn.reason_id("node(s) were unschedulable", unresolvable=True)
-        self.affinity = ssn.reason_id(
-            "node(s) didn't match Pod's node affinity/selector", unresolvable=True
-        )
+        self.affinity = ssn.reason_id("node(s) didn't match Pod's node affinity/selector", unresolvable=True)
         self._static: dict[tuple[object, ...], IntArray] = {}
         self.register(ssn, "predicate", self._predicate)
 

@@ -18,9 +18,7 @@ class PriorityPlugin(PluginBase):
         self.register(ssn, "task_order", lambda task: -task.priority)
         self.register(ssn, "job_order", lambda job: -job.priority)
         self.register(ssn, "preemptable", _lower_priority)
-        self.register(
-            ssn, "job_starving", lambda job: job.ready_num + job.waiting_num < len(job.tasks)
-        )
+        self.register(ssn, "job_starving", lambda job: job.ready_num + job.waiting_num < len(job.tasks))
 
 
 def _lower_priority(preemptor: TaskState, candidates: Sequence[TaskState]) -> list[TaskState]:

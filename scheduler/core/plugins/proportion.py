@@ -37,7 +37,7 @@ __all__ = ["ProportionPlugin", "water_fill"]
 _MAX_ROUNDS = 10_000
 
 
-def water_fill(total: dict[str, int], attrs: dict[str, QueueAttr]) -> None:
+def water_fill(total: dict[str, int], attrs: dict[str, QueueAttr]) -> None:  # noqa: PLR0912 - one water-filling round, as in Volcano
     """Set ``deserved`` of every attr (semantics.md §5.2)."""
     dims = sorted(total)
     remaining = {d: Fraction(total[d]) for d in dims}
@@ -138,8 +138,11 @@ class ProportionPlugin(PluginBase):
         if not queue.is_open:
             self.ssn.explain(
                 task.job.uid,
-                Reason("queue-closed", f"queue {queue.name} is {queue.state}; only Open queues allocate",
-                       {"queue": queue.name, "state": queue.state}),
+                Reason(
+                    "queue-closed",
+                    f"queue {queue.name} is {queue.state}; only Open queues allocate",
+                    {"queue": queue.name, "state": queue.state},
+                ),
             )
             return False
         for d in requested_dims(task.request):
@@ -189,8 +192,11 @@ class ProportionPlugin(PluginBase):
         if not queue.is_open:
             self.ssn.explain(
                 job.uid,
-                Reason("queue-closed", f"queue {queue.name} is {queue.state}; only Open queues admit jobs",
-                       {"queue": queue.name, "state": queue.state, "plugin": self.name}),
+                Reason(
+                    "queue-closed",
+                    f"queue {queue.name} is {queue.state}; only Open queues admit jobs",
+                    {"queue": queue.name, "state": queue.state, "plugin": self.name},
+                ),
             )
             return REJECT
         if job.min_resources is None or attr is None:

@@ -20,9 +20,8 @@ from fractions import Fraction
 
 from scheduler.core.framework import Session
 from scheduler.core.reasons import format_amount
-from scheduler.core.snapshot import PODS, PodGroupPhase
+from scheduler.core.snapshot import PODS, PodGroupPhase, TaskStatus
 from scheduler.core.state import ALLOCATED_STATUSES, JobState, QueueState, TaskState, sub_positive
-from scheduler.core.snapshot import TaskStatus
 
 __all__ = ["QueueAttr", "add_into", "build_attrs", "requested_dims"]
 
