@@ -26,14 +26,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import asyncpg  # noqa: E402
+import asyncpg
 
-from api.embedded import EmbeddedBroker, create_topics  # noqa: E402
-from events.topics import Topics  # noqa: E402
-from projector.service import ProjectorConfig, ProjectorMetrics, run_projector  # noqa: E402
-from tests.projector.helpers import create_database, drop_database  # noqa: E402
-from tests.projector.streams import CLUSTER, event_stream  # noqa: E402
-from tests.projector.test_service import produce  # noqa: E402
+from api.embedded import EmbeddedBroker, create_topics
+from events.topics import Topics
+from projector.service import ProjectorConfig, ProjectorMetrics, run_projector
+from tests.projector.helpers import create_database, drop_database
+from tests.projector.streams import CLUSTER, event_stream
+from tests.projector.test_service import produce
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -79,13 +79,14 @@ async def _bench(bootstrap: str, admin_dsn: str, args: argparse.Namespace) -> No
             size = await conn.fetchval("SELECT pg_size_pretty(pg_database_size(current_database()))")
         finally:
             await conn.close()
-        print(f"archived {metrics.events_archived:,} events (rejected {metrics.events_rejected}) in {elapsed:.2f} s")
-        print(f"throughput: {metrics.events_archived / elapsed:,.0f} events/s (start-up and migrations included)")
-        print(
-            f"batches: {len(batches)} of <= {args.batch_size}; latency p50 {1000 * _percentile(batches, 0.5):.0f} ms,"
-            f" p99 {1000 * _percentile(batches, 0.99):.0f} ms, max {1000 * max(batches):.0f} ms"
-        )
-        print(f"peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB; database {size}")
+        archived, rejected = metrics.events_archived, metrics.events_rejected
+        p50, p99 = 1000 * _percentile(batches, 0.5), 1000 * _percentile(batches, 0.99)
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"archived {archived:,} events (rejected {rejected}) in {elapsed:.2f} s")
+        print(f"throughput: {archived / elapsed:,.0f} events/s (start-up and migrations included)")
+        print(f"batches: {len(batches)} of <= {args.batch_size}; latency p50 {p50:.0f} ms, p99 {p99:.0f} ms,"
+              f" max {1000 * max(batches):.0f} ms")  # fmt: skip
+        print(f"peak RSS: {peak_mb:,.0f} MiB; database {size}")
         if profiler:
             pstats.Stats(profiler).sort_stats(args.sort).print_stats(25)
     finally:

@@ -440,8 +440,10 @@ def _replay_early(state: ClusterState, seq: int, job_id: str, touched: list[tupl
     touched.append(_META)
     for doc in early:
         event = _OBSERVATIONS.validate_python(doc)
-        handler = _task_started if isinstance(event, TaskStarted) else _task_finished
-        touched.extend(handler(state, seq, event).touched)
+        if isinstance(event, TaskStarted):
+            touched.extend(_task_started(state, seq, event).touched)
+        else:
+            touched.extend(_task_finished(state, seq, event).touched)
 
 
 def _reset_or_drop(state: ClusterState, task: TaskState) -> None:
@@ -564,7 +566,9 @@ def _voided(index: int, decision: Decision, reason: str) -> VoidedDecision:
     )
 
 
-def _decide(state: ClusterState, decision: Decision, touched: list[tuple[str, str]]) -> str | None:
+def _decide(  # noqa: PLR0911 - one return per void reason
+    state: ClusterState, decision: Decision, touched: list[tuple[str, str]]
+) -> str | None:
     """Apply one decision if it still holds; else the void reason (state untouched)."""
     job = state.jobs.get(decision.job)
     if job is None:

@@ -47,7 +47,11 @@ async def projected_seq(conn: asyncpg.Connection) -> int:
 
 
 async def _wait(
-    conn: asyncpg.Connection, check: Callable[[], Awaitable[T | None]], what: str, timeout: float, poll: float
+    conn: asyncpg.Connection,
+    check: Callable[[], Awaitable[T | None]],
+    what: str,
+    timeout_s: float,
+    poll: float,
 ) -> T:
     woken = asyncio.Event()
 
@@ -56,7 +60,7 @@ async def _wait(
 
     await conn.add_listener(NOTIFY_CHANNEL, on_notify)
     try:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout_s
         while True:
             woken.clear()
             found = await check()
@@ -64,7 +68,7 @@ async def _wait(
                 return found
             left = deadline - time.monotonic()
             if left <= 0:
-                raise WaitTimeoutError(what, timeout)
+                raise WaitTimeoutError(what, timeout_s)
             try:
                 await asyncio.wait_for(woken.wait(), timeout=min(poll, left))
             except TimeoutError:
@@ -73,18 +77,28 @@ async def _wait(
         await conn.remove_listener(NOTIFY_CHANNEL, on_notify)
 
 
-async def wait_for_seq(conn: asyncpg.Connection, seq: int, timeout: float, *, poll: float = 0.5) -> int:
+async def wait_for_seq(
+    conn: asyncpg.Connection,
+    seq: int,
+    timeout_s: float,
+    *,
+    poll: float = 0.5,
+) -> int:
     """Wait until the projection reflects at least ``seq``; return the seq it reflects."""
 
     async def check() -> int | None:
         current = await projected_seq(conn)
         return current if current >= seq else None
 
-    return await _wait(conn, check, f"seq {seq}", timeout, poll)
+    return await _wait(conn, check, f"seq {seq}", timeout_s, poll)
 
 
 async def wait_for_session(
-    conn: asyncpg.Connection, session_id: str, timeout: float, *, poll: float = 0.5
+    conn: asyncpg.Connection,
+    session_id: str,
+    timeout_s: float,
+    *,
+    poll: float = 0.5,
 ) -> int:
     """Wait until session ``session_id`` is applied; return the seq of its SessionCommitted.
 
@@ -96,11 +110,15 @@ async def wait_for_session(
         value = await conn.fetchval("SELECT seq FROM sessions WHERE session_id = $1", session_id)
         return None if value is None else int(value)
 
-    return await _wait(conn, check, f"session {session_id}", timeout, poll)
+    return await _wait(conn, check, f"session {session_id}", timeout_s, poll)
 
 
 async def wait_for_event(
-    conn: asyncpg.Connection, event_id: str, timeout: float, *, poll: float = 0.5
+    conn: asyncpg.Connection,
+    event_id: str,
+    timeout_s: float,
+    *,
+    poll: float = 0.5,
 ) -> EventFate:
     """Wait until the event with CloudEvents id ``event_id`` is archived or rejected."""
 
@@ -113,4 +131,4 @@ async def wait_for_event(
         )
         return None if row is None else EventFate(event_id, None, row["error"], row["detail"])
 
-    return await _wait(conn, check, f"event {event_id}", timeout, poll)
+    return await _wait(conn, check, f"event {event_id}", timeout_s, poll)

@@ -139,8 +139,8 @@ async def _write_jobs(
         if keep:
             await conn.execute(
                 "INSERT INTO jobs (id, namespace, name, queue, phase, phase_reason, created, seq, spec)"
-                " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],"
-                " $7::timestamptz[], $8::bigint[], $9::jsonb[])"
+                " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],"
+                " $6::text[], $7::timestamptz[], $8::bigint[], $9::jsonb[])"
                 " ON CONFLICT (id) DO UPDATE SET namespace = EXCLUDED.namespace, name = EXCLUDED.name,"
                 " queue = EXCLUDED.queue, phase = EXCLUDED.phase, phase_reason = EXCLUDED.phase_reason,"
                 " created = EXCLUDED.created, seq = EXCLUDED.seq, spec = EXCLUDED.spec",
@@ -162,7 +162,8 @@ async def _write_jobs(
         if keep:
             await conn.execute(
                 "UPDATE jobs SET phase = u.phase, phase_reason = u.phase_reason, seq = u.seq"
-                " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS u(id, phase, phase_reason, seq)"
+                " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])"
+                " AS u(id, phase, phase_reason, seq)"
                 " WHERE jobs.id = u.id",
                 keep,
                 [j.phase for j in jobs],

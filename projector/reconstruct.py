@@ -131,9 +131,8 @@ async def verify_chain(
     """
     start = 1 if from_seq is None else max(from_seq, 1)
     expected_seq = start
-    if start == 1:
-        prev_hash = GENESIS_HASH
-    else:
+    prev_hash: bytes | None = GENESIS_HASH
+    if start > 1:
         before = await conn.fetchval("SELECT hash FROM event_log WHERE seq = $1", start - 1)
         prev_hash = None if before is None else bytes(before)
     checked = 0

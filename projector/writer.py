@@ -244,7 +244,7 @@ class BatchWriter:
                     record.offset,
                     prev_hash,
                     digest,
-                )  # fmt: skip
+                )
             )
             prev_hash = digest
             for kind, key in outcome.touched:
@@ -269,7 +269,7 @@ class BatchWriter:
                                 decision.preemptor_job,
                                 decision.preemptor_task,
                                 decision.rule,
-                            )  # fmt: skip
+                            )
                         )
         plan.last_seq = seq
         plan.snapshot = seq // self.snapshot_every > plan.base_seq // self.snapshot_every
@@ -327,7 +327,8 @@ class BatchWriter:
                 )
             if plan.snapshot:
                 await conn.execute(
-                    "INSERT INTO state_snapshots (seq, state) VALUES ($1, $2::json) ON CONFLICT (seq) DO NOTHING",
+                    "INSERT INTO state_snapshots (seq, state) VALUES ($1, $2::json)"
+                    " ON CONFLICT (seq) DO NOTHING",
                     state.seq,
                     json.dumps(state.to_jsonable(), separators=(",", ":"), ensure_ascii=False),
                 )

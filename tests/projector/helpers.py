@@ -45,5 +45,7 @@ async def reset_schema(conn: asyncpg.Connection) -> None:
     await apply_migrations(conn)
 
 
-def records(events: Iterable[Event], topic: str = "t", partition: int = 0, start: int = 0) -> list[InboundRecord]:
+def records(
+    events: Iterable[Event], topic: str = "t", partition: int = 0, start: int = 0
+) -> list[InboundRecord]:
     return [InboundRecord(topic, partition, start + i, encode(e)) for i, e in enumerate(events)]

@@ -232,7 +232,9 @@ class StreamBuilder:
             picked = self._pick("Running", "Releasing")
             if picked is not None:
                 task = state.tasks[picked]
-                outcome = "evicted" if task.status == "Releasing" else rng.choice(["succeeded"] * 6 + ["failed"])
+                outcome = (
+                    "evicted" if task.status == "Releasing" else rng.choice(["succeeded"] * 6 + ["failed"])
+                )
                 return TaskFinished(
                     **self._envelope(),  # type: ignore[arg-type]
                     data=TaskFinishedData(job_id=task.job, task_id=task.id, node=task.node, outcome=outcome),
@@ -271,7 +273,9 @@ class StreamBuilder:
                     min_available=None if rng.random() < 0.7 else rng.randint(0, replicas),
                     resources=resources,
                     node_selector={"zone": "a"} if rng.random() < 0.1 else {},
-                    tolerations=[Toleration(key="gpu", operator="Exists")] if "nvidia.com/gpu" in resources else [],
+                    tolerations=[Toleration(key="gpu", operator="Exists")]
+                    if "nvidia.com/gpu" in resources
+                    else [],
                     preemptable=rng.random() < 0.8,
                     priority_class=rng.choice([None, None, "high"]),
                 )
@@ -302,7 +306,9 @@ class StreamBuilder:
         pending = [] if pool is None else [state.tasks[t] for t in pool.sample(rng, rng.randint(0, 12))]
         for task in pending:
             if nodes:
-                decisions.append(BindDecision(task=task.id, job=task.job, node=self._node_for(task.resources)))
+                decisions.append(
+                    BindDecision(task=task.id, job=task.job, node=self._node_for(task.resources))
+                )
         if pending and nodes and rng.random() < 0.2:
             task = pending[0]
             decisions.append(PipelineDecision(task=task.id, job=task.job, node=nodes.choice(rng)))
@@ -351,7 +357,9 @@ class StreamBuilder:
                 input_digest="sha256:" + "0" * 64,
                 decisions=decisions,
                 parts=parts,
-                pending=[PendingJob(job=t.job, reasons=[PendingReason(code="x", message="y")]) for t in pending[:2]],
+                pending=[
+                    PendingJob(job=t.job, reasons=[PendingReason(code="x", message="y")]) for t in pending[:2]
+                ],
             ),
         )
 

@@ -36,7 +36,9 @@ _KILLS = 6
 _REPO = Path(__file__).resolve().parents[2]
 
 
-async def _start(kafka_bootstrap: str, database_url: str, topics: Topics, log: BinaryIO) -> asyncio.subprocess.Process:
+async def _start(
+    kafka_bootstrap: str, database_url: str, topics: Topics, log: BinaryIO
+) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "projector",
         "--bootstrap", kafka_bootstrap, "--dsn", database_url, "--topics-prefix", topics.prefix,
@@ -81,7 +83,8 @@ async def test_sigkill_at_random_moments_loses_and_duplicates_nothing(
             await asyncio.sleep(0.2)
         process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(process.wait(), 30) == 0, log_path.read_text()[-3000:]
-        assert len(kills) >= 5 and any(0 < k < _EVENTS for k in kills), kills
+        assert len(kills) >= 5, kills
+        assert any(0 < k < _EVENTS for k in kills), kills
 
         # Offsets: exactly the records of each partition (one partition per topic).
         produced_per_topic = Counter(topic_for(e, topics) for e in events)
@@ -101,7 +104,8 @@ async def test_sigkill_at_random_moments_loses_and_duplicates_nothing(
         assert len(archived) == _EVENTS
 
         report = await verify_chain(conn)
-        assert report.ok and report.checked == len(archived), report
+        assert report.ok, report
+        assert report.checked == len(archived), report
         last = await conn.fetchval("SELECT max(seq) FROM event_log")
         assert await load_projection(conn) == await state_at(conn, last)
     finally:

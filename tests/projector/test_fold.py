@@ -49,10 +49,14 @@ def _env() -> dict[str, object]:
 
 
 def node(name: str = "n1", cpu: int = 4000, pods: int = 10) -> NodeReported:
-    return NodeReported(**_env(), data=NodeReportedData(name=name, allocatable={"cpu": f"{cpu}m", "pods": pods}))  # type: ignore[arg-type]
+    return NodeReported(
+        **_env(), data=NodeReportedData(name=name, allocatable={"cpu": f"{cpu}m", "pods": pods})
+    )  # type: ignore[arg-type]
 
 
-def job(name: str = "j", replicas: int = 2, cpu: int = 1000, min_available: int | None = None) -> JobSubmitted:
+def job(
+    name: str = "j", replicas: int = 2, cpu: int = 1000, min_available: int | None = None
+) -> JobSubmitted:
     return JobSubmitted(
         **_env(),  # type: ignore[arg-type]
         data=JobSubmittedData(
@@ -100,7 +104,8 @@ def test_job_submitted_creates_pending_tasks_and_the_gang_minimum() -> None:
     state = ClusterState()
     fold(state, job(replicas=3))
     j = state.jobs["ns/j"]
-    assert j.phase == "Pending" and j.min_available == 3
+    assert j.phase == "Pending"
+    assert j.min_available == 3
     assert j.tasks == ["ns/j-w-0", "ns/j-w-1", "ns/j-w-2"]
     assert {t.status for t in state.tasks.values()} == {"Pending"}
     assert state.tasks["ns/j-w-1"].resources == {"cpu": 1000}  # no pods: the session adds it
@@ -112,7 +117,8 @@ def test_a_duplicate_job_is_invalid_and_changes_nothing() -> None:
     before = ClusterState.from_jsonable(state.to_jsonable())
     [outcome] = fold(state, job())
     assert outcome.invalid == "duplicate-job"
-    assert state == before and state.seq == 1
+    assert state == before
+    assert state.seq == 1
 
 
 def test_session_decisions_are_applied_in_order_and_voided_with_reasons() -> None:
@@ -131,7 +137,8 @@ def test_session_decisions_are_applied_in_order_and_voided_with_reasons() -> Non
         ),
     )
     assert state.jobs["ns/j"].phase == "Inqueue"
-    assert state.tasks["ns/j-w-0"].status == "Bound" and state.tasks["ns/j-w-0"].node == "n1"
+    assert state.tasks["ns/j-w-0"].status == "Bound"
+    assert state.tasks["ns/j-w-0"].node == "n1"
     record = next(iter(state.sessions.values()))
     assert record.accepted == 3
     assert [(v.index, v.reason) for v in record.voided] == [
@@ -156,32 +163,46 @@ def test_a_stale_leader_epoch_voids_the_whole_session() -> None:
     fold(state, node(), job(), session(epoch=5))
     fold(state, session(bind("ns/j-w-0"), EnqueueDecision(job="ns/j"), epoch=4, sid="old"))
     record = state.sessions["old"]
-    assert record.accepted == 0 and {v.reason for v in record.voided} == {"stale-epoch"}
-    assert state.tasks["ns/j-w-0"].status == "Pending" and state.leader_epoch == 5
+    assert record.accepted == 0
+    assert {v.reason for v in record.voided} == {"stale-epoch"}
+    assert state.tasks["ns/j-w-0"].status == "Pending"
+    assert state.leader_epoch == 5
 
 
 def test_split_sessions_apply_only_on_their_marker() -> None:
     state = ClusterState()
     fold(state, node(), job())
-    part = SessionPart(**_env(), data=SessionPartData(session_id="big", index=0, decisions=[bind("ns/j-w-0")]))  # type: ignore[arg-type]
+    part = SessionPart(
+        **_env(), data=SessionPartData(session_id="big", index=0, decisions=[bind("ns/j-w-0")])
+    )  # type: ignore[arg-type]
     fold(state, part)
-    assert state.tasks["ns/j-w-0"].status == "Pending" and "big" in state.session_parts
+    assert state.tasks["ns/j-w-0"].status == "Pending"
+    assert "big" in state.session_parts
     [incomplete] = fold(state, session(sid="big", parts=2))
     assert incomplete.invalid == "session-incomplete"
-    part1 = SessionPart(**_env(), data=SessionPartData(session_id="big", index=1, decisions=[bind("ns/j-w-1")]))  # type: ignore[arg-type]
+    part1 = SessionPart(
+        **_env(), data=SessionPartData(session_id="big", index=1, decisions=[bind("ns/j-w-1")])
+    )  # type: ignore[arg-type]
     fold(state, part1, session(sid="big", parts=2))
-    assert state.sessions["big"].accepted == 2 and not state.session_parts
+    assert state.sessions["big"].accepted == 2
+    assert not state.session_parts
 
 
 def test_task_lifecycle_drives_the_job_phase() -> None:
     state = ClusterState()
-    fold(state, node(), job(replicas=2), session(EnqueueDecision(job="ns/j"), bind("ns/j-w-0"), bind("ns/j-w-1")))
+    fold(
+        state,
+        node(),
+        job(replicas=2),
+        session(EnqueueDecision(job="ns/j"), bind("ns/j-w-0"), bind("ns/j-w-1")),
+    )
     fold(state, started("ns/j-w-0"))
     assert state.jobs["ns/j"].phase == "Inqueue"  # 1 of 2 running
     fold(state, started("ns/j-w-1"))
     assert state.jobs["ns/j"].phase == "Running"
     fold(state, finished("ns/j-w-0", "evicted"))
-    assert state.tasks["ns/j-w-0"].status == "Pending" and state.tasks["ns/j-w-0"].node is None
+    assert state.tasks["ns/j-w-0"].status == "Pending"
+    assert state.tasks["ns/j-w-0"].node is None
     assert state.jobs["ns/j"].phase == "Inqueue"  # below its minimum, keeps its admission
     fold(state, started("ns/j-w-0"), finished("ns/j-w-0", "succeeded"), finished("ns/j-w-1", "failed"))
     assert state.jobs["ns/j"].phase == "Failed"  # 1 success < min_available 2
@@ -195,9 +216,11 @@ def test_evictions_release_only_when_the_task_finishes() -> None:
         task="ns/j-w-0", job="ns/j", node="n1", action="preempt", preemptor_job="x", preemptor_task="y"
     )
     fold(state, session(evict))
-    assert state.tasks["ns/j-w-0"].status == "Releasing" and state.nodes["n1"].used["pods"] == 1
+    assert state.tasks["ns/j-w-0"].status == "Releasing"
+    assert state.nodes["n1"].used["pods"] == 1
     fold(state, finished("ns/j-w-0", "evicted"))
-    assert state.tasks["ns/j-w-0"].status == "Pending" and state.nodes["n1"].used == {}
+    assert state.tasks["ns/j-w-0"].status == "Pending"
+    assert state.nodes["n1"].used == {}
 
 
 def test_cancel_withdraws_pending_tasks_and_releases_running_ones() -> None:
@@ -205,11 +228,13 @@ def test_cancel_withdraws_pending_tasks_and_releases_running_ones() -> None:
     fold(state, node(), job(replicas=2), session(bind("ns/j-w-0")))
     fold(state, JobCancelled(**_env(), data=JobCancelledData(job_id="ns/j")))  # type: ignore[arg-type]
     assert state.jobs["ns/j"].phase == "Cancelled"
-    assert list(state.tasks) == ["ns/j-w-0"] and state.tasks["ns/j-w-0"].status == "Releasing"
+    assert list(state.tasks) == ["ns/j-w-0"]
+    assert state.tasks["ns/j-w-0"].status == "Releasing"
     fold(state, session(bind("ns/j-w-1"), sid="late"))
     assert [v.reason for v in state.sessions["late"].voided] == ["job-cancelled"]
     fold(state, finished("ns/j-w-0", "evicted"))
-    assert state.tasks == {} and state.nodes["n1"].used == {}
+    assert state.tasks == {}
+    assert state.nodes["n1"].used == {}
 
 
 def test_node_removed_sends_its_tasks_back_to_pending() -> None:
@@ -217,25 +242,30 @@ def test_node_removed_sends_its_tasks_back_to_pending() -> None:
     fold(state, node(), job(replicas=1), session(bind("ns/j-w-0")), started("ns/j-w-0"))
     fold(state, NodeRemoved(**_env(), data=NodeRemovedData(name="n1")))  # type: ignore[arg-type]
     assert "n1" not in state.nodes
-    assert state.tasks["ns/j-w-0"].status == "Pending" and state.tasks["ns/j-w-0"].node is None
+    assert state.tasks["ns/j-w-0"].status == "Pending"
+    assert state.tasks["ns/j-w-0"].node is None
 
 
 def test_an_observation_that_overtakes_its_job_waits_for_it() -> None:
     state = ClusterState()
     fold(state, node())
     [early] = fold(state, started("ns/j-w-0"))
-    assert early.applied and "ns/j" in state.early_observations
+    assert early.applied
+    assert "ns/j" in state.early_observations
     fold(state, job(replicas=1))
-    assert state.tasks["ns/j-w-0"].status == "Running" and not state.early_observations
+    assert state.tasks["ns/j-w-0"].status == "Running"
+    assert not state.early_observations
 
 
 def test_scheduler_config_versions_count_up() -> None:
     state = ClusterState()
     config = SchedulerConfigured(
-        **_env(), data=SchedulerConfiguredData(config=SchedulerConfigSpec(actions=["allocate"]))  # type: ignore[arg-type]
+        **_env(),
+        data=SchedulerConfiguredData(config=SchedulerConfigSpec(actions=["allocate"])),  # type: ignore[arg-type]
     )
     fold(state, config)
-    assert state.config_version == 1 and state.config == config.data.config
+    assert state.config_version == 1
+    assert state.config == config.data.config
 
 
 @pytest.mark.parametrize("event", sample_events(), ids=lambda e: e.type)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from itertools import pairwise
 
 import asyncpg
 import pytest
@@ -44,7 +45,7 @@ async def _check_stream(dsn: str, seed: int, count: int, cuts: list[int], snapsh
         seen: dict[int, ClusterState] = {}
         bounds = sorted({0, count, *(c % (count + 1) for c in cuts)})
         batch_records = records(events)
-        for lo, hi in zip(bounds, bounds[1:], strict=False):
+        for lo, hi in pairwise(bounds):
             await writer.write(conn, batch_records[lo:hi])
             projected = await load_projection(conn)
             assert projected == writer.state

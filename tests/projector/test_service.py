@@ -29,7 +29,11 @@ async def running_projector(
     kafka_bootstrap: str, database_url: str, topics: Topics, **overrides: object
 ) -> AsyncIterator[ProjectorMetrics]:
     config = ProjectorConfig(
-        bootstrap=kafka_bootstrap, dsn=database_url, topics=topics, cluster=CLUSTER, **overrides  # type: ignore[arg-type]
+        bootstrap=kafka_bootstrap,
+        dsn=database_url,
+        topics=topics,
+        cluster=CLUSTER,
+        **overrides,  # type: ignore[arg-type]
     )
     conn = await asyncpg.connect(database_url)
     try:
@@ -64,12 +68,12 @@ async def produce(bootstrap: str, topics: Topics, items: Sequence[Event | tuple[
         await producer.stop()
 
 
-async def wait_until(conn: asyncpg.Connection, query: str, expected: int, timeout: float = 60) -> None:
+async def wait_until(conn: asyncpg.Connection, query: str, expected: int, limit_s: float = 60) -> None:
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = loop.time() + limit_s
     while (got := await conn.fetchval(query)) != expected:
         if loop.time() > deadline:
-            pytest.fail(f"{query!r} is {got}, expected {expected} after {timeout} s")
+            pytest.fail(f"{query!r} is {got}, expected {expected} after {limit_s} s")
         await asyncio.sleep(0.1)
 
 
@@ -103,11 +107,13 @@ async def test_malformed_records_are_parked_and_the_projector_never_stops(
         try:
             total = len(mixed)
             await wait_until(
-                conn, "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets", total, timeout=90
+                conn, "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets", total, limit_s=90
             )
             archived = await conn.fetchval("SELECT count(*) FROM event_log")
             rejected = await conn.fetch("SELECT error, detail, raw, event_id FROM rejected_events")
-            decode_errors = [r for r in rejected if r["event_id"] is None or not r["event_id"].startswith("e-")]
+            decode_errors = [
+                r for r in rejected if r["event_id"] is None or not r["event_id"].startswith("e-")
+            ]
             fold_refusals = [r for r in rejected if r not in decode_errors]
             assert len(decode_errors) == 1000
             assert all(r["error"] and r["detail"] for r in rejected)
@@ -155,15 +161,16 @@ async def test_a_redelivered_event_is_a_no_op_and_read_your_writes_waits_work(
         await produce(kafka_bootstrap, topics, events[:50])  # a producer retrying
         conn = await asyncpg.connect(database_url)
         try:
-            seq = await wait_for_session(conn, session.data.session_id, timeout=30)  # type: ignore[union-attr]
-            fate = await wait_for_event(conn, session.id, timeout=5)
-            assert fate.archived and fate.seq == seq
+            seq = await wait_for_session(conn, session.data.session_id, 30)  # type: ignore[union-attr]
+            fate = await wait_for_event(conn, session.id, 5)
+            assert fate.archived
+            assert fate.seq == seq
             await wait_until(conn, "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets", 250)
             assert await conn.fetchval("SELECT count(*) FROM event_log") == await wait_for_seq(conn, 1, 5)
             ids = [r["event_id"] for r in await conn.fetch("SELECT event_id FROM event_log")]
             assert len(ids) == len(set(ids))
             with pytest.raises(WaitTimeoutError):
-                await wait_for_session(conn, "never", timeout=0.3, poll=0.1)
+                await wait_for_session(conn, "never", 0.3, poll=0.1)
         finally:
             await conn.close()
 
