@@ -8,7 +8,6 @@ import secrets
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -22,6 +21,7 @@ from api.submit import load_submission, produce_manifests
 from events.serde import decode
 from events.topics import Topics
 from events.tracing import carrier_from_headers
+from tests.api.helpers import read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -46,27 +46,6 @@ def fresh_topics(bootstrap: str) -> Topics:
     topics = Topics(prefix=f"test-{secrets.token_hex(6)}")
     asyncio.run(create_topics(bootstrap, topics.all(), partitions=1))
     return topics
-
-
-async def read_topic(
-    bootstrap: str, topic: str, expect: int
-) -> list[tuple[bytes, list[tuple[str, bytes]], bytes]]:
-    """Records of ``topic`` from the start; stops at ``expect`` records or after a quiet second."""
-    consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=None
-    )
-    await consumer.start()
-    try:
-        out = []
-        while len(out) < expect or expect == 0:
-            batch = await consumer.getmany(timeout_ms=1000)
-            if not batch:
-                break
-            for records in batch.values():
-                out.extend((r.value, list(r.headers), r.key) for r in records)
-        return out
-    finally:
-        await consumer.stop()
 
 
 async def test_submitted_events_reach_their_topics_with_the_cluster_key_and_trace_context(
