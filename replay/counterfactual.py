@@ -223,20 +223,31 @@ class _Probe:
         return placed_tasks(modified, result, self.job.uid) >= max(self.job.min_member, 1)
 
 
-def _smallest(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
-    """The smallest knob in [lo, hi] that fits: exponential probing from ``lo``, then bisection."""
+def _smallest(lo: int, hi: int, fits: Callable[[int], bool], guess: int | None = None) -> int | None:
+    """The smallest knob in [lo, hi] that fits.
+
+    Probes exponentially upwards from ``guess`` (default ``lo``), then bisects
+    between the last failure and the first success; a good guess (from the
+    reasons' numbers) makes that two or three re-runs.
+    """
     if lo > hi:
         return None
-    failing = lo - 1
-    probe = lo
-    while True:
-        if fits(probe):
-            break
-        failing = probe
-        if probe >= hi:
-            return None
-        probe = min(hi, lo + 2 * (probe - lo + 1) - 1)
-    working = probe
+    start = lo if guess is None else min(max(guess, lo), hi)
+    if fits(start):
+        if start == lo or not fits(start - 1):
+            return start
+        failing, working = lo - 1, start - 1
+    else:
+        failing, probe, step = start, start, 1
+        while True:
+            if probe >= hi:
+                return None
+            probe = min(hi, probe + step)
+            step *= 2
+            if fits(probe):
+                working = probe
+                break
+            failing = probe
     while working - failing > 1:
         middle = (working + failing) // 2
         if fits(middle):
@@ -255,6 +266,8 @@ class _Lever:
     lo: int
     hi: int
     make: Callable[[int], Change]
+    #: Where the search starts, estimated from the reasons' numbers.
+    guess: int | None = None
 
 
 def _pending_tasks(job: Job) -> list[Task]:
@@ -363,7 +376,7 @@ def _amounts(values: Mapping[str, int], only: Iterable[str]) -> str:
     return ", ".join(f"{format_amount(r, values[r])} {r}" for r in only if r in values)
 
 
-def _node_lever(snapshot: ClusterSnapshot, job: Job) -> _Lever | None:
+def _node_lever(snapshot: ClusterSnapshot, job: Job, reasons: Sequence[Any]) -> _Lever | None:
     pending = _pending_tasks(job)
     if not pending:
         return None
@@ -392,7 +405,12 @@ def _node_lever(snapshot: ClusterSnapshot, job: Job) -> _Lever | None:
             nodes=nodes,
         )
 
-    return _Lever("add-nodes", 1, len(pending), make)
+    # Tasks the gang still lacks after what the session could place, over what one node holds.
+    gang = next((dict(r.detail) for r in reasons if r.code == "gang-not-ready" and r.detail), {})
+    placed = sum(1 for t in job.tasks if t.status in _PLACED)
+    missing = max(1, job.min_member - placed - int(gang.get("placeable", 0)))
+    per_node = max(1, _capacity(shape.allocatable, unit))
+    return _Lever("add-nodes", 1, len(pending), make, guess=-(-missing // per_node))
 
 
 def _selector_keys(tasks: Sequence[Task]) -> set[str]:
@@ -551,7 +569,7 @@ def find_counterfactual(
     probe = _Probe(snapshot, config, now, logic_flags, job)
     if probe.fits(()):
         return Counterfactual(job_id, (), probe.runs, note="the job already fits in this session")
-    node_lever = _node_lever(snapshot, job)
+    node_lever = _node_lever(snapshot, job, reasons)
     queue_levers = _queue_levers(snapshot, job, reasons)
     # gang-not-ready is a consequence; the first reason after it says where the blocker is.
     top = next((r.code for r in reasons if r.code != "gang-not-ready"), "")
@@ -563,7 +581,7 @@ def find_counterfactual(
     tried: list[str] = []
     for lever in ordered:
         tried.append(lever.name)
-        knob = _smallest(lever.lo, lever.hi, lambda k, lever=lever: probe.fits((lever.make(k),)))
+        knob = _smallest(lever.lo, lever.hi, lambda k, lever=lever: probe.fits((lever.make(k),)), lever.guess)
         if knob is not None:
             return Counterfactual(job_id, (lever.make(knob),), probe.runs, tried=tuple(tried))
     # No single lever is enough: raise the queue as far as it goes, then find the fewest nodes,
@@ -587,7 +605,7 @@ def find_counterfactual(
 
 def _combined(probe: _Probe, node_lever: _Lever, queue_lever: _Lever) -> tuple[Change, Change] | None:
     widest = queue_lever.make(queue_lever.hi)
-    k = _smallest(node_lever.lo, node_lever.hi, lambda k: probe.fits((node_lever.make(k), widest)))
+    k = _smallest(node_lever.lo, node_lever.hi, lambda k: probe.fits((node_lever.make(k), widest)), node_lever.guess)
     if k is None:
         return None
     nodes = node_lever.make(k)
