@@ -1,4 +1,4 @@
-"""Replay speed: fold rate over a 1,000,000-event archive, and ``replay explain`` for a job in its last session.
+"""Replay speed: fold rate over a 1,000,000-event archive, and ``replay explain`` in the last session.
 
     python bench/replay.py [--events 1000000] [--database-url URL]
 
@@ -23,11 +23,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import resource
 import shutil
 import sys
 import tempfile
 import time
-import resource
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 import asyncpg  # noqa: E402
 
+from events.models import TaskStarted  # noqa: E402
 from events.serde import decode  # noqa: E402
 from projector.fold import apply  # noqa: E402
 from projector.state import ClusterState  # noqa: E402
@@ -54,7 +55,7 @@ def build(events: int) -> LiveRun:
     run = LiveRun()
     for q in ("research", "training", "inference", "batch"):
         run.queue(q)
-    nodes = [gpu_node(f"gpu-{i:03d}", 8, **{"gpu-type": "a100"}) for i in range(NODES)]
+    nodes = [gpu_node(f"gpu-{i:03d}", 8, labels={"gpu-type": "a100"}) for i in range(NODES)]
     for node in nodes:
         run.node(node)
     # A gang larger than the cluster: Pending in every session, the one explain is timed on.
@@ -71,8 +72,8 @@ def build(events: int) -> LiveRun:
         before = len(run.rows)
         run.cycle(seconds=0)
         for row in run.rows[before:]:
-            if row.event.type == "tephra.task.started.v1":
-                due.append((cycle + RUNTIME_CYCLES, row.event.data.task_id, row.event.data.job_id))  # type: ignore[union-attr]
+            if isinstance(row.event, TaskStarted):
+                due.append((cycle + RUNTIME_CYCLES, row.event.data.task_id, row.event.data.job_id))
         while due and due[0][0] <= cycle:
             _, task_id, job_id = due.popleft()
             run.finish(task_id, job_id)
@@ -130,7 +131,9 @@ async def measure(url: str, run: LiveRun) -> None:
         last = await reader.last_seq()
         began = time.perf_counter()
         await reader.state_at(last - 1)
-        print(f"state_at(last) from the nearest of {snapshots} snapshots: {time.perf_counter() - began:.3f} s")
+        print(
+            f"state_at(last) from the nearest of {snapshots} snapshots: {time.perf_counter() - began:.3f} s"
+        )
         for counterfactual in (False, True):
             began = time.perf_counter()
             explanation = await explain_job(reader, STUCK_JOB, counterfactual=counterfactual)
@@ -140,7 +143,9 @@ async def measure(url: str, run: LiveRun) -> None:
             extra = ""
             if explanation.counterfactual is not None:
                 cf = explanation.counterfactual
-                extra = f"; {cf.sessions_run} re-runs -> " + ("; ".join(c.summary for c in cf.changes) or cf.note)
+                extra = f"; {cf.sessions_run} re-runs -> " + (
+                    "; ".join(c.summary for c in cf.changes) or cf.note
+                )
             label = "with counterfactual" if counterfactual else "reasons only     "
             print(f"replay explain {STUCK_JOB} ({label}): {took:.3f} s{extra}")
         print(f"  top reasons: {[r['code'] for r in explanation.reasons]}")
@@ -151,7 +156,8 @@ async def main_async(args: argparse.Namespace) -> None:
     run = build(args.events)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
-        f"built {len(run.rows):,} events ({len(run.sessions):,} sessions) in {time.perf_counter() - began:.1f} s,"
+        f"built {len(run.rows):,} events ({len(run.sessions):,} sessions) "
+        f"in {time.perf_counter() - began:.1f} s,"
         f" peak RSS {peak:,.0f} MiB"
     )
     if args.database_url:
@@ -160,8 +166,9 @@ async def main_async(args: argparse.Namespace) -> None:
     from api.embedded import EmbeddedPostgres
 
     base = Path(tempfile.mkdtemp(prefix="tephra-bench-replay-"))
+    # When run as root, the server's unprivileged account must be able to enter the folder.
+    base.chmod(0o711)  # noqa: ASYNC240  (start-up, before any concurrency)
     try:
-        base.chmod(0o711)
         with EmbeddedPostgres(base / "data", durable=False) as server:
             admin = await asyncpg.connect(server.dsn)
             try:
@@ -176,7 +183,9 @@ async def main_async(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--database-url", default=None, help="an empty database (default: embedded PostgreSQL)")
+    parser.add_argument(
+        "--database-url", default=None, help="an empty database (default: embedded PostgreSQL)"
+    )
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -93,8 +93,8 @@ def _progress_bar(label: str) -> tuple[Progress | None, Callable[[int, int], Non
     if not sys.stderr.isatty():
         return None, None
     bar = Progress(
-        TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=_console(err=True),
-        transient=True,
+        TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=_console(err=True), transient=True,
     )  # fmt: skip
     task = bar.add_task(label, total=None)
 
@@ -215,7 +215,7 @@ def preemptions(
     output_format: Annotated[str, typer.Option("--format", "-f", help="table, json or csv")] = "table",
     url: DatabaseOption = None,
 ) -> None:
-    """Every eviction: victim, preemptor, rule, queue shares before/after, each re-derived and marked verified."""
+    """Every eviction: victim, preemptor, rule, queue shares before and after, each re-derived."""
     if output_format not in ("table", "json", "csv"):
         raise typer.BadParameter(f"expected table, json or csv, got {output_format!r}", param_hint="--format")
     start, end = _parse_time(since, "--since"), _parse_time(until, "--until")

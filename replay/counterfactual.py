@@ -504,7 +504,11 @@ def _queue_levers(snapshot: ClusterSnapshot, job: Job, reasons: Sequence[Any]) -
     reported = _shortfall(reasons, queue.name)
     # The knob multiplies the shortfall (reported by the reasons, else computed
     # from the queue's usage); 64x is far past any real need.
-    for kind, field_name in (("queue-capability", "capability"), ("queue-deserved", "deserved")):
+    quota_levers: tuple[tuple[ChangeKind, str], ...] = (
+        ("queue-capability", "capability"),
+        ("queue-deserved", "deserved"),
+    )
+    for kind, field_name in quota_levers:
         limits: Mapping[str, int] = getattr(queue, field_name)
         short = reported or _limit_shortfall(snapshot, job, limits)
         dims = sorted(r for r in short if r in limits)
@@ -514,7 +518,7 @@ def _queue_levers(snapshot: ClusterSnapshot, job: Job, reasons: Sequence[Any]) -
         def make(
             m: int,
             dims: list[str] = dims,
-            kind: str = kind,
+            kind: ChangeKind = kind,
             field_name: str = field_name,
             short: dict[str, int] = short,
         ) -> Change:
@@ -531,9 +535,8 @@ def _queue_levers(snapshot: ClusterSnapshot, job: Job, reasons: Sequence[Any]) -
                         cap[r] = updated[r]
                 changes["capability"] = cap
             text = ", ".join(f"+{format_amount(r, delta[r])} {r}" for r in dims)
-            return Change(
-                kind, f"queue {queue.name} {field_name} {text}", queue=dataclasses.replace(queue, **changes)
-            )  # type: ignore[arg-type]
+            summary = f"queue {queue.name} {field_name} {text}"
+            return Change(kind, summary, queue=dataclasses.replace(queue, **changes))
 
         levers.append(_Lever(kind, 1, 64, make))
     if queue.weight < _MAX_WEIGHT:
@@ -581,7 +584,7 @@ def find_counterfactual(
     tried: list[str] = []
     for lever in ordered:
         tried.append(lever.name)
-        knob = _smallest(lever.lo, lever.hi, lambda k, lever=lever: probe.fits((lever.make(k),)), lever.guess)
+        knob = _search(probe, lever)
         if knob is not None:
             return Counterfactual(job_id, (lever.make(knob),), probe.runs, tried=tuple(tried))
     # No single lever is enough: raise the queue as far as it goes, then find the fewest nodes,
@@ -603,9 +606,15 @@ def find_counterfactual(
     )
 
 
+def _search(probe: _Probe, lever: _Lever) -> int | None:
+    return _smallest(lever.lo, lever.hi, lambda k: probe.fits((lever.make(k),)), lever.guess)
+
+
 def _combined(probe: _Probe, node_lever: _Lever, queue_lever: _Lever) -> tuple[Change, Change] | None:
     widest = queue_lever.make(queue_lever.hi)
-    k = _smallest(node_lever.lo, node_lever.hi, lambda k: probe.fits((node_lever.make(k), widest)), node_lever.guess)
+    k = _smallest(
+        node_lever.lo, node_lever.hi, lambda k: probe.fits((node_lever.make(k), widest)), node_lever.guess
+    )
     if k is None:
         return None
     nodes = node_lever.make(k)

@@ -199,11 +199,11 @@ def timeline(job: str, history: Sequence[ArchivedEvent]) -> tuple[TimelineEntry,
                 )
             )
         elif isinstance(event, TaskFinished) and event.data.job_id == job:
-            d = event.data
-            where = f" on {d.node}" if d.node else ""
-            why = f" ({d.reason})" if d.reason else ""
+            done = event.data
+            where = f" on {done.node}" if done.node else ""
+            why = f" ({done.reason})" if done.reason else ""
             entries.append(
-                TimelineEntry("task-finished", seq, event.time, f"{d.task_id} {d.outcome}{where}{why}")
+                TimelineEntry("task-finished", seq, event.time, f"{done.task_id} {done.outcome}{where}{why}")
             )
         elif isinstance(event, JobCancelled) and event.data.job_id == job:
             entries.append(

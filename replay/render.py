@@ -47,7 +47,8 @@ def print_explanation(console: Console, explanation: Explanation) -> None:
     if facts:
         tasks = ", ".join(f"{n} {status}" for status, n in facts["tasks"].items()) or "none"
         console.print(
-            f"  queue {escape(facts['queue'])}, phase {facts['phase']}, minAvailable {facts['minAvailable']}, "
+            f"  queue {escape(facts['queue'])}, phase {facts['phase']}, "
+            f"minAvailable {facts['minAvailable']}, "
             f"tasks: {tasks}"
         )
     table = Table(title="Timeline", title_justify="left", show_edge=False, pad_edge=False)
@@ -73,7 +74,8 @@ def print_explanation(console: Console, explanation: Explanation) -> None:
         else "[red]differ from the recorded ones[/red]"
     )
     console.print(
-        f"\n[bold]Session {s.session_id}[/bold] (seq {s.seq}, input seq {s.input_seq}, now {s.now.isoformat()})"
+        f"\n[bold]Session {s.session_id}[/bold] "
+        f"(seq {s.seq}, input seq {s.input_seq}, now {s.now.isoformat()})"
     )
     console.print(f"  verdict: {escape(e.verdict)}")
     if e.reasons:
@@ -85,7 +87,8 @@ def print_explanation(console: Console, explanation: Explanation) -> None:
     cf = e.counterfactual
     if cf is not None:
         console.print(
-            f"\n[bold]What would have let it fit[/bold] (found by re-running the session {cf.sessions_run} times):"
+            "\n[bold]What would have let it fit[/bold] "
+            f"(found by re-running the session {cf.sessions_run} times):"
         )
         if cf.found:
             for change in cf.changes:
@@ -97,7 +100,8 @@ def print_explanation(console: Console, explanation: Explanation) -> None:
 def print_session(console: Console, view: SessionView) -> None:
     doc = view.to_json()
     console.print(
-        f"[bold]Session {doc['session']}[/bold] seq {doc['seq']}, input seq {doc['inputSeq']}, now {doc['now']}"
+        f"[bold]Session {doc['session']}[/bold] seq {doc['seq']}, "
+        f"input seq {doc['inputSeq']}, now {doc['now']}"
     )
     console.print(
         f"  leader epoch {doc['leaderEpoch']}, config version {doc['configVersion']}, "
@@ -106,7 +110,8 @@ def print_session(console: Console, view: SessionView) -> None:
     counts = doc["input"]
     tasks = ", ".join(f"{n} {k}" for k, n in counts["tasks"].items()) or "no tasks"
     console.print(
-        f"  input: {counts['nodes']} nodes, {counts['queues']} queues, {counts['priorityClasses']} priority classes, "
+        f"  input: {counts['nodes']} nodes, {counts['queues']} queues, "
+        f"{counts['priorityClasses']} priority classes, "
         f"{counts['jobs']} jobs ({tasks})"
     )
     status = "[green]verified[/green]" if doc["verified"] else f"[red]{escape(doc['divergence'])}[/red]"

@@ -38,6 +38,7 @@ from events.models import (
     SchedulerConfigured,
     SchedulerConfiguredData,
     SessionCommitted,
+    SessionPart,
     TaskFinished,
     TaskFinishedData,
     TaskSpec,
@@ -92,12 +93,14 @@ class ArchivedRow:
         }
 
 
-def gpu_node(name: str, gpu: int = 8, *, cpu: int = 64, mem_gi: int = 512, **labels: str) -> NodeReportedData:
+def gpu_node(
+    name: str, gpu: int = 8, *, cpu: int = 64, mem_gi: int = 512, labels: dict[str, str] | None = None
+) -> NodeReportedData:
     # Quantities as Kubernetes writes them: an integer cpu is cores, memory with a suffix.
     allocatable: dict[str, int | str] = {"cpu": cpu, "memory": f"{mem_gi}Gi", "pods": 110}
     if gpu:
         allocatable["nvidia.com/gpu"] = gpu
-    return NodeReportedData.model_validate({"name": name, "allocatable": allocatable, "labels": labels})
+    return NodeReportedData.model_validate({"name": name, "allocatable": allocatable, "labels": labels or {}})
 
 
 def job(
@@ -293,7 +296,7 @@ class LiveRun:
         parts = {
             r.event.data.index: list(r.event.data.decisions)
             for r in self.rows
-            if r.event.type == "tephra.session.part.v1" and r.event.data.session_id == marker.data.session_id  # type: ignore[union-attr]
+            if isinstance(r.event, SessionPart) and r.event.data.session_id == marker.data.session_id
         }
         return [d for i in range(marker.data.parts) for d in parts[i]]
 

@@ -34,7 +34,7 @@ def gpu_cluster(run: LiveRun) -> None:
     run.queue("research", weight=1)
     run.queue("training", weight=1, capability={"nvidia.com/gpu": 16})
     for i in range(1, 5):
-        run.node(gpu_node(f"a100-{i}", 8, **{"gpu-type": "a100"}))
+        run.node(gpu_node(f"a100-{i}", 8, labels={"gpu-type": "a100"}))
     for i in range(1, 3):
         run.node(gpu_node(f"cpu-{i}", 0, cpu=32, mem_gi=128))
     run.tick()

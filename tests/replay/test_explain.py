@@ -19,7 +19,7 @@ def _stuck_gang() -> LiveRun:
     run = LiveRun()
     run.queue("research")
     for i in range(1, 4):
-        run.node(gpu_node(f"n{i}", 8, **{"gpu-type": "a100"}))
+        run.node(gpu_node(f"n{i}", 8, labels={"gpu-type": "a100"}))
     run.submit(job("busy", queue="research", replicas=2, gpu=6))
     run.cycle()
     run.submit(job("j", queue="research", replicas=3, gpu=4, min_available=3, selector={"gpu-type": "a100"}))
