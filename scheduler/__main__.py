@@ -30,6 +30,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--schedule-period", type=float, default=float(env("TEPHRA_SCHEDULE_PERIOD", "1.0")))
     parser.add_argument("--session-budget", type=float, default=float(env("TEPHRA_SESSION_BUDGET", "30.0")))
     parser.add_argument("--holder", default=None, help="name recorded in scheduler_leaders")
+    parser.add_argument("--log-level", default=env("TEPHRA_LOG_LEVEL", "INFO"))
     args = parser.parse_args(argv)
     for name in ("kafka_bootstrap", "database_url"):
         if not getattr(args, name):
@@ -62,8 +63,10 @@ async def _main(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    asyncio.run(_main(_parse(sys.argv[1:] if argv is None else argv)))
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    asyncio.run(_main(args))
     return 0
 
 
