@@ -34,7 +34,7 @@ from scheduler.core.state import JobState, QueueState, TaskState
 
 __all__ = ["ProportionPlugin", "water_fill"]
 
-_MAX_ROUNDS = 10_000
+_MAX_ROUNDS = 1_000
 
 
 def water_fill(total: dict[str, int], attrs: dict[str, QueueAttr]) -> None:  # noqa: PLR0912 - one water-filling round, as in Volcano
@@ -74,7 +74,9 @@ def water_fill(total: dict[str, int], attrs: dict[str, QueueAttr]) -> None:  # n
                     decreased[d] -= diff
         for d in dims:
             remaining[d] = max(Fraction(0), remaining[d] + decreased[d] - increased[d])
-        if all(v <= 0 for d, v in remaining.items() if d != PODS) or remaining == before:
+        # Volcano's IsEmpty: every dimension below its epsilon (0.1 of its unit); ours is
+        # one unit, so a geometric tail of ever smaller shares ends instead of running on.
+        if all(v < 1 for d, v in remaining.items() if d != PODS) or remaining == before:
             break
 
 
