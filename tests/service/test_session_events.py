@@ -1,0 +1,105 @@
+"""A session as events: one SessionCommitted, or parts + marker within the message limit, applied whole."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from events.models import (
+    BindDecision,
+    EnqueueDecision,
+    PendingJob,
+    PendingReason,
+    SessionCommitted,
+    SessionPart,
+)
+from events.serde import decode, encode
+from projector.fold import apply
+from projector.state import ClusterState
+from scheduler.service.errors import SessionTooLarge
+from scheduler.service.session_events import (
+    SessionHeader,
+    digest_pending,
+    session_events,
+    session_id_for,
+)
+from tests.service.helpers import job, node, queue
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _header(pending: tuple[PendingJob, ...] = ()) -> SessionHeader:
+    return SessionHeader(
+        session_id=session_id_for("default", 3, 7),
+        cluster="default",
+        leader_epoch=3,
+        input_seq=12,
+        config_version=0,
+        now=NOW,
+        input_digest="ab" * 32,
+        logic_flags=(),
+        pending=pending,
+        pending_digest=digest_pending(pending),
+    )
+
+
+def _decisions(n: int) -> list[EnqueueDecision | BindDecision]:
+    return [EnqueueDecision(job="ns/big")] + [
+        BindDecision(task=f"ns/big-worker-{i}", job="ns/big", node=f"n{i % 3}") for i in range(n)
+    ]
+
+
+def test_a_small_session_is_exactly_one_commit() -> None:
+    (event,) = session_events(_header(), _decisions(3), time=NOW, max_message_bytes=1_000_000)
+    assert isinstance(event, SessionCommitted)
+    assert event.data.parts == 0
+    assert [d.kind for d in event.data.decisions] == ["enqueue", "bind", "bind", "bind"]
+    assert event.data.leader_epoch == 3
+    assert event.data.input_seq == 12
+
+
+def test_a_large_session_splits_into_parts_within_the_limit_and_the_fold_applies_it_whole_in_order() -> None:
+    limit = 2_000
+    decisions = _decisions(60)
+    events = session_events(_header(), decisions, time=NOW, max_message_bytes=limit)
+    *parts, marker = events
+    assert len(parts) > 2
+    assert all(isinstance(p, SessionPart) for p in parts)
+    assert all(len(encode(e)) <= limit for e in events)
+    assert isinstance(marker, SessionCommitted)
+    assert marker.data.parts == len(parts)
+    assert marker.data.decisions == []
+    assert [d for p in parts for d in p.data.decisions] == decisions  # type: ignore[union-attr]
+
+    state = ClusterState()
+    setup = [
+        queue(),
+        node("n0", cpu="64", pods=200),
+        node("n1", cpu="64", pods=200),
+        node("n2", cpu="64", pods=200),
+        job("big", replicas=60),
+    ]
+    for seq, event in enumerate([*setup, *(decode(encode(e)) for e in events)], start=1):
+        assert apply(state, seq, event).applied
+        if isinstance(event, SessionPart):
+            assert state.tasks["ns/big-worker-0"].status == "Pending"  # nothing applies before the marker
+    record = state.sessions[marker.data.session_id]
+    assert record.accepted == 61
+    assert record.voided == ()
+    assert {t.status for t in state.tasks.values()} == {"Bound"}
+
+
+def test_a_marker_whose_pending_reasons_exceed_the_limit_is_refused_before_anything_is_published() -> None:
+    pending = tuple(
+        PendingJob(job=f"ns/j{i}", reasons=[PendingReason(code="gang-not-ready", message="x" * 100)])
+        for i in range(50)
+    )
+    with pytest.raises(SessionTooLarge, match=r"\[SCHED-TOO-LARGE\].*commit marker with 50 pending jobs"):
+        session_events(_header(pending), _decisions(60), time=NOW, max_message_bytes=2_000)
+
+
+def test_session_ids_are_unique_per_epoch_and_counter_and_stable() -> None:
+    assert session_id_for("default", 1, 0) == session_id_for("default", 1, 0)
+    ids = {session_id_for(c, e, n) for c in ("a", "b") for e in (1, 2) for n in range(10)}
+    assert len(ids) == 40
