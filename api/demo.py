@@ -233,8 +233,9 @@ async def run_demo(settings: TephraSettings, endpoints: Endpoints, out: TextIO) 
             await services
 
 
-def demo_command(*, keep: bool = False, out: TextIO = sys.stdout) -> int:
+def demo_command(*, keep: bool = False, out: TextIO | None = None) -> int:
     """Run the demo on a fresh embedded stack in a temporary data dir; 0 on success."""
+    out = out or sys.stdout  # read at call time: tests and embedding apps swap sys.stdout
     data_dir = Path(tempfile.mkdtemp(prefix="tephra-demo-"))
     # PostgreSQL may run as an unprivileged account (when we are root): it must be able to enter.
     data_dir.chmod(0o711)

@@ -250,7 +250,8 @@ def _print_connection(stack: EmbeddedStack, out: TextIO) -> None:
     print("  Ctrl-C stops everything", file=out, flush=True)
 
 
-def up_command(settings: TephraSettings, out: TextIO = sys.stdout) -> int:
+def up_command(settings: TephraSettings, out: TextIO | None = None) -> int:
+    out = out or sys.stdout  # read at call time: tests and embedding apps swap sys.stdout
     names = tuple(SERVICES)
     if not settings.embedded:
         from api.endpoints import resolve_endpoints  # noqa: PLC0415

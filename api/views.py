@@ -330,8 +330,9 @@ def render(kind: str, items: list[Item], output: str, out: TextIO) -> None:
 
 
 def get_command(
-    what: str, output: str, endpoints: Endpoints, *, limit: int = 20, out: TextIO = sys.stdout
+    what: str, output: str, endpoints: Endpoints, *, limit: int = 20, out: TextIO | None = None
 ) -> int:
+    out = out or sys.stdout  # read at call time: tests and embedding apps swap sys.stdout
     kind = _ALIASES.get(what, what)
     if kind not in KINDS:
         raise ViewError(f"unknown kind {what!r}; expected one of: {', '.join(KINDS)}")

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import asyncpg
 from aiokafka import AIOKafkaConsumer
 
-__all__ = ["read_topic"]
+from api.endpoints import Endpoints
+from api.settings import TephraSettings
+from api.stack import SERVICES, run_services
+from projector.migrate import apply_migrations
+
+__all__ = ["live_stack", "read_topic"]
 
 
 async def read_topic(
@@ -26,3 +37,24 @@ async def read_topic(
         return out
     finally:
         await consumer.stop()
+
+
+@asynccontextmanager
+async def live_stack(endpoints: Endpoints) -> AsyncIterator[None]:
+    """Projector, scheduler and simulated cluster as ``tephra up`` runs them, with short periods.
+
+    The schema is migrated before the services start, so a test's own queries can run at once.
+    """
+    conn = await asyncpg.connect(endpoints.database_url)
+    try:
+        await apply_migrations(conn)
+    finally:
+        await conn.close()
+    settings = TephraSettings(schedule_period=0.2, sim_bind_delay=0.1, sim_evict_delay=0.1)
+    services = asyncio.create_task(run_services(settings, endpoints, tuple(SERVICES)))
+    try:
+        yield
+    finally:
+        services.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(services, timeout=30)

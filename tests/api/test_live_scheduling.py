@@ -6,10 +6,6 @@ runs them; everything enters through the same path as ``tephra submit``.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 import asyncpg
@@ -17,11 +13,9 @@ import pytest
 
 from api.endpoints import Endpoints
 from api.manifests import parse_manifests
-from api.settings import TephraSettings
-from api.stack import SERVICES, run_services
 from api.submit import produce_manifests
 from events.topics import Topics
-from projector.migrate import apply_migrations
+from tests.api.helpers import live_stack
 from tests.service.helpers import wait_for
 
 pytestmark = pytest.mark.integration
@@ -85,18 +79,6 @@ async def submit(endpoints: Endpoints, text: str) -> None:
     await produce_manifests(manifests, endpoints)
 
 
-@asynccontextmanager
-async def live_stack(endpoints: Endpoints) -> AsyncIterator[None]:
-    settings = TephraSettings(schedule_period=0.2, sim_bind_delay=0.1, sim_evict_delay=0.1)
-    services = asyncio.create_task(run_services(settings, endpoints, tuple(SERVICES)))
-    try:
-        yield
-    finally:
-        services.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(services, timeout=30)
-
-
 PHASE = "SELECT phase FROM jobs WHERE id = $1"
 # At least $2 sessions left job $1 pending with a reason.
 PENDING_IN_SESSIONS = """
@@ -109,9 +91,6 @@ async def test_gang_waits_with_a_reason_binds_after_new_capacity_and_a_higher_pr
     kafka_bootstrap: str, database_url: str, topics: Topics
 ) -> None:
     endpoints = Endpoints(kafka_bootstrap, database_url, topics, "default")
-    conn = await asyncpg.connect(database_url)
-    await apply_migrations(conn)  # so this test's own queries can run before the services have migrated
-    await conn.close()
     async with live_stack(endpoints):
         conn = await asyncpg.connect(database_url)
         try:
