@@ -46,22 +46,29 @@ class BinpackPlugin(PluginBase):
         for name in weights:
             if name in ssn.dims.index:
                 self.configured[ssn.dims.index[name]] = True
+        self._shape_cols: dict[tuple[object, ...], tuple[IntArray, IntArray, FloatArray, float]] = {}
         if self.weight != 0:
             self.register(ssn, "node_order", self._score)
 
+    def _columns(self, task: TaskState) -> tuple[IntArray, IntArray, FloatArray, float]:
+        cached = self._shape_cols.get(task.shape)
+        if cached is None:
+            cols = np.flatnonzero((task.vec > 0) & self.configured)
+            w = self.weights[cols]
+            cached = (cols, task.vec[cols], w, float(w.sum()))
+            self._shape_cols[task.shape] = cached
+        return cached
+
     def _score(self, task: TaskState, rows: IntArray) -> FloatArray:
-        cols = np.flatnonzero((task.vec > 0) & self.configured)
+        cols, req, w, weight_sum = self._columns(task)
         if len(cols) == 0:
             return np.zeros(len(rows), dtype=np.float64)
         nodes = self.ssn.nodes
-        alloc = nodes.allocatable[np.ix_(rows, cols)]
-        used = alloc - nodes.idle[np.ix_(rows, cols)]
-        final = used + task.vec[cols]
-        w = self.weights[cols]
+        alloc = nodes.allocatable[rows][:, cols]
+        final = alloc - nodes.idle[rows][:, cols] + req
         valid = (alloc > 0) & (w > 0)
-        parts = np.where(valid, final * w / np.where(alloc > 0, alloc, 1), 0.0)
+        parts = np.where(valid, final * w / np.maximum(alloc, 1), 0.0)
         over = ((final > alloc) & valid).any(axis=1)
-        weight_sum = w.sum()
-        score = parts.sum(axis=1) / weight_sum if weight_sum > 0 else parts.sum(axis=1)
-        result: FloatArray = np.where(over, 0.0, score * 100.0 * self.weight)
+        score = parts.sum(axis=1) / (weight_sum if weight_sum > 0 else 1.0)
+        result: FloatArray = np.where(over, 0.0, score * (100.0 * self.weight))
         return result

@@ -36,10 +36,8 @@ def _share(attr: QueueAttr) -> float:
     if not attr.queue.deserved:
         return 1.0  # Volcano: a queue without deserved is "best effort"
     share = 0.0
-    for name in sorted(attr.deserved):
-        deserved = attr.deserved[name]
-        if deserved > 0:
-            share = max(share, float(attr.allocated.get(name, 0) / deserved))
+    for name, deserved in attr.deserved_float:
+        share = max(share, attr.allocated.get(name, 0) / deserved)
     return share
 
 
@@ -61,6 +59,7 @@ class CapacityPlugin(PluginBase):
             for name in sorted(attr.queue.guarantee):
                 deserved.setdefault(name, Fraction(attr.queue.guarantee[name]))
             attr.deserved = deserved
+            attr.deserved_float = tuple((d, float(v)) for d, v in sorted(deserved.items()) if v > 0)
             attr.share = _share(attr)
         self.register(ssn, "queue_order", self._queue_key)
         self.register(ssn, "allocatable", self._allocatable)

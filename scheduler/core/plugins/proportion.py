@@ -82,10 +82,8 @@ def water_fill(total: dict[str, int], attrs: dict[str, QueueAttr]) -> None:  # n
 
 def _share(attr: QueueAttr) -> float:
     share = 0.0
-    for name in sorted(attr.deserved):
-        deserved = attr.deserved[name]
-        if deserved > 0:
-            share = max(share, float(attr.allocated.get(name, 0) / deserved))
+    for name, deserved in attr.deserved_float:
+        share = max(share, attr.allocated.get(name, 0) / deserved)
     return share
 
 
@@ -100,6 +98,9 @@ class ProportionPlugin(PluginBase):
             attr.real_capability = real_capability(attr.queue, ssn.total, guarantee)
         water_fill(dict(ssn.total), self.attrs)
         for attr in self.attrs.values():
+            attr.deserved_float = tuple(
+                (d, float(v)) for d, v in sorted(attr.deserved.items()) if v > 0
+            )
             attr.share = _share(attr)
         self.register(ssn, "queue_order", self._queue_key)
         self.register(ssn, "overused", self._overused)

@@ -37,6 +37,8 @@ class QueueAttr:
     #: limit per dimension; a dimension absent from the map is unlimited.
     real_capability: dict[str, Fraction] = field(default_factory=dict)
     share: float = 0.0
+    #: (dimension, deserved) for deserved > 0, as floats: the share is only an ordering key.
+    deserved_float: tuple[tuple[str, float], ...] = ()
 
 
 def add_into(target: dict[str, int], values: Mapping[str, int], sign: int = 1) -> None:
