@@ -362,13 +362,16 @@ def _node(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
         condition = _mapping(doc, raw_condition, f"status.conditions[{i}]")
         if condition.get("type") == "Ready":
             ready = condition.get("status") == "True"
-    data = NodeReportedData(
-        name=name,
-        allocatable=format_resources(allocatable),
-        labels=_string_map(doc, meta.get("labels"), "metadata.labels"),
-        taints=taints,
-        unschedulable=_boolean(doc, spec.get("unschedulable", False), "spec.unschedulable"),
-        ready=ready,
+    data = NodeReportedData.model_validate(
+        # resources as quantity strings: an integer given to the model is read as a quantity
+        {
+            "name": name,
+            "allocatable": format_resources(allocatable),
+            "labels": _string_map(doc, meta.get("labels"), "metadata.labels"),
+            "taints": taints,
+            "unschedulable": _boolean(doc, spec.get("unschedulable", False), "spec.unschedulable"),
+            "ready": ready,
+        }
     )
     return ManifestObject(f"node/{name}", NodeReported(data=data, **env.fields(name)), doc.file, doc.index)
 
@@ -458,16 +461,19 @@ def _volcano_job(
             "spec.minAvailable", f"expected at most the total replicas ({total_replicas})", min_available
         )
 
-    data = JobSubmittedData(
-        namespace=namespace,
-        name=name,
-        queue=queue,
-        priority_class=job_priority_class,
-        min_available=min_available,
-        min_resources=format_resources(_min_resources(tasks, min_available, task_min_total)),
-        tasks=[t.spec for t in tasks],
-        labels=labels,
-        annotations=annotations,
+    data = JobSubmittedData.model_validate(
+        # resources as quantity strings: an integer given to the model is read as a quantity
+        {
+            "namespace": namespace,
+            "name": name,
+            "queue": queue,
+            "priority_class": job_priority_class,
+            "min_available": min_available,
+            "min_resources": format_resources(_min_resources(tasks, min_available, task_min_total)),
+            "tasks": [t.spec for t in tasks],
+            "labels": labels,
+            "annotations": annotations,
+        }
     )
     job_id = data.job_id
     return ManifestObject(f"job/{job_id}", JobSubmitted(data=data, **env.fields(job_id)), doc.file, doc.index)
@@ -504,19 +510,24 @@ def _task(
     requests = _pod_requests(doc, pod, pod_path)
     priority_class = _optional_string(doc, pod.get("priorityClassName"), f"{pod_path}.priorityClassName")
 
-    spec = TaskSpec(
-        name=name,
-        replicas=replicas,
-        min_available=min_available,
-        resources=format_resources(requests),
-        node_selector=_string_map(doc, pod.get("nodeSelector"), f"{pod_path}.nodeSelector"),
-        tolerations=_tolerations(doc, pod.get("tolerations"), f"{pod_path}.tolerations"),
-        required_node_affinity=_required_node_affinity(doc, pod.get("affinity"), f"{pod_path}.affinity"),
-        preemptable=preemptable,
-        priority_class=priority_class,
-        preemption_policy=_preemption_policy(
-            doc, pod.get("preemptionPolicy"), f"{pod_path}.preemptionPolicy"
-        ),
+    spec = TaskSpec.model_validate(
+        # resources as quantity strings: an integer given to the model is read as a quantity
+        {
+            "name": name,
+            "replicas": replicas,
+            "min_available": min_available,
+            "resources": format_resources(requests),
+            "node_selector": _string_map(doc, pod.get("nodeSelector"), f"{pod_path}.nodeSelector"),
+            "tolerations": _tolerations(doc, pod.get("tolerations"), f"{pod_path}.tolerations"),
+            "required_node_affinity": _required_node_affinity(
+                doc, pod.get("affinity"), f"{pod_path}.affinity"
+            ),
+            "preemptable": preemptable,
+            "priority_class": priority_class,
+            "preemption_policy": _preemption_policy(
+                doc, pod.get("preemptionPolicy"), f"{pod_path}.preemptionPolicy"
+            ),
+        }
     )
     usage = dict(requests)
     usage[PODS] = usage.get(PODS, 0) + 1  # quota-style usage: every pod counts one `pods`

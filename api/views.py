@@ -256,7 +256,7 @@ def _reason_text(item: Item) -> str:
     reasons = item.get("pendingReasons") or []
     if reasons:
         return "; ".join(f"{r['code']}: {r['message']}" for r in reasons)
-    return item.get("reason", "")
+    return str(item.get("reason", ""))
 
 
 def _table(kind: str, items: list[Item]) -> Table:

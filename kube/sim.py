@@ -136,6 +136,8 @@ class SimPlanner:
 
     def _due_at(self, task: TaskView, key: _Key, now: datetime) -> datetime | None:
         if task.status == BOUND:
+            if not task.node:
+                return None  # the fold always places a Bound task; never start one nowhere
             return self._first_seen.setdefault(key, now) + self.bind_delay
         if task.status == RELEASING:
             return self._first_seen.setdefault(key, now) + self.evict_delay
@@ -148,19 +150,17 @@ class SimPlanner:
         event_id = str(
             uuid.uuid5(_ID_NAMESPACE, f"{self.cluster}|{task.task_id}|{task.status}|{task.decision}")
         )
-        common = {
-            "id": event_id,
-            "source": self.source,
-            "time": now,
-            "subject": task.task_id,
-            "cluster": self.cluster,
-        }
         node = task.node or None
         if task.status == BOUND:
-            if node is None:
-                raise ValueError(f"bound task {task.task_id} has no node")
+            assert node is not None  # noqa: S101 - _due_at skips Bound tasks without a node
+            started = TaskStartedData(job_id=task.job_id, task_id=task.task_id, node=node)
             return TaskStarted(
-                data=TaskStartedData(job_id=task.job_id, task_id=task.task_id, node=node), **common
+                id=event_id,
+                source=self.source,
+                time=now,
+                subject=task.task_id,
+                cluster=self.cluster,
+                data=started,
             )
         if task.status == RELEASING:
             data = TaskFinishedData(
@@ -168,7 +168,7 @@ class SimPlanner:
                 task_id=task.task_id,
                 node=node,
                 outcome="evicted",
-                reason="evicted by the scheduler",
+                reason="pod deleted: an accepted eviction or the job's cancellation",
             )
         else:
             data = TaskFinishedData(
@@ -179,7 +179,9 @@ class SimPlanner:
                 exit_code=0,
                 reason=f"simulated runtime {task.runtime:g}s elapsed",
             )
-        return TaskFinished(data=data, **common)
+        return TaskFinished(
+            id=event_id, source=self.source, time=now, subject=task.task_id, cluster=self.cluster, data=data
+        )
 
 
 async def run_sim_cluster(
