@@ -42,8 +42,8 @@ from opentelemetry.trace import Status, StatusCode, Tracer
 from events.models import BindDecision, Decision, PipelineDecision, SessionCommitted, SessionPart
 from projector.state import ClusterState
 from scheduler.core.session import run_session
-from scheduler.core.snapshot import snapshot_digest
 from scheduler.core.trace import TraceStep
+from scheduler.service.digest import input_digest
 from scheduler.service.errors import ProjectionStalled, SessionOverrun
 from scheduler.service.leader import Leadership
 from scheduler.service.projection import AppliedSession, ProjectionReader
@@ -246,7 +246,7 @@ class SessionLoop:
         began = time.perf_counter()
         snapshot = build_snapshot(state)
         config, config_version = config_in_force(state)
-        digest = snapshot_digest(snapshot)
+        digest = input_digest(snapshot)
         result = run_session(snapshot, config, now, logic_flags=self.settings.logic_flags)
         decisions = tuple(result.events())
         pending = pending_jobs(result.pending)

@@ -155,6 +155,7 @@ class _Service:
         reader = await ProjectionReader.connect(self.dsn)
         records = await asyncpg.connect(self.dsn)
         try:
+            await reader.wait_for_schema()
             await producer.start()
             loop = SessionLoop(
                 leadership=leadership,

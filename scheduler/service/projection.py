@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,8 @@ from projector.state import ClusterState
 from projector.writer import NOTIFY_CHANNEL
 
 __all__ = ["AppliedSession", "ProjectionReader"]
+
+log = logging.getLogger("tephra.scheduler")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,15 @@ class ProjectionReader:
         for conn in (self._listener, self._conn):
             with contextlib.suppress(OSError, asyncpg.InterfaceError, asyncpg.PostgresError, TimeoutError):
                 await conn.close(timeout=2)
+
+    async def wait_for_schema(self, poll: float = 0.5) -> None:
+        """Return once the projector has created the projection (it migrates at start-up)."""
+        announced = False
+        while not await self._conn.fetchval("SELECT to_regclass('projection_meta') IS NOT NULL"):
+            if not announced:
+                log.info("waiting for the projector to create the projection tables")
+                announced = True
+            await asyncio.sleep(poll)
 
     async def seq(self) -> int:
         return await projected_seq(self._conn)

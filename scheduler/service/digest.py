@@ -1,0 +1,165 @@
+"""``input_digest`` on the hot path: the bytes of the core's ``snapshot_digest``, faster.
+
+The core's digest canonicalises every dataclass generically (and each job's
+tasks twice); on a cluster with ten thousand tasks that costs more than the
+session itself.  This module builds the identical canonical document with one
+function per snapshot type and hands it to the same ``json.dumps`` call, so the
+digest is byte for byte the core's (replay recomputes it with the core's
+function; ``tests/service/test_digest.py`` proves the two agree).
+
+Should a snapshot type gain or lose a field, the specialised encoders would
+no longer describe it: the field sets are checked at import and the core's
+function is used instead, so a model change can cost speed, never correctness.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Final
+
+from scheduler.core.snapshot import (
+    ClusterSnapshot,
+    Job,
+    Node,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PriorityClass,
+    Queue,
+    Taint,
+    Task,
+    Toleration,
+    snapshot_digest,
+)
+
+__all__ = ["input_digest"]
+
+_KNOWN_FIELDS: Final = {
+    Task: {
+        "namespace", "name", "resources", "status", "node", "role", "priority", "preemptable",
+        "node_selector", "tolerations", "required_affinity", "preemption_policy", "priority_class", "created",
+    },
+    Job: {
+        "namespace", "name", "queue", "min_member", "min_task_member", "min_resources", "priority_class",
+        "phase", "tasks", "created", "annotations",
+    },
+    Node: {"name", "allocatable", "labels", "taints", "unschedulable"},
+    Queue: {
+        "name", "weight", "capability", "deserved", "guarantee", "reclaimable", "priority", "state",
+        "parent", "created",
+    },
+    PriorityClass: {"name", "value", "global_default", "preemption_policy"},
+    Taint: {"key", "value", "effect"},
+    Toleration: {"key", "operator", "value", "effect"},
+    NodeSelectorTerm: {"match_expressions"},
+    NodeSelectorRequirement: {"key", "operator", "values"},
+    ClusterSnapshot: {"nodes", "queues", "priority_classes", "jobs"},
+}  # fmt: skip
+_SPECIALISED: Final = all(set(cls.__dataclass_fields__) == fields for cls, fields in _KNOWN_FIELDS.items())
+
+
+def input_digest(snapshot: ClusterSnapshot) -> str:
+    """sha256 hex of the snapshot's canonical JSON (equal to ``snapshot_digest(snapshot)``)."""
+    if not _SPECIALISED:
+        return snapshot_digest(snapshot)
+    body = {
+        "nodes": sorted((_node(n) for n in snapshot.nodes), key=lambda n: n["name"]),
+        "queues": sorted((_queue(q) for q in snapshot.queues), key=lambda q: q["name"]),
+        "priority_classes": sorted(
+            (
+                {
+                    "name": p.name,
+                    "value": p.value,
+                    "global_default": p.global_default,
+                    "preemption_policy": p.preemption_policy,
+                }
+                for p in snapshot.priority_classes
+            ),
+            key=lambda p: p["name"],
+        ),
+        "jobs": sorted((_job(j) for j in snapshot.jobs), key=lambda j: (j["namespace"], j["name"])),
+    }
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _map(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    # Keys are strings and values plain scalars in every snapshot mapping; json sorts the keys.
+    return None if value is None else dict(value)
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _node(n: Node) -> dict[str, Any]:
+    return {
+        "name": n.name,
+        "allocatable": dict(n.allocatable),
+        "labels": dict(n.labels),
+        "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in n.taints],
+        "unschedulable": n.unschedulable,
+    }
+
+
+def _queue(q: Queue) -> dict[str, Any]:
+    return {
+        "name": q.name,
+        "weight": q.weight,
+        "capability": dict(q.capability),
+        "deserved": dict(q.deserved),
+        "guarantee": dict(q.guarantee),
+        "reclaimable": q.reclaimable,
+        "priority": q.priority,
+        "state": q.state,
+        "parent": q.parent,
+        "created": _time(q.created),
+    }
+
+
+def _job(j: Job) -> dict[str, Any]:
+    return {
+        "namespace": j.namespace,
+        "name": j.name,
+        "queue": j.queue,
+        "min_member": j.min_member,
+        "min_task_member": dict(j.min_task_member),
+        "min_resources": _map(j.min_resources),
+        "priority_class": j.priority_class,
+        "phase": j.phase.value,
+        "tasks": sorted((_task(t) for t in j.tasks), key=lambda t: t["name"]),
+        "created": _time(j.created),
+        "annotations": dict(j.annotations),
+    }
+
+
+def _task(t: Task) -> dict[str, Any]:
+    return {
+        "namespace": t.namespace,
+        "name": t.name,
+        "resources": dict(t.resources),
+        "status": t.status.value,
+        "node": t.node,
+        "role": t.role,
+        "priority": t.priority,
+        "preemptable": t.preemptable,
+        "node_selector": dict(t.node_selector),
+        "tolerations": [
+            {"key": x.key, "operator": x.operator, "value": x.value, "effect": x.effect}
+            for x in t.tolerations
+        ],
+        "required_affinity": [
+            {
+                "match_expressions": [
+                    {"key": r.key, "operator": r.operator, "values": list(r.values)}
+                    for r in term.match_expressions
+                ]
+            }
+            for term in t.required_affinity
+        ],
+        "preemption_policy": t.preemption_policy,
+        "priority_class": t.priority_class,
+        "created": _time(t.created),
+    }
