@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from events.serde import decode, encode
 from projector.fold import apply
+from projector.service import tune_gc
 from projector.state import ClusterState
 from tests.projector.streams import event_stream
 
@@ -32,6 +33,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--default-gc", action="store_true", help="keep CPython's GC thresholds (compare)")
     args = parser.parse_args()
 
     began = time.perf_counter()
@@ -40,6 +42,11 @@ def main() -> None:
     mix = Counter(e.type.split(".")[1] + "." + e.type.split(".")[2] for e in events)
     print("mix: " + ", ".join(f"{k} {100 * v / len(events):.1f}%" for k, v in mix.most_common()))
 
+    if not args.default_gc:
+        tune_gc()  # as python -m projector does
+        gc.collect()
+        gc.freeze()  # the stream itself is long-lived input, not garbage
+    print(f"gc thresholds {gc.get_threshold()}")
     gc.collect()
     state = ClusterState()
     began = time.perf_counter()

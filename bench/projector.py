@@ -30,7 +30,7 @@ import asyncpg
 
 from api.embedded import EmbeddedBroker, create_topics
 from events.topics import Topics
-from projector.service import ProjectorConfig, ProjectorMetrics, run_projector
+from projector.service import ProjectorConfig, ProjectorMetrics, run_projector, tune_gc
 from tests.projector.helpers import create_database, drop_database
 from tests.projector.streams import CLUSTER, event_stream
 from tests.projector.test_service import produce
@@ -58,7 +58,10 @@ async def _bench(bootstrap: str, admin_dsn: str, args: argparse.Namespace) -> No
         config = ProjectorConfig(
             bootstrap=bootstrap, dsn=dsn, topics=topics, cluster=CLUSTER,
             batch_size=args.batch_size, snapshot_every=args.snapshot_every,
+            freeze_state=not args.default_gc,
         )  # fmt: skip
+        if not args.default_gc:
+            tune_gc()
         profiler = cProfile.Profile() if args.profile else None
         began = time.perf_counter()
         if profiler:
@@ -100,6 +103,7 @@ def main() -> None:
     parser.add_argument("--snapshot-every", type=int, default=50_000)
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--default-gc", action="store_true", help="keep CPython's GC thresholds (compare)")
     parser.add_argument("--sort", default="tottime", help="profile order: tottime or cumulative")
     args = parser.parse_args()
     admin_dsn = os.environ.get("TEPHRA_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")

@@ -9,7 +9,7 @@ import signal
 
 from events.models import DEFAULT_CLUSTER
 from events.topics import Topics
-from projector.service import ProjectorConfig, run_projector
+from projector.service import ProjectorConfig, run_projector, tune_gc
 
 
 def _parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -40,6 +40,7 @@ async def _main(args: argparse.Namespace) -> None:
         batch_size=args.batch_size,
         linger_ms=args.linger_ms,
         snapshot_every=args.snapshot_every,
+        freeze_state=True,
     )
     await run_projector(config, stop=stop)
 
@@ -47,6 +48,7 @@ async def _main(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    tune_gc()  # this process runs the projector alone
     asyncio.run(_main(args))
 
 

@@ -19,8 +19,9 @@ Connection failures of either side end the run; the supervisor logs them,
 counts a reconnect, waits with capped backoff and starts a new run.  Nothing
 is lost or duplicated because progress is only what PostgreSQL committed.
 
-A broker that lost data shows up as a fetch position out of range or as
-records below the stored position: both are logged at ERROR and counted in
+A broker that lost data shows up as a fetch position out of range, a high
+watermark below the stored position, or records below it: all are logged
+at ERROR and counted in
 ``offsets_went_backwards``, and consumption restarts from the broker's
 earliest offset (already archived event ids are skipped), never silently
 from the stale position.  Dead-letter messages are produced before the
@@ -31,6 +32,7 @@ holds each rejection exactly once.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections import deque
@@ -48,7 +50,7 @@ from projector.errors import ProjectorError
 from projector.migrate import apply_migrations
 from projector.writer import BatchWriter, InboundRecord, Rejection, decode_batch, stored_offsets
 
-__all__ = ["WRITER_LOCK", "ProjectorConfig", "ProjectorMetrics", "run_projector"]
+__all__ = ["WRITER_LOCK", "ProjectorConfig", "ProjectorMetrics", "run_projector", "tune_gc"]
 
 log = logging.getLogger("projector")
 
@@ -60,6 +62,18 @@ _RETRIABLE_DB: Final = (
     asyncpg.InterfaceError,
     asyncpg.exceptions.OperatorInterventionError,  # admin shutdown, crash shutdown
 )
+
+
+def tune_gc() -> None:
+    """Collect garbage less often: for a process whose main job is the projector.
+
+    The folded state is a large, long-lived object graph and every batch
+    allocates tens of thousands of short-lived objects, so CPython's default
+    thresholds run full collections that re-scan the whole state over and
+    over (measured: decoding is 2.5x slower).  A larger first threshold
+    keeps collections rare; the state, once loaded, is frozen out of them.
+    """
+    gc.set_threshold(50_000, 20, 100)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +90,9 @@ class ProjectorConfig:
     snapshot_every: int = 10_000
     max_backoff_s: float = 5.0
     metrics_every_s: float = 30.0
+    #: Freeze the loaded state out of the garbage collector (see tune_gc);
+    #: for processes that run the projector alone.
+    freeze_state: bool = False
 
     @property
     def consumer_name(self) -> str:
@@ -153,6 +170,9 @@ class _Run:
                 snapshot_every=config.snapshot_every,
             )
             self.metrics.last_seq = writer.state.seq
+            if config.freeze_state:
+                gc.collect()
+                gc.freeze()
             consumer = AIOKafkaConsumer(
                 bootstrap_servers=config.bootstrap,
                 group_id=None,
@@ -203,7 +223,7 @@ class _Run:
             consumer.seek(tp, position)
             self.positions[(tp.topic, tp.partition)] = position
         log.info(
-            "projector %s at seq assigned %d partitions: %s",
+            "projector %s assigned %d partitions: %s",
             self.config.consumer_name,
             len(partitions),
             ", ".join(
@@ -227,7 +247,7 @@ class _Run:
                     timeout_ms=timeout_ms, max_records=config.batch_size - len(records)
                 )
             except OffsetOutOfRangeError as exc:
-                self._went_backwards(consumer, exc)
+                await self._went_backwards(consumer, exc)
                 continue
             for tp in sorted(fetched, key=lambda p: (p.topic, p.partition)):
                 key = (tp.topic, tp.partition)
@@ -242,11 +262,33 @@ class _Run:
                         )  # fmt: skip
                     self.positions[key] = message.offset + 1
                     records.append(InboundRecord(tp.topic, tp.partition, message.offset, message.value))
+            if not fetched:
+                await self._check_high_watermarks(consumer)
             if records and deadline is None:
                 deadline = time.monotonic() + config.linger_ms / 1000
         return records
 
-    def _went_backwards(self, consumer: AIOKafkaConsumer, exc: OffsetOutOfRangeError) -> None:
+    async def _check_high_watermarks(self, consumer: AIOKafkaConsumer) -> None:
+        """A position past the partition's end means the broker lost records we consumed.
+
+        Brokers that do not answer such a fetch with OFFSET_OUT_OF_RANGE (the
+        embedded Tansu returns nothing) still report their high watermark in
+        every fetch response, so compare with that.
+        """
+        for tp in consumer.assignment():
+            highwater = consumer.highwater(tp)
+            position = self.positions.get((tp.topic, tp.partition), 0)
+            if highwater is not None and highwater < position:
+                self.metrics.offsets_went_backwards += 1
+                log.error(
+                    "[PROJ-OFFSETS] %s[%d] stored position %d is beyond the broker's end %d: the broker"
+                    " lost data; restarting from its earliest offset (archived event ids are skipped)",
+                    tp.topic, tp.partition, position, highwater,
+                )  # fmt: skip
+                await consumer.seek_to_beginning(tp)
+                self.positions[(tp.topic, tp.partition)] = 0
+
+    async def _went_backwards(self, consumer: AIOKafkaConsumer, exc: OffsetOutOfRangeError) -> None:
         positions = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
         for tp, offset in positions.items():
             self.metrics.offsets_went_backwards += 1
@@ -255,7 +297,7 @@ class _Run:
                 " restarting from its earliest offset (archived event ids are skipped)",
                 tp.topic, tp.partition, offset,
             )  # fmt: skip
-            consumer.seek_to_beginning(tp)
+            await consumer.seek_to_beginning(tp)
             self.positions[(tp.topic, tp.partition)] = 0
 
     async def _consume(

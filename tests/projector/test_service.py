@@ -192,3 +192,28 @@ async def test_a_second_projector_stands_by_and_migrations_are_idempotent(
         finally:
             await conn.close()
         assert 0 in (first.batches, second.batches)  # only one of them wrote
+
+
+async def test_offsets_beyond_the_broker_log_are_reported_and_nothing_is_skipped(
+    kafka_bootstrap: str, database_url: str, topics: Topics
+) -> None:
+    first, second = event_stream(14, 200)[:100], event_stream(14, 200)[100:]
+    async with running_projector(kafka_bootstrap, database_url, topics):
+        await produce(kafka_bootstrap, topics, first)
+        conn = await asyncpg.connect(database_url)
+        try:
+            await wait_until(conn, "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets", 100)
+        finally:
+            await conn.close()
+    # As if the broker had lost its log: the stored positions are past its end.
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute("UPDATE consumer_offsets SET next_offset = next_offset + 1000")
+        async with running_projector(kafka_bootstrap, database_url, topics) as metrics:
+            await produce(kafka_bootstrap, topics, second)
+            await wait_until(conn, "SELECT count(*)::int FROM event_log", 200)
+            assert metrics.offsets_went_backwards >= 1
+            assert metrics.duplicates_skipped == 100  # the old records again, recognised by id
+        assert (await verify_chain(conn)).ok
+    finally:
+        await conn.close()
