@@ -83,7 +83,7 @@ def _render_table(document: dict[str, Any]) -> None:
     for session in document["sessions"]:
         table = Table(title=f"session {session['index']}", show_lines=False)
         table.add_column("decision")
-        table.add_column("task / job")
+        table.add_column("task / job", overflow="fold")
         table.add_column("node")
         table.add_column("detail")
         for job in session["enqueued"]:

@@ -116,7 +116,11 @@ def _close(ssn: Session, snapshot: ClusterSnapshot) -> SessionResult:
             )
         if not reasons:
             reasons["not-evaluated"] = _not_evaluated(ssn, job_state)
-        pending[uid] = rank(list(reasons.values()))
+        ranked = rank(list(reasons.values()))
+        if left:
+            # Where the job ended up matters more than what failed earlier in the session.
+            ranked = (reasons["pipelined"], *(r for r in ranked if r.code != "pipelined"))
+        pending[uid] = ranked
     return SessionResult(
         decisions=tuple(ssn.decisions),
         pipelined=pipelines,
