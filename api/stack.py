@@ -165,17 +165,27 @@ async def _sim_service(settings: TephraSettings, endpoints: Endpoints) -> None:
 
 
 async def _migrate(database_url: str) -> None:
+    """Apply the migrations, waiting out a database that is not up yet (compose starts it alongside us)."""
     import asyncpg  # noqa: PLC0415 - keep `tephra --help` light
 
     from projector.migrate import apply_migrations  # noqa: PLC0415
 
-    con = await asyncpg.connect(database_url)
-    try:
-        applied = await apply_migrations(con)
-    finally:
-        await con.close()
-    if applied:
-        log.info("database migrated to version %d", applied[-1])
+    delay = 0.2
+    while True:
+        try:
+            con = await asyncpg.connect(database_url)
+        except (OSError, asyncpg.CannotConnectNowError, asyncpg.TooManyConnectionsError) as exc:
+            log.warning("database not reachable (%s); retrying in %.1f s", exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            continue
+        try:
+            applied = await apply_migrations(con)
+        finally:
+            await con.close()
+        if applied:
+            log.info("database migrated to version %d", applied[-1])
+        return
 
 
 SERVICES: dict[str, ServiceFactory] = {
