@@ -69,6 +69,9 @@ class _ShapeFit:
     fit_future: BoolArray
     reason: IntArray
     score: FloatArray
+    #: score where the task fits Idle (gradient 1) / FutureIdle (gradient 2) and passes, else -inf.
+    best_idle: FloatArray
+    best_future: FloatArray
     synced: int = 0
     errors: FitErrors | None = None
     errors_synced: int = -1
@@ -88,8 +91,13 @@ class PlacementIndex:
         future = idle + nodes.releasing[rows] - nodes.pipelined[rows]
         fit.fit_idle[rows] = (idle >= vec).all(axis=1)
         fit.fit_future[rows] = (future >= vec).all(axis=1)
-        fit.reason[rows] = self.ssn.node_predicate(task, rows)
-        fit.score[rows] = self.ssn.node_scores(task, rows)
+        reason = self.ssn.node_predicate(task, rows)
+        score = self.ssn.node_scores(task, rows)
+        fit.reason[rows] = reason
+        fit.score[rows] = score
+        passed = reason == 0
+        fit.best_idle[rows] = np.where(passed & fit.fit_idle[rows], score, -np.inf)
+        fit.best_future[rows] = np.where(passed & fit.fit_future[rows], score, -np.inf)
 
     def view(self, task: TaskState) -> _ShapeFit:
         """The shape's cache, refreshed for every node changed since the last read."""
@@ -103,6 +111,8 @@ class PlacementIndex:
                 fit_future=np.zeros(n, dtype=np.bool_),
                 reason=np.zeros(n, dtype=np.int64),
                 score=np.zeros(n, dtype=np.float64),
+                best_idle=np.full(n, -np.inf),
+                best_future=np.full(n, -np.inf),
             )
             self._shapes[task.shape] = fit
             if n:
@@ -122,13 +132,14 @@ class PlacementIndex:
     def choose(self, task: TaskState) -> int:
         """The best node row for ``task`` (allocate's node choice), or -1."""
         fit = self.view(task)
-        feasible = fit.fit_future & (fit.reason == 0)
-        if not feasible.any():
+        if not len(fit.score):
             return -1
-        first = feasible & fit.fit_idle
-        candidates = first if first.any() else feasible
-        scores = np.where(candidates, fit.score, -np.inf)
-        return int(np.argmax(scores))
+        # argmax returns the first (lowest-named) node among equal best scores.
+        row = int(np.argmax(fit.best_idle))
+        if fit.best_idle[row] > -np.inf:
+            return row
+        row = int(np.argmax(fit.best_future))
+        return row if fit.best_future[row] > -np.inf else -1
 
     def fit_errors(self, task: TaskState) -> FitErrors:
         """Why ``task`` fits no node: first short resource, else the predicate reason."""
