@@ -2,10 +2,11 @@
 
 Prints, for each (nodes, pending tasks) case: session seconds, placements
 per second and peak resident memory (each case runs in its own process, so
-``ru_maxrss`` is that case's peak; tracemalloc would slow the session ~3x).  Jobs have mixed gang sizes (1, 2, 4, 8,
-16 tasks, minAvailable = all tasks for half of them, 1 for the others) and
-a handful of task shapes, spread over four queues; nodes are 64 cpu /
-512Gi / 8 GPU.  Run:  python bench/session.py [--quick] [--profile]
+``ru_maxrss`` is that case's peak; tracemalloc would slow the session ~3x).
+
+Jobs have mixed gang sizes (1, 2, 4, 8, 16 tasks; minAvailable = all tasks
+for half of them, 1 for the others) and five task shapes, spread over four
+queues; nodes are 64 cpu / 512Gi / 8 GPU.  Run:  python bench/session.py [--quick] [--profile]
 """
 
 from __future__ import annotations
