@@ -24,8 +24,6 @@ import json
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from pydantic import AwareDatetime, TypeAdapter
-
 from events.models import Event
 
 __all__ = [
@@ -39,15 +37,17 @@ __all__ = [
 #: ``prev_hash`` of the first archived event.
 GENESIS_HASH: Final = bytes(32)
 
-_TIME: Final[TypeAdapter[datetime]] = TypeAdapter(AwareDatetime)
 _dumps: Final = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 ).encode
 
 
 def format_time(value: datetime) -> str:
-    """A timestamp exactly as the event models serialise it."""
-    return str(_TIME.dump_python(value, mode="json"))
+    """A UTC timestamp exactly as the event models serialise it (ISO 8601, ``Z``)."""
+    offset = value.utcoffset()
+    if offset is None or offset.total_seconds() != 0:
+        raise ValueError(f"archived timestamps are UTC, got {value!r}")
+    return value.replace(tzinfo=None).isoformat() + "Z"
 
 
 def archived_form(event: Event) -> tuple[Event, str]:

@@ -49,19 +49,20 @@ Lifecycle rules (Volcano's, simplified where noted):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Final, TypeAlias
-
-from pydantic import Field, TypeAdapter
+from typing import Any, Final, TypeAlias
 
 from events.models import (
+    BindDecision,
     Decision,
     EnqueueDecision,
     Event,
+    EvictDecision,
     JobCancelled,
     JobRejected,
     JobSubmitted,
     NodeRemoved,
     NodeReported,
+    PipelineDecision,
     PriorityClassUpserted,
     QueueDeleted,
     QueueUpserted,
@@ -133,10 +134,14 @@ DECISION_VOID_REASONS: Final = (
     "insufficient-resources",
 )
 
-_DECISIONS: Final[TypeAdapter[list[Decision]]] = TypeAdapter(list[Decision])
-_OBSERVATIONS: Final[TypeAdapter[TaskStarted | TaskFinished]] = TypeAdapter(
-    Annotated[TaskStarted | TaskFinished, Field(discriminator="type")]
-)
+# Buffered decisions and observations are kept as JSON (the state is JSON-able);
+# these read them back.
+_DECISION_MODELS: Final[dict[str, type[Decision]]] = {
+    "enqueue": EnqueueDecision,
+    "bind": BindDecision,
+    "pipeline": PipelineDecision,
+    "evict": EvictDecision,
+}
 _NO_TOUCH: Final[Touched] = ()
 _META: Final = ("meta", "")
 
@@ -439,11 +444,10 @@ def _replay_early(state: ClusterState, seq: int, job_id: str, touched: list[tupl
         return
     touched.append(_META)
     for doc in early:
-        event = _OBSERVATIONS.validate_python(doc)
-        if isinstance(event, TaskStarted):
-            touched.extend(_task_started(state, seq, event).touched)
+        if doc["type"] == TaskStarted.model_fields["type"].default:
+            touched.extend(_task_started(state, seq, TaskStarted.model_validate(doc)).touched)
         else:
-            touched.extend(_task_finished(state, seq, event).touched)
+            touched.extend(_task_finished(state, seq, TaskFinished.model_validate(doc)).touched)
 
 
 def _reset_or_drop(state: ClusterState, task: TaskState) -> None:
@@ -516,7 +520,7 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
                 "session-incomplete", f"session {d.session_id} announces {d.parts} parts, missing {missing}"
             )
         for index in range(d.parts):
-            decisions.extend(_DECISIONS.validate_python(parts[index]))
+            decisions.extend(_DECISION_MODELS[doc["kind"]].model_validate(doc) for doc in parts[index])
         del state.session_parts[d.session_id]
 
     accepted: list[tuple[int, Decision]] = []
