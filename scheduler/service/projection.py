@@ -1,8 +1,11 @@
 """What the scheduler reads from the projection: its seq, its state, and our own sessions.
 
 * :meth:`ProjectionReader.seq` — the seq the projection reflects (cheap: one row);
-* :meth:`ProjectionReader.state` — the whole folded state at one seq, read in
-  one REPEATABLE READ transaction (:func:`projector.projection.load_projection`);
+* :meth:`ProjectionReader.state` — the whole folded state at one seq: first
+  read in one REPEATABLE READ transaction
+  (:func:`projector.projection.load_projection`), then kept current by
+  folding the archived events after it with THE fold, so a session reads only
+  what changed (the projector proves ``projection == fold(event_log)``);
 * :meth:`ProjectionReader.wait_for_session` — read-your-writes: the seq at
   which the projector applied a session, and its accepted-decision count;
 * :meth:`ProjectionReader.wait_for_change` — wakes when the projector
@@ -20,8 +23,10 @@ from typing import Any
 import asyncpg
 
 from projector.errors import WaitTimeoutError
+from projector.fold import apply
 from projector.progress import projected_seq, wait_for_session
 from projector.projection import load_projection
+from projector.reconstruct import archived_events
 from projector.state import ClusterState
 from projector.writer import NOTIFY_CHANNEL
 
@@ -44,6 +49,7 @@ class ProjectionReader:
         self._conn = conn
         self._listener = listener
         self._changed = asyncio.Event()
+        self._state: ClusterState | None = None
 
     @classmethod
     async def connect(cls, dsn: str) -> ProjectionReader:
@@ -78,7 +84,25 @@ class ProjectionReader:
         return await projected_seq(self._conn)
 
     async def state(self) -> ClusterState:
-        return await load_projection(self._conn)
+        """The state at the projection's current seq: one object, advanced in place; read-only to callers."""
+        state = self._state
+        if state is None:
+            self._state = state = await load_projection(self._conn)
+            return state
+        upto = await self.seq()
+        async for seq, event in archived_events(self._conn, state.seq, upto):
+            outcome = apply(state, seq, event)
+            if not outcome.applied:
+                # Cannot happen while the projector folds the same archive; recover by reading it whole.
+                log.error(
+                    "archived event %d does not fold onto the cached state (%s: %s); reloading",
+                    seq,
+                    outcome.invalid,
+                    outcome.detail,
+                )
+                self._state = state = await load_projection(self._conn)
+                return state
+        return state
 
     async def wait_for_change(self, after_seq: int, within: float) -> int:
         """The projection's seq once it is above ``after_seq``, or whatever it is after ``within`` seconds."""

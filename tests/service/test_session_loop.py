@@ -102,7 +102,9 @@ async def test_a_session_over_budget_is_abandoned_and_nothing_is_published(
 ) -> None:
     # Thousands of tasks: a session takes far longer than a GIL switch interval, so it cannot finish
     # before the loop notices the microsecond budget has passed.
-    await produce(kafka_bootstrap, topics, [queue(), node("n1"), *(job(f"a{i}", replicas=50) for i in range(40))])
+    await produce(
+        kafka_bootstrap, topics, [queue(), node("n1"), *(job(f"a{i}", replicas=50) for i in range(40))]
+    )
     async with running_projector(kafka_bootstrap, database_url, topics):
         conn = await asyncpg.connect(database_url)
         try:
