@@ -14,6 +14,7 @@ function is used instead, so a model change can cost speed, never correctness.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -36,7 +37,7 @@ from scheduler.core.snapshot import (
 
 __all__ = ["input_digest"]
 
-_KNOWN_FIELDS: Final = {
+_KNOWN_FIELDS: Final[dict[type[Any], set[str]]] = {
     Task: {
         "namespace", "name", "resources", "status", "node", "role", "priority", "preemptable",
         "node_selector", "tolerations", "required_affinity", "preemption_policy", "priority_class", "created",
@@ -57,7 +58,9 @@ _KNOWN_FIELDS: Final = {
     NodeSelectorRequirement: {"key", "operator", "values"},
     ClusterSnapshot: {"nodes", "queues", "priority_classes", "jobs"},
 }  # fmt: skip
-_SPECIALISED: Final = all(set(cls.__dataclass_fields__) == fields for cls, fields in _KNOWN_FIELDS.items())
+_SPECIALISED: Final = all(
+    {f.name for f in dataclasses.fields(cls)} == fields for cls, fields in _KNOWN_FIELDS.items()
+)
 
 
 def input_digest(snapshot: ClusterSnapshot) -> str:
@@ -67,18 +70,15 @@ def input_digest(snapshot: ClusterSnapshot) -> str:
     body = {
         "nodes": sorted((_node(n) for n in snapshot.nodes), key=lambda n: n["name"]),
         "queues": sorted((_queue(q) for q in snapshot.queues), key=lambda q: q["name"]),
-        "priority_classes": sorted(
-            (
-                {
-                    "name": p.name,
-                    "value": p.value,
-                    "global_default": p.global_default,
-                    "preemption_policy": p.preemption_policy,
-                }
-                for p in snapshot.priority_classes
-            ),
-            key=lambda p: p["name"],
-        ),
+        "priority_classes": [
+            {
+                "name": p.name,
+                "value": p.value,
+                "global_default": p.global_default,
+                "preemption_policy": p.preemption_policy,
+            }
+            for p in sorted(snapshot.priority_classes, key=lambda p: p.name)
+        ],
         "jobs": sorted((_job(j) for j in snapshot.jobs), key=lambda j: (j["namespace"], j["name"])),
     }
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
