@@ -146,8 +146,7 @@ class Session:
         self._reason_ids: dict[str, int] = {}
         self.annotations: dict[str, dict[str, str]] = {}
         self._build(snapshot)
-        #: set by run_session (the index module imports this one).
-        self.placement: PlacementIndex
+        self._placement: PlacementIndex | None = None
 
     # ------------------------------------------------------------------ building
 
@@ -216,6 +215,16 @@ class Session:
                         ts.node = row
                         self.nodes.add(ts, row, task.status)
             self.jobs[state.uid] = state
+
+    @property
+    def placement(self) -> PlacementIndex:
+        """The vectorised node-fit index, built on first use."""
+        if self._placement is None:
+            # placement.py imports this module, so it is imported when first needed.
+            from scheduler.core.placement import PlacementIndex  # noqa: PLC0415
+
+            self._placement = PlacementIndex(self)
+        return self._placement
 
     # ------------------------------------------------------------------ registration
 

@@ -22,7 +22,6 @@ from typing import Any
 from scheduler.core.config import SchedulerConfig
 from scheduler.core.decisions import Bind, Decision, Evict, Pipeline
 from scheduler.core.framework import Session
-from scheduler.core.placement import PlacementIndex
 from scheduler.core.reasons import Reason, rank
 from scheduler.core.registry import build_registry
 from scheduler.core.snapshot import ClusterSnapshot, Job, PodGroupPhase, Task, TaskStatus
@@ -60,7 +59,6 @@ def run_session(
     logic_flags: frozenset[str] = frozenset(),
 ) -> SessionResult:
     ssn = Session(snapshot, config, now, logic_flags)
-    ssn.placement = PlacementIndex(ssn)
     registry = build_registry()
     plugins = []
     for tier_index, tier in enumerate(config.tiers):
