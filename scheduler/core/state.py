@@ -56,6 +56,7 @@ ALLOCATED_STATUSES = frozenset(
 )
 #: ReadyTaskNum = allocated statuses + Succeeded.
 READY_STATUSES = ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED}
+_VALID_STATUSES = READY_STATUSES | {TaskStatus.PIPELINED, TaskStatus.PENDING}
 #: Statuses that occupy node resources (Used / Pipelined / Releasing).
 ON_NODE_STATUSES = ALLOCATED_STATUSES | {TaskStatus.PIPELINED, TaskStatus.RELEASING}
 #: ScheduledStatus, used for the PodGroup phase.
@@ -189,6 +190,9 @@ class JobState:
     role_pending_best_effort: dict[str, int] = field(default_factory=dict)
     allocated: dict[str, int] = field(default_factory=dict)
     total_request: dict[str, int] = field(default_factory=dict)
+    # Gang counters kept incrementally: they are read after every placement.
+    _ready: int = 0
+    _valid: int = 0
 
     # ---------------------------------------------------------------- bookkeeping
 
@@ -207,6 +211,10 @@ class JobState:
 
     def _count(self, task: TaskState, status: TaskStatus, sign: int) -> None:
         self.counts[status] = self.counts.get(status, 0) + sign
+        if status in READY_STATUSES:
+            self._ready += sign
+        if status in _VALID_STATUSES:
+            self._valid += sign
         key = (task.role, status)
         self.role_counts[key] = self.role_counts.get(key, 0) + sign
         if status is TaskStatus.PENDING and task.best_effort:
@@ -226,15 +234,15 @@ class JobState:
 
     @property
     def ready_num(self) -> int:
-        return self.count(*READY_STATUSES)
+        return self._ready
 
     @property
     def waiting_num(self) -> int:
-        return self.count(TaskStatus.PIPELINED)
+        return self.counts.get(TaskStatus.PIPELINED, 0)
 
     @property
     def valid_num(self) -> int:
-        return self.count(*READY_STATUSES, TaskStatus.PIPELINED, TaskStatus.PENDING)
+        return self._valid
 
     def is_ready(self) -> bool:
         return self.ready_num + self.pending_best_effort >= self.min_member
