@@ -35,7 +35,7 @@ from scheduler.core.snapshot import (
     snapshot_digest,
 )
 
-__all__ = ["input_digest"]
+__all__ = ["SPECIALISED", "digest_of_documents", "input_digest", "job_document"]
 
 _KNOWN_FIELDS: Final[dict[type[Any], set[str]]] = {
     Task: {
@@ -58,15 +58,25 @@ _KNOWN_FIELDS: Final[dict[type[Any], set[str]]] = {
     NodeSelectorRequirement: {"key", "operator", "values"},
     ClusterSnapshot: {"nodes", "queues", "priority_classes", "jobs"},
 }  # fmt: skip
-_SPECIALISED: Final = all(
+SPECIALISED: Final = all(
     {f.name for f in dataclasses.fields(cls)} == fields for cls, fields in _KNOWN_FIELDS.items()
 )
 
 
 def input_digest(snapshot: ClusterSnapshot) -> str:
     """sha256 hex of the snapshot's canonical JSON (equal to ``snapshot_digest(snapshot)``)."""
-    if not _SPECIALISED:
+    if not SPECIALISED:
         return snapshot_digest(snapshot)
+    return digest_of_documents(snapshot, [job_document(j) for j in snapshot.jobs])
+
+
+def job_document(job: Job) -> dict[str, Any]:
+    """The canonical form of one job (reusable while the job does not change); needs :data:`SPECIALISED`."""
+    return _job(job)
+
+
+def digest_of_documents(snapshot: ClusterSnapshot, job_documents: list[dict[str, Any]]) -> str:
+    """The digest of ``snapshot`` whose jobs' canonical forms are ``job_documents`` (any order)."""
     body = {
         "nodes": sorted((_node(n) for n in snapshot.nodes), key=lambda n: n["name"]),
         "queues": sorted((_queue(q) for q in snapshot.queues), key=lambda q: q["name"]),
@@ -79,7 +89,7 @@ def input_digest(snapshot: ClusterSnapshot) -> str:
             }
             for p in sorted(snapshot.priority_classes, key=lambda p: p.name)
         ],
-        "jobs": sorted((_job(j) for j in snapshot.jobs), key=lambda j: (j["namespace"], j["name"])),
+        "jobs": sorted(job_documents, key=lambda j: (j["namespace"], j["name"])),
     }
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -43,7 +43,6 @@ from events.models import BindDecision, Decision, PipelineDecision, SessionCommi
 from projector.state import ClusterState
 from scheduler.core.session import run_session
 from scheduler.core.trace import TraceStep
-from scheduler.service.digest import input_digest
 from scheduler.service.errors import ProjectionStalled, SessionOverrun
 from scheduler.service.leader import Leadership
 from scheduler.service.projection import AppliedSession, ProjectionReader
@@ -57,7 +56,7 @@ from scheduler.service.session_events import (
     session_events,
     session_id_for,
 )
-from scheduler.service.snapshot_builder import build_snapshot, config_in_force
+from scheduler.service.snapshot_builder import config_in_force
 from scheduler.service.telemetry import (
     SchedulerMetrics,
     SubmissionTraces,
@@ -244,9 +243,8 @@ class SessionLoop:
     def _compute(self, state: ClusterState, session_id: str, now: datetime) -> _Computed:
         """Runs in the worker thread: everything CPU-bound, nothing that touches the loop."""
         began = time.perf_counter()
-        snapshot = build_snapshot(state)
+        snapshot, digest = self.reader.snapshots.build(state)
         config, config_version = config_in_force(state)
-        digest = input_digest(snapshot)
         result = run_session(snapshot, config, now, logic_flags=self.settings.logic_flags)
         decisions = tuple(result.events())
         pending = pending_jobs(result.pending)

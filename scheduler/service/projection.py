@@ -29,6 +29,7 @@ from projector.projection import load_projection
 from projector.reconstruct import archived_events
 from projector.state import ClusterState
 from projector.writer import NOTIFY_CHANNEL
+from scheduler.service.snapshot_cache import SnapshotCache
 
 __all__ = ["AppliedSession", "ProjectionReader"]
 
@@ -46,6 +47,8 @@ class ProjectionReader:
     """Two connections: one for queries, one that only LISTENs."""
 
     def __init__(self, conn: asyncpg.Connection, listener: asyncpg.Connection) -> None:
+        #: Told what every fold touched, so the next snapshot rebuilds only that.
+        self.snapshots = SnapshotCache()
         self._conn = conn
         self._listener = listener
         self._changed = asyncio.Event()
@@ -88,6 +91,7 @@ class ProjectionReader:
         state = self._state
         if state is None:
             self._state = state = await load_projection(self._conn)
+            self.snapshots.invalidate()
             return state
         upto = await self.seq()
         async for seq, event in archived_events(self._conn, state.seq, upto):
@@ -101,7 +105,9 @@ class ProjectionReader:
                     outcome.detail,
                 )
                 self._state = state = await load_projection(self._conn)
+                self.snapshots.invalidate()
                 return state
+            self.snapshots.touched(state, outcome.touched)
         return state
 
     async def wait_for_change(self, after_seq: int, within: float) -> int:

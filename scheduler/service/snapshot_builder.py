@@ -53,7 +53,14 @@ from scheduler.core.snapshot import (
     Toleration,
 )
 
-__all__ = ["NOT_READY_TAINT", "build_snapshot", "config_in_force"]
+__all__ = [
+    "NOT_READY_TAINT",
+    "build_snapshot",
+    "config_in_force",
+    "global_default",
+    "job_snapshot",
+    "snapshot_of",
+]
 
 #: The taint Kubernetes puts on a node whose kubelet is not Ready.
 NOT_READY_TAINT: Final = Taint(key="node.kubernetes.io/not-ready", value="", effect="NoSchedule")
@@ -85,19 +92,13 @@ def config_in_force(state: ClusterState) -> tuple[SchedulerConfig, int]:
 
 def build_snapshot(state: ClusterState) -> ClusterSnapshot:
     """The snapshot a session at ``state.seq`` schedules on."""
-    classes = state.priority_classes
-    default_class = _global_default(classes)
-    jobs: list[Job] = []
-    for job in state.jobs.values():
-        terminal = job.phase in TERMINAL_JOB_PHASES
-        tasks = tuple(
-            _task(task, job, classes, default_class)
-            for task in (state.tasks[task_id] for task_id in job.tasks)
-            if not terminal or task.status in OCCUPYING
-        )
-        if terminal and not tasks:
-            continue
-        jobs.append(_job(job, tasks))
+    default_class = global_default(state.priority_classes)
+    jobs = (job_snapshot(state, job, default_class) for job in state.jobs.values())
+    return snapshot_of(state, tuple(j for j in jobs if j is not None))
+
+
+def snapshot_of(state: ClusterState, jobs: tuple[Job, ...]) -> ClusterSnapshot:
+    """The snapshot of ``state`` with ``jobs`` already built (by :func:`job_snapshot`)."""
     return ClusterSnapshot(
         nodes=tuple(_node(node) for node in state.nodes.values()),
         queues=tuple(
@@ -122,13 +123,31 @@ def build_snapshot(state: ClusterState) -> ClusterSnapshot:
                 global_default=p.global_default,
                 preemption_policy=p.preemption_policy,
             )
-            for p in classes.values()
+            for p in state.priority_classes.values()
         ),
-        jobs=tuple(jobs),
+        jobs=jobs,
     )
 
 
-def _global_default(classes: dict[str, PriorityClassState]) -> PriorityClassState | None:
+def job_snapshot(state: ClusterState, job: JobState, default_class: PriorityClassState | None) -> Job | None:
+    """One job as the session sees it; None when it is over and holds no node any more.
+
+    Depends only on the job, its tasks and the priority classes (``default_class``
+    is :func:`global_default` of them), so a caller may reuse it while none of those changed.
+    """
+    terminal = job.phase in TERMINAL_JOB_PHASES
+    classes = state.priority_classes
+    tasks = tuple(
+        _task(task, job, classes, default_class)
+        for task in (state.tasks[task_id] for task_id in job.tasks)
+        if not terminal or task.status in OCCUPYING
+    )
+    if terminal and not tasks:
+        return None
+    return _job(job, tasks)
+
+
+def global_default(classes: dict[str, PriorityClassState]) -> PriorityClassState | None:
     # Kubernetes allows one global default; should several exist, pick by name, deterministically.
     defaults = sorted((p for p in classes.values() if p.global_default), key=lambda p: p.name)
     return defaults[0] if defaults else None

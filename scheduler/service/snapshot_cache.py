@@ -1,0 +1,92 @@
+"""Reuse what did not change: each job's snapshot and canonical form, across sessions.
+
+A busy cluster changes a few jobs per session while it holds thousands, so
+rebuilding every job (and canonicalising it for the digest) each session is
+most of the shell's cost.  The projection reader reports what each folded
+event touched (the fold's ``touched`` keys); a job is rebuilt when it or one
+of its tasks was touched, everything when a priority class changed (pod
+priorities are resolved from them) or the state was reloaded whole.
+
+The result is exactly :func:`~scheduler.service.snapshot_builder.build_snapshot`
+and :func:`~scheduler.service.digest.input_digest` of the state (the tests
+compare them after every fold), only cheaper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from projector.state import ClusterState
+from scheduler.core.snapshot import ClusterSnapshot, Job
+from scheduler.service.digest import SPECIALISED, digest_of_documents, input_digest, job_document
+from scheduler.service.snapshot_builder import build_snapshot, global_default, job_snapshot, snapshot_of
+
+__all__ = ["SnapshotCache"]
+
+
+class SnapshotCache:
+    def __init__(self) -> None:
+        #: job id -> (its snapshot or None when it is left out, its canonical form)
+        self._jobs: dict[str, tuple[Job | None, dict[str, Any] | None]] = {}
+        #: task id -> job id, for tasks the fold touched after they left the state.
+        self._task_jobs: dict[str, str] = {}
+        self._job_tasks: dict[str, tuple[str, ...]] = {}
+        self._dirty: set[str] = set()
+        self._everything = True
+
+    def invalidate(self) -> None:
+        """Forget everything (the state was read afresh)."""
+        self._everything = True
+
+    def touched(self, state: ClusterState, keys: Iterable[tuple[str, str]]) -> None:
+        """Note what one folded event changed (call after the fold, with the state it left)."""
+        for kind, key in keys:
+            if kind == "job":
+                self._dirty.add(key)
+            elif kind == "task":
+                task = state.tasks.get(key)
+                job = task.job if task is not None else self._task_jobs.get(key)
+                if job is not None:
+                    self._dirty.add(job)
+            elif kind == "priority_class":
+                self._everything = True
+
+    def build(self, state: ClusterState) -> tuple[ClusterSnapshot, str]:
+        """The snapshot of ``state`` and its input digest."""
+        if not SPECIALISED:
+            snapshot = build_snapshot(state)
+            return snapshot, input_digest(snapshot)
+        if self._everything:
+            self._jobs.clear()
+            self._task_jobs.clear()
+            self._job_tasks.clear()
+        else:
+            for job_id in self._dirty:
+                self._jobs.pop(job_id, None)
+        self._dirty.clear()
+        self._everything = False
+
+        default_class = global_default(state.priority_classes)
+        jobs: list[Job] = []
+        documents: list[dict[str, Any]] = []
+        cached = self._jobs
+        for job_id, job in state.jobs.items():
+            entry = cached.get(job_id)
+            if entry is None:
+                built = job_snapshot(state, job, default_class)
+                entry = (built, None if built is None else job_document(built))
+                cached[job_id] = entry
+                for task_id in job.tasks:
+                    self._task_jobs[task_id] = job_id
+                self._job_tasks[job_id] = (*self._job_tasks.get(job_id, ()), *job.tasks)
+            built, document = entry
+            if built is not None and document is not None:
+                jobs.append(built)
+                documents.append(document)
+        for gone in [j for j in cached if j not in state.jobs]:
+            del cached[gone]
+            for task_id in self._job_tasks.pop(gone, ()):
+                self._task_jobs.pop(task_id, None)
+        snapshot = snapshot_of(state, tuple(jobs))
+        return snapshot, digest_of_documents(snapshot, documents)
