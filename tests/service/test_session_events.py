@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -103,3 +104,27 @@ def test_session_ids_are_unique_per_epoch_and_counter_and_stable() -> None:
     assert session_id_for("default", 1, 0) == session_id_for("default", 1, 0)
     ids = {session_id_for(c, e, n) for c in ("a", "b") for e in (1, 2) for n in range(10)}
     assert len(ids) == 40
+
+
+def test_the_fold_voids_a_session_of_an_older_epoch_once_a_newer_leader_committed() -> None:
+    """The fencing the leader election relies on: a zombie leader's late session changes nothing."""
+
+    def session(epoch: int, counter: int, task: str) -> SessionCommitted:
+        header = dataclasses.replace(
+            _header(), session_id=session_id_for("default", epoch, counter), leader_epoch=epoch
+        )
+        (event,) = session_events(
+            header, [BindDecision(task=task, job="ns/big", node="n0")], time=NOW, max_message_bytes=1_000_000
+        )
+        assert isinstance(event, SessionCommitted)
+        return event
+
+    state = ClusterState()
+    setup = [queue(), node("n0", cpu="64", pods=200), job("big", replicas=2)]
+    late = session(1, 5, "ns/big-worker-1")
+    for seq, event in enumerate([*setup, session(2, 0, "ns/big-worker-0"), late], start=1):
+        assert apply(state, seq, event).applied
+    record = state.sessions[late.data.session_id]
+    assert record.accepted == 0
+    assert [v.reason for v in record.voided] == ["stale-epoch"]
+    assert state.tasks["ns/big-worker-1"].status == "Pending"
