@@ -184,7 +184,7 @@ def demo(
     """Run a small GPU cluster end to end: gang scheduling, a gang that cannot fit, a preemption."""
     from api.demo import demo_command
 
-    raise typer.Exit(demo_command(keep=keep))
+    raise typer.Exit(demo_command(_settings(), keep=keep))
 
 
 def main() -> None:

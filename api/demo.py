@@ -233,13 +233,17 @@ async def run_demo(settings: TephraSettings, endpoints: Endpoints, out: TextIO) 
             await services
 
 
-def demo_command(*, keep: bool = False, out: TextIO | None = None) -> int:
-    """Run the demo on a fresh embedded stack in a temporary data dir; 0 on success."""
+def demo_command(base: TephraSettings, *, keep: bool = False, out: TextIO | None = None) -> int:
+    """Run the demo on a fresh embedded stack in a temporary data dir; 0 on success.
+
+    ``base`` supplies the periods and delays; the demo always runs its own embedded
+    stack, whatever TEPHRA_KAFKA_BOOTSTRAP / TEPHRA_DATABASE_URL / TEPHRA_DATA_DIR say.
+    """
     out = out or sys.stdout  # read at call time: tests and embedding apps swap sys.stdout
     data_dir = Path(tempfile.mkdtemp(prefix="tephra-demo-"))
     # PostgreSQL may run as an unprivileged account (when we are root): it must be able to enter.
     data_dir.chmod(0o711)
-    settings = TephraSettings(data_dir=data_dir, kafka_bootstrap=None, database_url=None)
+    settings = base.model_copy(update={"data_dir": data_dir, "kafka_bootstrap": None, "database_url": None})
     print(f"tephra demo: starting an embedded stack in {data_dir} ...", file=out, flush=True)
     try:
         with embedded_stack(settings, durable=False) as stack:
