@@ -30,7 +30,7 @@ from api.demo_manifests import STAGES
 from api.endpoints import Endpoints
 from api.manifests import parse_manifests
 from api.settings import TephraSettings
-from api.stack import SERVICES, embedded_stack, run_services, run_until_signalled
+from api.stack import SERVICES, embedded_stack, run_services, run_until_signalled, sigterm_unwinds
 from api.submit import produce_manifests
 from api.views import fetch_items, render
 from events.quantity import format_quantity
@@ -246,7 +246,7 @@ def demo_command(base: TephraSettings, *, keep: bool = False, out: TextIO | None
     settings = base.model_copy(update={"data_dir": data_dir, "kafka_bootstrap": None, "database_url": None})
     print(f"tephra demo: starting an embedded stack in {data_dir} ...", file=out, flush=True)
     try:
-        with embedded_stack(settings, durable=False) as stack:
+        with sigterm_unwinds(), embedded_stack(settings, durable=False) as stack:
             failures: list[DemoError] = []
 
             async def main() -> None:

@@ -46,11 +46,13 @@ from events.topics import Topics
 __all__ = [
     "EmbeddedStack",
     "StackAlreadyRunningError",
+    "Terminated",
     "embedded_stack",
     "projector_command",
     "run_services",
     "run_until_signalled",
     "scheduler_command",
+    "sigterm_unwinds",
     "sim_cluster_command",
     "up_command",
 ]
@@ -246,6 +248,28 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 # --------------------------------------------------------------------------- commands
 
 
+class Terminated(SystemExit):
+    """SIGTERM arrived outside the event loop (while servers start or stop)."""
+
+
+@contextlib.contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """Turn SIGTERM into an exception while servers start, so ``with`` blocks stop them.
+
+    Python's default SIGTERM ends the process without unwinding (and without
+    ``atexit``); inside :func:`run_until_signalled` the loop's own handler takes over.
+    """
+
+    def raise_terminated(signum: int, frame: object) -> None:
+        raise Terminated(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _print_connection(stack: EmbeddedStack, out: TextIO) -> None:
     e = stack.endpoints
     print(f"tephra: embedded stack up (data dir {stack.data_dir}, broker epoch {stack.epoch})", file=out)
@@ -269,7 +293,7 @@ def up_command(settings: TephraSettings, out: TextIO | None = None) -> int:
         endpoints = resolve_endpoints(settings)
         return run_until_signalled(lambda: run_services(settings, endpoints, names))
     try:
-        with embedded_stack(settings) as stack:
+        with sigterm_unwinds(), embedded_stack(settings) as stack:
             _print_connection(stack, out)
             code = run_until_signalled(lambda: run_services(settings, stack.endpoints, names))
     except StackAlreadyRunningError as exc:

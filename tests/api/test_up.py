@@ -155,3 +155,22 @@ def test_up_runs_the_stack_stops_cleanly_on_signals_and_restarts_on_fresh_topics
     finally:
         stop(proc, signal.SIGINT)
     assert processes_mentioning(str(data_dir)) == []
+
+
+def test_sigterm_while_the_servers_start_still_stops_them(data_dir: Path) -> None:
+    proc = subprocess.Popen(  # noqa: S603 - our own CLI, fixed arguments
+        [*TEPHRA, "up"],
+        env=environment(data_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    # PostgreSQL's initdb takes seconds: wait until it has begun, then terminate mid-start.
+    deadline = time.monotonic() + 30
+    while not processes_mentioning(str(data_dir)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode in (0, 128 + signal.SIGTERM), output
+    assert processes_mentioning(str(data_dir)) == []
+    assert not (data_dir / STACK_FILE).exists()
