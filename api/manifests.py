@@ -289,6 +289,7 @@ class _Envelope:
     new_id: Callable[[], str]
 
     def fields(self, subject: str) -> dict[str, Any]:
+        """Envelope attributes; ``subject`` is ``<kind>/<id>`` as across the catalogue (``job/ns/name``)."""
         return {
             "id": self.new_id(),
             "source": self.source,
@@ -310,7 +311,9 @@ def _priority_class(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> Manife
         data["global_default"] = _boolean(doc, obj["globalDefault"], "globalDefault")
     if obj.get("preemptionPolicy") is not None:
         data["preemption_policy"] = obj["preemptionPolicy"]
-    event = PriorityClassUpserted(data=_model(doc, PriorityClassUpsertedData, data, ""), **env.fields(name))
+    event = PriorityClassUpserted(
+        data=_model(doc, PriorityClassUpsertedData, data, ""), **env.fields(f"priorityclass/{name}")
+    )
     return ManifestObject(f"priorityclass/{name}", event, doc.file, doc.index)
 
 
@@ -338,7 +341,7 @@ def _queue(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
         if state not in ("Open", "Closed", "Closing"):
             doc.fail("status.state", "expected Open, Closed or Closing", state)
         data["state"] = state
-    event = QueueUpserted(data=_model(doc, QueueUpsertedData, data, "spec"), **env.fields(name))
+    event = QueueUpserted(data=_model(doc, QueueUpsertedData, data, "spec"), **env.fields(f"queue/{name}"))
     return ManifestObject(f"queue/{name}", event, doc.file, doc.index)
 
 
@@ -373,7 +376,9 @@ def _node(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
             "ready": ready,
         }
     )
-    return ManifestObject(f"node/{name}", NodeReported(data=data, **env.fields(name)), doc.file, doc.index)
+    return ManifestObject(
+        f"node/{name}", NodeReported(data=data, **env.fields(f"node/{name}")), doc.file, doc.index
+    )
 
 
 def _scheduler_configuration(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
@@ -392,7 +397,9 @@ def _scheduler_configuration(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) 
         spec = parse_scheduler_config(body).to_spec()
     except ConfigError as exc:
         doc.fail(f"{base}.{exc.where}" if base else exc.where, exc.why)
-    event = SchedulerConfigured(data=SchedulerConfiguredData(config=spec), **env.fields(name))
+    event = SchedulerConfigured(
+        data=SchedulerConfiguredData(config=spec), **env.fields(f"schedulerconfiguration/{name}")
+    )
     return ManifestObject(f"schedulerconfiguration/{name}", event, doc.file, doc.index)
 
 
@@ -476,7 +483,9 @@ def _volcano_job(
         }
     )
     job_id = data.job_id
-    return ManifestObject(f"job/{job_id}", JobSubmitted(data=data, **env.fields(job_id)), doc.file, doc.index)
+    return ManifestObject(
+        f"job/{job_id}", JobSubmitted(data=data, **env.fields(f"job/{job_id}")), doc.file, doc.index
+    )
 
 
 def _task(

@@ -158,7 +158,7 @@ class SimPlanner:
                 id=event_id,
                 source=self.source,
                 time=now,
-                subject=task.task_id,
+                subject=f"task/{task.task_id}",
                 cluster=self.cluster,
                 data=started,
             )
@@ -180,7 +180,12 @@ class SimPlanner:
                 reason=f"simulated runtime {task.runtime:g}s elapsed",
             )
         return TaskFinished(
-            id=event_id, source=self.source, time=now, subject=task.task_id, cluster=self.cluster, data=data
+            id=event_id,
+            source=self.source,
+            time=now,
+            subject=f"task/{task.task_id}",
+            cluster=self.cluster,
+            data=data,
         )
 
 

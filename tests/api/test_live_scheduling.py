@@ -170,10 +170,10 @@ async def _assert_every_decision_is_archived_and_executed_once(conn: asyncpg.Con
         SELECT t.task_id,
                (SELECT count(*) FROM bindings b WHERE b.task_id = t.task_id) AS bound,
                (SELECT count(*) FROM event_log e WHERE e.type = 'tephra.task.started.v1'
-                                                   AND e.subject = t.task_id) AS started,
+                                                   AND e.subject = 'task/' || t.task_id) AS started,
                (SELECT count(*) FROM evictions v WHERE v.task_id = t.task_id) AS evicted,
                (SELECT count(*) FROM event_log e WHERE e.type = 'tephra.task.finished.v1'
-                                                   AND e.subject = t.task_id
+                                                   AND e.subject = 'task/' || t.task_id
                                                    AND e.data::jsonb ->> 'outcome' = 'evicted') AS stopped
           FROM (SELECT DISTINCT task_id FROM bindings) t
         """

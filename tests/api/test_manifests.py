@@ -64,7 +64,7 @@ def test_the_seed_demo_training_job_becomes_one_job_submitted_with_requests_from
     assert (event.cluster, event.source, event.subject, event.time) == (
         "c1",
         "tephra://cli/submit",
-        "default/demo-training",
+        "job/default/demo-training",
         NOW,
     )
     data = event.data

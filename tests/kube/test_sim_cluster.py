@@ -42,8 +42,8 @@ from tests.service.helpers import CLUSTER, produce, running_projector, wait_for
 pytestmark = pytest.mark.integration
 
 STATUS = "SELECT status FROM tasks WHERE id = $1"
-STARTED = "SELECT count(*) FROM event_log WHERE type = 'tephra.task.started.v1' AND subject = $1"
-FINISHED = "SELECT count(*) FROM event_log WHERE type = 'tephra.task.finished.v1' AND subject = $1"
+STARTED = "SELECT count(*) FROM event_log WHERE type = 'tephra.task.started.v1' AND subject = 'task/' || $1"
+FINISHED = "SELECT count(*) FROM event_log WHERE type = 'tephra.task.finished.v1' AND subject = 'task/' || $1"
 
 
 def _envelope(subject: str) -> dict[str, Any]:
@@ -175,7 +175,7 @@ async def test_an_eviction_finishes_the_task_as_evicted_and_it_returns_to_pendin
             await wait_for(conn, STATUS, "Pending", "ns/train-worker-1")
             row = await conn.fetchrow(
                 "SELECT data::jsonb ->> 'outcome' AS outcome, data::jsonb ->> 'node' AS node FROM event_log"
-                " WHERE type = 'tephra.task.finished.v1' AND subject = 'ns/train-worker-1'"
+                " WHERE type = 'tephra.task.finished.v1' AND subject = 'task/ns/train-worker-1'"
             )
             assert await conn.fetchval(STATUS, "ns/train-worker-0") == "Running"
         finally:
