@@ -215,7 +215,8 @@ def run_until_signalled(main: Callable[[], Awaitable[None]]) -> int:
     async def guarded() -> int:
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
-        assert task is not None  # noqa: S101 - always true inside a running coroutine
+        if task is None:
+            raise RuntimeError("run_until_signalled needs to run inside a task")
         stop = signal.SIGINT, signal.SIGTERM
         for sig in stop:
             loop.add_signal_handler(sig, task.cancel)

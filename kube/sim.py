@@ -152,8 +152,8 @@ class SimPlanner:
         )
         node = task.node or None
         if task.status == BOUND:
-            assert node is not None  # noqa: S101 - _due_at skips Bound tasks without a node
-            started = TaskStartedData(job_id=task.job_id, task_id=task.task_id, node=node)
+            # _due_at never schedules a Bound task without a node.
+            started = TaskStartedData(job_id=task.job_id, task_id=task.task_id, node=node or "")
             return TaskStarted(
                 id=event_id,
                 source=self.source,
