@@ -98,9 +98,7 @@ class ProportionPlugin(PluginBase):
             attr.real_capability = real_capability(attr.queue, ssn.total, guarantee)
         water_fill(dict(ssn.total), self.attrs)
         for attr in self.attrs.values():
-            attr.deserved_float = tuple(
-                (d, float(v)) for d, v in sorted(attr.deserved.items()) if v > 0
-            )
+            attr.deserved_float = tuple((d, float(v)) for d, v in sorted(attr.deserved.items()) if v > 0)
             attr.share = _share(attr)
         self.register(ssn, "queue_order", self._queue_key)
         self.register(ssn, "overused", self._overused)
