@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import json
 import shutil
 import sys
@@ -194,6 +193,28 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
+async def _replay_explain(database_url: str, job_id: str, out: TextIO) -> None:
+    """The full explanation, as ``replay explain`` prints it (re-run of the recorded session)."""
+    from rich.console import Console  # noqa: PLC0415 - only the report needs it
+
+    from replay.errors import ArchiveError, NotFound, ReplayError  # noqa: PLC0415
+    from replay.queries import explain_job  # noqa: PLC0415
+    from replay.render import print_explanation  # noqa: PLC0415
+    from replay.store import open_archive  # noqa: PLC0415
+
+    print(f"\n$ replay explain {job_id}", file=out)
+    try:
+        async with open_archive(database_url) as reader:
+            explanation = await explain_job(reader, job_id)
+    except (ArchiveError, NotFound, ReplayError) as exc:
+        # The recorded reasons above stand on their own; say why the re-run is missing.
+        print(f"  (replay could not explain it: {exc})", file=out)
+        return
+    print_explanation(
+        Console(file=out, soft_wrap=False, width=200 if not out.isatty() else None), explanation
+    )
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -223,8 +244,7 @@ async def run_demo(settings: TephraSettings, endpoints: Endpoints, out: TextIO) 
         print(f"\nWhy {STUCK_JOB} did not move:", file=out)
         for line in await _why_pending(con, STUCK_JOB):
             print(line, file=out)
-        if importlib.util.find_spec("replay.cli") is not None:
-            print(f"  Full reasoning: replay explain {STUCK_JOB}", file=out)
+        await _replay_explain(endpoints.database_url, STUCK_JOB, out)
         out.flush()
     finally:
         await con.close()

@@ -32,4 +32,5 @@ def test_the_demo_binds_preempts_explains_the_pending_gang_and_cleans_up(tmp_pat
     assert "Why default/llm-pretrain did not move:" in out
     assert "default/llm-pretrain is Pending." in out
     assert "needs 32 nvidia.com/gpu at once; the cluster has 24 in total." in out
+    assert "$ replay explain default/llm-pretrain" in out
     assert processes_mentioning("tephra-demo-") == []
