@@ -158,6 +158,9 @@ def verify(
     last: Annotated[
         int | None, typer.Option("--to", min=1, help="Last seq to check (default: the end).")
     ] = None,
+    strict_reasons: Annotated[
+        bool, typer.Option("--strict-reasons", help="Also fail when pending reasons differ.")
+    ] = False,
     keep_going: Annotated[
         bool, typer.Option("--keep-going", help="Report every divergence, not only the first.")
     ] = False,
@@ -170,10 +173,17 @@ def verify(
 
     async def work(reader: ArchiveReader) -> Any:
         if bar is None:
-            return await verify_archive(reader, first=first, last=last, keep_going=keep_going)
+            return await verify_archive(
+                reader, first=first, last=last, keep_going=keep_going, strict_reasons=strict_reasons
+            )
         with bar:
             return await verify_archive(
-                reader, first=first, last=last, keep_going=keep_going, progress=update
+                reader,
+                first=first,
+                last=last,
+                keep_going=keep_going,
+                strict_reasons=strict_reasons,
+                progress=update,
             )
 
     report = _run(url, work)
@@ -187,6 +197,10 @@ def verify(
                     "divergences": [
                         {"code": d.code, "seq": d.seq, "session": d.session_id, "message": str(d)}
                         for d in report.divergences
+                    ],
+                    "warnings": [
+                        {"code": d.code, "seq": d.seq, "session": d.session_id, "message": str(d)}
+                        for d in report.warnings
                     ],
                 }
             )

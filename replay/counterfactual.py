@@ -34,6 +34,7 @@ from events.models import (
     QueueUpsertedData,
     Taint,
 )
+from events.quantity import format_resources
 from replay import engine
 from scheduler.core.config import SchedulerConfig
 from scheduler.core.reasons import format_amount
@@ -87,12 +88,15 @@ class Change:
         """The events that make this change real, with deterministic ids ``<id_prefix>-<n>``."""
         events: list[Event] = []
         for i, node in enumerate(self.nodes):
-            data = NodeReportedData(
-                name=node.name,
-                allocatable=dict(node.allocatable),
-                labels=dict(node.labels),
-                taints=[Taint(key=t.key, value=t.value, effect=t.effect) for t in node.taints],  # type: ignore[arg-type]
-                unschedulable=node.unschedulable,
+            # Snapshot amounts are in Tephra units; events take Kubernetes quantities.
+            data = NodeReportedData.model_validate(
+                {
+                    "name": node.name,
+                    "allocatable": format_resources(dict(node.allocatable)),
+                    "labels": dict(node.labels),
+                    "taints": [Taint(key=t.key, value=t.value, effect=t.effect) for t in node.taints],  # type: ignore[arg-type]
+                    "unschedulable": node.unschedulable,
+                }
             )
             events.append(
                 NodeReported(
@@ -106,16 +110,18 @@ class Change:
             )
         if self.queue is not None:
             q = self.queue
-            data_q = QueueUpsertedData(
-                name=q.name,
-                weight=q.weight,
-                capability=dict(q.capability),
-                deserved=dict(q.deserved),
-                guarantee=dict(q.guarantee),
-                reclaimable=q.reclaimable,
-                priority=q.priority,
-                state=q.state,  # type: ignore[arg-type]
-                parent=q.parent,
+            data_q = QueueUpsertedData.model_validate(
+                {
+                    "name": q.name,
+                    "weight": q.weight,
+                    "capability": format_resources(dict(q.capability)),
+                    "deserved": format_resources(dict(q.deserved)),
+                    "guarantee": format_resources(dict(q.guarantee)),
+                    "reclaimable": q.reclaimable,
+                    "priority": q.priority,
+                    "state": q.state,
+                    "parent": q.parent,
+                }
             )
             events.append(
                 QueueUpserted(
@@ -575,7 +581,11 @@ def find_counterfactual(
     node_lever = _node_lever(snapshot, job, reasons)
     queue_levers = _queue_levers(snapshot, job, reasons)
     # gang-not-ready is a consequence; the first reason after it says where the blocker is.
-    top = next((r.code for r in reasons if r.code != "gang-not-ready"), "")
+    # Overcommit's enqueue rejection is about the cluster's size, not the queue's quota.
+    top_reason = next((r for r in reasons if r.code != "gang-not-ready"), None)
+    top = "" if top_reason is None else top_reason.code
+    if top_reason is not None and dict(top_reason.detail).get("plugin") == "overcommit":
+        top = "cluster-overused"
     ordered: list[_Lever] = (
         [*queue_levers, *([node_lever] if node_lever else [])]
         if top in _QUEUE_CODES

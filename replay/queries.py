@@ -224,11 +224,13 @@ async def verify_archive(
     first: int = 1,
     last: int | None = None,
     keep_going: bool = False,
+    strict_reasons: bool = False,
     progress: Progress | None = None,
 ) -> VerifyReport:
     """``replay verify``: the chain over [first, last], then every session recorded in that range."""
     upper = await reader.last_seq() if last is None else min(last, await reader.last_seq())
     divergences: list[Divergence] = []
+    warnings: list[Divergence] = []
     checker = ChainChecker(anchor=await reader.hash_before(first))
     events = 0
     try:
@@ -248,8 +250,11 @@ async def verify_archive(
         nonlocal checked
         del voided
         checked += 1
-        if check.divergence is not None:
-            divergences.append(check.divergence)
+        if check.reasons is not None and not strict_reasons:
+            warnings.append(check.reasons)
+        found = check.divergence or (check.reasons if strict_reasons else None)
+        if found is not None:
+            divergences.append(found)
             return keep_going
         return True
 
@@ -258,7 +263,7 @@ async def verify_archive(
     except Divergence as exc:  # the fold refused an archived event
         divergences.append(exc)
     divergences.sort(key=lambda d: d.seq)
-    return VerifyReport(events, checked, tuple(divergences))
+    return VerifyReport(events, checked, tuple(divergences), tuple(warnings))
 
 
 # ---------------------------------------------------------------------------- audit

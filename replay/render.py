@@ -146,10 +146,12 @@ def print_session(console: Console, view: SessionView) -> None:
 
 
 def print_verify(console: Console, report: VerifyReport) -> None:
+    for warning in report.warnings:
+        console.print(f"[yellow]warning: {escape(str(warning))}[/yellow]")
     if report.ok:
         console.print(
             f"[green]OK[/green]: hash chain of {report.events} events holds; "
-            f"{report.sessions} sessions re-derive (input digest, decisions, reasons)"
+            f"{report.sessions} sessions re-derive (input digest, decisions)"
         )
         return
     for divergence in report.divergences:

@@ -12,8 +12,9 @@ replayer):
    compare the decisions pairwise, in order: kind first (order), then every
    field (identity) — ``[REPLAY-DIVERGED]`` at the first differing position;
 5. with the decisions equal, the recorded pending reasons of every job (code
-   and message, in rank order) — ``[REPLAY-REASONS-DIVERGED]``: what
-   ``replay explain`` shows must be what the live scheduler recorded.
+   and message, in rank order) — ``[REPLAY-REASONS-DIVERGED]``.  Decisions are
+   the contract; explanations may be reworded by a newer core, so a reasons
+   mismatch is a *warning* unless ``strict_reasons`` is set.
 
 Fail-fast by default; ``keep_going`` collects every divergence instead.
 Nothing here reads a clock or the environment; telemetry is not compared.
@@ -104,6 +105,8 @@ class SessionCheck:
     input: SessionInput
     divergence: Divergence | None
     result: Any = None
+    #: Decisions re-derive but the pending reasons do not (a warning by default).
+    reasons: ReasonsDiverged | None = None
 
     @property
     def verified(self) -> bool:
@@ -134,10 +137,9 @@ def check_session(session: RecordedSession, session_input: SessionInput) -> Sess
             session, session_input, UnknownLogicFlag(session.session_id, session.seq, unknown)
         )
     result = engine.run(session_input.snapshot, session_input.config, data.now, data.logic_flags)
-    divergence: Divergence | None = compare_decisions(session, engine.decisions_of(result))
-    if divergence is None:
-        divergence = compare_pending(session, result)
-    return SessionCheck(session, session_input, divergence, result)
+    divergence = compare_decisions(session, engine.decisions_of(result))
+    reasons = compare_pending(session, result) if divergence is None else None
+    return SessionCheck(session, session_input, divergence, result, reasons)
 
 
 def verify_sessions(
@@ -169,6 +171,7 @@ class VerifyReport:
     events: int
     sessions: int
     divergences: tuple[Divergence, ...] = field(default_factory=tuple)
+    warnings: tuple[Divergence, ...] = field(default_factory=tuple)
 
     @property
     def ok(self) -> bool:
@@ -179,10 +182,12 @@ def verify_events(
     rows: Sequence[ArchivedEvent],
     *,
     keep_going: bool = False,
+    strict_reasons: bool = False,
     on_event: Callable[[ArchivedEvent], None] | None = None,
 ) -> VerifyReport:
     """Verify a whole archive already in memory (seq order, from the first row)."""
     divergences: list[Divergence] = []
+    warnings: list[Divergence] = []
     try:
         check_chain(rows)
     except Divergence as exc:
@@ -194,11 +199,14 @@ def verify_events(
     try:
         for check in verify_sessions(sessions, rows, on_event=on_event):
             checked += 1
-            if check.divergence is not None:
-                divergences.append(check.divergence)
+            found = check.divergence or (check.reasons if strict_reasons else None)
+            if check.reasons is not None and not strict_reasons:
+                warnings.append(check.reasons)
+            if found is not None:
+                divergences.append(found)
                 if not keep_going:
                     break
     except Divergence as exc:  # the fold itself refused an archived event
         divergences.append(exc)
     divergences.sort(key=lambda d: d.seq)
-    return VerifyReport(len(rows), checked, tuple(divergences))
+    return VerifyReport(len(rows), checked, tuple(divergences), tuple(warnings))
