@@ -46,7 +46,11 @@ async def produce_manifests(
     if producer is None:
         # acks=all: an acknowledged submission survives a broker failover.
         producer = AIOKafkaProducer(bootstrap_servers=endpoints.kafka_bootstrap, acks="all")
-        await producer.start()
+        try:
+            await producer.start()
+        except BaseException:
+            await producer.stop()  # a failed start still holds a client that must be closed
+            raise
     try:
         pending = []
         for obj in manifests.objects:

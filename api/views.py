@@ -207,7 +207,10 @@ _ALIASES = {"job": "jobs", "queue": "queues", "node": "nodes", "session": "sessi
 
 
 async def fetch_items(database_url: str, kind: str, *, limit: int = 20) -> list[Item]:
-    con = await asyncpg.connect(database_url)
+    try:
+        con = await asyncpg.connect(database_url)
+    except (OSError, asyncpg.PostgresError) as exc:
+        raise ViewError(f"cannot reach the projection database: {exc}") from exc
     try:
         async with con.transaction(isolation="repeatable_read", readonly=True):
             if kind == "sessions":

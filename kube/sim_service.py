@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Sequence
 
 import asyncpg
@@ -93,12 +94,12 @@ async def run_sim_service(
     planner = SimPlanner(bind_delay=bind_delay, evict_delay=evict_delay, cluster=cluster)
     failures = 0
     while True:
+        began = time.monotonic()
         try:
             async with asyncpg.create_pool(database_url, min_size=1, max_size=2) as pool:
                 producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
-                await producer.start()
                 try:
-                    failures = 0
+                    await producer.start()
                     await run_sim_cluster(
                         read_tasks=functools.partial(read_sim_tasks, pool),
                         publish=functools.partial(_publish, producer, topics),
@@ -108,6 +109,8 @@ async def run_sim_service(
                 finally:
                     await producer.stop()
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, KafkaError) as exc:
+            if time.monotonic() - began > 30:
+                failures = 0  # the last run was healthy: retry quickly
             delay = _RETRY_AFTER[min(failures, len(_RETRY_AFTER) - 1)]
             failures += 1
             log.warning("sim cluster: %s; retrying in %.1fs", exc, delay)
