@@ -20,7 +20,7 @@ from replay.archive import ArchivedEvent, RecordedSession, session_of
 from replay.audit import EvictionRow, audit_session
 from replay.chain import ChainChecker
 from replay.counterfactual import find_counterfactual
-from replay.errors import Divergence, UnknownJob
+from replay.errors import ChainBroken, Divergence, UnknownJob
 from replay.explain import Explanation, choose_session, explain
 from replay.reconstruct import Reconstruction, SessionInput, capture
 from replay.store import ArchiveReader
@@ -231,9 +231,12 @@ async def verify_archive(
     upper = await reader.last_seq() if last is None else min(last, await reader.last_seq())
     divergences: list[Divergence] = []
     warnings: list[Divergence] = []
-    checker = ChainChecker(anchor=await reader.hash_before(first))
+    anchor = await reader.hash_before(first)
+    checker = ChainChecker(anchor=anchor)
     events = 0
     try:
+        if anchor is None:
+            raise ChainBroken(first - 1, "row missing (the range starts right after it)")
         async for row in reader.rows(first, upper):
             checker.feed(row)
             events += 1

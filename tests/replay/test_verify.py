@@ -48,3 +48,21 @@ async def test_an_edited_row_breaks_the_chain_at_that_row(database_url: str) -> 
     async with open_archive(database_url) as reader:
         report = await verify_archive(reader)
     assert [(d.code, d.seq) for d in report.divergences] == [("REPLAY-CHAIN-BROKEN", 14)]
+
+
+async def test_a_range_is_linked_to_the_row_before_it(database_url: str) -> None:
+    golden = await load_golden(database_url, "gpu_cluster")
+    inside = [s for s in golden.expect["sessions"] if 20 <= s["seq"] <= 35]
+    async with open_archive(database_url) as reader:
+        report = await verify_archive(reader, first=20, last=35)
+    assert report.ok, [str(d) for d in report.divergences]
+    assert (report.events, report.sessions) == (16, len(inside))
+
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute("DELETE FROM event_log WHERE seq = 19")
+    finally:
+        await conn.close()
+    async with open_archive(database_url) as reader:
+        report = await verify_archive(reader, first=20, last=35)
+    assert [(d.code, d.seq) for d in report.divergences] == [("REPLAY-CHAIN-BROKEN", 19)]
