@@ -26,15 +26,23 @@ class SettingsError(ValueError):
 class TephraSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TEPHRA_", extra="ignore", frozen=True)
 
-    kafka_bootstrap: str | None = Field(default=None, description="host:port[,host:port] of the Kafka brokers")
+    kafka_bootstrap: str | None = Field(
+        default=None, description="host:port[,host:port] of the Kafka brokers"
+    )
     database_url: str | None = Field(default=None, description="postgresql://user@host:port/db")
     cluster: str = Field(default="default", description="cluster id: the Kafka key and the leader scope")
     schedule_period: float = Field(default=1.0, gt=0, le=3600, description="seconds between sessions")
     data_dir: Path = Field(default=Path(".tephra"), description="where the embedded stack keeps its data")
     topics_prefix: str = Field(default="tephra", description="prefix of the Kafka topic names")
-    session_budget: float = Field(default=30.0, gt=0, description="seconds a session may run before it is abandoned")
-    sim_bind_delay: float = Field(default=0.5, ge=0, description="simulated cluster: seconds from binding to TaskStarted")
-    sim_evict_delay: float = Field(default=0.5, ge=0, description="simulated cluster: seconds from eviction to TaskFinished")
+    session_budget: float = Field(
+        default=30.0, gt=0, description="seconds a session may run before it is abandoned"
+    )
+    sim_bind_delay: float = Field(
+        default=0.5, ge=0, description="simulated cluster: seconds from binding to TaskStarted"
+    )
+    sim_evict_delay: float = Field(
+        default=0.5, ge=0, description="simulated cluster: seconds from eviction to TaskFinished"
+    )
 
     @field_validator("kafka_bootstrap")
     @classmethod
