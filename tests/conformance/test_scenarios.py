@@ -1,8 +1,10 @@
 """Every conformance scenario, through the same code path as ``tephra simulate --format json``.
 
 The comparison rules are exactly those of ``tools/check_conformance.py``.
-The folder comes from ``TEPHRA_CONFORMANCE_DIR`` (default
-``../shared/conformance`` relative to the repository root).
+The folder comes from ``TEPHRA_CONFORMANCE_DIR``; by default it is the copy
+committed under ``tests/conformance/scenarios`` (so a clean checkout runs
+them), which a test keeps equal to the shared folder ``../shared/conformance``
+whenever that folder exists beside the repository.
 """
 
 from __future__ import annotations
@@ -20,8 +22,21 @@ import yaml
 from scheduler.simulate import render_json, simulate_scenario
 
 REPO = Path(__file__).resolve().parents[2]
-FOLDER = Path(os.environ.get("TEPHRA_CONFORMANCE_DIR", REPO.parent / "shared" / "conformance"))
+SHARED = REPO.parent / "shared" / "conformance"
+VENDORED = Path(__file__).resolve().parent / "scenarios"
+FOLDER = Path(os.environ.get("TEPHRA_CONFORMANCE_DIR", VENDORED))
 FILES = sorted(FOLDER.glob("*.yaml"))
+
+
+def test_the_scenario_folder_is_not_empty() -> None:
+    assert len(FILES) >= 35, f"expected the conformance scenarios in {FOLDER}"
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="no shared conformance folder beside this checkout")
+def test_the_committed_copy_matches_the_shared_scenarios() -> None:
+    shared = {p.name: p.read_bytes() for p in SHARED.glob("*.yaml")}
+    vendored = {p.name: p.read_bytes() for p in VENDORED.glob("*.yaml")}
+    assert vendored == shared, "tests/conformance/scenarios is stale: copy ../shared/conformance/*.yaml again"
 
 
 def check(expect: dict[str, Any], out: dict[str, Any]) -> list[str]:  # noqa: PLR0912 - a port of the checker
