@@ -140,6 +140,8 @@ class Session:
         self.reasons: dict[str, dict[str, Reason]] = {}
         self._seq = 0
         self._fns: dict[str, list[list[tuple[str, Any]]]] = {p: [] for p in _POINT_FLAGS}
+        #: per point, the scalar (one node row) form of each registered fn, None when absent.
+        self._row_fns: dict[str, list[list[Any]]] = {p: [] for p in _POINT_FLAGS}
         self._allocate_handlers: list[Callable[[TaskState], None]] = []
         self._deallocate_handlers: list[Callable[[TaskState], None]] = []
         self.predicate_reasons: list[PredicateReason] = [PredicateReason("", False)]
@@ -228,15 +230,22 @@ class Session:
 
     # ------------------------------------------------------------------ registration
 
-    def register(self, option: PluginOption, point: str, fn: Any, tier: int) -> None:
-        """Add ``fn`` at ``point`` for plugin ``option`` in ``tier`` if its flag is on."""
+    def register(self, option: PluginOption, point: str, fn: Any, tier: int, row_fn: Any = None) -> None:
+        """Add ``fn`` at ``point`` for plugin ``option`` in ``tier`` if its flag is on.
+
+        ``row_fn`` is the optional scalar form of a node function (one row, plain
+        Python numbers); it must return exactly what ``fn`` returns for that row.
+        """
         flag = _POINT_FLAGS[point]
         if flag is not None and not option.enabled(flag):
             return
         tiers = self._fns[point]
+        row_tiers = self._row_fns[point]
         while len(tiers) <= tier:
             tiers.append([])
+            row_tiers.append([])
         tiers[tier].append((option.name, fn))
+        row_tiers[tier].append(row_fn)
 
     def on_allocate(self, fn: Callable[[TaskState], None]) -> None:
         self._allocate_handlers.append(fn)
@@ -409,6 +418,13 @@ class Session:
             failed: IntArray = fn(task, rows)
             result = np.where(result == 0, failed, result)
         return result
+
+    def row_functions(self, point: str) -> list[Any] | None:
+        """The scalar forms of ``point``'s fns in combination order, or None if one lacks it."""
+        fns = [fn for tier in self._row_fns[point] for fn in tier]
+        if any(fn is None for fn in fns):
+            return None
+        return fns
 
     def node_scores(self, task: TaskState, rows: IntArray) -> FloatArray:
         total: FloatArray = np.zeros(len(rows), dtype=np.float64)

@@ -38,6 +38,9 @@ FloatArray = npt.NDArray[np.float64]
 
 # Above this fraction of changed rows a full re-evaluation is cheaper.
 _FULL_REFRESH_FRACTION = 0.25
+# Up to this many changed rows are re-evaluated with the plugins' scalar (one row,
+# plain Python numbers) forms: a handful of numpy calls on tiny arrays costs more.
+_SCALAR_ROWS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,42 @@ class PlacementIndex:
         self.ssn = ssn
         self._shapes: dict[tuple[object, ...], _ShapeFit] = {}
         self._all_rows: IntArray = np.arange(len(ssn.nodes), dtype=np.int64)
+        predicates = ssn.row_functions("predicate")
+        scores = ssn.row_functions("node_order")
+        self._scalar = predicates is not None and scores is not None
+        self._row_predicates: list[Any] = predicates or []
+        self._row_scores: list[Any] = scores or []
+
+    def _evaluate_rows(self, task: TaskState, fit: _ShapeFit, rows: list[int]) -> None:
+        """``_evaluate`` for a few rows with the plugins' scalar forms (identical results)."""
+        nodes = self.ssn.nodes
+        req = task.req
+        predicates = self._row_predicates
+        scorers = self._row_scores
+        neg_inf = -np.inf
+        for row in rows:
+            idle, releasing, pipelined, _ = nodes.row_state(row)
+            fits_idle = True
+            fits_future = True
+            for i, amount in enumerate(req):
+                if idle[i] < amount:
+                    fits_idle = False
+                if idle[i] + releasing[i] - pipelined[i] < amount:
+                    fits_future = False
+            reason = 0
+            for fn in predicates:
+                if reason == 0:
+                    reason = fn(task, row)
+            score = 0.0
+            for fn in scorers:
+                score = score + fn(task, row)
+            fit.fit_idle[row] = fits_idle
+            fit.fit_future[row] = fits_future
+            fit.reason[row] = reason
+            fit.score[row] = score
+            passed = reason == 0
+            fit.best_idle[row] = score if passed and fits_idle else neg_inf
+            fit.best_future[row] = score if passed and fits_future else neg_inf
 
     def _evaluate(self, task: TaskState, fit: _ShapeFit, rows: IntArray) -> None:
         nodes = self.ssn.nodes
@@ -121,11 +160,14 @@ class PlacementIndex:
             return fit
         if fit.synced < len(changes):
             pending = changes[fit.synced :]
-            if len(pending) > _FULL_REFRESH_FRACTION * n:
-                rows = self._all_rows
+            if self._scalar and len(pending) <= _SCALAR_ROWS:
+                self._evaluate_rows(task, fit, sorted(set(pending)))
             else:
-                rows = np.unique(np.asarray(pending, dtype=np.int64))
-            self._evaluate(task, fit, rows)
+                if len(pending) > _FULL_REFRESH_FRACTION * n:
+                    rows = self._all_rows
+                else:
+                    rows = np.unique(np.asarray(pending, dtype=np.int64))
+                self._evaluate(task, fit, rows)
             fit.synced = len(changes)
         return fit
 

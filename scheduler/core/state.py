@@ -144,6 +144,8 @@ class TaskState:
     role: str
     request: dict[str, int]
     vec: IntArray
+    #: ``vec`` as Python ints (the scalar re-score path).
+    req: tuple[int, ...]
     status: TaskStatus
     node: int  # row in the NodeTable, -1 when not on a node
     priority: int
@@ -314,6 +316,23 @@ class NodeTable:
         self.tasks: list[dict[str, TaskState]] = [{} for _ in ordered]
         #: row indices in change order; consumers remember how far they have read.
         self.changes: list[int] = []
+        #: allocatable / max pods per row as Python ints (static).
+        self.alloc_rows: list[list[int]] = self.allocatable.tolist()
+        self.max_pods_list: list[int] = self.max_pods.tolist()
+        self._row_cache: dict[int, tuple[list[int], list[int], list[int], int]] = {}
+
+    def row_state(self, row: int) -> tuple[list[int], list[int], list[int], int]:
+        """(idle, releasing, pipelined, pod count) of ``row`` as Python ints, cached until it changes."""
+        cached = self._row_cache.get(row)
+        if cached is None:
+            cached = (
+                self.idle[row].tolist(),
+                self.releasing[row].tolist(),
+                self.pipelined[row].tolist(),
+                int(self.pod_count[row]),
+            )
+            self._row_cache[row] = cached
+        return cached
 
     def __len__(self) -> int:
         return len(self.names)
@@ -338,6 +357,7 @@ class NodeTable:
             self.pod_count[row] += 1
         self.tasks[row][task.uid] = task
         self.changes.append(row)
+        self._row_cache.pop(row, None)
 
     def remove(self, task: TaskState, row: int, status: TaskStatus) -> None:
         if status is TaskStatus.PIPELINED:
@@ -350,22 +370,26 @@ class NodeTable:
             self.pod_count[row] -= 1
         del self.tasks[row][task.uid]
         self.changes.append(row)
+        self._row_cache.pop(row, None)
 
     def start_releasing(self, task: TaskState, row: int) -> None:
         self.releasing[row] += task.vec
         self.pod_count[row] -= 1
         self.changes.append(row)
+        self._row_cache.pop(row, None)
 
     def stop_releasing(self, task: TaskState, row: int) -> None:
         self.releasing[row] -= task.vec
         self.pod_count[row] += 1
         self.changes.append(row)
+        self._row_cache.pop(row, None)
 
 
 def build_task(task: Task, job: JobState, dims: ResourceDims, priority: int) -> TaskState:
     request = task.request
     selector = tuple(sorted(task.node_selector.items()))
     req_items = tuple(sorted(request.items()))
+    vec = dims.vector(request)
     return TaskState(
         uid=task.uid,
         name=task.name,
@@ -373,7 +397,8 @@ def build_task(task: Task, job: JobState, dims: ResourceDims, priority: int) -> 
         job=job,
         role=task.role,
         request=request,
-        vec=dims.vector(request),
+        vec=vec,
+        req=tuple(vec.tolist()),
         status=task.status,
         node=-1,
         priority=priority,

@@ -17,8 +17,8 @@ class PluginBase:
         self.option = option
         self.tier = tier
 
-    def register(self, ssn: Session, point: str, fn: Any) -> None:
-        ssn.register(self.option, point, fn, self.tier)
+    def register(self, ssn: Session, point: str, fn: Any, row_fn: Any = None) -> None:
+        ssn.register(self.option, point, fn, self.tier, row_fn)
 
     def on_session_open(self, ssn: Session) -> None:
         raise NotImplementedError

@@ -47,8 +47,9 @@ class BinpackPlugin(PluginBase):
             if name in ssn.dims.index:
                 self.configured[ssn.dims.index[name]] = True
         self._shape_cols: dict[tuple[object, ...], tuple[IntArray, IntArray, FloatArray, float]] = {}
+        self._shape_lists: dict[tuple[object, ...], tuple[list[tuple[int, int, float]], float]] = {}
         if self.weight != 0:
-            self.register(ssn, "node_order", self._score)
+            self.register(ssn, "node_order", self._score, self._score_row)
 
     def _columns(self, task: TaskState) -> tuple[IntArray, IntArray, FloatArray, float]:
         cached = self._shape_cols.get(task.shape)
@@ -58,6 +59,33 @@ class BinpackPlugin(PluginBase):
             cached = (cols, task.vec[cols], w, float(w.sum()))
             self._shape_cols[task.shape] = cached
         return cached
+
+    def _score_row(self, task: TaskState, row: int) -> float:
+        """``_score`` for one row in plain Python floats, operation for operation."""
+        cached = self._shape_lists.get(task.shape)
+        if cached is None:
+            cols, req, w, weight_sum = self._columns(task)
+            cached = (list(zip(cols.tolist(), req.tolist(), w.tolist(), strict=True)), weight_sum)
+            self._shape_lists[task.shape] = cached
+        columns, weight_sum = cached
+        if not columns:
+            return 0.0
+        nodes = self.ssn.nodes
+        alloc_row = nodes.alloc_rows[row]
+        idle = nodes.row_state(row)[0]
+        total = 0.0
+        over = False
+        for col, amount, weight in columns:
+            capacity = alloc_row[col]
+            after = capacity - idle[col] + amount
+            if capacity > 0 and weight > 0:
+                total += after * weight / max(capacity, 1)
+                if after > capacity:
+                    over = True
+            else:
+                total += 0.0
+        score = total / (weight_sum if weight_sum > 0 else 1.0)
+        return 0.0 if over else score * (100.0 * self.weight)
 
     def _score(self, task: TaskState, rows: IntArray) -> FloatArray:
         cols, req, w, weight_sum = self._columns(task)

@@ -21,6 +21,8 @@ Arguments (Volcano's defaults): ``leastrequested.weight`` 1,
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
@@ -47,10 +49,11 @@ class NodeOrderPlugin(PluginBase):
         self.balanced = int(self.argument("balancedresource.weight", 1))
         self.taint = int(self.argument("tainttoleration.weight", 3))
         self._taint_cache: dict[tuple[object, ...], FloatArray] = {}
+        self._taint_lists: dict[tuple[object, ...], list[float]] = {}
         dims = ssn.dims.index
         self.cpu, self.mem = dims["cpu"], dims["memory"]
         self.gpu = dims.get(_GPU, -1)
-        self.register(ssn, "node_order", self._score)
+        self.register(ssn, "node_order", self._score, self._score_row)
 
     def _requested(self, task: TaskState, rows: IntArray) -> tuple[IntArray, IntArray]:
         nodes = self.ssn.nodes
@@ -75,6 +78,37 @@ class NodeOrderPlugin(PluginBase):
             total += self.balanced * _balanced(alloc[:, bcols], requested[:, bcols])
         if self.taint:
             total += self.taint * self._taint_scores(task)[rows]
+        return total
+
+    def _score_row(self, task: TaskState, row: int) -> float:
+        """``_score`` for one row in plain Python floats, operation for operation."""
+        total = 0.0
+        if not (self.least or self.most or self.balanced or self.taint):
+            return total
+        nodes = self.ssn.nodes
+        alloc = nodes.alloc_rows[row]
+        idle, _, pipelined, _ = nodes.row_state(row)
+        req = task.req
+        cpu, mem = self.cpu, self.mem
+        a_cpu, a_mem = alloc[cpu], alloc[mem]
+        r_cpu = a_cpu - idle[cpu] + pipelined[cpu] + req[cpu]
+        r_mem = a_mem - idle[mem] + pipelined[mem] + req[mem]
+        if self.least:
+            total += self.least * _weighted_row(a_cpu, r_cpu, a_mem, r_mem, least=True)
+        if self.most:
+            total += self.most * _weighted_row(a_cpu, r_cpu, a_mem, r_mem, least=False)
+        if self.balanced:
+            pairs = [(a_cpu, r_cpu), (a_mem, r_mem)]
+            gpu = self.gpu
+            if gpu >= 0 and req[gpu] > 0:
+                pairs.append((alloc[gpu], alloc[gpu] - idle[gpu] + pipelined[gpu] + req[gpu]))
+            total += self.balanced * _balanced_row(pairs)
+        if self.taint:
+            scores = self._taint_lists.get(task.tolerations)
+            if scores is None:
+                scores = self._taint_scores(task).tolist()
+                self._taint_lists[task.tolerations] = scores
+            total += self.taint * scores[row]
         return total
 
     def _taint_scores(self, task: TaskState) -> FloatArray:
@@ -119,6 +153,47 @@ def _weighted(alloc: IntArray, requested: IntArray, *, least: bool) -> FloatArra
     score = np.where(weights > 0, per.sum(axis=1) // np.maximum(weights, 1), 0)
     result: FloatArray = score.astype(np.float64)
     return result
+
+
+def _weighted_row(a_cpu: int, r_cpu: int, a_mem: int, r_mem: int, *, least: bool) -> float:
+    """``_weighted`` for one row (integer arithmetic, same floor division)."""
+    per = 0
+    weights = 0
+    for alloc, requested in ((a_cpu, r_cpu), (a_mem, r_mem)):
+        if alloc <= 0:
+            continue
+        weights += 1
+        if least:
+            per += 0 if requested > alloc else (alloc - requested) * 100 // alloc
+        else:
+            per += min(requested, alloc) * 100 // alloc
+    return float(per // weights) if weights > 0 else 0.0
+
+
+def _balanced_row(pairs: list[tuple[int, int]]) -> float:
+    """``_balanced`` for one row: the same float operations in the same order."""
+    fracs = []
+    count = 0
+    for alloc, requested in pairs:
+        if alloc > 0:
+            fracs.append(min(requested / alloc, 1.0))
+            count += 1
+        else:
+            fracs.append(0.0)
+    safe = max(count, 1)
+    acc = 0.0
+    for frac in fracs:
+        acc += frac
+    mean = acc / safe
+    var = 0.0
+    for (alloc, _), frac in zip(pairs, fracs, strict=True):
+        if alloc > 0:
+            diff = frac - mean
+            var += diff * diff
+        else:
+            var += 0.0
+    std = math.sqrt(var / safe)
+    return float(math.trunc((1.0 - std) * 100.0))
 
 
 def _balanced(alloc: IntArray, requested: IntArray) -> FloatArray:

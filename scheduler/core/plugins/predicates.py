@@ -94,7 +94,8 @@ class PredicatesPlugin(PluginBase):
         self.unschedulable = ssn.reason_id("node(s) were unschedulable", unresolvable=True)
         self.affinity = ssn.reason_id("node(s) didn't match Pod's node affinity/selector", unresolvable=True)
         self._static: dict[tuple[object, ...], IntArray] = {}
-        self.register(ssn, "predicate", self._predicate)
+        self._static_lists: dict[tuple[object, ...], list[int]] = {}
+        self.register(ssn, "predicate", self._predicate, self._predicate_row)
 
     def _static_reasons(self, task: TaskState) -> IntArray:
         key = (task.node_selector, task.tolerations, task.affinity)
@@ -122,6 +123,19 @@ class PredicatesPlugin(PluginBase):
                     text = f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
                     return self.ssn.reason_id(text, unresolvable=True)
         return 0
+
+    def _predicate_row(self, task: TaskState, row: int) -> int:
+        """``_predicate`` for one row."""
+        key = (task.node_selector, task.tolerations, task.affinity)
+        static = self._static_lists.get(key)
+        if static is None:
+            static = self._static_reasons(task).tolist()
+            self._static_lists[key] = static
+        reason = static[row]
+        nodes = self.ssn.nodes
+        if reason == 0 and nodes.row_state(row)[3] >= nodes.max_pods_list[row]:
+            return self.pods_exceeded
+        return reason
 
     def _predicate(self, task: TaskState, rows: IntArray) -> IntArray:
         reasons = self._static_reasons(task)[rows]
