@@ -59,6 +59,11 @@ READY_STATUSES = ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED}
 _VALID_STATUSES = READY_STATUSES | {TaskStatus.PIPELINED, TaskStatus.PENDING}
 #: Statuses that occupy node resources (Used / Pipelined / Releasing).
 ON_NODE_STATUSES = ALLOCATED_STATUSES | {TaskStatus.PIPELINED, TaskStatus.RELEASING}
+#: per status: (counted in ReadyTaskNum, in ValidTaskNum, in allocated).
+_STATUS_FLAGS: dict[TaskStatus, tuple[bool, bool, bool]] = {
+    status: (status in READY_STATUSES, status in _VALID_STATUSES, status in ALLOCATED_STATUSES)
+    for status in TaskStatus
+}
 #: ScheduledStatus, used for the PodGroup phase.
 SCHEDULED_STATUSES = frozenset(
     {TaskStatus.RUNNING, TaskStatus.BOUND, TaskStatus.FAILED, TaskStatus.SUCCEEDED}
@@ -96,12 +101,23 @@ class ResourceDims:
         self.names: tuple[str, ...] = ("cpu", "memory", *rest)
         self.index: dict[str, int] = {n: i for i, n in enumerate(self.names)}
         self.pods = self.index[PODS] if PODS in self.index else -1
+        self._vectors: dict[tuple[tuple[str, int], ...], tuple[IntArray, tuple[int, ...]]] = {}
 
     def vector(self, values: Mapping[str, int]) -> IntArray:
         vec = np.zeros(len(self.names), dtype=np.int64)
         for name, amount in values.items():
             vec[self.index[name]] = amount
         return vec
+
+    def shared_vector(self, items: tuple[tuple[str, int], ...]) -> tuple[IntArray, tuple[int, ...]]:
+        """``vector`` of a sorted request, shared by equal requests (never mutate it)."""
+        cached = self._vectors.get(items)
+        if cached is None:
+            vec = self.vector(dict(items))
+            vec.setflags(write=False)
+            cached = (vec, tuple(vec.tolist()))
+            self._vectors[items] = cached
+        return cached
 
 
 @dataclass(eq=False, slots=True)
@@ -146,6 +162,8 @@ class TaskState:
     vec: IntArray
     #: ``vec`` as Python ints (the scalar re-score path).
     req: tuple[int, ...]
+    #: ``request`` as sorted (name, amount) pairs.
+    req_items: tuple[tuple[str, int], ...]
     status: TaskStatus
     node: int  # row in the NodeTable, -1 when not on a node
     priority: int
@@ -212,19 +230,23 @@ class JobState:
         self._count(task, status, +1)
 
     def _count(self, task: TaskState, status: TaskStatus, sign: int) -> None:
-        self.counts[status] = self.counts.get(status, 0) + sign
-        if status in READY_STATUSES:
+        counts = self.counts
+        counts[status] = counts.get(status, 0) + sign
+        ready, valid, allocated = _STATUS_FLAGS[status]
+        if ready:
             self._ready += sign
-        if status in _VALID_STATUSES:
+        if valid:
             self._valid += sign
         key = (task.role, status)
-        self.role_counts[key] = self.role_counts.get(key, 0) + sign
+        role_counts = self.role_counts
+        role_counts[key] = role_counts.get(key, 0) + sign
         if status is TaskStatus.PENDING and task.best_effort:
             self.pending_best_effort += sign
             self.role_pending_best_effort[task.role] = self.role_pending_best_effort.get(task.role, 0) + sign
-        if status in ALLOCATED_STATUSES:
+        if allocated:
+            totals = self.allocated
             for name, amount in task.request.items():
-                self.allocated[name] = self.allocated.get(name, 0) + sign * amount
+                totals[name] = totals.get(name, 0) + sign * amount
 
     def count(self, *statuses: TaskStatus) -> int:
         return sum(self.counts.get(s, 0) for s in statuses)
@@ -283,6 +305,8 @@ class JobState:
         return True
 
     def check_task_ready(self) -> bool:
+        if not self.min_task_member:
+            return True
         return self._check_roles(tuple(READY_STATUSES))
 
     def check_task_pipelined(self) -> bool:
@@ -389,7 +413,7 @@ def build_task(task: Task, job: JobState, dims: ResourceDims, priority: int) -> 
     request = task.request
     selector = tuple(sorted(task.node_selector.items()))
     req_items = tuple(sorted(request.items()))
-    vec = dims.vector(request)
+    vec, req = dims.shared_vector(req_items)
     return TaskState(
         uid=task.uid,
         name=task.name,
@@ -398,7 +422,8 @@ def build_task(task: Task, job: JobState, dims: ResourceDims, priority: int) -> 
         role=task.role,
         request=request,
         vec=vec,
-        req=tuple(vec.tolist()),
+        req=req,
+        req_items=req_items,
         status=task.status,
         node=-1,
         priority=priority,

@@ -13,6 +13,7 @@ allocate / deallocate handlers that keep ``allocated`` and the share live.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from fractions import Fraction
 
@@ -99,7 +100,11 @@ class ProportionPlugin(PluginBase):
         water_fill(dict(ssn.total), self.attrs)
         for attr in self.attrs.values():
             attr.deserved_float = tuple((d, float(v)) for d, v in sorted(attr.deserved.items()) if v > 0)
+            attr.deserved_floor = {d: math.floor(v) for d, v in attr.deserved.items()}
+            attr.deserved_ceil = tuple((d, math.ceil(v)) for d, v in attr.deserved.items())
             attr.share = _share(attr)
+        #: request items -> the requested dimensions with their amounts.
+        self._dims: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = {}
         self.register(ssn, "queue_order", self._queue_key)
         self.register(ssn, "overused", self._overused)
         self.register(ssn, "allocatable", self._allocatable)
@@ -123,7 +128,9 @@ class ProportionPlugin(PluginBase):
         attr = self.attrs.get(queue.name)
         if attr is None:
             return False
-        over = all(v <= attr.allocated.get(d, 0) for d, v in attr.deserved.items())
+        allocated = attr.allocated
+        # Integer allocations: deserved <= n exactly when ceil(deserved) <= n.
+        over = all(v <= allocated.get(d, 0) for d, v in attr.deserved_ceil)
         if over:
             self.overused_detail = {
                 d: {"allocated": attr.allocated.get(d, 0), "deserved": float(v)}
@@ -146,10 +153,17 @@ class ProportionPlugin(PluginBase):
                 ),
             )
             return False
-        for d in requested_dims(task.request):
-            used = attr.allocated.get(d, 0)
-            limit = attr.deserved.get(d, Fraction(0))
-            if used + task.request[d] > limit:
+        wanted = self._dims.get(task.req_items)
+        if wanted is None:
+            wanted = tuple((d, task.request[d]) for d in requested_dims(task.request))
+            self._dims[task.req_items] = wanted
+        allocated = attr.allocated
+        floor = attr.deserved_floor
+        for d, amount in wanted:
+            used = allocated.get(d, 0)
+            # Integers: used + amount > deserved exactly when it exceeds floor(deserved).
+            if used + amount > floor.get(d, 0):
+                limit = attr.deserved.get(d, Fraction(0))
                 self.ssn.explain(
                     task.job.uid,
                     Reason(

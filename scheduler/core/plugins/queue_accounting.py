@@ -39,6 +39,10 @@ class QueueAttr:
     share: float = 0.0
     #: (dimension, deserved) for deserved > 0, as floats: the share is only an ordering key.
     deserved_float: tuple[tuple[str, float], ...] = ()
+    #: floor(deserved) per dimension: ``n > deserved`` iff ``n > floor`` for an integer n.
+    deserved_floor: dict[str, int] = field(default_factory=dict)
+    #: (dimension, ceil(deserved)): ``deserved <= n`` iff ``ceil <= n`` for an integer n.
+    deserved_ceil: tuple[tuple[str, int], ...] = ()
 
 
 def add_into(target: dict[str, int], values: Mapping[str, int], sign: int = 1) -> None:
@@ -117,5 +121,7 @@ def describe(value: Fraction | int, name: str) -> str:
 def on_task_change(attrs: Mapping[str, QueueAttr], task: TaskState, sign: int) -> QueueAttr | None:
     attr = attrs.get(task.job.queue)
     if attr is not None:
-        add_into(attr.allocated, task.request, sign)
+        allocated = attr.allocated
+        for name, amount in task.req_items:  # sorted, as add_into
+            allocated[name] = allocated.get(name, 0) + sign * amount
     return attr
