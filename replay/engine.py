@@ -18,12 +18,9 @@ from scheduler.core.config import DEFAULT_CONFIG, SchedulerConfig
 from scheduler.core.session import SessionResult, run_session
 from scheduler.core.snapshot import ClusterSnapshot, snapshot_digest
 
-# TODO(replay→scheduler): the builder is pure (projector state → core snapshot)
-# but lives in scheduler.service, which design §2 forbids replay to import.
-# It must move to a module replay may import (e.g. scheduler/core-side with a
-# structural input type, or projector-side); until then replay imports it
-# from where the live scheduler does, so both derive the same input digest.
-from scheduler.service.snapshot_builder import build_snapshot as _service_build_snapshot
+# The same pure ClusterState -> ClusterSnapshot mapping the live scheduler uses,
+# so replay derives the same input digest.
+from scheduler.snapshot_builder import build_snapshot as _service_build_snapshot
 
 __all__ = [
     "KNOWN_LOGIC_FLAGS",

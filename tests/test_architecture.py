@@ -117,7 +117,19 @@ RULES = (
         stdlib=PURE_STDLIB,
         pure=True,
     ),
-    Rule("replay", frozenset({"events", "projector", "scheduler.core", "replay"})),
+    # The one bridge from the fold's ClusterState to the core's snapshot: pure,
+    # so the live scheduler and replay derive the same session input.
+    Rule(
+        "scheduler.snapshot_builder",
+        frozenset({"events", "projector.state", "scheduler.core", "scheduler.snapshot_builder"}),
+        third_party=frozenset(),
+        stdlib=PURE_STDLIB,
+        pure=True,
+    ),
+    Rule(
+        "replay",
+        frozenset({"events", "projector", "scheduler.core", "scheduler.snapshot_builder", "replay"}),
+    ),
     Rule("kube", frozenset({"events", "projector", "kube"})),
     Rule("api", ANY),
 )

@@ -1,7 +1,7 @@
 """The scheduler service: the imperative shell around the pure session (design §1).
 
 :func:`run_scheduler` is the entry point.  It is imported lazily so that
-importing :mod:`scheduler.service.snapshot_builder` (replay does) does not
+importing :mod:`scheduler.snapshot_builder` (replay does) does not
 pull in Kafka, PostgreSQL and OpenTelemetry clients.
 """
 

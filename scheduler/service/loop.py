@@ -56,13 +56,13 @@ from scheduler.service.session_events import (
     session_events,
     session_id_for,
 )
-from scheduler.service.snapshot_builder import config_in_force
 from scheduler.service.telemetry import (
     SchedulerMetrics,
     SubmissionTraces,
     emit_action_spans,
     set_session_attributes,
 )
+from scheduler.snapshot_builder import config_in_force
 
 __all__ = ["TIME_DEPENDENT_PLUGINS", "LoopSettings", "SessionLoop"]
 

@@ -7,7 +7,7 @@ event touched (the fold's ``touched`` keys); a job is rebuilt when it or one
 of its tasks was touched, everything when a priority class changed (pod
 priorities are resolved from them) or the state was reloaded whole.
 
-The result is exactly :func:`~scheduler.service.snapshot_builder.build_snapshot`
+The result is exactly :func:`~scheduler.snapshot_builder.build_snapshot`
 and :func:`~scheduler.service.digest.input_digest` of the state (the tests
 compare them after every fold), only cheaper.
 """
@@ -20,7 +20,7 @@ from typing import Any
 from projector.state import ClusterState
 from scheduler.core.snapshot import ClusterSnapshot, Job
 from scheduler.service.digest import SPECIALISED, digest_of_documents, input_digest, job_document
-from scheduler.service.snapshot_builder import build_snapshot, global_default, job_snapshot, snapshot_of
+from scheduler.snapshot_builder import build_snapshot, global_default, job_snapshot, snapshot_of
 
 __all__ = ["SnapshotCache"]
 

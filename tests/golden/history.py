@@ -58,7 +58,7 @@ from scheduler.service.session_events import (
     session_events,
     session_id_for,
 )
-from scheduler.service.snapshot_builder import build_snapshot, config_in_force
+from scheduler.snapshot_builder import build_snapshot, config_in_force
 
 __all__ = ["START", "ArchivedRow", "LiveRun", "gpu_node", "job"]
 

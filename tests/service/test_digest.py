@@ -105,7 +105,7 @@ def test_equal_to_the_core_digest_on_every_field_kind() -> None:
 
 
 def test_equal_on_snapshots_built_from_folded_states() -> None:
-    from scheduler.service.snapshot_builder import build_snapshot
+    from scheduler.snapshot_builder import build_snapshot
     from tests.service.helpers import job, node, queue
     from tests.service.test_snapshot_builder import _fold  # the builder tests' states
 

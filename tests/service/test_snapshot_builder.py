@@ -23,7 +23,7 @@ from projector.fold import apply
 from projector.state import ClusterState
 from scheduler.core.config import DEFAULT_CONFIG
 from scheduler.core.snapshot import PodGroupPhase, TaskStatus, snapshot_digest
-from scheduler.service.snapshot_builder import NOT_READY_TAINT, build_snapshot, config_in_force
+from scheduler.snapshot_builder import NOT_READY_TAINT, build_snapshot, config_in_force
 from tests.service.helpers import job, node, queue
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -7,8 +7,8 @@ import pytest
 from projector.fold import apply
 from projector.state import ClusterState
 from scheduler.core.snapshot import snapshot_digest
-from scheduler.service.snapshot_builder import build_snapshot
 from scheduler.service.snapshot_cache import SnapshotCache
+from scheduler.snapshot_builder import build_snapshot
 from tests.projector.streams import event_stream
 
 
