@@ -566,17 +566,25 @@ def find_counterfactual(
     *,
     job_id: str,
     reasons: Sequence[Any],
+    baseline: Any = None,
 ) -> Counterfactual:
     """The smallest change (by the levers above) that lets ``job_id`` place minAvailable tasks.
 
     ``reasons`` are the job's ranked reasons from the re-run (with ``code``
-    and ``detail``); they choose and parametrise the levers.
+    and ``detail``); they choose and parametrise the levers.  ``baseline`` is
+    that re-run's result, when the caller has it.
     """
     job = _job(snapshot, job_id)
     if job is None:
         return Counterfactual(job_id, (), 0, note="the job is not in this session's input")
     probe = _Probe(snapshot, config, now, logic_flags, job)
-    if probe.fits(()):
+    # ``baseline``: the caller's own re-run of the unmodified session, which saves one run.
+    unchanged_fits = (
+        placed_tasks(snapshot, baseline, job_id) >= max(job.min_member, 1)
+        if baseline is not None
+        else probe.fits(())
+    )
+    if unchanged_fits:
         return Counterfactual(job_id, (), probe.runs, note="the job already fits in this session")
     node_lever = _node_lever(snapshot, job, reasons)
     queue_levers = _queue_levers(snapshot, job, reasons)

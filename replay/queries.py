@@ -89,6 +89,7 @@ async def explain_job(
             data.logic_flags,
             job_id=job,
             reasons=result.pending[job],
+            baseline=result,
         )
     return explain(
         job,
