@@ -20,7 +20,7 @@ from scheduler.core.snapshot import ClusterSnapshot, snapshot_digest
 
 # The same pure ClusterState -> ClusterSnapshot mapping the live scheduler uses,
 # so replay derives the same input digest.
-from scheduler.snapshot_builder import build_snapshot as _service_build_snapshot
+from scheduler.snapshot_builder import build_snapshot as _live_build_snapshot
 
 __all__ = [
     "KNOWN_LOGIC_FLAGS",
@@ -46,7 +46,7 @@ def fold(state: ClusterState, seq: int, event: Event) -> str | None:
 
 def build_snapshot(state: ClusterState) -> ClusterSnapshot:
     """The session input the live scheduler builds from ``state``."""
-    return _service_build_snapshot(state)
+    return _live_build_snapshot(state)
 
 
 def input_digest(snapshot: ClusterSnapshot) -> str:
