@@ -142,6 +142,7 @@ class Session:
         self._fns: dict[str, list[list[tuple[str, Any]]]] = {p: [] for p in _POINT_FLAGS}
         #: per point, the scalar (one node row) form of each registered fn, None when absent.
         self._row_fns: dict[str, list[list[Any]]] = {p: [] for p in _POINT_FLAGS}
+        self._flat: dict[str, list[tuple[str, Any]]] = {}
         self._allocate_handlers: list[Callable[[TaskState], None]] = []
         self._deallocate_handlers: list[Callable[[TaskState], None]] = []
         self.predicate_reasons: list[PredicateReason] = [PredicateReason("", False)]
@@ -156,10 +157,13 @@ class Session:
         names: set[str] = {"cpu", "memory", "pods"}
         for node in snapshot.nodes:
             names.update(node.allocatable)
+        seen: set[int] = set()  # ids of resource maps already read (tasks often share one)
         for job in snapshot.jobs:
             names.update(job.min_resources or {})
             for task in job.tasks:
-                names.update(task.request)
+                if id(task.resources) not in seen:
+                    seen.add(id(task.resources))
+                    names.update(task.request)
         for queue in snapshot.queues:
             names.update(queue.capability, queue.deserved, queue.guarantee)
         self.dims = ResourceDims(names)
@@ -246,6 +250,7 @@ class Session:
             row_tiers.append([])
         tiers[tier].append((option.name, fn))
         row_tiers[tier].append(row_fn)
+        self._flat.pop(point, None)
 
     def on_allocate(self, fn: Callable[[TaskState], None]) -> None:
         self._allocate_handlers.append(fn)
@@ -256,9 +261,13 @@ class Session:
     def has(self, point: str) -> bool:
         return any(self._fns[point])
 
-    def _each(self, point: str) -> Iterable[tuple[str, Any]]:
-        for tier in self._fns[point]:
-            yield from tier
+    def _each(self, point: str) -> list[tuple[str, Any]]:
+        """The fns of ``point`` in tier order (flattened once per registration change)."""
+        flat = self._flat.get(point)
+        if flat is None:
+            flat = [entry for tier in self._fns[point] for entry in tier]
+            self._flat[point] = flat
+        return flat
 
     # ------------------------------------------------------------------ explanations
 

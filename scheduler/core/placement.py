@@ -171,6 +171,19 @@ class PlacementIndex:
             fit.synced = len(changes)
         return fit
 
+    def choose_gradient(self, task: TaskState) -> tuple[int, bool]:
+        """``choose`` and whether the row is from gradient 1 (the task fits its Idle)."""
+        fit = self.view(task)
+        if not len(fit.score):
+            return -1, False
+        best_idle = fit.best_idle
+        row = int(best_idle.argmax())
+        if best_idle[row] > -np.inf:
+            return row, True
+        best_future = fit.best_future
+        row = int(best_future.argmax())
+        return (row, False) if best_future[row] > -np.inf else (-1, False)
+
     def choose(self, task: TaskState) -> int:
         """The best node row for ``task`` (allocate's node choice), or -1."""
         fit = self.view(task)

@@ -101,7 +101,7 @@ class ResourceDims:
         self.names: tuple[str, ...] = ("cpu", "memory", *rest)
         self.index: dict[str, int] = {n: i for i, n in enumerate(self.names)}
         self.pods = self.index[PODS] if PODS in self.index else -1
-        self._vectors: dict[tuple[tuple[str, int], ...], tuple[IntArray, tuple[int, ...]]] = {}
+        self._vectors: dict[tuple[tuple[str, int], ...], tuple[IntArray, tuple[int, ...], bool]] = {}
 
     def vector(self, values: Mapping[str, int]) -> IntArray:
         vec = np.zeros(len(self.names), dtype=np.int64)
@@ -109,13 +109,14 @@ class ResourceDims:
             vec[self.index[name]] = amount
         return vec
 
-    def shared_vector(self, items: tuple[tuple[str, int], ...]) -> tuple[IntArray, tuple[int, ...]]:
-        """``vector`` of a sorted request, shared by equal requests (never mutate it)."""
+    def shared_vector(self, items: tuple[tuple[str, int], ...]) -> tuple[IntArray, tuple[int, ...], bool]:
+        """``vector`` of a sorted request (shared by equal requests: never mutate it), as
+        Python ints, and whether the request is BestEffort (nothing but ``pods``)."""
         cached = self._vectors.get(items)
         if cached is None:
             vec = self.vector(dict(items))
             vec.setflags(write=False)
-            cached = (vec, tuple(vec.tolist()))
+            cached = (vec, tuple(vec.tolist()), all(k == PODS for k, _ in items))
             self._vectors[items] = cached
         return cached
 
@@ -223,11 +224,33 @@ class JobState:
             self.total_request[name] = self.total_request.get(name, 0) + amount
 
     def set_status(self, task: TaskState, status: TaskStatus) -> None:
-        if task.status is status:
+        """``_count(old, -1)`` then ``_count(new, +1)``, fused (this runs on every placement)."""
+        old = task.status
+        if old is status:
             return
-        self._count(task, task.status, -1)
+        counts = self.counts
+        counts[old] = counts.get(old, 0) - 1
+        counts[status] = counts.get(status, 0) + 1
+        role = task.role
+        role_counts = self.role_counts
+        key = (role, old)
+        role_counts[key] = role_counts.get(key, 0) - 1
+        key = (role, status)
+        role_counts[key] = role_counts.get(key, 0) + 1
+        ready0, valid0, allocated0 = _STATUS_FLAGS[old]
+        ready1, valid1, allocated1 = _STATUS_FLAGS[status]
+        self._ready += ready1 - ready0
+        self._valid += valid1 - valid0
+        if task.best_effort and (old is TaskStatus.PENDING or status is TaskStatus.PENDING):
+            sign = 1 if status is TaskStatus.PENDING else -1
+            self.pending_best_effort += sign
+            self.role_pending_best_effort[role] = self.role_pending_best_effort.get(role, 0) + sign
+        if allocated0 != allocated1:
+            sign = 1 if allocated1 else -1
+            totals = self.allocated
+            for name, amount in task.request.items():
+                totals[name] = totals.get(name, 0) + sign * amount
         task.status = status
-        self._count(task, status, +1)
 
     def _count(self, task: TaskState, status: TaskStatus, sign: int) -> None:
         counts = self.counts
@@ -411,9 +434,9 @@ class NodeTable:
 
 def build_task(task: Task, job: JobState, dims: ResourceDims, priority: int) -> TaskState:
     request = task.request
-    selector = tuple(sorted(task.node_selector.items()))
+    selector = tuple(sorted(task.node_selector.items())) if task.node_selector else ()
     req_items = tuple(sorted(request.items()))
-    vec, req = dims.shared_vector(req_items)
+    vec, req, best_effort = dims.shared_vector(req_items)
     return TaskState(
         uid=task.uid,
         name=task.name,
@@ -428,7 +451,7 @@ def build_task(task: Task, job: JobState, dims: ResourceDims, priority: int) -> 
         node=-1,
         priority=priority,
         preemptable=task.preemptable,
-        best_effort=all(k == PODS for k in request),
+        best_effort=best_effort,
         preemption_policy=task.preemption_policy,
         priority_class=task.priority_class,
         node_selector=selector,

@@ -156,7 +156,7 @@ class AllocateAction:
                 message = f"Task {task.uid} with role spec {task.role} has already predicated failed, skip"
                 ssn.step(TaskUnplaced(self.name, job.uid, task.uid, "predicate-failed", message))
                 continue
-            row = index.choose(task)
+            row, on_idle = index.choose_gradient(task)
             if row < 0:
                 errors = index.fit_errors(task)
                 reason = errors.reason()
@@ -167,7 +167,8 @@ class AllocateAction:
                     break
                 continue
             nodes = ssn.nodes
-            if bool((nodes.idle[row] >= task.vec).all()):
+            # Gradient 1 is exactly "fits Idle" (the index was refreshed by choose).
+            if on_idle:
                 stmt.allocate(task, row)
                 pipelined = False
             else:
