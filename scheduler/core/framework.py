@@ -38,14 +38,16 @@ import numpy.typing as npt
 from scheduler.core.config import PluginOption, SchedulerConfig
 from scheduler.core.decisions import Bind, Decision
 from scheduler.core.reasons import Reason
-from scheduler.core.snapshot import ClusterSnapshot, PodGroupPhase, TaskStatus
+from scheduler.core.snapshot import ClusterSnapshot, PodGroupPhase, Task, TaskStatus
 from scheduler.core.state import (
     JobState,
     NodeTable,
+    Prepared,
     QueueState,
     ResourceDims,
     TaskState,
     build_task,
+    prepare_request,
     timestamp,
 )
 from scheduler.core.trace import TraceStep
@@ -154,19 +156,7 @@ class Session:
     # ------------------------------------------------------------------ building
 
     def _build(self, snapshot: ClusterSnapshot) -> None:
-        names: set[str] = {"cpu", "memory", "pods"}
-        for node in snapshot.nodes:
-            names.update(node.allocatable)
-        seen: set[int] = set()  # ids of resource maps already read (tasks often share one)
-        for job in snapshot.jobs:
-            names.update(job.min_resources or {})
-            for task in job.tasks:
-                if id(task.resources) not in seen:
-                    seen.add(id(task.resources))
-                    names.update(task.request)
-        for queue in snapshot.queues:
-            names.update(queue.capability, queue.deserved, queue.guarantee)
-        self.dims = ResourceDims(names)
+        self.dims = ResourceDims(_dimension_names(snapshot))
         self.nodes = NodeTable(snapshot.nodes, self.dims)
         self.total: dict[str, int] = {}
         for node in self.nodes.nodes:
@@ -181,6 +171,9 @@ class Session:
         self.priority_classes = classes
         self.jobs: dict[str, JobState] = {}
         self.tasks: dict[str, TaskState] = {}
+        # Tasks often share one resources map (alive in the snapshot throughout): its
+        # request, vector and BestEffort flag are prepared once and shared (read-only).
+        requests: dict[int, Prepared] = {}
         #: jobs Volcano would silently ignore because their queue does not exist.
         self.orphans: list[str] = []
         for job in sorted(snapshot.jobs, key=lambda j: j.uid):
@@ -210,9 +203,12 @@ class Session:
                 created=timestamp(job.created),
                 priority_class=job.priority_class,
             )
-            for task in sorted(job.tasks, key=lambda t: t.uid):
+            for task in sorted(job.tasks, key=_task_uid):
                 priority = task.priority if task.priority is not None else 1
-                ts = build_task(task, state, self.dims, priority)
+                prepared = requests.get(id(task.resources))
+                if prepared is None:
+                    prepared = requests[id(task.resources)] = prepare_request(task, self.dims)
+                ts = build_task(task, state, self.dims, priority, prepared)
                 state.add_task(ts)
                 self.tasks[ts.uid] = ts
                 if task.node is not None and task.status in _ON_NODE:
@@ -491,6 +487,26 @@ class Session:
 
     def queue_of(self, job: JobState) -> QueueState:
         return self.queues[job.queue]
+
+
+def _dimension_names(snapshot: ClusterSnapshot) -> set[str]:
+    names: set[str] = {"cpu", "memory", "pods"}
+    for node in snapshot.nodes:
+        names.update(node.allocatable)
+    seen: set[int] = set()  # ids of resource maps already read (tasks often share one)
+    for job in snapshot.jobs:
+        names.update(job.min_resources or {})
+        for task in job.tasks:
+            if id(task.resources) not in seen:
+                seen.add(id(task.resources))
+                names.update(task.request)
+    for queue in snapshot.queues:
+        names.update(queue.capability, queue.deserved, queue.guarantee)
+    return names
+
+
+def _task_uid(task: Task) -> str:
+    return task.uid
 
 
 _ON_NODE = frozenset(

@@ -21,6 +21,7 @@ cluster has more than 100 nodes; we always consider every node.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import add, ge, sub
 from typing import Any
 
 import numpy as np
@@ -101,13 +102,8 @@ class PlacementIndex:
         neg_inf = -np.inf
         for row in rows:
             idle, releasing, pipelined, _ = nodes.row_state(row)
-            fits_idle = True
-            fits_future = True
-            for i, amount in enumerate(req):
-                if idle[i] < amount:
-                    fits_idle = False
-                if idle[i] + releasing[i] - pipelined[i] < amount:
-                    fits_future = False
+            fits_idle = all(map(ge, idle, req))
+            fits_future = all(map(ge, map(sub, map(add, idle, releasing), pipelined), req))
             reason = 0
             for fn in predicates:
                 if reason == 0:

@@ -432,11 +432,23 @@ class NodeTable:
         self._row_cache.pop(row, None)
 
 
-def build_task(task: Task, job: JobState, dims: ResourceDims, priority: int) -> TaskState:
+Prepared = tuple[dict[str, int], tuple[tuple[str, int], ...], IntArray, tuple[int, ...], bool]
+
+
+def prepare_request(task: Task, dims: ResourceDims) -> Prepared:
+    """(request, sorted items, vector, vector as ints, BestEffort) of a task's resources."""
     request = task.request
-    selector = tuple(sorted(task.node_selector.items())) if task.node_selector else ()
     req_items = tuple(sorted(request.items()))
     vec, req, best_effort = dims.shared_vector(req_items)
+    return request, req_items, vec, req, best_effort
+
+
+def build_task(
+    task: Task, job: JobState, dims: ResourceDims, priority: int, prepared: Prepared | None = None
+) -> TaskState:
+    """The working state of ``task``; ``prepared`` (shared, never mutated) may come from a cache."""
+    request, req_items, vec, req, best_effort = prepared or prepare_request(task, dims)
+    selector = tuple(sorted(task.node_selector.items())) if task.node_selector else ()
     return TaskState(
         uid=task.uid,
         name=task.name,

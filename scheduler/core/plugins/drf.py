@@ -32,6 +32,7 @@ class DrfPlugin(PluginBase):
 
     def on_session_open(self, ssn: Session) -> None:
         self.total = dict(ssn.total)
+        self._capacities = tuple((n, self.total[n]) for n in sorted(self.total) if self.total[n] > 0)
         self.shares: dict[str, float] = {
             uid: _share(job.allocated, self.total) for uid, job in ssn.jobs.items()
         }
@@ -44,7 +45,12 @@ class DrfPlugin(PluginBase):
         return self.shares.get(job.uid, 0.0)
 
     def _refresh(self, task: TaskState) -> None:
-        self.shares[task.job.uid] = _share(task.job.allocated, self.total)
+        # _share with the sorted, positive capacities computed once (same float operations).
+        allocated = task.job.allocated
+        share = 0.0
+        for name, capacity in self._capacities:
+            share = max(share, allocated.get(name, 0) / capacity)
+        self.shares[task.job.uid] = share
 
     def _victims(self, preemptor: TaskState, candidates: Sequence[TaskState]) -> list[TaskState]:
         mine = dict(preemptor.job.allocated)

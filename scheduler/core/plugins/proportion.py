@@ -105,6 +105,8 @@ class ProportionPlugin(PluginBase):
             attr.share = _share(attr)
         #: request items -> the requested dimensions with their amounts.
         self._dims: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = {}
+        #: queues known not to be overused at their current allocation (membership only).
+        self._not_overused: set[str] = set()
         self.register(ssn, "queue_order", self._queue_key)
         self.register(ssn, "overused", self._overused)
         self.register(ssn, "allocatable", self._allocatable)
@@ -119,19 +121,24 @@ class ProportionPlugin(PluginBase):
         attr = on_task_change(self.attrs, task, sign)
         if attr is not None:
             attr.share = _share(attr)
+            self._not_overused.discard(attr.queue.name)
 
     def _queue_key(self, queue: QueueState) -> tuple[int, float]:
         attr = self.attrs.get(queue.name)
         return (-queue.priority, attr.share if attr else 0.0)
 
     def _overused(self, queue: QueueState) -> bool:
+        if queue.name in self._not_overused:
+            return False  # no allocation of the queue changed since it was last not overused
         attr = self.attrs.get(queue.name)
         if attr is None:
             return False
         allocated = attr.allocated
         # Integer allocations: deserved <= n exactly when ceil(deserved) <= n.
         over = all(v <= allocated.get(d, 0) for d, v in attr.deserved_ceil)
-        if over:
+        if not over:
+            self._not_overused.add(queue.name)
+        else:
             self.overused_detail = {
                 d: {"allocated": attr.allocated.get(d, 0), "deserved": float(v)}
                 for d, v in attr.deserved.items()
