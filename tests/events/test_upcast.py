@@ -184,7 +184,7 @@ def test_default_steps_only_lead_to_catalogue_versions() -> None:
         ("tephra.job.submitted", None),
         ("tephra.job.submitted.v01", None),
         ("tephra.job.submitted.v", None),
-        ("tephra.job.submitted.v١", None),  # noqa: RUF001 - a non-ASCII digit must not count as a version
+        ("tephra.job.submitted.v١", None),  # a non-ASCII digit must not count as a version
     ],
 )
 def test_split_type(event_type: str, expected: tuple[str, int] | None) -> None:
