@@ -81,7 +81,11 @@ class NodeOrderPlugin(PluginBase):
         return total
 
     def _score_row(self, task: TaskState, row: int) -> float:
-        """``_score`` for one row in plain Python floats, operation for operation."""
+        """``_score`` for one row in plain Python numbers, operation for operation.
+
+        Every float operation happens in the order numpy performs it on a row
+        (sums left to right), so the result is bit-identical.
+        """
         total = 0.0
         if not (self.least or self.most or self.balanced or self.taint):
             return total
@@ -94,15 +98,42 @@ class NodeOrderPlugin(PluginBase):
         r_cpu = a_cpu - idle[cpu] + pipelined[cpu] + req[cpu]
         r_mem = a_mem - idle[mem] + pipelined[mem] + req[mem]
         if self.least:
-            total += self.least * _weighted_row(a_cpu, r_cpu, a_mem, r_mem, least=True)
+            per = 0
+            weights = 0
+            if a_cpu > 0:
+                weights += 1
+                per += 0 if r_cpu > a_cpu else (a_cpu - r_cpu) * 100 // a_cpu
+            if a_mem > 0:
+                weights += 1
+                per += 0 if r_mem > a_mem else (a_mem - r_mem) * 100 // a_mem
+            total += self.least * (float(per // weights) if weights > 0 else 0.0)
         if self.most:
             total += self.most * _weighted_row(a_cpu, r_cpu, a_mem, r_mem, least=False)
         if self.balanced:
-            pairs = [(a_cpu, r_cpu), (a_mem, r_mem)]
+            f_cpu = min(r_cpu / a_cpu, 1.0) if a_cpu > 0 else 0.0
+            f_mem = min(r_mem / a_mem, 1.0) if a_mem > 0 else 0.0
+            count = (a_cpu > 0) + (a_mem > 0)
             gpu = self.gpu
             if gpu >= 0 and req[gpu] > 0:
-                pairs.append((alloc[gpu], alloc[gpu] - idle[gpu] + pipelined[gpu] + req[gpu]))
-            total += self.balanced * _balanced_row(pairs)
+                a_gpu = alloc[gpu]
+                f_gpu = (
+                    min((a_gpu - idle[gpu] + pipelined[gpu] + req[gpu]) / a_gpu, 1.0) if a_gpu > 0 else 0.0
+                )
+                count += a_gpu > 0
+                safe = max(count, 1)
+                mean = (f_cpu + f_mem + f_gpu) / safe
+                d_cpu, d_mem, d_gpu = f_cpu - mean, f_mem - mean, f_gpu - mean
+                var = (
+                    (d_cpu * d_cpu if a_cpu > 0 else 0.0)
+                    + (d_mem * d_mem if a_mem > 0 else 0.0)
+                    + (d_gpu * d_gpu if a_gpu > 0 else 0.0)
+                ) / safe
+            else:
+                safe = max(count, 1)
+                mean = (f_cpu + f_mem) / safe
+                d_cpu, d_mem = f_cpu - mean, f_mem - mean
+                var = ((d_cpu * d_cpu if a_cpu > 0 else 0.0) + (d_mem * d_mem if a_mem > 0 else 0.0)) / safe
+            total += self.balanced * float(math.trunc((1.0 - math.sqrt(var)) * 100.0))
         if self.taint:
             scores = self._taint_lists.get(task.tolerations)
             if scores is None:
@@ -168,32 +199,6 @@ def _weighted_row(a_cpu: int, r_cpu: int, a_mem: int, r_mem: int, *, least: bool
         else:
             per += min(requested, alloc) * 100 // alloc
     return float(per // weights) if weights > 0 else 0.0
-
-
-def _balanced_row(pairs: list[tuple[int, int]]) -> float:
-    """``_balanced`` for one row: the same float operations in the same order."""
-    fracs = []
-    count = 0
-    for alloc, requested in pairs:
-        if alloc > 0:
-            fracs.append(min(requested / alloc, 1.0))
-            count += 1
-        else:
-            fracs.append(0.0)
-    safe = max(count, 1)
-    acc = 0.0
-    for frac in fracs:
-        acc += frac
-    mean = acc / safe
-    var = 0.0
-    for (alloc, _), frac in zip(pairs, fracs, strict=True):
-        if alloc > 0:
-            diff = frac - mean
-            var += diff * diff
-        else:
-            var += 0.0
-    std = math.sqrt(var / safe)
-    return float(math.trunc((1.0 - std) * 100.0))
 
 
 def _balanced(alloc: IntArray, requested: IntArray) -> FloatArray:
