@@ -416,7 +416,21 @@ def _node_lever(snapshot: ClusterSnapshot, job: Job, reasons: Sequence[Any]) -> 
     placed = sum(1 for t in job.tasks if t.status in _PLACED)
     missing = max(1, job.min_member - placed - int(gang.get("placeable", 0)))
     per_node = max(1, _capacity(shape.allocatable, unit))
-    return _Lever("add-nodes", 1, len(pending), make, guess=-(-missing // per_node))
+    # Other jobs' pending tasks may take some of the new nodes first (they can
+    # be ordered ahead of this job), so the bound leaves room for them too.
+    competing = sum(
+        1
+        for other in snapshot.jobs
+        if other.uid != job.uid
+        for t in other.tasks
+        if t.status is TaskStatus.PENDING
+    )
+    hi = len(pending) + competing
+    while len(names) < hi:
+        index += 1
+        if f"{stem}-{index}" not in taken:
+            names.append(f"{stem}-{index}")
+    return _Lever("add-nodes", 1, hi, make, guess=-(-missing // per_node))
 
 
 def _selector_keys(tasks: Sequence[Task]) -> set[str]:
@@ -609,8 +623,6 @@ def find_counterfactual(
     # then shrink the queue change back.
     if node_lever is not None:
         for queue_lever in queue_levers:
-            if queue_lever.name == "queue-weight":
-                continue
             tried.append(f"{node_lever.name}+{queue_lever.name}")
             found = _combined(probe, node_lever, queue_lever)
             if found is not None:
