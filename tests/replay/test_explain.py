@@ -135,3 +135,29 @@ async def test_unknown_job_is_a_clear_error(database_url: str) -> None:
     async with open_archive(database_url) as reader:
         with pytest.raises(UnknownJob, match=r"\[REPLAY-UNKNOWN-JOB\] job 'ml/nope' is not in the archive"):
             await explain_job(reader, "ml/nope")
+
+
+async def test_node_counterfactual_leaves_room_for_jobs_ordered_ahead(database_url: str) -> None:
+    """An older pending job takes one of the new nodes first, so the gang needs one node more."""
+    run = LiveRun()
+    run.queue("research")
+    for i in range(1, 3):
+        run.node(gpu_node(f"n{i}", 8))
+    run.submit(job("busy", queue="research", replicas=2, gpu=8))
+    run.cycle()
+    run.submit(job("filler", queue="research", replicas=1, gpu=6))
+    run.submit(job("gang", queue="research", replicas=2, gpu=8, min_available=2))
+    run.cycle()
+    await _load(database_url, run)
+    async with open_archive(database_url) as reader:
+        explanation = await explain_job(reader, "ml/gang")
+    cf = explanation.counterfactual
+    assert cf is not None
+    assert cf.found, cf.note
+    (change,) = cf.changes
+    assert change.kind == "add-nodes"
+    assert len(change.nodes) == 3, change.summary
+    for event in change.to_events(cluster=run.cluster, time=run.now, source="tephra://test", id_prefix="cf"):
+        run.append(event)
+    session_id = run.schedule()
+    assert "ml/gang" not in run.results[session_id].pending
