@@ -295,15 +295,15 @@ class Session:
     # ------------------------------------------------------------------ orderings
 
     def job_key(self, job: JobState) -> tuple[Any, ...]:
-        keys = tuple(fn(job) for _, fn in self._each("job_order"))
+        keys = [fn(job) for _, fn in self._each("job_order")]
         return (*keys, job.created, job.uid)
 
     def queue_key(self, queue: QueueState) -> tuple[Any, ...]:
-        keys = tuple(fn(queue) for _, fn in self._each("queue_order"))
+        keys = [fn(queue) for _, fn in self._each("queue_order")]
         return (*keys, queue.created, queue.name)
 
     def task_key(self, task: TaskState) -> tuple[Any, ...]:
-        keys = tuple(fn(task) for _, fn in self._each("task_order"))
+        keys = [fn(task) for _, fn in self._each("task_order")]
         # Volcano's CompareTask: the pod-name index when both names carry one,
         # else creation time then UID.  Indexed names sort first so the order
         # stays total when a job mixes both forms (Volcano leaves that to chance).

@@ -100,6 +100,7 @@ class PlacementIndex:
         predicates = self._row_predicates
         scorers = self._row_scores
         neg_inf = -np.inf
+        nan = np.nan
         for row in rows:
             idle, releasing, pipelined, _ = nodes.row_state(row)
             fits_idle = all(map(ge, idle, req))
@@ -108,16 +109,21 @@ class PlacementIndex:
             for fn in predicates:
                 if reason == 0:
                     reason = fn(task, row)
-            score = 0.0
-            for fn in scorers:
-                score = score + fn(task, row)
             fit.fit_idle[row] = fits_idle
             fit.fit_future[row] = fits_future
             fit.reason[row] = reason
+            if reason != 0 or not (fits_idle or fits_future):
+                # Not a candidate: its score is only needed by ``scores`` (NaN = not computed).
+                fit.score[row] = nan
+                fit.best_idle[row] = neg_inf
+                fit.best_future[row] = neg_inf
+                continue
+            score = 0.0
+            for fn in scorers:
+                score = score + fn(task, row)
             fit.score[row] = score
-            passed = reason == 0
-            fit.best_idle[row] = score if passed and fits_idle else neg_inf
-            fit.best_future[row] = score if passed and fits_future else neg_inf
+            fit.best_idle[row] = score if fits_idle else neg_inf
+            fit.best_future[row] = score if fits_future else neg_inf
 
     def _evaluate(self, task: TaskState, fit: _ShapeFit, rows: IntArray) -> None:
         nodes = self.ssn.nodes
@@ -229,7 +235,11 @@ class PlacementIndex:
         return result
 
     def scores(self, task: TaskState) -> FloatArray:
-        return self.view(task).score
+        fit = self.view(task)
+        stale = np.flatnonzero(np.isnan(fit.score))
+        if len(stale):
+            fit.score[stale] = self.ssn.node_scores(task, stale)
+        return fit.score
 
 
 def _fields(errors: FitErrors) -> tuple[int, tuple[tuple[str, int], ...], int]:
