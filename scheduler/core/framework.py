@@ -324,7 +324,10 @@ class Session:
         return None
 
     def job_ready(self, job: JobState) -> bool:
-        return all(fn(job) for _, fn in self._each("job_ready"))
+        for _, fn in self._each("job_ready"):
+            if not fn(job):
+                return False
+        return True
 
     def _vote(self, point: str, job: JobState) -> bool:
         for tier in self._fns[point]:
@@ -358,10 +361,16 @@ class Session:
     # ------------------------------------------------------------------ queue-level votes
 
     def overused(self, queue: QueueState) -> bool:
-        return any(fn(queue) for _, fn in self._each("overused"))
+        for _, fn in self._each("overused"):
+            if fn(queue):
+                return True
+        return False
 
     def allocatable(self, queue: QueueState, task: TaskState) -> bool:
-        return all(fn(queue, task) for _, fn in self._each("allocatable"))
+        for _, fn in self._each("allocatable"):
+            if not fn(queue, task):
+                return False
+        return True
 
     def preemptive(self, queue: QueueState, task: TaskState) -> bool:
         return all(fn(queue, task) for _, fn in self._each("preemptive"))

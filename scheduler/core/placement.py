@@ -41,7 +41,7 @@ FloatArray = npt.NDArray[np.float64]
 _FULL_REFRESH_FRACTION = 0.25
 # Up to this many changed rows are re-evaluated with the plugins' scalar (one row,
 # plain Python numbers) forms: a handful of numpy calls on tiny arrays costs more.
-_SCALAR_ROWS = 16
+_SCALAR_ROWS = 64
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,7 +104,7 @@ class ProportionPlugin(PluginBase):
             attr.deserved_ceil = tuple((d, math.ceil(v)) for d, v in attr.deserved.items())
             attr.share = _share(attr)
         #: request items -> the requested dimensions with their amounts.
-        self._dims: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = {}
+        self._dims: dict[int, tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]] = {}
         #: queues known not to be overused at their current allocation (membership only).
         self._not_overused: set[str] = set()
         self.register(ssn, "queue_order", self._queue_key)
@@ -160,10 +160,12 @@ class ProportionPlugin(PluginBase):
                 ),
             )
             return False
-        wanted = self._dims.get(task.req_items)
-        if wanted is None:
-            wanted = tuple((d, task.request[d]) for d in requested_dims(task.request))
-            self._dims[task.req_items] = wanted
+        # Keyed by the identity of the (shared) request items; the entry keeps them alive.
+        cached = self._dims.get(id(task.req_items))
+        if cached is None or cached[0] is not task.req_items:
+            cached = (task.req_items, tuple((d, task.request[d]) for d in requested_dims(task.request)))
+            self._dims[id(task.req_items)] = cached
+        wanted = cached[1]
         allocated = attr.allocated
         floor = attr.deserved_floor
         for d, amount in wanted:
