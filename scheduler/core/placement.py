@@ -21,7 +21,7 @@ cluster has more than 100 nodes; we always consider every node.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from operator import add, ge, sub
+from operator import ge
 from typing import Any
 
 import numpy as np
@@ -96,34 +96,38 @@ class PlacementIndex:
     def _evaluate_rows(self, task: TaskState, fit: _ShapeFit, rows: list[int]) -> None:
         """``_evaluate`` for a few rows with the plugins' scalar forms (identical results)."""
         nodes = self.ssn.nodes
+        cache = nodes.row_cache
         req = task.req
         predicates = self._row_predicates
         scorers = self._row_scores
         neg_inf = -np.inf
         nan = np.nan
+        fit_idle, fit_future, fit_reason = fit.fit_idle, fit.fit_future, fit.reason
+        fit_score, best_idle, best_future = fit.score, fit.best_idle, fit.best_future
         for row in rows:
-            idle, releasing, pipelined, _ = nodes.row_state(row)
-            fits_idle = all(map(ge, idle, req))
-            fits_future = all(map(ge, map(sub, map(add, idle, releasing), pipelined), req))
+            state = cache.get(row) or nodes.row_state(row)
+            fits_idle = all(map(ge, state[0], req))
+            fits_future = all(map(ge, state[4], req))
             reason = 0
             for fn in predicates:
-                if reason == 0:
-                    reason = fn(task, row)
-            fit.fit_idle[row] = fits_idle
-            fit.fit_future[row] = fits_future
-            fit.reason[row] = reason
-            if reason != 0 or not (fits_idle or fits_future):
+                reason = fn(task, row)
+                if reason:
+                    break
+            fit_idle[row] = fits_idle
+            fit_future[row] = fits_future
+            fit_reason[row] = reason
+            if reason or not (fits_idle or fits_future):
                 # Not a candidate: its score is only needed by ``scores`` (NaN = not computed).
-                fit.score[row] = nan
-                fit.best_idle[row] = neg_inf
-                fit.best_future[row] = neg_inf
+                fit_score[row] = nan
+                best_idle[row] = neg_inf
+                best_future[row] = neg_inf
                 continue
             score = 0.0
             for fn in scorers:
                 score = score + fn(task, row)
-            fit.score[row] = score
-            fit.best_idle[row] = score if fits_idle else neg_inf
-            fit.best_future[row] = score if fits_future else neg_inf
+            fit_score[row] = score
+            best_idle[row] = score if fits_idle else neg_inf
+            best_future[row] = score if fits_future else neg_inf
 
     def _evaluate(self, task: TaskState, fit: _ShapeFit, rows: IntArray) -> None:
         nodes = self.ssn.nodes

@@ -336,6 +336,10 @@ class JobState:
         return self._check_roles((*READY_STATUSES, TaskStatus.PIPELINED))
 
 
+#: (idle, releasing, pipelined, pod count, future idle) of one node row.
+RowState = tuple[list[int], list[int], list[int], int, list[int]]
+
+
 class NodeTable:
     """Node resources as matrices; rows follow the node names in sorted order."""
 
@@ -366,19 +370,20 @@ class NodeTable:
         #: allocatable / max pods per row as Python ints (static).
         self.alloc_rows: list[list[int]] = self.allocatable.tolist()
         self.max_pods_list: list[int] = self.max_pods.tolist()
-        self._row_cache: dict[int, tuple[list[int], list[int], list[int], int]] = {}
+        #: row -> ``row_state``; an entry is dropped whenever the row changes.
+        self.row_cache: dict[int, RowState] = {}
 
-    def row_state(self, row: int) -> tuple[list[int], list[int], list[int], int]:
-        """(idle, releasing, pipelined, pod count) of ``row`` as Python ints, cached until it changes."""
-        cached = self._row_cache.get(row)
+    def row_state(self, row: int) -> RowState:
+        """(idle, releasing, pipelined, pod count, future idle) of ``row`` as Python ints,
+        cached until the row changes."""
+        cached = self.row_cache.get(row)
         if cached is None:
-            cached = (
-                self.idle[row].tolist(),
-                self.releasing[row].tolist(),
-                self.pipelined[row].tolist(),
-                int(self.pod_count[row]),
-            )
-            self._row_cache[row] = cached
+            idle = self.idle[row].tolist()
+            releasing = self.releasing[row].tolist()
+            pipelined = self.pipelined[row].tolist()
+            future = [i + r - p for i, r, p in zip(idle, releasing, pipelined, strict=True)]
+            cached = (idle, releasing, pipelined, int(self.pod_count[row]), future)
+            self.row_cache[row] = cached
         return cached
 
     def __len__(self) -> int:
@@ -404,7 +409,7 @@ class NodeTable:
             self.pod_count[row] += 1
         self.tasks[row][task.uid] = task
         self.changes.append(row)
-        self._row_cache.pop(row, None)
+        self.row_cache.pop(row, None)
 
     def remove(self, task: TaskState, row: int, status: TaskStatus) -> None:
         if status is TaskStatus.PIPELINED:
@@ -417,19 +422,19 @@ class NodeTable:
             self.pod_count[row] -= 1
         del self.tasks[row][task.uid]
         self.changes.append(row)
-        self._row_cache.pop(row, None)
+        self.row_cache.pop(row, None)
 
     def start_releasing(self, task: TaskState, row: int) -> None:
         self.releasing[row] += task.vec
         self.pod_count[row] -= 1
         self.changes.append(row)
-        self._row_cache.pop(row, None)
+        self.row_cache.pop(row, None)
 
     def stop_releasing(self, task: TaskState, row: int) -> None:
         self.releasing[row] -= task.vec
         self.pod_count[row] += 1
         self.changes.append(row)
-        self._row_cache.pop(row, None)
+        self.row_cache.pop(row, None)
 
 
 Prepared = tuple[dict[str, int], tuple[tuple[str, int], ...], IntArray, tuple[int, ...], bool]

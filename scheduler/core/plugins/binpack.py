@@ -72,7 +72,7 @@ class BinpackPlugin(PluginBase):
             return 0.0
         nodes = self.ssn.nodes
         alloc_row = nodes.alloc_rows[row]
-        idle = nodes.row_state(row)[0]
+        idle = (nodes.row_cache.get(row) or nodes.row_state(row))[0]
         total = 0.0
         over = False
         for col, amount, weight in columns:

@@ -133,7 +133,7 @@ class PredicatesPlugin(PluginBase):
             self._static_lists[key] = static
         reason = static[row]
         nodes = self.ssn.nodes
-        if reason == 0 and nodes.row_state(row)[3] >= nodes.max_pods_list[row]:
+        if reason == 0 and (nodes.row_cache.get(row) or nodes.row_state(row))[3] >= nodes.max_pods_list[row]:
             return self.pods_exceeded
         return reason
 
