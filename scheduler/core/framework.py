@@ -234,7 +234,11 @@ class Session:
         """Add ``fn`` at ``point`` for plugin ``option`` in ``tier`` if its flag is on.
 
         ``row_fn`` is the optional scalar form of a node function (one row, plain
-        Python numbers); it must return exactly what ``fn`` returns for that row.
+        Python numbers); it must return exactly what ``fn`` returns for that row, and
+        depend only on the task, the node's spec (allocatable, labels, taints,
+        unschedulable) and its resource state (idle, releasing, pipelined, pod count),
+        never on the node's name or row: the placement index memoises row results by
+        that state (``NodeTable.row_state``).
         """
         flag = _POINT_FLAGS[point]
         if flag is not None and not option.enabled(flag):

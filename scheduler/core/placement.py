@@ -42,6 +42,10 @@ _FULL_REFRESH_FRACTION = 0.25
 # Up to this many changed rows are re-evaluated with the plugins' scalar (one row,
 # plain Python numbers) forms: a handful of numpy calls on tiny arrays costs more.
 _SCALAR_ROWS = 64
+# Row functions are functions of the node's spec and resource state (their contract,
+# Session.register), so a shape's row result is memoised by the row's state key; the
+# memo is cleared when it reaches this size.
+_MEMO_LIMIT = 65_536
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +84,8 @@ class _ShapeFit:
     errors: FitErrors | None = None
     errors_synced: int = -1
     extra: dict[str, Any] = field(default_factory=dict)
+    #: row state key -> (fits Idle, fits FutureIdle, reason, score) from the row functions.
+    memo: dict[tuple[int, ...], tuple[bool, bool, int, float]] = field(default_factory=dict)
 
 
 class PlacementIndex:
@@ -104,8 +110,25 @@ class PlacementIndex:
         nan = np.nan
         fit_idle, fit_future, fit_reason = fit.fit_idle, fit.fit_future, fit.reason
         fit_score, best_idle, best_future = fit.score, fit.best_idle, fit.best_future
+        memo = fit.memo
         for row in rows:
             state = cache.get(row) or nodes.row_state(row)
+            known = memo.get(state[5])
+            if known is not None:
+                fits_idle, fits_future, reason, score = known
+                fit_idle[row] = fits_idle
+                fit_future[row] = fits_future
+                fit_reason[row] = reason
+                fit_score[row] = score
+                if reason or not (fits_idle or fits_future):
+                    best_idle[row] = neg_inf
+                    best_future[row] = neg_inf
+                else:
+                    best_idle[row] = score if fits_idle else neg_inf
+                    best_future[row] = score if fits_future else neg_inf
+                continue
+            if len(memo) >= _MEMO_LIMIT:
+                memo.clear()
             fits_idle = all(map(ge, state[0], req))
             fits_future = all(map(ge, state[4], req))
             reason = 0
@@ -121,10 +144,12 @@ class PlacementIndex:
                 fit_score[row] = nan
                 best_idle[row] = neg_inf
                 best_future[row] = neg_inf
+                memo[state[5]] = (fits_idle, fits_future, reason, nan)
                 continue
             score = 0.0
             for fn in scorers:
                 score = score + fn(task, row)
+            memo[state[5]] = (fits_idle, fits_future, reason, score)
             fit_score[row] = score
             best_idle[row] = score if fits_idle else neg_inf
             best_future[row] = score if fits_future else neg_inf

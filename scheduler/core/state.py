@@ -336,8 +336,8 @@ class JobState:
         return self._check_roles((*READY_STATUSES, TaskStatus.PIPELINED))
 
 
-#: (idle, releasing, pipelined, pod count, future idle) of one node row.
-RowState = tuple[list[int], list[int], list[int], int, list[int]]
+#: (idle, releasing, pipelined, pod count, future idle, state key) of one node row.
+RowState = tuple[list[int], list[int], list[int], int, list[int], tuple[int, ...]]
 
 
 class NodeTable:
@@ -372,17 +372,30 @@ class NodeTable:
         self.max_pods_list: list[int] = self.max_pods.tolist()
         #: row -> ``row_state``; an entry is dropped whenever the row changes.
         self.row_cache: dict[int, RowState] = {}
+        #: per row, the id of its node's spec (allocatable, labels, taints, unschedulable):
+        #: rows with one id differ only by name and resource state.
+        classes: dict[tuple[object, ...], int] = {}
+        self.row_class: list[int] = [
+            classes.setdefault(
+                (tuple(alloc), tuple(sorted(node.labels.items())), node.taints, node.unschedulable),
+                len(classes),
+            )
+            for alloc, node in zip(self.alloc_rows, ordered, strict=True)
+        ]
 
     def row_state(self, row: int) -> RowState:
-        """(idle, releasing, pipelined, pod count, future idle) of ``row`` as Python ints,
-        cached until the row changes."""
+        """(idle, releasing, pipelined, pod count, future idle, key) of ``row`` as Python
+        ints, cached until the row changes; ``key`` (spec class and resource state) is
+        equal for rows that every row function must treat alike."""
         cached = self.row_cache.get(row)
         if cached is None:
             idle = self.idle[row].tolist()
             releasing = self.releasing[row].tolist()
             pipelined = self.pipelined[row].tolist()
             future = [i + r - p for i, r, p in zip(idle, releasing, pipelined, strict=True)]
-            cached = (idle, releasing, pipelined, int(self.pod_count[row]), future)
+            pods = int(self.pod_count[row])
+            key = (self.row_class[row], pods, *idle, *releasing, *pipelined)
+            cached = (idle, releasing, pipelined, pods, future, key)
             self.row_cache[row] = cached
         return cached
 

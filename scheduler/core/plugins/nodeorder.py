@@ -91,7 +91,7 @@ class NodeOrderPlugin(PluginBase):
             return total
         nodes = self.ssn.nodes
         alloc = nodes.alloc_rows[row]
-        idle, _, pipelined, _, _ = nodes.row_cache.get(row) or nodes.row_state(row)
+        idle, _, pipelined, _, _, _ = nodes.row_cache.get(row) or nodes.row_state(row)
         req = task.req
         cpu, mem = self.cpu, self.mem
         a_cpu, a_mem = alloc[cpu], alloc[mem]
