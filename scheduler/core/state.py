@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import add, sub
 
 import numpy as np
 import numpy.typing as npt
@@ -392,7 +393,7 @@ class NodeTable:
             idle = self.idle[row].tolist()
             releasing = self.releasing[row].tolist()
             pipelined = self.pipelined[row].tolist()
-            future = [i + r - p for i, r, p in zip(idle, releasing, pipelined, strict=True)]
+            future = list(map(sub, map(add, idle, releasing), pipelined))
             pods = int(self.pod_count[row])
             key = (self.row_class[row], pods, *idle, *releasing, *pipelined)
             cached = (idle, releasing, pipelined, pods, future, key)
