@@ -21,6 +21,7 @@ from scheduler.core.plugins.queue_accounting import (
     add_into,
     build_attrs,
     describe,
+    enqueue_shortfall,
     on_task_change,
     real_capability,
     requested_dims,
@@ -170,17 +171,7 @@ class CapacityPlugin(PluginBase):
         attr = self.attrs.get(job.queue)
         if job.min_resources is None or attr is None:
             return PERMIT
-        short = {}
-        for d in requested_dims(job.min_resources):
-            limit = attr.real_capability.get(d, Fraction(0))
-            parts = {
-                "request": job.min_resources[d],
-                "allocated": attr.allocated.get(d, 0),
-                "inqueue": attr.inqueue.get(d, 0),
-                "elastic": attr.elastic.get(d, 0),
-            }
-            if parts["request"] + parts["allocated"] + parts["inqueue"] - parts["elastic"] > limit:
-                short[d] = {**parts, "limit": float(limit)}
+        short = enqueue_shortfall(attr, job.min_resources)
         if not short:
             return PERMIT
         self.ssn.explain(job.uid, quota_reason(self.name, queue.name, short, "capability"))

@@ -23,7 +23,7 @@ from scheduler.core.reasons import format_amount
 from scheduler.core.snapshot import PODS, PodGroupPhase, TaskStatus
 from scheduler.core.state import ALLOCATED_STATUSES, JobState, QueueState, TaskState, sub_positive
 
-__all__ = ["QueueAttr", "add_into", "build_attrs", "requested_dims"]
+__all__ = ["QueueAttr", "add_into", "build_attrs", "enqueue_shortfall", "requested_dims"]
 
 
 @dataclass(eq=False, slots=True)
@@ -53,6 +53,27 @@ def add_into(target: dict[str, int], values: Mapping[str, int], sign: int = 1) -
 def requested_dims(values: Mapping[str, int]) -> list[str]:
     """Dimensions a request really asks for (> 0), ``pods`` excluded (Volcano's dimension filter)."""
     return [k for k in sorted(values) if values[k] > 0 and k != PODS]
+
+
+def enqueue_shortfall(attr: QueueAttr, min_resources: Mapping[str, int]) -> dict[str, dict[str, float | int]]:
+    """Dimensions where ``minReq + allocated + inqueue - elastic > realCapability``, with the numbers.
+
+    Volcano's enqueue quota test of proportion and capacity (strict, only the
+    dimensions the job's minResources asks for); a dimension the cluster does
+    not have at all is a limit of zero.
+    """
+    short: dict[str, dict[str, float | int]] = {}
+    for d in requested_dims(min_resources):
+        limit = attr.real_capability.get(d, Fraction(0))
+        parts: dict[str, float | int] = {
+            "request": min_resources[d],
+            "allocated": attr.allocated.get(d, 0),
+            "inqueue": attr.inqueue.get(d, 0),
+            "elastic": attr.elastic.get(d, 0),
+        }
+        if parts["request"] + parts["allocated"] + parts["inqueue"] - parts["elastic"] > limit:
+            short[d] = {**parts, "limit": float(limit)}
+    return short
 
 
 def allocated_task_num(job: JobState) -> int:
