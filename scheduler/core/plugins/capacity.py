@@ -21,6 +21,7 @@ from scheduler.core.plugins.queue_accounting import (
     add_into,
     build_attrs,
     describe,
+    dominant_share,
     enqueue_shortfall,
     on_task_change,
     real_capability,
@@ -36,10 +37,7 @@ __all__ = ["CapacityPlugin"]
 def _share(attr: QueueAttr) -> float:
     if not attr.queue.deserved:
         return 1.0  # Volcano: a queue without deserved is "best effort"
-    share = 0.0
-    for name, deserved in attr.deserved_float:
-        share = max(share, attr.allocated.get(name, 0) / deserved)
-    return share
+    return dominant_share(attr)
 
 
 class CapacityPlugin(PluginBase):

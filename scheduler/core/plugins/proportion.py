@@ -24,6 +24,7 @@ from scheduler.core.plugins.queue_accounting import (
     add_into,
     build_attrs,
     describe,
+    dominant_share,
     enqueue_shortfall,
     on_task_change,
     real_capability,
@@ -82,11 +83,7 @@ def water_fill(total: dict[str, int], attrs: dict[str, QueueAttr]) -> None:  # n
             break
 
 
-def _share(attr: QueueAttr) -> float:
-    share = 0.0
-    for name, deserved in attr.deserved_float:
-        share = max(share, attr.allocated.get(name, 0) / deserved)
-    return share
+_share = dominant_share
 
 
 class ProportionPlugin(PluginBase):

@@ -23,7 +23,7 @@ from scheduler.core.reasons import format_amount
 from scheduler.core.snapshot import PODS, PodGroupPhase, TaskStatus
 from scheduler.core.state import ALLOCATED_STATUSES, JobState, QueueState, TaskState, sub_positive
 
-__all__ = ["QueueAttr", "add_into", "build_attrs", "enqueue_shortfall", "requested_dims"]
+__all__ = ["QueueAttr", "add_into", "build_attrs", "dominant_share", "enqueue_shortfall", "requested_dims"]
 
 
 @dataclass(eq=False, slots=True)
@@ -53,6 +53,14 @@ def add_into(target: dict[str, int], values: Mapping[str, int], sign: int = 1) -
 def requested_dims(values: Mapping[str, int]) -> list[str]:
     """Dimensions a request really asks for (> 0), ``pods`` excluded (Volcano's dimension filter)."""
     return [k for k in sorted(values) if values[k] > 0 and k != PODS]
+
+
+def dominant_share(attr: QueueAttr) -> float:
+    """max over deserved's positive dimensions of allocated / deserved (an ordering key only)."""
+    share = 0.0
+    for name, deserved in attr.deserved_float:
+        share = max(share, attr.allocated.get(name, 0) / deserved)
+    return share
 
 
 def enqueue_shortfall(attr: QueueAttr, min_resources: Mapping[str, int]) -> dict[str, dict[str, float | int]]:
