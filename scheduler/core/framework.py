@@ -42,12 +42,12 @@ from scheduler.core.snapshot import ClusterSnapshot, PodGroupPhase, Task, TaskSt
 from scheduler.core.state import (
     JobState,
     NodeTable,
-    Prepared,
     QueueState,
     ResourceDims,
     TaskState,
+    Template,
     build_task,
-    prepare_request,
+    task_template,
     timestamp,
 )
 from scheduler.core.trace import TraceStep
@@ -139,7 +139,9 @@ class Session:
         self.logic_flags = logic_flags
         self.decisions: list[Decision] = []
         self.trace: list[TraceStep] = []
-        self.reasons: dict[str, dict[str, Reason]] = {}
+        #: job -> code -> reason; a value may be a deferred reason (``explain_later``):
+        #: read through :meth:`job_reasons`.
+        self.reasons: dict[str, dict[str, Reason | Callable[[], Reason]]] = {}
         self._seq = 0
         self._fns: dict[str, list[list[tuple[str, Any]]]] = {p: [] for p in _POINT_FLAGS}
         #: per point, the scalar (one node row) form of each registered fn, None when absent.
@@ -171,9 +173,11 @@ class Session:
         self.priority_classes = classes
         self.jobs: dict[str, JobState] = {}
         self.tasks: dict[str, TaskState] = {}
-        # Tasks often share one resources map (alive in the snapshot throughout): its
-        # request, vector and BestEffort flag are prepared once and shared (read-only).
-        requests: dict[int, Prepared] = {}
+        # Tasks often share one resources map, selector, tolerations and affinity (alive
+        # in the snapshot throughout): what follows from them is built once and shared.
+        templates: dict[tuple[int, int, int, int], Template] = {}
+        nodes = self.nodes
+        tasks = self.tasks
         #: jobs Volcano would silently ignore because their queue does not exist.
         self.orphans: list[str] = []
         for job in sorted(snapshot.jobs, key=lambda j: j.uid):
@@ -203,19 +207,28 @@ class Session:
                 created=timestamp(job.created),
                 priority_class=job.priority_class,
             )
-            for task in sorted(job.tasks, key=_task_uid):
+            pairs = [(task.uid, task) for task in job.tasks]
+            pairs.sort(key=_first)
+            for uid, task in pairs:
                 priority = task.priority if task.priority is not None else 1
-                prepared = requests.get(id(task.resources))
-                if prepared is None:
-                    prepared = requests[id(task.resources)] = prepare_request(task, self.dims)
-                ts = build_task(task, state, self.dims, priority, prepared)
+                selector = task.node_selector
+                key = (
+                    id(task.resources),
+                    id(selector) if selector else 0,
+                    id(task.tolerations),
+                    id(task.required_affinity),
+                )
+                template = templates.get(key)
+                if template is None:
+                    template = templates[key] = task_template(task, self.dims)
+                ts = build_task(task, state, self.dims, priority, template=template, uid=uid)
                 state.add_task(ts)
-                self.tasks[ts.uid] = ts
+                tasks[uid] = ts
                 if task.node is not None and task.status in _ON_NODE:
-                    row = self.nodes.index.get(task.node)
+                    row = nodes.index.get(task.node)
                     if row is not None:
                         ts.node = row
-                        self.nodes.add(ts, row, task.status)
+                        nodes.add(ts, row, task.status)
             self.jobs[state.uid] = state
 
     @property
@@ -277,6 +290,21 @@ class Session:
         if keep_first and reason.code in bucket:
             return
         bucket[reason.code] = reason
+
+    def explain_later(self, job: str, code: str, build: Callable[[], Reason]) -> None:
+        """:meth:`explain` for a reason that is often overwritten before anybody reads it
+        (a queue refusing task after task): ``build`` runs only if it is read."""
+        self.reasons.setdefault(job, {})[code] = build
+
+    def job_reasons(self, job: str) -> dict[str, Reason]:
+        """The reasons recorded for ``job`` so far, by code (deferred ones built now)."""
+        bucket = self.reasons.get(job)
+        if not bucket:
+            return {}
+        for code, reason in bucket.items():
+            if not isinstance(reason, Reason):
+                bucket[code] = reason()
+        return dict(bucket)  # type: ignore[arg-type]  # every value is a Reason now
 
     def forget(self, job: str, *codes: str) -> None:
         bucket = self.reasons.get(job)
@@ -518,8 +546,8 @@ def _dimension_names(snapshot: ClusterSnapshot) -> set[str]:
     return names
 
 
-def _task_uid(task: Task) -> str:
-    return task.uid
+def _first(pair: tuple[str, Task]) -> str:
+    return pair[0]
 
 
 _ON_NODE = frozenset(

@@ -94,7 +94,7 @@ def _close(ssn: Session, snapshot: ClusterSnapshot) -> SessionResult:
     for uid in sorted(phases):
         job_state = ssn.jobs.get(uid)
         if job_state is None:
-            pending[uid] = rank(list(ssn.reasons.get(uid, {}).values()))
+            pending[uid] = rank(list(ssn.job_reasons(uid).values()))
             continue
         waiting = [t for t in job_state.tasks if t.status is TaskStatus.PENDING]
         left = [t for t in pipelined if t.job is job_state]
@@ -102,7 +102,7 @@ def _close(ssn: Session, snapshot: ClusterSnapshot) -> SessionResult:
             continue
         if not job_state.tasks and phases[uid] != PodGroupPhase.PENDING.value:
             continue
-        reasons = dict(ssn.reasons.get(uid, {}))
+        reasons = ssn.job_reasons(uid)
         if left:
             nodes = sorted({ssn.nodes.names[t.node] for t in left})
             reasons["pipelined"] = Reason(

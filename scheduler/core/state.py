@@ -342,7 +342,14 @@ RowState = tuple[list[int], list[int], list[int], int, list[int], tuple[int, ...
 
 
 class NodeTable:
-    """Node resources as matrices; rows follow the node names in sorted order."""
+    """Node resources per row; rows follow the node names in sorted order.
+
+    The per-placement path reads and writes one row at a time, so the rows are
+    kept as Python int lists (each update installs a new list: a row state handed
+    out earlier never changes under its reader).  The numpy matrices that the
+    vectorised node functions read are brought up to date lazily, on access, for
+    the rows that changed since.
+    """
 
     def __init__(self, nodes: Iterable[Node], dims: ResourceDims) -> None:
         ordered = sorted(nodes, key=lambda n: n.name)
@@ -355,11 +362,11 @@ class NodeTable:
         for row, node in enumerate(ordered):
             for name, amount in node.allocatable.items():
                 self.allocatable[row, dims.index[name]] = amount
-        self.idle: IntArray = self.allocatable.copy()
-        self.releasing: IntArray = np.zeros(shape, dtype=np.int64)
-        self.pipelined: IntArray = np.zeros(shape, dtype=np.int64)
+        self._idle: IntArray = self.allocatable.copy()
+        self._releasing: IntArray = np.zeros(shape, dtype=np.int64)
+        self._pipelined: IntArray = np.zeros(shape, dtype=np.int64)
         #: tasks counted by the pod-number predicate (everything on the node but Releasing).
-        self.pod_count: IntArray = np.zeros(len(ordered), dtype=np.int64)
+        self._pod_count: IntArray = np.zeros(len(ordered), dtype=np.int64)
         self.max_pods: IntArray = (
             self.allocatable[:, dims.pods].copy()
             if dims.pods >= 0
@@ -371,6 +378,15 @@ class NodeTable:
         #: allocatable / max pods per row as Python ints (static).
         self.alloc_rows: list[list[int]] = self.allocatable.tolist()
         self.max_pods_list: list[int] = self.max_pods.tolist()
+        # The rows as Python ints: the truth the matrices are synced from.
+        zero = [0] * len(dims.names)
+        self._zero = zero
+        self.idle_rows: list[list[int]] = [list(row) for row in self.alloc_rows]
+        self.releasing_rows: list[list[int]] = [zero] * len(ordered)
+        self.pipelined_rows: list[list[int]] = [zero] * len(ordered)
+        self.pods_rows: list[int] = [0] * len(ordered)
+        #: rows changed since the matrices were last synced.
+        self._stale: list[int] = []
         #: row -> ``row_state``; an entry is dropped whenever the row changes.
         self.row_cache: dict[int, RowState] = {}
         #: per row, the id of its node's spec (allocatable, labels, taints, unschedulable):
@@ -384,17 +400,53 @@ class NodeTable:
             for alloc, node in zip(self.alloc_rows, ordered, strict=True)
         ]
 
+    # ------------------------------------------------------------------ matrices
+
+    def _sync(self) -> None:
+        stale = self._stale
+        if stale:
+            rows = sorted(set(stale))
+            self._stale = []
+            self._idle[rows] = [self.idle_rows[r] for r in rows]
+            self._releasing[rows] = [self.releasing_rows[r] for r in rows]
+            self._pipelined[rows] = [self.pipelined_rows[r] for r in rows]
+            self._pod_count[rows] = [self.pods_rows[r] for r in rows]
+
+    @property
+    def idle(self) -> IntArray:
+        self._sync()
+        return self._idle
+
+    @property
+    def releasing(self) -> IntArray:
+        self._sync()
+        return self._releasing
+
+    @property
+    def pipelined(self) -> IntArray:
+        self._sync()
+        return self._pipelined
+
+    @property
+    def pod_count(self) -> IntArray:
+        self._sync()
+        return self._pod_count
+
     def row_state(self, row: int) -> RowState:
         """(idle, releasing, pipelined, pod count, future idle, key) of ``row`` as Python
         ints, cached until the row changes; ``key`` (spec class and resource state) is
         equal for rows that every row function must treat alike."""
         cached = self.row_cache.get(row)
         if cached is None:
-            idle = self.idle[row].tolist()
-            releasing = self.releasing[row].tolist()
-            pipelined = self.pipelined[row].tolist()
-            future = list(map(sub, map(add, idle, releasing), pipelined))
-            pods = int(self.pod_count[row])
+            idle = self.idle_rows[row]
+            releasing = self.releasing_rows[row]
+            pipelined = self.pipelined_rows[row]
+            zero = self._zero
+            if releasing is zero and pipelined is zero:
+                future = idle
+            else:
+                future = list(map(sub, map(add, idle, releasing), pipelined))
+            pods = self.pods_rows[row]
             key = (self.row_class[row], pods, *idle, *releasing, *pipelined)
             cached = (idle, releasing, pipelined, pods, future, key)
             self.row_cache[row] = cached
@@ -411,84 +463,107 @@ class NodeTable:
         result: IntArray = self.allocatable[row] - self.idle[row]
         return result
 
+    def _changed(self, row: int) -> None:
+        self.changes.append(row)
+        self._stale.append(row)
+        self.row_cache.pop(row, None)
+
     def add(self, task: TaskState, row: int, status: TaskStatus) -> None:
         """Account ``task`` on ``row`` in ``status`` (which occupies the node)."""
+        req = task.req
         if status is TaskStatus.PIPELINED:
-            self.pipelined[row] += task.vec
+            self.pipelined_rows[row] = list(map(add, self.pipelined_rows[row], req))
         else:
-            self.idle[row] -= task.vec
+            self.idle_rows[row] = list(map(sub, self.idle_rows[row], req))
             if status is TaskStatus.RELEASING:
-                self.releasing[row] += task.vec
+                self.releasing_rows[row] = list(map(add, self.releasing_rows[row], req))
         if status is not TaskStatus.RELEASING:
-            self.pod_count[row] += 1
+            self.pods_rows[row] += 1
         self.tasks[row][task.uid] = task
-        self.changes.append(row)
-        self.row_cache.pop(row, None)
+        self._changed(row)
 
     def remove(self, task: TaskState, row: int, status: TaskStatus) -> None:
+        req = task.req
         if status is TaskStatus.PIPELINED:
-            self.pipelined[row] -= task.vec
+            self.pipelined_rows[row] = list(map(sub, self.pipelined_rows[row], req))
         else:
-            self.idle[row] += task.vec
+            self.idle_rows[row] = list(map(add, self.idle_rows[row], req))
             if status is TaskStatus.RELEASING:
-                self.releasing[row] -= task.vec
+                self.releasing_rows[row] = list(map(sub, self.releasing_rows[row], req))
         if status is not TaskStatus.RELEASING:
-            self.pod_count[row] -= 1
+            self.pods_rows[row] -= 1
         del self.tasks[row][task.uid]
-        self.changes.append(row)
-        self.row_cache.pop(row, None)
+        self._changed(row)
 
     def start_releasing(self, task: TaskState, row: int) -> None:
-        self.releasing[row] += task.vec
-        self.pod_count[row] -= 1
-        self.changes.append(row)
-        self.row_cache.pop(row, None)
+        self.releasing_rows[row] = list(map(add, self.releasing_rows[row], task.req))
+        self.pods_rows[row] -= 1
+        self._changed(row)
 
     def stop_releasing(self, task: TaskState, row: int) -> None:
-        self.releasing[row] -= task.vec
-        self.pod_count[row] += 1
-        self.changes.append(row)
-        self.row_cache.pop(row, None)
+        self.releasing_rows[row] = list(map(sub, self.releasing_rows[row], task.req))
+        self.pods_rows[row] += 1
+        self._changed(row)
 
 
-Prepared = tuple[dict[str, int], tuple[tuple[str, int], ...], IntArray, tuple[int, ...], bool]
+#: What tasks with one resources map, node selector, tolerations and required
+#: affinity share: request, its sorted items, vector, vector as ints, BestEffort,
+#: sorted selector, shape.  Shared between tasks, never mutated.
+Template = tuple[
+    dict[str, int],
+    tuple[tuple[str, int], ...],
+    IntArray,
+    tuple[int, ...],
+    bool,
+    tuple[tuple[str, str], ...],
+    tuple[object, ...],
+]
 
 
-def prepare_request(task: Task, dims: ResourceDims) -> Prepared:
-    """(request, sorted items, vector, vector as ints, BestEffort) of a task's resources."""
+def task_template(task: Task, dims: ResourceDims) -> Template:
+    """The shared part of a task's working state (see :data:`Template`)."""
     request = task.request
     req_items = tuple(sorted(request.items()))
     vec, req, best_effort = dims.shared_vector(req_items)
-    return request, req_items, vec, req, best_effort
+    selector = tuple(sorted(task.node_selector.items())) if task.node_selector else ()
+    shape = (req_items, selector, task.tolerations, task.required_affinity)
+    return request, req_items, vec, req, best_effort, selector, shape
 
 
 def build_task(
-    task: Task, job: JobState, dims: ResourceDims, priority: int, prepared: Prepared | None = None
+    task: Task,
+    job: JobState,
+    dims: ResourceDims,
+    priority: int,
+    *,
+    template: Template | None = None,
+    uid: str | None = None,
 ) -> TaskState:
-    """The working state of ``task``; ``prepared`` (shared, never mutated) may come from a cache."""
-    request, req_items, vec, req, best_effort = prepared or prepare_request(task, dims)
-    selector = tuple(sorted(task.node_selector.items())) if task.node_selector else ()
+    """The working state of ``task``; ``template`` (shared, never mutated) may come from a cache."""
+    request, req_items, vec, req, best_effort, selector, shape = template or task_template(task, dims)
+    created = task.created
+    # Positional: this runs once per task of the snapshot (field order of TaskState).
     return TaskState(
-        uid=task.uid,
-        name=task.name,
-        namespace=task.namespace,
-        job=job,
-        role=task.role,
-        request=request,
-        vec=vec,
-        req=req,
-        req_items=req_items,
-        status=task.status,
-        node=-1,
-        priority=priority,
-        preemptable=task.preemptable,
-        best_effort=best_effort,
-        preemption_policy=task.preemption_policy,
-        priority_class=task.priority_class,
-        node_selector=selector,
-        tolerations=task.tolerations,
-        affinity=task.required_affinity,
-        created=timestamp(task.created),
-        index=name_index(task.name),
-        shape=(req_items, selector, task.tolerations, task.required_affinity),
+        uid or task.uid,
+        task.name,
+        task.namespace,
+        job,
+        task.role,
+        request,
+        vec,
+        req,
+        req_items,
+        task.status,
+        -1,
+        priority,
+        task.preemptable,
+        best_effort,
+        task.preemption_policy,
+        task.priority_class,
+        selector,
+        task.tolerations,
+        task.required_affinity,
+        created.timestamp() if created is not None else 0.0,
+        name_index(task.name),
+        shape,
     )

@@ -95,7 +95,7 @@ class AllocateAction:
             tasks.sort(key=ssn.task_key)
             worksheets[job.uid] = (tasks, [0])
             heaps.setdefault(job.queue, JobHeap(ssn)).push(job)
-        rotation = QueueRotation(ssn, [ssn.queues[name] for name in sorted(heaps)])
+        rotation = QueueRotation(ssn, [ssn.queues[name] for name in sorted(heaps)], cache_keys=True)
         while rotation:
             queue = rotation.best()
             heap = heaps[queue.name]
@@ -131,6 +131,8 @@ class AllocateAction:
                 )
                 ssn.step(StatementClosed(self.name, job.uid, "discarded", len(stmt)))
                 stmt.discard()
+            # The visit moved only this queue's allocation.
+            rotation.refresh(queue)
 
     def _visit(
         self,

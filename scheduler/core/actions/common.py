@@ -36,17 +36,34 @@ class JobHeap:
 
 
 class QueueRotation:
-    """Queues re-ordered on every pick (shares change between visits)."""
+    """Queues re-ordered on every pick (shares change between visits).
 
-    def __init__(self, ssn: Session, queues: list[QueueState]) -> None:
+    With ``cache_keys`` the queue keys are kept between picks and the caller
+    calls :meth:`refresh` for every queue whose allocation it changed.  That is
+    exact when, as in allocate, a visit only places tasks of the visited queue:
+    a queue-order key depends only on its own queue's state (the contract of
+    ``queue_order`` functions).
+    """
+
+    def __init__(self, ssn: Session, queues: list[QueueState], *, cache_keys: bool = False) -> None:
         self.ssn = ssn
         self.active = list(queues)
+        self._keys: dict[str, tuple[Any, ...]] | None = (
+            {q.name: ssn.queue_key(q) for q in queues} if cache_keys else None
+        )
 
     def __bool__(self) -> bool:
         return bool(self.active)
 
     def best(self) -> QueueState:
-        return min(self.active, key=self.ssn.queue_key)
+        keys = self._keys
+        if keys is None:
+            return min(self.active, key=self.ssn.queue_key)
+        return min(self.active, key=lambda q: keys[q.name])
+
+    def refresh(self, queue: QueueState) -> None:
+        if self._keys is not None:
+            self._keys[queue.name] = self.ssn.queue_key(queue)
 
     def drop(self, queue: QueueState) -> None:
         self.active.remove(queue)

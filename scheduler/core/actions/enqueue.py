@@ -42,12 +42,15 @@ class EnqueueAction:
                 ssn.decisions.append(Enqueue(job.uid))
                 ssn.step(EnqueueVerdict(job.uid, True))
             else:
-                bucket = ssn.reasons.get(job.uid, {})
+                had_reasons = job.uid in ssn.reasons
+                bucket = ssn.job_reasons(job.uid)
                 if "enqueue-rejected" not in bucket and "queue-closed" not in bucket:
                     ssn.explain(
                         job.uid,
                         Reason("enqueue-rejected", "an enqueue plugin rejected the job", {}),
                     )
+                    if had_reasons:  # the trace names a plugin's own reason only
+                        bucket = ssn.job_reasons(job.uid)
                 reason = bucket.get("enqueue-rejected") or bucket.get("queue-closed")
                 ssn.step(
                     EnqueueVerdict(

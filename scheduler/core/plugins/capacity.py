@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+from functools import partial
 
 from scheduler.core.framework import PERMIT, REJECT, Session
 from scheduler.core.plugins.base import PluginBase
@@ -20,9 +21,9 @@ from scheduler.core.plugins.queue_accounting import (
     QueueAttr,
     add_into,
     build_attrs,
-    describe,
     dominant_share,
     enqueue_shortfall,
+    not_allocatable_reason,
     on_task_change,
     real_capability,
     requested_dims,
@@ -100,23 +101,20 @@ class CapacityPlugin(PluginBase):
             used = attr.allocated.get(d, 0)
             limit = attr.real_capability.get(d)
             if limit is not None and used + task.request[d] > limit:
-                self.ssn.explain(
+                # Built only if read: the queue usually refuses many tasks in a row.
+                self.ssn.explain_later(
                     task.job.uid,
-                    Reason(
-                        "queue-not-allocatable",
-                        f"queue {queue.name} cannot take task {task.uid}: {d} allocated "
-                        f"{describe(used, d)} + request {describe(task.request[d], d)} > capability "
-                        f"{describe(limit, d)}",
-                        {
-                            "plugin": self.name,
-                            "queue": queue.name,
-                            "task": task.uid,
-                            "resource": d,
-                            "allocated": used,
-                            "request": task.request[d],
-                            "limit": float(limit),
-                            "limitKind": "capability",
-                        },
+                    "queue-not-allocatable",
+                    partial(
+                        not_allocatable_reason,
+                        self.name,
+                        queue.name,
+                        task.uid,
+                        dim=d,
+                        used=used,
+                        request=task.request[d],
+                        limit=limit,
+                        kind="capability",
                     ),
                 )
                 return False

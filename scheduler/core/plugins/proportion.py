@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
+from functools import partial
 
 from scheduler.core.framework import PERMIT, REJECT, Session
 from scheduler.core.plugins.base import PluginBase
@@ -26,6 +27,7 @@ from scheduler.core.plugins.queue_accounting import (
     describe,
     dominant_share,
     enqueue_shortfall,
+    not_allocatable_reason,
     on_task_change,
     real_capability,
     requested_dims,
@@ -84,6 +86,7 @@ def water_fill(total: dict[str, int], attrs: dict[str, QueueAttr]) -> None:  # n
 
 
 _share = dominant_share
+_ZERO = Fraction(0)
 
 
 class ProportionPlugin(PluginBase):
@@ -170,24 +173,20 @@ class ProportionPlugin(PluginBase):
             used = allocated.get(d, 0)
             # Integers: used + amount > deserved exactly when it exceeds floor(deserved).
             if used + amount > floor.get(d, 0):
-                limit = attr.deserved.get(d, Fraction(0))
-                self.ssn.explain(
+                # Built only if read: the queue usually refuses many tasks in a row.
+                self.ssn.explain_later(
                     task.job.uid,
-                    Reason(
-                        "queue-not-allocatable",
-                        f"queue {queue.name} cannot take task {task.uid}: {d} allocated "
-                        f"{describe(used, d)} + request {describe(task.request[d], d)} > deserved "
-                        f"{describe(limit, d)}",
-                        {
-                            "plugin": self.name,
-                            "queue": queue.name,
-                            "task": task.uid,
-                            "resource": d,
-                            "allocated": used,
-                            "request": task.request[d],
-                            "limit": float(limit),
-                            "limitKind": "deserved",
-                        },
+                    "queue-not-allocatable",
+                    partial(
+                        not_allocatable_reason,
+                        self.name,
+                        queue.name,
+                        task.uid,
+                        dim=d,
+                        used=used,
+                        request=task.request[d],
+                        limit=attr.deserved.get(d, _ZERO),
+                        kind="deserved",
                     ),
                 )
                 return False

@@ -19,11 +19,19 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from scheduler.core.framework import Session
-from scheduler.core.reasons import format_amount
+from scheduler.core.reasons import Reason, format_amount
 from scheduler.core.snapshot import PODS, PodGroupPhase, TaskStatus
 from scheduler.core.state import ALLOCATED_STATUSES, JobState, QueueState, TaskState, sub_positive
 
-__all__ = ["QueueAttr", "add_into", "build_attrs", "dominant_share", "enqueue_shortfall", "requested_dims"]
+__all__ = [
+    "QueueAttr",
+    "add_into",
+    "build_attrs",
+    "dominant_share",
+    "enqueue_shortfall",
+    "not_allocatable_reason",
+    "requested_dims",
+]
 
 
 @dataclass(eq=False, slots=True)
@@ -154,3 +162,33 @@ def on_task_change(attrs: Mapping[str, QueueAttr], task: TaskState, sign: int) -
         for name, amount in task.req_items:  # sorted, as add_into
             allocated[name] = allocated.get(name, 0) + sign * amount
     return attr
+
+
+def not_allocatable_reason(
+    plugin: str,
+    queue: str,
+    task: str,
+    *,
+    dim: str,
+    used: int,
+    request: int,
+    limit: Fraction | int,
+    kind: str,
+) -> Reason:
+    """``queue-not-allocatable``: the queue's ``used + request`` exceeds ``limit`` (its ``kind``)."""
+    return Reason(
+        "queue-not-allocatable",
+        f"queue {queue} cannot take task {task}: {dim} allocated "
+        f"{describe(used, dim)} + request {describe(request, dim)} > {kind} "
+        f"{describe(limit, dim)}",
+        {
+            "plugin": plugin,
+            "queue": queue,
+            "task": task,
+            "resource": dim,
+            "allocated": used,
+            "request": request,
+            "limit": float(limit),
+            "limitKind": kind,
+        },
+    )
