@@ -188,6 +188,10 @@ def demo(
 
 
 def main() -> None:
+    from projector.service import tune_gc
+
+    # Every command here folds or schedules large, long-lived object graphs.
+    tune_gc()
     app()
 
 

@@ -21,6 +21,9 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the project, not bench/projector.py
+
+from projector.service import tune_gc
 from scheduler.core.config import DEFAULT_CONFIG
 from scheduler.core.decisions import Bind
 from scheduler.core.session import run_session
@@ -68,6 +71,7 @@ def build(nodes: int, tasks: int, seed: int = 7) -> ClusterSnapshot:
 
 
 def run(nodes: int, tasks: int) -> None:
+    tune_gc()  # as every tephra process does (api/cli.py, python -m scheduler)
     snapshot = build(nodes, tasks)
     start = time.perf_counter()
     result = run_session(snapshot, DEFAULT_CONFIG, NOW)
@@ -93,6 +97,7 @@ def main() -> None:
         import cProfile
         import pstats
 
+        tune_gc()
         snapshot = build(5000, 50000)
         cProfile.runctx("run_session(snapshot, DEFAULT_CONFIG, NOW)", globals(), locals(), PROFILE)
         pstats.Stats(PROFILE).sort_stats("tottime").print_stats(20)
