@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from scheduler.core.framework import Session
 from scheduler.core.reasons import Reason, fit_error_message
-from scheduler.core.state import TaskState
+from scheduler.core.state import RowState, TaskState
 
 __all__ = ["FitErrors", "PlacementIndex"]
 
@@ -70,6 +70,12 @@ class FitErrors:
         )
 
 
+_NAN = float("nan")
+_NEG_INF = float("-inf")
+#: fits Idle, fits FutureIdle, predicate reason, score, failure label, best_idle, best_future.
+_RowResult = tuple[bool, bool, int, float, int, float, float]
+
+
 @dataclass(slots=True)
 class _ShapeFit:
     vec: IntArray
@@ -84,8 +90,13 @@ class _ShapeFit:
     errors: FitErrors | None = None
     errors_synced: int = -1
     extra: dict[str, Any] = field(default_factory=dict)
-    #: row state key -> (fits Idle, fits FutureIdle, reason, score) from the row functions.
-    memo: dict[tuple[int, ...], tuple[bool, bool, int, float]] = field(default_factory=dict)
+    #: row state key -> the row functions' result (``PlacementIndex._row_result``).
+    memo: dict[tuple[int, ...], _RowResult] = field(default_factory=dict)
+    #: Per row, why the shape fails there (the fit-error histogram's bucket): -1 none,
+    #: d < dims the first short resource, dims + r predicate reason r.  Kept up to date
+    #: with the rows once ``fit_errors`` has been asked for this shape (None before).
+    labels: IntArray | None = None
+    label_counts: dict[int, int] = field(default_factory=dict)
 
 
 class PlacementIndex:
@@ -103,56 +114,60 @@ class PlacementIndex:
         """``_evaluate`` for a few rows with the plugins' scalar forms (identical results)."""
         nodes = self.ssn.nodes
         cache = nodes.row_cache
-        req = task.req
-        predicates = self._row_predicates
-        scorers = self._row_scores
-        neg_inf = -np.inf
-        nan = np.nan
         fit_idle, fit_future, fit_reason = fit.fit_idle, fit.fit_future, fit.reason
         fit_score, best_idle, best_future = fit.score, fit.best_idle, fit.best_future
         memo = fit.memo
+        labels = fit.labels
+        label_counts = fit.label_counts
         for row in rows:
             state = cache.get(row) or nodes.row_state(row)
             known = memo.get(state[5])
-            if known is not None:
-                fits_idle, fits_future, reason, score = known
-                fit_idle[row] = fits_idle
-                fit_future[row] = fits_future
-                fit_reason[row] = reason
-                fit_score[row] = score
-                if reason or not (fits_idle or fits_future):
-                    best_idle[row] = neg_inf
-                    best_future[row] = neg_inf
-                else:
-                    best_idle[row] = score if fits_idle else neg_inf
-                    best_future[row] = score if fits_future else neg_inf
-                continue
-            if len(memo) >= _MEMO_LIMIT:
-                memo.clear()
-            fits_idle = all(map(ge, state[0], req))
-            fits_future = all(map(ge, state[4], req))
-            reason = 0
-            for fn in predicates:
-                reason = fn(task, row)
-                if reason:
-                    break
+            if known is None:
+                if len(memo) >= _MEMO_LIMIT:
+                    memo.clear()
+                known = memo[state[5]] = self._row_result(task, row, state)
+            fits_idle, fits_future, reason, score, label, row_best_idle, row_best_future = known
+            if labels is not None:
+                _relabel(labels, label_counts, row, label)
             fit_idle[row] = fits_idle
             fit_future[row] = fits_future
             fit_reason[row] = reason
-            if reason or not (fits_idle or fits_future):
-                # Not a candidate: its score is only needed by ``scores`` (NaN = not computed).
-                fit_score[row] = nan
-                best_idle[row] = neg_inf
-                best_future[row] = neg_inf
-                memo[state[5]] = (fits_idle, fits_future, reason, nan)
-                continue
-            score = 0.0
-            for fn in scorers:
-                score = score + fn(task, row)
-            memo[state[5]] = (fits_idle, fits_future, reason, score)
             fit_score[row] = score
-            best_idle[row] = score if fits_idle else neg_inf
-            best_future[row] = score if fits_future else neg_inf
+            best_idle[row] = row_best_idle
+            best_future[row] = row_best_future
+
+    def _row_result(self, task: TaskState, row: int, state: RowState) -> _RowResult:
+        """One row through the row functions: fits Idle, fits FutureIdle, predicate
+        reason, score, failure label, and the row's entries of ``best_idle`` /
+        ``best_future``."""
+        req = task.req
+        fits_idle = all(map(ge, state[0], req))
+        fits_future = all(map(ge, state[4], req))
+        reason = 0
+        for fn in self._row_predicates:
+            reason = fn(task, row)
+            if reason:
+                break
+        if not fits_future:
+            future = state[4]
+            label = next(i for i in range(len(req)) if future[i] < req[i])
+        else:
+            label = len(req) + reason if reason else -1
+        if reason or not (fits_idle or fits_future):
+            # Not a candidate: its score is only needed by ``scores`` (NaN = not computed).
+            return fits_idle, fits_future, reason, _NAN, label, _NEG_INF, _NEG_INF
+        score = 0.0
+        for fn in self._row_scores:
+            score = score + fn(task, row)
+        return (
+            fits_idle,
+            fits_future,
+            reason,
+            score,
+            label,
+            score if fits_idle else _NEG_INF,
+            score if fits_future else _NEG_INF,
+        )
 
     def _evaluate(self, task: TaskState, fit: _ShapeFit, rows: IntArray) -> None:
         nodes = self.ssn.nodes
@@ -168,6 +183,8 @@ class PlacementIndex:
         passed = reason == 0
         fit.best_idle[rows] = np.where(passed & fit.fit_idle[rows], score, -np.inf)
         fit.best_future[rows] = np.where(passed & fit.fit_future[rows], score, -np.inf)
+        if fit.labels is not None:
+            _relabel_rows(fit.labels, fit.label_counts, rows, _labels(future, vec, reason))
 
     def view(self, task: TaskState) -> _ShapeFit:
         """The shape's cache, refreshed for every node changed since the last read."""
@@ -234,23 +251,31 @@ class PlacementIndex:
             return FitErrors(task.uid, *_fields(fit.errors))
         nodes = self.ssn.nodes
         dims = self.ssn.dims.names
+        if fit.labels is None:
+            # From now on the shape's rows keep their failure label up to date, so
+            # the histogram is read from the counts instead of re-derived per call.
+            future = nodes.idle + nodes.releasing - nodes.pipelined
+            fit.labels = _labels(future, fit.vec, fit.reason)
+            values, counts = np.unique(fit.labels, return_counts=True)
+            fit.label_counts = dict(zip(values.tolist(), counts.tolist(), strict=True))
         histogram: dict[str, int] = {}
-        bad = np.flatnonzero(~fit.fit_future)
-        if len(bad):
-            future = nodes.idle[bad] + nodes.releasing[bad] - nodes.pipelined[bad]
-            first_short = np.argmax(future < fit.vec, axis=1)
-            for dim, count in zip(*np.unique(first_short, return_counts=True), strict=True):
-                histogram[f"Insufficient {dims[int(dim)]}"] = int(count)
-        failed = np.flatnonzero(fit.fit_future & (fit.reason != 0))
-        if len(failed):
-            for rid, count in zip(*np.unique(fit.reason[failed], return_counts=True), strict=True):
-                text = self.ssn.predicate_reasons[int(rid)].text
-                histogram[text] = histogram.get(text, 0) + int(count)
+        resource_failures = 0
+        n_dims = len(dims)
+        for label in sorted(fit.label_counts):
+            count = fit.label_counts[label]
+            if label < 0 or count == 0:
+                continue
+            if label < n_dims:
+                text = f"Insufficient {dims[label]}"
+                resource_failures += count
+            else:
+                text = self.ssn.predicate_reasons[label - n_dims].text
+            histogram[text] = histogram.get(text, 0) + count
         errors = FitErrors(
             task.uid,
             len(nodes),
             tuple(sorted(histogram.items())),
-            len(bad),
+            resource_failures,
         )
         fit.errors = errors
         fit.errors_synced = fit.synced
@@ -269,6 +294,32 @@ class PlacementIndex:
         if len(stale):
             fit.score[stale] = self.ssn.node_scores(task, stale)
         return fit.score
+
+
+def _labels(future: IntArray, vec: IntArray, reason: IntArray) -> IntArray:
+    """Failure labels (see ``_ShapeFit.labels``) of rows with these future-idle vectors."""
+    short = future < vec
+    first_short = np.argmax(short, axis=1)
+    labels: IntArray = np.where(
+        short.any(axis=1), first_short, np.where(reason != 0, len(vec) + reason, -1)
+    ).astype(np.int64)
+    return labels
+
+
+def _relabel(labels: IntArray, counts: dict[int, int], row: int, label: int) -> None:
+    old = int(labels[row])
+    if old != label:
+        counts[old] -= 1
+        counts[label] = counts.get(label, 0) + 1
+        labels[row] = label
+
+
+def _relabel_rows(labels: IntArray, counts: dict[int, int], rows: IntArray, new: IntArray) -> None:
+    for value, count in zip(*np.unique(labels[rows], return_counts=True), strict=True):
+        counts[int(value)] -= int(count)
+    for value, count in zip(*np.unique(new, return_counts=True), strict=True):
+        counts[int(value)] = counts.get(int(value), 0) + int(count)
+    labels[rows] = new
 
 
 def _fields(errors: FitErrors) -> tuple[int, tuple[tuple[str, int], ...], int]:
