@@ -147,6 +147,8 @@ class Session:
         #: per point, the scalar (one node row) form of each registered fn, None when absent.
         self._row_fns: dict[str, list[list[Any]]] = {p: [] for p in _POINT_FLAGS}
         self._flat: dict[str, list[tuple[str, Any]]] = {}
+        #: per point, just the fns in tier order (the hot paths call these directly).
+        self._calls: dict[str, list[Any]] = {p: [] for p in _POINT_FLAGS}
         self._allocate_handlers: list[Callable[[TaskState], None]] = []
         self._deallocate_handlers: list[Callable[[TaskState], None]] = []
         self.predicate_reasons: list[PredicateReason] = [PredicateReason("", False)]
@@ -264,6 +266,7 @@ class Session:
         tiers[tier].append((option.name, fn))
         row_tiers[tier].append(row_fn)
         self._flat.pop(point, None)
+        self._calls[point] = [f for tier_fns in tiers for _, f in tier_fns]
 
     def on_allocate(self, fn: Callable[[TaskState], None]) -> None:
         self._allocate_handlers.append(fn)
@@ -327,15 +330,13 @@ class Session:
     # ------------------------------------------------------------------ orderings
 
     def job_key(self, job: JobState) -> tuple[Any, ...]:
-        keys = [fn(job) for _, fn in self._each("job_order")]
-        return (*keys, job.created, job.uid)
+        return (*[fn(job) for fn in self._calls["job_order"]], job.created, job.uid)
 
     def queue_key(self, queue: QueueState) -> tuple[Any, ...]:
-        keys = [fn(queue) for _, fn in self._each("queue_order")]
-        return (*keys, queue.created, queue.name)
+        return (*[fn(queue) for fn in self._calls["queue_order"]], queue.created, queue.name)
 
     def task_key(self, task: TaskState) -> tuple[Any, ...]:
-        keys = [fn(task) for _, fn in self._each("task_order")]
+        keys = [fn(task) for fn in self._calls["task_order"]]
         # Volcano's CompareTask: the pod-name index when both names carry one,
         # else creation time then UID.  Indexed names sort first so the order
         # stays total when a job mixes both forms (Volcano leaves that to chance).
@@ -349,14 +350,14 @@ class Session:
     # ------------------------------------------------------------------ job-level votes
 
     def job_valid(self, job: JobState) -> Reason | None:
-        for _, fn in self._each("job_valid"):
+        for fn in self._calls["job_valid"]:
             result: Reason | None = fn(job)
             if result is not None:
                 return result
         return None
 
     def job_ready(self, job: JobState) -> bool:
-        for _, fn in self._each("job_ready"):
+        for fn in self._calls["job_ready"]:
             if not fn(job):
                 return False
         return True
@@ -393,13 +394,13 @@ class Session:
     # ------------------------------------------------------------------ queue-level votes
 
     def overused(self, queue: QueueState) -> bool:
-        for _, fn in self._each("overused"):
+        for fn in self._calls["overused"]:
             if fn(queue):
                 return True
         return False
 
     def allocatable(self, queue: QueueState, task: TaskState) -> bool:
-        for _, fn in self._each("allocatable"):
+        for fn in self._calls["allocatable"]:
             if not fn(queue, task):
                 return False
         return True
