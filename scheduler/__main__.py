@@ -12,13 +12,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import logging
 import os
 import signal
 import sys
 
 from events.topics import Topics
+from projector.service import tune_gc
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     # Sessions build and drop large object graphs: CPython's default GC thresholds
     # rescan them over and over (about a fifth of a large session's time).
-    gc.set_threshold(50_000, 20, 100)
+    tune_gc()
     asyncio.run(_main(args))
     return 0
 
