@@ -102,7 +102,7 @@ class _ShapeFit:
 class PlacementIndex:
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
-        self._shapes: dict[tuple[object, ...], _ShapeFit] = {}
+        self._shapes: dict[int, _ShapeFit] = {}
         self._all_rows: IntArray = np.arange(len(ssn.nodes), dtype=np.int64)
         predicates = ssn.row_functions("predicate")
         scores = ssn.row_functions("node_order")
@@ -189,7 +189,7 @@ class PlacementIndex:
     def view(self, task: TaskState) -> _ShapeFit:
         """The shape's cache, refreshed for every node changed since the last read."""
         changes = self.ssn.nodes.changes
-        fit = self._shapes.get(task.shape)
+        fit = self._shapes.get(task.shape_id)
         n = len(self._all_rows)
         if fit is None:
             fit = _ShapeFit(
@@ -201,7 +201,7 @@ class PlacementIndex:
                 best_idle=np.full(n, -np.inf),
                 best_future=np.full(n, -np.inf),
             )
-            self._shapes[task.shape] = fit
+            self._shapes[task.shape_id] = fit
             if n:
                 self._evaluate(task, fit, self._all_rows)
             fit.synced = len(changes)
@@ -209,7 +209,7 @@ class PlacementIndex:
         if fit.synced < len(changes):
             pending = changes[fit.synced :]
             if self._scalar and len(pending) <= _SCALAR_ROWS:
-                self._evaluate_rows(task, fit, sorted(set(pending)))
+                self._evaluate_rows(task, fit, pending if len(pending) == 1 else sorted(set(pending)))
             else:
                 if len(pending) > _FULL_REFRESH_FRACTION * n:
                     rows = self._all_rows

@@ -95,7 +95,8 @@ def sub_positive(left: Mapping[str, int], right: Mapping[str, int]) -> dict[str,
 
 
 class ResourceDims:
-    """The session's resource dimension order and vector conversion."""
+    """The session's resource dimension order and vector conversion, and its
+    interning of request vectors and task shapes."""
 
     def __init__(self, names: Iterable[str]) -> None:
         rest = sorted(set(names) - {"cpu", "memory"})
@@ -103,6 +104,8 @@ class ResourceDims:
         self.index: dict[str, int] = {n: i for i, n in enumerate(self.names)}
         self.pods = self.index[PODS] if PODS in self.index else -1
         self._vectors: dict[tuple[tuple[str, int], ...], tuple[IntArray, tuple[int, ...], bool]] = {}
+        #: task shape -> its id (``TaskState.shape_id``), in order of first appearance.
+        self.shape_ids: dict[tuple[object, ...], int] = {}
 
     def vector(self, values: Mapping[str, int]) -> IntArray:
         vec = np.zeros(len(self.names), dtype=np.int64)
@@ -180,6 +183,8 @@ class TaskState:
     index: int | None
     #: identical shape => identical node fit and score (request + predicates inputs).
     shape: tuple[object, ...]
+    #: ``shape`` interned to a small int for the session (cheap cache key).
+    shape_id: int
     #: the node of the last discarded tentative placement (Volcano's LastTransaction).
     schedulable_on: str | None = None
     #: order in which the task was placed in this session (for the pipelined list).
@@ -385,8 +390,8 @@ class NodeTable:
         self.releasing_rows: list[list[int]] = [zero] * len(ordered)
         self.pipelined_rows: list[list[int]] = [zero] * len(ordered)
         self.pods_rows: list[int] = [0] * len(ordered)
-        #: rows changed since the matrices were last synced.
-        self._stale: list[int] = []
+        #: how much of ``changes`` the matrices reflect.
+        self._synced = 0
         #: row -> ``row_state``; an entry is dropped whenever the row changes.
         self.row_cache: dict[int, RowState] = {}
         #: per row, the id of its node's spec (allocatable, labels, taints, unschedulable):
@@ -403,10 +408,9 @@ class NodeTable:
     # ------------------------------------------------------------------ matrices
 
     def _sync(self) -> None:
-        stale = self._stale
-        if stale:
-            rows = sorted(set(stale))
-            self._stale = []
+        if self._synced < len(self.changes):
+            rows = sorted(set(self.changes[self._synced :]))
+            self._synced = len(self.changes)
             self._idle[rows] = [self.idle_rows[r] for r in rows]
             self._releasing[rows] = [self.releasing_rows[r] for r in rows]
             self._pipelined[rows] = [self.pipelined_rows[r] for r in rows]
@@ -465,7 +469,6 @@ class NodeTable:
 
     def _changed(self, row: int) -> None:
         self.changes.append(row)
-        self._stale.append(row)
         self.row_cache.pop(row, None)
 
     def add(self, task: TaskState, row: int, status: TaskStatus) -> None:
@@ -508,7 +511,7 @@ class NodeTable:
 
 #: What tasks with one resources map, node selector, tolerations and required
 #: affinity share: request, its sorted items, vector, vector as ints, BestEffort,
-#: sorted selector, shape.  Shared between tasks, never mutated.
+#: sorted selector, shape, shape id.  Shared between tasks, never mutated.
 Template = tuple[
     dict[str, int],
     tuple[tuple[str, int], ...],
@@ -517,6 +520,7 @@ Template = tuple[
     bool,
     tuple[tuple[str, str], ...],
     tuple[object, ...],
+    int,
 ]
 
 
@@ -527,7 +531,8 @@ def task_template(task: Task, dims: ResourceDims) -> Template:
     vec, req, best_effort = dims.shared_vector(req_items)
     selector = tuple(sorted(task.node_selector.items())) if task.node_selector else ()
     shape = (req_items, selector, task.tolerations, task.required_affinity)
-    return request, req_items, vec, req, best_effort, selector, shape
+    shape_id = dims.shape_ids.setdefault(shape, len(dims.shape_ids))
+    return request, req_items, vec, req, best_effort, selector, shape, shape_id
 
 
 def build_task(
@@ -540,7 +545,9 @@ def build_task(
     uid: str | None = None,
 ) -> TaskState:
     """The working state of ``task``; ``template`` (shared, never mutated) may come from a cache."""
-    request, req_items, vec, req, best_effort, selector, shape = template or task_template(task, dims)
+    request, req_items, vec, req, best_effort, selector, shape, shape_id = template or task_template(
+        task, dims
+    )
     created = task.created
     # Positional: this runs once per task of the snapshot (field order of TaskState).
     return TaskState(
@@ -566,4 +573,5 @@ def build_task(
         created.timestamp() if created is not None else 0.0,
         name_index(task.name),
         shape,
+        shape_id,
     )

@@ -115,8 +115,9 @@ class ProportionPlugin(PluginBase):
         self.register(ssn, "reclaimable", self._reclaimable)
         self.register(ssn, "job_enqueueable", self._enqueueable)
         self.register(ssn, "job_enqueued", self._enqueued)
-        ssn.on_allocate(lambda t: self._changed(t, +1))
-        ssn.on_deallocate(lambda t: self._changed(t, -1))
+        # partial, not a lambda: one Python frame less on every placement.
+        ssn.on_allocate(partial(self._changed, sign=+1))
+        ssn.on_deallocate(partial(self._changed, sign=-1))
 
     def _changed(self, task: TaskState, sign: int) -> None:
         attr = on_task_change(self.attrs, task, sign)
