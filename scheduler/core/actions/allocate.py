@@ -110,8 +110,7 @@ class AllocateAction:
             job = heap.pop()
             tasks, cursor = worksheets[job.uid]
             stmt = Statement(ssn)
-            self._visit(ssn, index, job, tasks=tasks, cursor=cursor, stmt=stmt)
-            if ssn.job_ready(job):
+            if self._visit(ssn, index, job, tasks=tasks, cursor=cursor, stmt=stmt):
                 placed = len(stmt)
                 stmt.commit()
                 ssn.step(StatementClosed(self.name, job.uid, "committed", placed))
@@ -143,9 +142,12 @@ class AllocateAction:
         tasks: list[TaskState],
         cursor: list[int],
         stmt: Statement,
-    ) -> None:
+    ) -> bool:
+        """Place the job's next tasks; returns whether the job is ready afterwards."""
         queue = ssn.queue_of(job)
         failed_roles: set[str] = set()
+        # JobReady after the latest placement (placements are the only change a visit makes).
+        ready: bool | None = None
         while cursor[0] < len(tasks):
             task = tasks[cursor[0]]
             cursor[0] += 1
@@ -177,8 +179,10 @@ class AllocateAction:
                 stmt.pipeline(task, row)
                 pipelined = True
             ssn.step(TaskPlaced(self.name, job.uid, task.uid, nodes.names[row], pipelined))
-            if ssn.job_ready(job):
+            ready = ssn.job_ready(job)
+            if ready:
                 break
+        return ssn.job_ready(job) if ready is None else ready
 
 
 def _overused_reason(ssn: Session, queue: str) -> Reason:

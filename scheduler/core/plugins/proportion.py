@@ -137,7 +137,11 @@ class ProportionPlugin(PluginBase):
             return False
         allocated = attr.allocated
         # Integer allocations: deserved <= n exactly when ceil(deserved) <= n.
-        over = all(v <= allocated.get(d, 0) for d, v in attr.deserved_ceil)
+        over = True
+        for d, v in attr.deserved_ceil:  # a plain loop: this runs before every job visit
+            if v > allocated.get(d, 0):
+                over = False
+                break
         if not over:
             self._not_overused.add(queue.name)
         else:
