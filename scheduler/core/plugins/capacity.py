@@ -23,9 +23,9 @@ from scheduler.core.plugins.queue_accounting import (
     build_attrs,
     dominant_share,
     enqueue_shortfall,
-    not_allocatable_reason,
     on_task_change,
     real_capability,
+    refuse_task,
     requested_dims,
     total_guarantee,
 )
@@ -102,21 +102,8 @@ class CapacityPlugin(PluginBase):
             used = attr.allocated.get(d, 0)
             limit = attr.real_capability.get(d)
             if limit is not None and used + task.request[d] > limit:
-                # Built only if read: the queue usually refuses many tasks in a row.
-                self.ssn.explain_later(
-                    task.job.uid,
-                    "queue-not-allocatable",
-                    partial(
-                        not_allocatable_reason,
-                        self.name,
-                        queue.name,
-                        task.uid,
-                        dim=d,
-                        used=used,
-                        request=task.request[d],
-                        limit=limit,
-                        kind="capability",
-                    ),
+                refuse_task(
+                    self.ssn, self.name, queue, task, dim=d, used=used, limit=limit, kind="capability"
                 )
                 return False
         return True

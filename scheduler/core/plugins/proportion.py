@@ -27,9 +27,9 @@ from scheduler.core.plugins.queue_accounting import (
     describe,
     dominant_share,
     enqueue_shortfall,
-    not_allocatable_reason,
     on_task_change,
     real_capability,
+    refuse_task,
     requested_dims,
     total_guarantee,
 )
@@ -178,21 +178,15 @@ class ProportionPlugin(PluginBase):
             used = allocated.get(d, 0)
             # Integers: used + amount > deserved exactly when it exceeds floor(deserved).
             if used + amount > floor.get(d, 0):
-                # Built only if read: the queue usually refuses many tasks in a row.
-                self.ssn.explain_later(
-                    task.job.uid,
-                    "queue-not-allocatable",
-                    partial(
-                        not_allocatable_reason,
-                        self.name,
-                        queue.name,
-                        task.uid,
-                        dim=d,
-                        used=used,
-                        request=task.request[d],
-                        limit=attr.deserved.get(d, _ZERO),
-                        kind="deserved",
-                    ),
+                refuse_task(
+                    self.ssn,
+                    self.name,
+                    queue,
+                    task,
+                    dim=d,
+                    used=used,
+                    limit=attr.deserved.get(d, _ZERO),
+                    kind="deserved",
                 )
                 return False
         return True

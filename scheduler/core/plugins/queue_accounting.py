@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import partial
 
 from scheduler.core.framework import Session
 from scheduler.core.reasons import Reason, format_amount
@@ -30,6 +31,7 @@ __all__ = [
     "dominant_share",
     "enqueue_shortfall",
     "not_allocatable_reason",
+    "refuse_task",
     "requested_dims",
 ]
 
@@ -191,4 +193,34 @@ def not_allocatable_reason(
             "limit": float(limit),
             "limitKind": kind,
         },
+    )
+
+
+def refuse_task(
+    ssn: Session,
+    plugin: str,
+    queue: QueueState,
+    task: TaskState,
+    *,
+    dim: str,
+    used: int,
+    limit: Fraction | int,
+    kind: str,
+) -> None:
+    """Record ``queue-not-allocatable`` for ``task``'s job, built only if read: a full
+    queue refuses task after task and only the last refusal is kept."""
+    ssn.explain_later(
+        task.job.uid,
+        "queue-not-allocatable",
+        partial(
+            not_allocatable_reason,
+            plugin,
+            queue.name,
+            task.uid,
+            dim=dim,
+            used=used,
+            request=task.request[dim],
+            limit=limit,
+            kind=kind,
+        ),
     )
