@@ -25,7 +25,7 @@ from scheduler.core.framework import Session
 from scheduler.core.reasons import Reason, rank
 from scheduler.core.registry import build_registry
 from scheduler.core.snapshot import ClusterSnapshot, Job, PodGroupPhase, Task, TaskStatus
-from scheduler.core.state import SCHEDULED_STATUSES, JobState
+from scheduler.core.state import SCHEDULED_STATUSES, JobState, TaskState
 from scheduler.core.trace import ActionRan, TraceStep, trace_to_json
 
 __all__ = ["SessionResult", "advance", "run_session", "trace_to_json"]
@@ -91,13 +91,17 @@ def _close(ssn: Session, snapshot: ClusterSnapshot) -> SessionResult:
     )
     pipelines = tuple(Pipeline(t.uid, t.job.uid, ssn.nodes.names[t.node]) for t in pipelined)
     pending: dict[str, tuple[Reason, ...]] = {}
+    # Pipelined tasks per job, in placement order (one pass, not one scan per job).
+    left_by_job: dict[str, list[TaskState]] = {}
+    for t in pipelined:
+        left_by_job.setdefault(t.job.uid, []).append(t)
     for uid in sorted(phases):
         job_state = ssn.jobs.get(uid)
         if job_state is None:
             pending[uid] = rank(list(ssn.job_reasons(uid).values()))
             continue
         waiting = [t for t in job_state.tasks if t.status is TaskStatus.PENDING]
-        left = [t for t in pipelined if t.job is job_state]
+        left = left_by_job.get(uid, [])
         if not waiting and not left and phases[uid] != PodGroupPhase.PENDING.value:
             continue
         if not job_state.tasks and phases[uid] != PodGroupPhase.PENDING.value:

@@ -216,7 +216,6 @@ class JobState:
     pending_best_effort: int = 0
     role_pending_best_effort: dict[str, int] = field(default_factory=dict)
     allocated: dict[str, int] = field(default_factory=dict)
-    total_request: dict[str, int] = field(default_factory=dict)
     # Gang counters kept incrementally: they are read after every placement.
     _ready: int = 0
     _valid: int = 0
@@ -226,8 +225,6 @@ class JobState:
     def add_task(self, task: TaskState) -> None:
         self.tasks.append(task)
         self._count(task, task.status, +1)
-        for name, amount in task.request.items():
-            self.total_request[name] = self.total_request.get(name, 0) + amount
 
     def set_status(self, task: TaskState, status: TaskStatus) -> None:
         """``_count(old, -1)`` then ``_count(new, +1)``, fused (this runs on every placement)."""
