@@ -489,7 +489,8 @@ class Session:
         """Put a Pending task on ``row`` as Allocated or Pipelined."""
         task.job.set_status(task, status)
         task.node = row
-        task.placed_seq = self.next_seq()
+        self._seq += 1  # next_seq(), inlined: this runs on every placement
+        task.placed_seq = self._seq
         self.nodes.add(task, row, status)
         for fn in self._allocate_handlers:
             fn(task)

@@ -480,7 +480,8 @@ class NodeTable:
         if status is not TaskStatus.RELEASING:
             self.pods_rows[row] += 1
         self.tasks[row][task.uid] = task
-        self._changed(row)
+        self.changes.append(row)  # _changed(row), inlined: this runs on every placement
+        self.row_cache.pop(row, None)
 
     def remove(self, task: TaskState, row: int, status: TaskStatus) -> None:
         req = task.req
