@@ -221,3 +221,38 @@ async def test_input_archived_while_a_session_ran_gets_the_next_session_at_once(
     # ... and the second one, run without waiting for the period or for anything newer, placed it.
     assert second["input_seq"] == first["seq"]
     assert second["bound"] == 1
+
+
+async def test_pending_reasons_larger_than_a_message_reach_the_projection_through_parts(
+    kafka_bootstrap: str, database_url: str, topics: Topics
+) -> None:
+    # 40 jobs that cannot fit (9 cpu per task on 8-cpu nodes): their reasons alone exceed 4 kB messages.
+    stuck = [job(f"stuck{i:02d}", replicas=1, cpu="9") for i in range(40)]
+    await produce(kafka_bootstrap, topics, [queue(), node("n1"), *stuck])
+    async with running_projector(kafka_bootstrap, database_url, topics):
+        conn = await asyncpg.connect(database_url)
+        try:
+            await wait_for(conn, "SELECT count(*) FROM tasks", 40)
+            async with running_scheduler(
+                kafka_bootstrap, database_url, topics, schedule_period=0.2, max_message_bytes=4_000
+            ):
+                await wait_for(conn, "SELECT count(*) FROM sessions", 1)
+            row = await conn.fetchrow("SELECT seq, doc FROM sessions ORDER BY seq LIMIT 1")
+            marker = await conn.fetchval("SELECT data::jsonb FROM event_log WHERE seq = $1", row["seq"])
+            parts = await conn.fetch(
+                "SELECT data::jsonb AS data FROM event_log WHERE type = 'tephra.session.part.v1'"
+                " AND seq < $1 ORDER BY seq",
+                row["seq"],
+            )
+            largest = await conn.fetchval("SELECT max(octet_length(data::text)) FROM event_log")
+        finally:
+            await conn.close()
+    doc, marker = json.loads(row["doc"]), json.loads(marker)
+    assert marker["parts"] == len(parts) > 1
+    assert marker["pending"] == []
+    carried = [p["job"] for part in parts for p in json.loads(part["data"]).get("pending", [])]
+    assert carried == sorted(j.data.job_id for j in stuck)
+    # The projection holds the whole list, as one marker would have carried it.
+    assert [p["job"] for p in doc["pending"]] == carried
+    assert all(p["reasons"] for p in doc["pending"])
+    assert largest < 4_000
