@@ -47,21 +47,46 @@ class DemoError(RuntimeError):
 
 @dataclass(frozen=True)
 class _Progress:
-    seq: int
+    #: Tasks being started (Bound) or stopped (Releasing) by the simulated cluster.
     transitional: int
-    sessions: int
-    busy_sessions: int
+    #: The newest session: its seq and input seq (None: no session yet).
+    session_seq: int | None
+    input_seq: int | None
+    #: Events archived after that session's input, other than the session itself.
+    unseen: int
+    #: Projection rows (jobs, tasks) that session changed and nothing changed since.
+    changed: int
+
+    def settled(self, since_seq: int) -> bool:
+        """Nothing in flight, and the newest session saw everything up to it and changed nothing.
+
+        Then the scheduler has nothing more to do until something new arrives: its
+        loop runs a session after every change and only skips once one finds nothing.
+        """
+        return (
+            self.transitional == 0
+            and self.input_seq is not None
+            and self.input_seq >= since_seq
+            and self.unseen == 0
+            and self.changed == 0
+        )
 
 
-async def _progress(con: asyncpg.Connection, since_seq: int) -> _Progress:
-    seq = await con.fetchval("SELECT seq FROM projection_meta")
+async def _progress(con: asyncpg.Connection) -> _Progress:
     transitional = await con.fetchval("SELECT count(*) FROM tasks WHERE status IN ('Bound', 'Releasing')")
-    recent = await con.fetch(
-        "SELECT accepted, voided FROM sessions WHERE seq > $1 ORDER BY seq DESC LIMIT 2", since_seq
+    last = await con.fetchrow("SELECT seq, input_seq FROM sessions ORDER BY seq DESC LIMIT 1")
+    if last is None:
+        return _Progress(transitional, None, None, 0, 0)
+    unseen = await con.fetchval(
+        "SELECT count(*) FROM event_log WHERE seq > $1 AND seq <> $2", last["input_seq"], last["seq"]
     )
-    sessions = await con.fetchval("SELECT count(*) FROM sessions WHERE seq > $1", since_seq)
-    busy = sum(1 for r in recent if r["accepted"] or r["voided"])
-    return _Progress(seq, transitional, sessions, busy)
+    # Every projection row carries the seq of the last event that changed it (an enqueue, a binding,
+    # an eviction: the session's); pipelines are recorded, not applied, and change no row.
+    changed = await con.fetchval(
+        "SELECT (SELECT count(*) FROM jobs WHERE seq = $1) + (SELECT count(*) FROM tasks WHERE seq = $1)",
+        last["seq"],
+    )
+    return _Progress(transitional, last["seq"], last["input_seq"], unseen, changed)
 
 
 async def _wait_projected(
@@ -85,28 +110,19 @@ async def _wait_projected(
         await asyncio.sleep(0.1)
 
 
-async def _wait_stable(
-    con: asyncpg.Connection,
-    since_seq: int,
-    *,
-    needs_session: bool,
-    quiet: float,
-    services: asyncio.Task[None],
-) -> None:
-    """Stable: no task is being started or stopped, and either the last two sessions decided nothing
-    or nothing was appended for ``quiet`` seconds (the scheduler skips sessions when nothing changed)."""
+async def _wait_stable(con: asyncpg.Connection, since_seq: int, *, services: asyncio.Task[None]) -> None:
+    """Wait until the cluster is stable after the events up to ``since_seq`` (see :meth:`_Progress.settled`).
+
+    Conditions on the projection only, never a quiet period: on a slow or busy
+    machine a session can take longer than any fixed pause.
+    """
     deadline = time.monotonic() + STAGE_TIMEOUT
-    last_seq, last_change = -1, time.monotonic()
     while True:
         _check(services)
-        p = await _progress(con, since_seq)
-        now = time.monotonic()
-        if p.seq != last_seq:
-            last_seq, last_change = p.seq, now
-        settled = p.transitional == 0 and (not needs_session or p.sessions > 0)
-        if settled and ((p.sessions >= 2 and p.busy_sessions == 0) or now - last_change >= quiet):
+        p = await _progress(con)
+        if p.settled(since_seq):
             return
-        if now > deadline:
+        if time.monotonic() > deadline:
             raise DemoError(f"the cluster did not settle within {STAGE_TIMEOUT:.0f}s ({p})")
         await asyncio.sleep(0.1)
 
@@ -224,15 +240,13 @@ async def run_demo(settings: TephraSettings, endpoints: Endpoints, out: TextIO) 
     try:
         # run_services migrates too; doing it here first lets the demo's queries run from the start.
         await apply_migrations(con)
-        quiet = 2 * settings.schedule_period + settings.sim_bind_delay + settings.sim_evict_delay + 1.0
         for stage, file, text in STAGES:
             manifests = parse_manifests([(file, text)], cluster=endpoints.cluster, now=datetime.now(UTC),
                                         source="tephra://cli/demo")  # fmt: skip
             await produce_manifests(manifests, endpoints)
             print(f"submitted {file}: " + ", ".join(o.ref for o in manifests.objects), file=out, flush=True)
             seq = await _wait_projected(con, [o.event.id for o in manifests.objects], services)
-            has_jobs = any(o.ref.startswith("job/") for o in manifests.objects)
-            await _wait_stable(con, seq, needs_session=has_jobs, quiet=quiet, services=services)
+            await _wait_stable(con, seq, services=services)
             print(f"  ... {stage}: stable", file=out, flush=True)
 
         print("\nWhat the scheduler decided (accepted decisions, in order):", file=out)

@@ -170,11 +170,20 @@ async def list_nodes(con: asyncpg.Connection) -> list[Item]:
 
 
 async def list_sessions(con: asyncpg.Connection, limit: int = 20) -> list[Item]:
+    """The newest sessions, oldest first; with the scheduler's durations of each when it recorded them."""
+    timed = await con.fetchval("SELECT to_regclass('scheduler_session_timings') IS NOT NULL")
+    durations = (
+        "t.read_seconds, t.compute_seconds, t.publish_seconds, t.apply_seconds"
+        if timed
+        else "NULL AS read_seconds, NULL AS compute_seconds, NULL AS publish_seconds, NULL AS apply_seconds"
+    )
+    timings = "LEFT JOIN scheduler_session_timings t USING (session_id)" if timed else ""
     rows = await con.fetch(
-        """
-        SELECT session_id, seq, leader_epoch, input_seq, config_version, now, accepted, voided, doc
-          FROM sessions ORDER BY seq DESC LIMIT $1
-        """,
+        f"""
+        SELECT s.session_id, s.seq, s.leader_epoch, s.input_seq, s.config_version, s.now, s.accepted, s.doc,
+               {durations}
+          FROM sessions s {timings} ORDER BY s.seq DESC LIMIT $1
+        """,  # noqa: S608 - only the two constant fragments above are interpolated
         limit,
     )
     items = []
@@ -191,6 +200,15 @@ async def list_sessions(con: asyncpg.Connection, limit: int = 20) -> list[Item]:
                 "accepted": row["accepted"],
                 "voided": doc.get("voided", []),
                 "pending": doc.get("pending", []),
+                # Seconds: snapshot read, computation, publish, until the projection applied it.
+                "durations": None
+                if row["compute_seconds"] is None
+                else {
+                    "read": row["read_seconds"],
+                    "compute": row["compute_seconds"],
+                    "publish": row["publish_seconds"],
+                    "apply": row["apply_seconds"],
+                },
             }
         )
     return items
@@ -311,12 +329,24 @@ def _table(kind: str, items: list[Item]) -> Table:
                 _used_of(used, alloc, MEMORY), _used_of(used, alloc, PODS), str(n["tasks"]),
             )  # fmt: skip
     else:
-        for column in ("SESSION", "SEQ", "EPOCH", "INPUT SEQ", "NOW", "ACCEPTED", "VOIDED", "PENDING JOBS"):
+        columns = (
+            "SESSION",
+            "SEQ",
+            "EPOCH",
+            "INPUT SEQ",
+            "NOW",
+            "ACCEPTED",
+            "VOIDED",
+            "PENDING JOBS",
+            "TOOK",
+        )
+        for column in columns:
             table.add_column(column)
         for s in items:
+            took = "-" if s["durations"] is None else f"{sum(s['durations'].values()) * 1000:.0f}ms"
             table.add_row(
                 s["id"], str(s["seq"]), str(s["leaderEpoch"]), str(s["inputSeq"]), s["now"] or "-",
-                str(s["accepted"]), str(len(s["voided"])), str(len(s["pending"])),
+                str(s["accepted"]), str(len(s["voided"])), str(len(s["pending"])), took,
             )  # fmt: skip
     return table
 

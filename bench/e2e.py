@@ -168,6 +168,33 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+async def _phase_figures(conn: asyncpg.Connection) -> str:
+    """p50 / p90 / max of each recorded session phase, in ms."""
+    row = await conn.fetchrow(_PHASE_QUANTILES)
+    return "; ".join(
+        f"{c} " + "/".join(f"{1000 * v:.0f}" for v in row[c]) for c in _PHASES if row[c] is not None
+    )
+
+
+#: ...and of the apply wait: published -> the projector's batch began, -> the scheduler saw it applied
+#: (the session's record, written once it has, is the end).
+_PHASES = ("read", "compute", "publish", "apply", "collect", "to_projector", "to_seen")
+_PHASE_QUANTILES = """
+SELECT percentile_cont(ARRAY[0.5, 0.9, 1.0]) WITHIN GROUP (ORDER BY read_seconds) AS read,
+       percentile_cont(ARRAY[0.5, 0.9, 1.0]) WITHIN GROUP (ORDER BY compute_seconds) AS compute,
+       percentile_cont(ARRAY[0.5, 0.9, 1.0]) WITHIN GROUP (ORDER BY publish_seconds) AS publish,
+       percentile_cont(ARRAY[0.5, 0.9, 1.0]) WITHIN GROUP (ORDER BY apply_seconds) AS apply,
+       percentile_cont(ARRAY[0.5, 0.9, 1.0]) WITHIN GROUP (ORDER BY collect_seconds) AS collect,
+       percentile_cont(ARRAY[0.5, 0.9, 1.0]) WITHIN GROUP (ORDER BY e.batch_began - t.acked) AS to_projector,
+       percentile_cont(ARRAY[0.5, 0.9, 1.0]) WITHIN GROUP (ORDER BY t.seen - e.batch_began) AS to_seen
+  FROM (SELECT *, extract(epoch FROM recorded_at) - apply_seconds AS acked,
+               extract(epoch FROM recorded_at) AS seen
+          FROM scheduler_session_timings) t
+  JOIN sessions s USING (session_id)
+  JOIN (SELECT seq, extract(epoch FROM recorded_at) AS batch_began FROM event_log) e ON e.seq = s.seq
+"""
+
+
 async def _session_figures(conn: asyncpg.Connection) -> str:
     row = await conn.fetchrow(
         "SELECT count(*) AS n, avg(decisions) AS decisions, avg(read_seconds) AS r,"
@@ -181,7 +208,7 @@ async def _session_figures(conn: asyncpg.Connection) -> str:
         f"{row['n']} sessions, {row['decisions']:.0f} decisions avg;"
         f" per session: read {1000 * row['r']:.0f} ms,"
         f" compute {1000 * row['c']:.0f} ms (max {1000 * row['cmax']:.0f}), publish {1000 * row['p']:.0f} ms,"
-        f" wait-applied {1000 * row['a']:.0f} ms"
+        f" wait-applied {1000 * row['a']:.0f} ms\n  per session p50/p90/max ms: {await _phase_figures(conn)}"
     )
 
 
@@ -219,15 +246,13 @@ async def latency(bootstrap: str, admin_dsn: str, logs: Path, opts: argparse.Nam
             await asyncio.gather(*pending)
             achieved = total / (time.monotonic() - began)
             bound = await _wait_count(conn, "SELECT count(*) FROM bindings", total, 120)
-            rows = await conn.fetch(
-                "SELECT b.job_id, extract(epoch FROM e.recorded_at) AS at"
-                " FROM bindings b JOIN event_log e ON e.seq = b.seq"
-            )
+            rows = await conn.fetch(_BINDING_TIMELINE)
             sessions = await _session_figures(conn)
         finally:
             await conn.close()
             await producer.stop()
-    latencies = [float(r["at"]) - submitted[r["job_id"]] for r in rows if r["job_id"] in submitted]
+    rows = [r for r in rows if r["job_id"] in submitted]
+    latencies = [float(r["at"]) - submitted[r["job_id"]] for r in rows]
     print(
         f"latency: {total} single-task jobs at {achieved:.0f}/s (target {opts.rate:g}/s)"
         f" for {opts.seconds:g} s, {opts.nodes} nodes, schedule period {opts.period:g} s"
@@ -241,6 +266,45 @@ async def latency(bootstrap: str, admin_dsn: str, logs: Path, opts: argparse.Nam
             f" mean {statistics.fmean(latencies):.3f} s (goal p99 <= {2 * opts.period:g} s)"
         )
     print(f"  {sessions}")
+    if rows:
+        print("  where the time goes (p50 / p90 / p99 / max, s):")
+        archived = [float(r["submitted_at"]) for r in rows]
+        opened = [float(r["opened"]) for r in rows]
+        parts = {
+            "submit -> submission archived": [
+                a - submitted[r["job_id"]] for a, r in zip(archived, rows, strict=True)
+            ],
+            "archived -> binding session opened": [o - a for o, a in zip(opened, archived, strict=True)],
+            "session opened -> binding archived": [
+                float(r["at"]) - o for o, r in zip(opened, rows, strict=True)
+            ],
+        }
+        for name, values in parts.items():
+            print(f"    {name:<36} {_quantiles(values)}")
+        missed = [int(r["missed"]) for r in rows]
+        print(
+            f"    jobs an earlier session saw but did not bind: {sum(1 for m in missed if m)}"
+            f" (max {max(missed)} sessions)"
+        )
+
+
+#: Per binding: the job's submission archived, the binding session's `now` (when it opened), the binding
+#: archived, and how many earlier sessions had the submission in their input.
+_BINDING_TIMELINE = """
+SELECT b.job_id,
+       extract(epoch FROM e.recorded_at) AS at,
+       extract(epoch FROM s.now) AS opened,
+       extract(epoch FROM j.recorded_at) AS submitted_at,
+       (SELECT count(*) FROM sessions o WHERE o.input_seq >= j.seq AND o.seq < b.seq) AS missed
+  FROM bindings b
+  JOIN event_log e ON e.seq = b.seq
+  JOIN sessions s ON s.session_id = b.session_id
+  JOIN event_log j ON j.subject = 'job/' || b.job_id AND j.type = 'tephra.job.submitted.v1'
+"""
+
+
+def _quantiles(values: Sequence[float]) -> str:
+    return " / ".join(f"{_percentile(values, q):6.3f}" for q in (0.5, 0.9, 0.99, 1.0))
 
 
 async def saturation(bootstrap: str, admin_dsn: str, logs: Path, opts: argparse.Namespace) -> None:

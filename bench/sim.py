@@ -3,6 +3,10 @@
 * **plan**: :meth:`kube.sim.SimPlanner.plan` over N projected tasks (pure, in memory): building
   the due events, and a poll once they are published.
 * **query**: one :func:`kube.sim_service.read_sim_tasks` over a projection with N Bound tasks.
+* **poll**: one :func:`kube.sim_service.read_sim_tasks` over a large projection where almost
+  every task is Running without a simulated runtime (nothing to do) and a few are Bound: what a
+  poll (every 0.1 s) costs once the cluster is busy.  The rows are written straight into the
+  projection tables (a query cost, not a fold), and the plan is printed.
 * **start**: N tasks bound by one session; the time from the projector applying it to all N
   Running (simulator reads, produces TaskStarted, projector applies them), with a zero bind delay.
 
@@ -44,7 +48,7 @@ from events.models import (
 )
 from events.topics import Topics
 from kube.sim import SimPlanner, TaskView
-from kube.sim_service import read_sim_tasks
+from kube.sim_service import SIM_WORK_ARGS, SIM_WORK_QUERY, read_sim_tasks
 from projector.migrate import apply_migrations
 from tests.service.helpers import produce
 
@@ -122,6 +126,59 @@ async def bench_end_to_end(bootstrap: str, dsn: str, n: int) -> tuple[float, flo
         await conn.close()
 
 
+async def bench_poll(dsn: str, tasks: int, bound: int, annotated_jobs: int) -> tuple[float, int, str]:
+    """(median seconds of a poll, rows it returned, the plan's scans) on a fresh database."""
+    admin = await asyncpg.connect(dsn)
+    name = f"poll_{secrets.token_hex(4)}"
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.close()
+    poll_dsn = dsn.rsplit("/", 1)[0] + f"/{name}"
+    conn = await asyncpg.connect(poll_dsn)
+    try:
+        await apply_migrations(conn)
+        per_job = 10
+        jobs = tasks // per_job
+        spec = '{"annotations": {}}'
+        timed = '{"annotations": {"tephra.dev/sim-runtime": "1h"}}'
+        await conn.copy_records_to_table(
+            "jobs",
+            records=[
+                (f"ns/j{j}", "ns", f"j{j}", "default", "Running", "", datetime.now(UTC), j + 1,
+                 timed if j < annotated_jobs else spec)
+                for j in range(jobs)
+            ],
+            columns=["id", "namespace", "name", "queue", "phase", "phase_reason", "created", "seq", "spec"],
+        )  # fmt: skip
+        await conn.copy_records_to_table(
+            "tasks",
+            records=[
+                (f"ns/j{i // per_job}-w-{i % per_job}", f"ns/j{i // per_job}", "w", i % per_job,
+                 "Bound" if i >= tasks - bound else "Running", f"n{i % 500}", jobs + i + 1)
+                for i in range(tasks)
+            ],
+            columns=["id", "job_id", "role", "idx", "status", "node", "seq"],
+        )  # fmt: skip
+        await conn.execute("ANALYZE")
+        pool = await asyncpg.create_pool(poll_dsn, min_size=1, max_size=1)
+        try:
+            times = []
+            rows = 0
+            for _ in range(20):
+                began = time.perf_counter()
+                rows = len(await read_sim_tasks(pool))
+                times.append(time.perf_counter() - began)
+        finally:
+            await pool.close()
+        plan = await conn.fetch(f"EXPLAIN {SIM_WORK_QUERY}", *SIM_WORK_ARGS)
+        scans = [r[0].strip().removeprefix("->  ") for r in plan if "Scan" in r[0]]
+        return sorted(times)[len(times) // 2], rows, "; ".join(scans)
+    finally:
+        await conn.close()
+        admin = await asyncpg.connect(dsn)
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        await admin.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -138,6 +195,10 @@ def main() -> None:
     base.chmod(0o711)
     try:
         with EmbeddedBroker() as broker, EmbeddedPostgres(base / "pg", durable=False) as postgres:
+            for total in (10_000, 100_000):
+                poll, rows, plan = asyncio.run(bench_poll(postgres.dsn, total, bound=100, annotated_jobs=10))
+                print(f"poll: {total:>6} tasks ({rows} with work: 100 Bound, 100 Running with a runtime):"
+                      f" {poll * 1000:6.1f} ms per poll\n      scans: {plan}")  # fmt: skip
             query, start = asyncio.run(bench_end_to_end(broker.bootstrap, postgres.dsn, args.tasks))
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -23,7 +23,9 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    SerializerFunctionWrapHandler,
     WithJsonSchema,
+    model_serializer,
 )
 
 from events.quantity import format_resources, parse_resources
@@ -341,9 +343,23 @@ class SessionCommittedData(EventData):
 
 
 class SessionPartData(EventData):
+    """A slice of a split session.  ``pending`` (optional, added later) carries pending reasons
+    when even the commit marker alone would exceed the message limit; the session's pending list
+    is the parts' ``pending`` in index order followed by the marker's."""
+
     session_id: str = Field(min_length=1)
     index: int = Field(ge=0)
     decisions: list[Decision] = Field(default_factory=list)
+    pending: list[PendingJob] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _omit_empty_pending(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A part without pending reasons serialises exactly as before the field existed, so parts
+        # archived earlier and parts written now have one form (and one hash in the archive).
+        data: dict[str, Any] = handler(self)
+        if not self.pending:
+            data.pop("pending", None)
+        return data
 
 
 # --------------------------------------------------------------------------- envelopes

@@ -62,6 +62,7 @@ from events.models import (
     JobSubmitted,
     NodeRemoved,
     NodeReported,
+    PendingJob,
     PipelineDecision,
     PriorityClassUpserted,
     QueueDeleted,
@@ -94,6 +95,7 @@ from projector.state import (
 __all__ = [
     "DECISION_VOID_REASONS",
     "INVALID_EVENT_REASONS",
+    "PENDING_ITEM",
     "FoldOutcome",
     "Touched",
     "apply",
@@ -144,6 +146,9 @@ _DECISION_MODELS: Final[dict[str, type[Decision]]] = {
 }
 _NO_TOUCH: Final[Touched] = ()
 _META: Final = ("meta", "")
+#: The ``kind`` of a pending job buffered with a part's decisions in ``ClusterState.session_parts``
+#: (not a decision kind; parts archived before SessionPart had ``pending`` have none).
+PENDING_ITEM: Final = "pending"
 
 
 @dataclass(frozen=True, slots=True)
@@ -501,8 +506,9 @@ def _session_part(state: ClusterState, seq: int, event: SessionPart) -> FoldOutc
     parts = state.session_parts.get(d.session_id)
     if parts is not None and d.index in parts:
         return _invalid("duplicate-part", f"part {d.index} of session {d.session_id} arrived twice")
-    decisions = [decision.model_dump(mode="json") for decision in d.decisions]
-    state.session_parts.setdefault(d.session_id, {})[d.index] = decisions
+    items = [decision.model_dump(mode="json") for decision in d.decisions]
+    items.extend({"kind": PENDING_ITEM, **p.model_dump(mode="json")} for p in d.pending)
+    state.session_parts.setdefault(d.session_id, {})[d.index] = items
     return FoldOutcome(touched=(_META,))
 
 
@@ -511,6 +517,7 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
     if d.session_id in state.sessions:
         return _invalid("duplicate-session", f"session {d.session_id} was already committed")
     decisions: list[Decision] = list(d.decisions)
+    pending: list[PendingJob] = []
     touched: list[tuple[str, str]] = [("session", d.session_id), _META]
     if d.parts:
         parts = state.session_parts.get(d.session_id, {})
@@ -519,9 +526,9 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
             return _invalid(
                 "session-incomplete", f"session {d.session_id} announces {d.parts} parts, missing {missing}"
             )
-        for index in range(d.parts):
-            decisions.extend(_DECISION_MODELS[doc["kind"]].model_validate(doc) for doc in parts[index])
+        _unbuffer(parts, d.parts, decisions, pending)
         del state.session_parts[d.session_id]
+    pending.extend(d.pending)
 
     accepted: list[tuple[int, Decision]] = []
     voided: list[VoidedDecision] = []
@@ -545,7 +552,7 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
         now=d.now,
         accepted=len(accepted),
         voided=tuple(voided),
-        pending=tuple(d.pending),
+        pending=tuple(pending),
         pending_digest=d.pending_digest,
         input_digest=d.input_digest,
         logic_flags=tuple(d.logic_flags),
@@ -553,6 +560,18 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
     if len(state.sessions) > MAX_SESSIONS:
         del state.sessions[next(iter(state.sessions))]
     return FoldOutcome(touched=tuple(touched), decisions=tuple(accepted))
+
+
+def _unbuffer(
+    parts: dict[int, list[dict[str, Any]]], count: int, decisions: list[Decision], pending: list[PendingJob]
+) -> None:
+    """Append the buffered parts' decisions and pending jobs, in part order."""
+    for index in range(count):
+        for doc in parts[index]:
+            if doc["kind"] == PENDING_ITEM:
+                pending.append(PendingJob.model_validate({k: v for k, v in doc.items() if k != "kind"}))
+            else:
+                decisions.append(_DECISION_MODELS[doc["kind"]].model_validate(doc))
 
 
 def _voided(index: int, decision: Decision, reason: str) -> VoidedDecision:

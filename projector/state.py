@@ -210,7 +210,8 @@ class ClusterState:
     #: The newest ``MAX_SESSIONS`` sessions, oldest first.
     sessions: dict[str, SessionRecord] = field(default_factory=dict)
     #: SessionPart decisions waiting for their SessionCommitted marker:
-    #: session id -> part index -> the part's decisions (as JSON objects).
+    #: session id -> part index -> the part's decisions (as JSON objects), then
+    #: its pending jobs as JSON objects with ``"kind": "pending"`` (fold.PENDING_ITEM).
     session_parts: dict[str, dict[int, list[dict[str, Any]]]] = field(default_factory=dict)
     #: TaskStarted/TaskFinished events (as JSON objects, in arrival order) that
     #: named a job not submitted yet, by job id; applied when the job arrives.

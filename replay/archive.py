@@ -22,6 +22,7 @@ from events.models import (
     SessionCommitted,
     SessionCommittedData,
     SessionPart,
+    SessionPartData,
 )
 from replay.errors import PartsMissing
 
@@ -74,19 +75,24 @@ def recorded_sessions(events: Iterable[ArchivedEvent]) -> Iterator[RecordedSessi
     Raises:
         PartsMissing: a marker announces more parts than precede it.
     """
-    parts: dict[str, dict[int, tuple[Decision, ...]]] = {}
+    parts: dict[str, dict[int, SessionPartData]] = {}
     for archived in events:
         event = archived.event
         if isinstance(event, SessionPart):
-            parts.setdefault(event.data.session_id, {})[event.data.index] = tuple(event.data.decisions)
+            parts.setdefault(event.data.session_id, {})[event.data.index] = event.data
         elif isinstance(event, SessionCommitted):
             yield session_of(archived.seq, event, parts.pop(event.data.session_id, {}))
 
 
 def session_of(
-    seq: int, event: SessionCommitted, parts: dict[int, tuple[Decision, ...]] | None = None
+    seq: int, event: SessionCommitted, parts: dict[int, SessionPartData] | None = None
 ) -> RecordedSession:
-    """The recorded session of one marker; ``parts`` by index when it was split."""
+    """The recorded session of one marker; ``parts`` by index when it was split.
+
+    Pending reasons too large for the marker travel in its parts: ``data.pending``
+    of the result is the whole list (the parts' in index order, then the marker's),
+    as the fold assembles it.
+    """
     data = event.data
     if data.parts == 0:
         decisions = tuple(data.decisions)
@@ -94,7 +100,10 @@ def session_of(
         found = parts or {}
         if sorted(found) != list(range(data.parts)):
             raise PartsMissing(data.session_id, seq, data.parts, tuple(sorted(found)))
-        decisions = tuple(d for index in range(data.parts) for d in found[index])
+        decisions = tuple(d for index in range(data.parts) for d in found[index].decisions)
+        carried = [p for index in range(data.parts) for p in found[index].pending]
+        if carried:
+            data = data.model_copy(update={"pending": [*carried, *data.pending]})
     return RecordedSession(seq=seq, time=event.time, data=data, decisions=decisions)
 
 

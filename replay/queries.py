@@ -37,7 +37,7 @@ async def _recorded(reader: ArchiveReader, marker: ArchivedEvent) -> RecordedSes
     parts: dict[int, Any] = {}
     if event.data.parts:
         for part in await reader.session_parts(event.data.session_id):
-            parts[part.event.data.index] = tuple(part.event.data.decisions)  # type: ignore[union-attr]
+            parts[part.event.data.index] = part.event.data  # type: ignore[union-attr]
     return session_of(marker.seq, event, parts)
 
 

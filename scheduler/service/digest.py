@@ -19,7 +19,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 from scheduler.core.snapshot import (
     ClusterSnapshot,
@@ -35,7 +35,10 @@ from scheduler.core.snapshot import (
     snapshot_digest,
 )
 
-__all__ = ["SPECIALISED", "digest_of_documents", "input_digest", "job_document"]
+__all__ = ["SPECIALISED", "JobText", "digest_of_texts", "input_digest", "job_text"]
+
+#: A job's sort key in the digest, ``(namespace, name)``, and its canonical JSON text.
+JobText: TypeAlias = tuple[tuple[str, str], str]
 
 _KNOWN_FIELDS: Final[dict[type[Any], set[str]]] = {
     Task: {
@@ -67,32 +70,44 @@ def input_digest(snapshot: ClusterSnapshot) -> str:
     """sha256 hex of the snapshot's canonical JSON (equal to ``snapshot_digest(snapshot)``)."""
     if not SPECIALISED:
         return snapshot_digest(snapshot)
-    return digest_of_documents(snapshot, [job_document(j) for j in snapshot.jobs])
+    return digest_of_texts(snapshot, [job_text(j) for j in snapshot.jobs])
 
 
-def job_document(job: Job) -> dict[str, Any]:
-    """The canonical form of one job (reusable while the job does not change); needs :data:`SPECIALISED`."""
-    return _job(job)
+def job_text(job: Job) -> JobText:
+    """One job's canonical JSON (reusable while the job does not change); needs :data:`SPECIALISED`."""
+    return (job.namespace, job.name), _dumps(_job(job))
 
 
-def digest_of_documents(snapshot: ClusterSnapshot, job_documents: list[dict[str, Any]]) -> str:
-    """The digest of ``snapshot`` whose jobs' canonical forms are ``job_documents`` (any order)."""
-    body = {
-        "nodes": sorted((_node(n) for n in snapshot.nodes), key=lambda n: n["name"]),
-        "queues": sorted((_queue(q) for q in snapshot.queues), key=lambda q: q["name"]),
-        "priority_classes": [
-            {
-                "name": p.name,
-                "value": p.value,
-                "global_default": p.global_default,
-                "preemption_policy": p.preemption_policy,
-            }
-            for p in sorted(snapshot.priority_classes, key=lambda p: p.name)
-        ],
-        "jobs": sorted(job_documents, key=lambda j: (j["namespace"], j["name"])),
-    }
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+def digest_of_texts(snapshot: ClusterSnapshot, job_texts: list[JobText]) -> str:
+    """The digest of ``snapshot`` whose jobs' canonical JSON texts are ``job_texts`` (any order).
+
+    The bytes hashed are those of ``json.dumps`` of the whole canonical
+    document: its keys sorted (``jobs``, ``nodes``, ``priority_classes``,
+    ``queues``) and each value encoded as ``json.dumps`` encodes it inside the
+    document, so the jobs' texts, made once per job change, are joined rather
+    than re-encoded every session.
+    """
+    nodes = sorted((_node(n) for n in snapshot.nodes), key=lambda n: n["name"])
+    queues = sorted((_queue(q) for q in snapshot.queues), key=lambda q: q["name"])
+    priority_classes = [
+        {
+            "name": p.name,
+            "value": p.value,
+            "global_default": p.global_default,
+            "preemption_policy": p.preemption_policy,
+        }
+        for p in sorted(snapshot.priority_classes, key=lambda p: p.name)
+    ]
+    jobs = ",".join(text for _, text in sorted(job_texts, key=lambda j: j[0]))
+    text = (
+        f'{{"jobs":[{jobs}],"nodes":{_dumps(nodes)},'
+        f'"priority_classes":{_dumps(priority_classes)},"queues":{_dumps(queues)}}}'
+    )
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 def _map(value: Mapping[str, Any] | None) -> dict[str, Any] | None:

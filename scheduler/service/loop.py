@@ -9,12 +9,19 @@ Each iteration:
    config in force at S, run the pure session, turn the result into events
    (an overrun is abandoned and reported; nothing of it is published);
 4. publish exactly one SessionCommitted (or parts + marker), inside the
-   session span whose context travels in the headers;
+   session span whose context travels in the headers; then collect the
+   session's garbage while the projector applies it
+   (:mod:`scheduler.service.heap`: the long-lived state is frozen before each
+   session, so the collector never walks it on the critical path);
 5. read-your-writes: wait until the projection has applied that session
    before anything else; past ``apply_timeout`` scheduling stops, loudly,
    until it has;
-6. wait for the projection to move (the projector NOTIFYs) or for the
-   schedule period, whichever comes first.
+6. if events other than our own were archived while the session ran (a
+   submission that just missed it), run the next session at once: they are
+   already projected.  Otherwise wait for the projection to move (the
+   projector NOTIFYs after every batch) or for the schedule period,
+   whichever comes first: the period is the longest interval between
+   sessions, never a delay imposed on new input.
 
 Skipping is exact: a session is a pure function of (snapshot, config, now).
 When the projection's seq is still the seq at which our last session was
@@ -44,6 +51,7 @@ from projector.state import ClusterState
 from scheduler.core.session import run_session
 from scheduler.core.trace import TraceStep
 from scheduler.service.errors import ProjectionStalled, SessionOverrun
+from scheduler.service.heap import HeapGuard
 from scheduler.service.leader import Leadership
 from scheduler.service.projection import AppliedSession, ProjectionReader
 from scheduler.service.publisher import SessionPublisher
@@ -81,6 +89,8 @@ class LoopSettings:
     apply_timeout: float = 30.0
     max_message_bytes: int = 1_000_000
     logic_flags: frozenset[str] = frozenset()
+    #: Freeze the long-lived heap before each session (see :mod:`scheduler.service.heap`).
+    freeze_heap: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +111,8 @@ class _Last:
     applied_seq: int
     changed_state: bool
     time_dependent: bool
+    #: Events not our own archived between the session's input and its commit: input it has not seen.
+    missed: int
 
 
 class SessionLoop:
@@ -130,9 +142,16 @@ class SessionLoop:
         self.clock = clock
         self._counter = 0
         self._last: _Last | None = None
+        self.heap = HeapGuard(enabled=settings.freeze_heap)
 
     async def run(self) -> None:
         """Schedule until cancelled (the term ends) or a non-retriable error."""
+        try:
+            await self._run()
+        finally:
+            self.heap.thaw()
+
+    async def _run(self) -> None:
         period = self.settings.schedule_period
         while True:
             seq = await self.reader.seq()
@@ -146,6 +165,8 @@ class SessionLoop:
                     log.error("%s", exc)  # noqa: TRY400 - an expected, reported condition, not a crash
                     await asyncio.sleep(period)
                     continue
+                if self._last is not None and self._last.missed:
+                    continue  # already projected input that the session did not see: no reason to wait
             await self.reader.wait_for_change(seq, within=period)
 
     def _unchanged(self, seq: int) -> bool:
@@ -201,6 +222,8 @@ class SessionLoop:
             publish_seconds = time.perf_counter() - published
 
         waited = time.perf_counter()
+        # While the projector applies the session (it runs elsewhere): free what the session left.
+        self.heap.after_session()
         applied = await self._wait_applied(session_id)
         apply_seconds = time.perf_counter() - waited
         pipelines = sum(1 for d in computed.decisions if isinstance(d, PipelineDecision))
@@ -210,6 +233,7 @@ class SessionLoop:
             # Pipelines are recorded, not applied: they do not change what the next session sees.
             changed_state=others > 0 or applied.accepted > pipelines,
             time_dependent=computed.time_dependent,
+            missed=others,
         )
         timing = SessionTiming(
             session_id=session_id,
@@ -225,6 +249,7 @@ class SessionLoop:
             compute_seconds=computed.seconds,
             publish_seconds=publish_seconds,
             apply_seconds=apply_seconds,
+            collect_seconds=self.heap.last_collect_seconds,
         )
         await record_session(self.records, timing)
         self.metrics.session(len(computed.decisions), timing.total_seconds)
@@ -244,6 +269,8 @@ class SessionLoop:
         """Runs in the worker thread: everything CPU-bound, nothing that touches the loop."""
         began = time.perf_counter()
         snapshot, digest = self.reader.snapshots.build(state)
+        # The state and the snapshot cache are long-lived; the session's objects are not.
+        self.heap.before_session()
         config, config_version = config_in_force(state)
         result = run_session(snapshot, config, now, logic_flags=self.settings.logic_flags)
         decisions = tuple(result.events())

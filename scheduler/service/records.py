@@ -30,7 +30,10 @@ SESSION_TIMINGS_DDL: Final = (
     " compute_seconds double precision NOT NULL,"
     " publish_seconds double precision NOT NULL,"
     " apply_seconds double precision NOT NULL,"
-    " recorded_at timestamptz NOT NULL DEFAULT now())"
+    " recorded_at timestamptz NOT NULL DEFAULT now());"
+    # Added later: a table made before gets the column when the DDL next runs (each new term).
+    " ALTER TABLE scheduler_session_timings"
+    " ADD COLUMN IF NOT EXISTS collect_seconds double precision NOT NULL DEFAULT 0"
 )
 
 
@@ -50,6 +53,8 @@ class SessionTiming:
     compute_seconds: float
     publish_seconds: float
     apply_seconds: float
+    #: Of ``apply_seconds``: collecting the session's garbage while the projector applied it.
+    collect_seconds: float = 0.0
 
     @property
     def total_seconds(self) -> float:
@@ -60,7 +65,8 @@ async def record_session(conn: asyncpg.Connection, t: SessionTiming) -> None:
     await conn.execute(
         "INSERT INTO scheduler_session_timings (session_id, cluster, leader_epoch, input_seq, applied_seq,"
         " decisions, accepted, pending_jobs, pending_digest, read_seconds, compute_seconds,"
-        " publish_seconds, apply_seconds) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+        " publish_seconds, apply_seconds, collect_seconds)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
         " ON CONFLICT (session_id) DO NOTHING",
         t.session_id,
         t.cluster,
@@ -75,4 +81,5 @@ async def record_session(conn: asyncpg.Connection, t: SessionTiming) -> None:
         t.compute_seconds,
         t.publish_seconds,
         t.apply_seconds,
+        t.collect_seconds,
     )

@@ -4,7 +4,10 @@ Pure: the publisher hands these to Kafka.  A session is applied whole or not
 at all (design §3), so it normally travels as one SessionCommitted.  Only when
 that message would exceed the broker's limit are its decisions spread over
 :class:`SessionPart` events, published before a marker with ``parts = N``;
-the fold applies the session when the marker arrives, and never before.
+the fold applies the session when the marker arrives, and never before.  The
+pending reasons stay in the marker while it fits; when they alone would make
+it too large they travel in further parts too (after the decisions' parts,
+in job order), and the fold reassembles them in part order.
 
 Sizes are exact, not estimated: :func:`events.serde.encode` writes compact
 JSON, so a part's size is the size of the empty part plus each decision's
@@ -19,7 +22,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, Protocol
+from typing import Final, Protocol, TypeVar
 
 from events.models import (
     Decision,
@@ -102,41 +105,65 @@ def session_events(
     """The events that publish one session, in publishing order (parts first, the marker last).
 
     Raises:
-        SessionTooLarge: the marker alone (its pending reasons) or a single
-            decision does not fit in a message.
+        SessionTooLarge: a single decision or pending job does not fit in a
+            message, or the marker without any of them.
     """
-    whole = _marker(header, list(decisions), parts=0, time=time)
+    whole = _marker(header, list(decisions), header.pending, parts=0, time=time)
     size = len(encode(whole))
     if size <= max_message_bytes:
         return [whole]
 
-    chunks = _chunk(header, decisions, time=time, max_message_bytes=max_message_bytes)
-    parts: list[SessionPart | SessionCommitted] = [
-        SessionPart(
-            id=f"{header.session_id}/part-{index}",
-            source=SCHEDULER_SOURCE,
-            time=time,
-            subject=f"session/{header.session_id}",
-            cluster=header.cluster,
-            data=SessionPartData(session_id=header.session_id, index=index, decisions=chunk),
-        )
-        for index, chunk in enumerate(chunks)
+    limit = max_message_bytes
+    chunks: list[tuple[list[Decision], list[PendingJob]]] = [
+        (chunk, []) for chunk in _chunk(header, decisions, time=time, max_message_bytes=limit)
     ]
-    marker = _marker(header, [], parts=len(chunks), time=time)
+    pending: Sequence[PendingJob] = header.pending
+    if len(encode(_marker(header, [], pending, parts=len(chunks), time=time))) > limit:
+        first = len(chunks)
+        pending_chunks = _chunk(header, header.pending, time=time, max_message_bytes=limit, first_index=first)
+        chunks.extend(([], chunk) for chunk in pending_chunks)
+        pending = ()
+    parts: list[SessionPart | SessionCommitted] = [
+        _part(header, index, decisions=chunk, pending=pending_chunk, time=time)
+        for index, (chunk, pending_chunk) in enumerate(chunks)
+    ]
+    marker = _marker(header, [], pending, parts=len(chunks), time=time)
     marker_size = len(encode(marker))
-    if marker_size > max_message_bytes:
+    if marker_size > limit:
         raise SessionTooLarge(
-            header.session_id,
-            f"the commit marker with {len(header.pending)} pending jobs",
-            marker_size,
-            max_message_bytes,
+            header.session_id, "the commit marker without its pending reasons", marker_size, limit
         )
     parts.append(marker)
     return parts
 
 
+def _part(
+    header: SessionHeader,
+    index: int,
+    *,
+    decisions: Sequence[Decision],
+    pending: Sequence[PendingJob],
+    time: datetime,
+) -> SessionPart:
+    return SessionPart(
+        id=f"{header.session_id}/part-{index}",
+        source=SCHEDULER_SOURCE,
+        time=time,
+        subject=f"session/{header.session_id}",
+        cluster=header.cluster,
+        data=SessionPartData(
+            session_id=header.session_id, index=index, decisions=list(decisions), pending=list(pending)
+        ),
+    )
+
+
 def _marker(
-    header: SessionHeader, decisions: list[Decision], *, parts: int, time: datetime
+    header: SessionHeader,
+    decisions: list[Decision],
+    pending: Sequence[PendingJob],
+    *,
+    parts: int,
+    time: datetime,
 ) -> SessionCommitted:
     return SessionCommitted(
         id=f"{header.session_id}/commit",
@@ -154,41 +181,40 @@ def _marker(
             logic_flags=list(header.logic_flags),
             decisions=decisions,
             parts=parts,
-            pending=list(header.pending),
+            pending=list(pending),
             pending_digest=header.pending_digest,
         ),
     )
 
 
+Item = TypeVar("Item", Decision, PendingJob)
+
+
 def _chunk(
-    header: SessionHeader, decisions: Sequence[Decision], *, time: datetime, max_message_bytes: int
-) -> list[list[Decision]]:
-    """Greedy split into parts that each encode within the limit, keeping decision order."""
+    header: SessionHeader,
+    items: Sequence[Item],
+    *,
+    time: datetime,
+    max_message_bytes: int,
+    first_index: int = 0,
+) -> list[list[Item]]:
+    """Greedy split of decisions (or pending jobs) into parts that each encode within the limit, in order."""
     # The empty part with the widest index it could get: an upper bound on every part's overhead.
-    widest = SessionPart(
-        id=f"{header.session_id}/part-{len(decisions)}",
-        source=SCHEDULER_SOURCE,
-        time=time,
-        subject=f"session/{header.session_id}",
-        cluster=header.cluster,
-        data=SessionPartData(session_id=header.session_id, index=len(decisions), decisions=[]),
-    )
+    widest = _part(header, first_index + len(items), decisions=[], pending=[], time=time)
     overhead = len(encode(widest))
     budget = max_message_bytes - overhead
-    chunks: list[list[Decision]] = []
-    current: list[Decision] = []
+    chunks: list[list[Item]] = []
+    current: list[Item] = []
     used = 0
-    for decision in decisions:
-        size = len(decision.model_dump_json())
+    for item in items:
+        size = len(item.model_dump_json())
         cost = size if not current else size + 1  # the comma before it
         if size > budget:
-            raise SessionTooLarge(
-                header.session_id, f"decision {decision!r}", size + overhead, max_message_bytes
-            )
+            raise SessionTooLarge(header.session_id, f"{item!r}", size + overhead, max_message_bytes)
         if used + cost > budget:
             chunks.append(current)
             current, used, cost = [], 0, size
-        current.append(decision)
+        current.append(item)
         used += cost
     if current:
         chunks.append(current)

@@ -15,11 +15,10 @@ compare them after every fold), only cheaper.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from projector.state import ClusterState
 from scheduler.core.snapshot import ClusterSnapshot, Job
-from scheduler.service.digest import SPECIALISED, digest_of_documents, input_digest, job_document
+from scheduler.service.digest import SPECIALISED, JobText, digest_of_texts, input_digest, job_text
 from scheduler.snapshot_builder import build_snapshot, global_default, job_snapshot, snapshot_of
 
 __all__ = ["SnapshotCache"]
@@ -27,8 +26,8 @@ __all__ = ["SnapshotCache"]
 
 class SnapshotCache:
     def __init__(self) -> None:
-        #: job id -> (its snapshot or None when it is left out, its canonical form)
-        self._jobs: dict[str, tuple[Job | None, dict[str, Any] | None]] = {}
+        #: job id -> (its snapshot or None when it is left out, its sort key and canonical JSON)
+        self._jobs: dict[str, tuple[Job | None, JobText | None]] = {}
         #: task id -> job id, for tasks the fold touched after they left the state.
         self._task_jobs: dict[str, str] = {}
         self._job_tasks: dict[str, tuple[str, ...]] = {}
@@ -69,24 +68,24 @@ class SnapshotCache:
 
         default_class = global_default(state.priority_classes)
         jobs: list[Job] = []
-        documents: list[dict[str, Any]] = []
+        texts: list[JobText] = []
         cached = self._jobs
         for job_id, job in state.jobs.items():
             entry = cached.get(job_id)
             if entry is None:
                 built = job_snapshot(state, job, default_class)
-                entry = (built, None if built is None else job_document(built))
+                entry = (built, None if built is None else job_text(built))
                 cached[job_id] = entry
                 for task_id in job.tasks:
                     self._task_jobs[task_id] = job_id
                 self._job_tasks[job_id] = (*self._job_tasks.get(job_id, ()), *job.tasks)
-            built, document = entry
-            if built is not None and document is not None:
+            built, text = entry
+            if built is not None and text is not None:
                 jobs.append(built)
-                documents.append(document)
+                texts.append(text)
         for gone in [j for j in cached if j not in state.jobs]:
             del cached[gone]
             for task_id in self._job_tasks.pop(gone, ()):
                 self._task_jobs.pop(task_id, None)
         snapshot = snapshot_of(state, tuple(jobs))
-        return snapshot, digest_of_documents(snapshot, documents)
+        return snapshot, digest_of_texts(snapshot, texts)

@@ -60,6 +60,7 @@ async def test_get_lists_jobs_queues_nodes_and_sessions(
         sessions = json.loads(await asyncio.to_thread(cli, endpoints, "sessions", "-o", "json"))["items"]
         jobs_table = await asyncio.to_thread(cli, endpoints, "jobs")
         nodes_table = await asyncio.to_thread(cli, endpoints, "nodes")
+        sessions_table = await asyncio.to_thread(cli, endpoints, "sessions")
 
     by_id = {j["id"]: j for j in jobs}
     assert sorted(by_id) == ["default/batch-inference", "default/demo-training", "default/llm-pretrain"]
@@ -88,11 +89,15 @@ async def test_get_lists_jobs_queues_nodes_and_sessions(
     assert sessions
     assert all(s["id"] and s["seq"] > 0 for s in sessions)
     assert sum(s["accepted"] for s in sessions) >= 5  # 5 bindings (+ enqueues)
+    # The scheduler records how long each of its sessions took; the view joins them in.
+    assert all(set(s["durations"]) == {"read", "compute", "publish", "apply"} for s in sessions)
+    assert all(s["durations"]["compute"] > 0 for s in sessions)
 
     header = jobs_table.splitlines()[0].split()
     assert header[:5] == ["NAMESPACE", "NAME", "QUEUE", "PHASE", "MIN"]
     assert "llm-pretrain" in jobs_table
     assert "NAME" in nodes_table
+    assert sessions_table.splitlines()[0].split()[-1] == "TOOK"
     assert "/8" in nodes_table
 
 

@@ -91,13 +91,65 @@ def test_a_large_session_splits_into_parts_within_the_limit_and_the_fold_applies
     assert {t.status for t in state.tasks.values()} == {"Bound"}
 
 
-def test_a_marker_whose_pending_reasons_exceed_the_limit_is_refused_before_anything_is_published() -> None:
-    pending = tuple(
-        PendingJob(job=f"ns/j{i}", reasons=[PendingReason(code="gang-not-ready", message="x" * 100)])
-        for i in range(50)
+def _pending(n: int) -> tuple[PendingJob, ...]:
+    return tuple(
+        PendingJob(
+            job=f"ns/j{i:03d}",
+            reasons=[PendingReason(code="gang-not-ready", message=f"gang {i}/{n} " + "x" * 100)],
+        )
+        for i in range(n)
     )
-    with pytest.raises(SessionTooLarge, match=r"\[SCHED-TOO-LARGE\].*commit marker with 50 pending jobs"):
-        session_events(_header(pending), _decisions(60), time=NOW, max_message_bytes=2_000)
+
+
+def test_pending_reasons_too_large_for_the_marker_travel_in_parts_and_the_fold_reassembles_them() -> None:
+    limit = 2_000
+    pending = _pending(50)  # about 7 kB of reasons: more than three messages' worth
+    decisions = _decisions(60)
+    events = session_events(_header(pending), decisions, time=NOW, max_message_bytes=limit)
+    *parts, marker = events
+    assert all(len(encode(e)) <= limit for e in events)
+    assert isinstance(marker, SessionCommitted)
+    assert marker.data.parts == len(parts)
+    assert marker.data.pending == []
+    assert marker.data.pending_digest == digest_pending(pending)
+    assert all(isinstance(p, SessionPart) for p in parts)
+    # Decisions first, then pending jobs, each in order and never mixed in one part.
+    carried = [(bool(p.data.decisions), bool(p.data.pending)) for p in parts]  # type: ignore[union-attr]
+    assert carried == sorted(carried, reverse=True)
+    assert (True, True) not in carried
+    assert sum(1 for _, has_pending in carried if has_pending) > 2
+    assert [d for p in parts for d in p.data.decisions] == decisions  # type: ignore[union-attr]
+    assert tuple(j for p in parts for j in p.data.pending) == pending  # type: ignore[union-attr]
+
+    state = ClusterState()
+    setup = [queue(), *(node(f"n{i}", cpu="64", pods=200) for i in range(3)), job("big", replicas=60)]
+    for seq, event in enumerate([*setup, *(decode(encode(e)) for e in events)], start=1):
+        assert apply(state, seq, event).applied
+    record = state.sessions[marker.data.session_id]
+    assert record.accepted == 61
+    assert record.pending == pending
+    assert digest_pending(record.pending) == record.pending_digest
+    # The buffered parts survive the state's JSON round trip (snapshots, projection_meta) mid-session.
+    half = ClusterState()
+    for seq, event in enumerate([*setup, *(decode(encode(e)) for e in parts)], start=1):
+        assert apply(half, seq, event).applied
+    restored = ClusterState.from_jsonable(half.to_jsonable())
+    assert apply(restored, len(setup) + len(parts) + 1, decode(encode(marker))).applied
+    assert restored.sessions[marker.data.session_id].pending == pending
+
+
+def test_pending_reasons_that_fit_stay_in_the_marker_of_a_split_session() -> None:
+    pending = _pending(3)
+    *parts, marker = session_events(_header(pending), _decisions(60), time=NOW, max_message_bytes=2_000)
+    assert isinstance(marker, SessionCommitted)
+    assert tuple(marker.data.pending) == pending
+    assert all(not p.data.pending for p in parts)  # type: ignore[union-attr]
+
+
+def test_a_single_pending_job_larger_than_a_message_is_refused_before_anything_is_published() -> None:
+    huge = (PendingJob(job="ns/huge", reasons=[PendingReason(code="gang-not-ready", message="x" * 5_000)]),)
+    with pytest.raises(SessionTooLarge, match=r"\[SCHED-TOO-LARGE\].*ns/huge"):
+        session_events(_header(huge), _decisions(60), time=NOW, max_message_bytes=2_000)
 
 
 def test_session_ids_are_unique_per_epoch_and_counter_and_stable() -> None:

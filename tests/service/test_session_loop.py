@@ -3,14 +3,37 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import asyncpg
 import pytest
+from aiokafka import AIOKafkaProducer
+from opentelemetry import trace
 
 from events.topics import Topics
-from tests.service.helpers import job, node, produce, queue, running_projector, running_scheduler, wait_for
+from projector.progress import wait_for_event
+from scheduler.service.leader import campaign
+from scheduler.service.loop import LoopSettings, SessionLoop
+from scheduler.service.projection import ProjectionReader
+from scheduler.service.publisher import SessionPublisher
+from scheduler.service.runner import SessionRunner
+from scheduler.service.telemetry import SchedulerMetrics, SubmissionTraces
+from tests.service.helpers import (
+    CLUSTER,
+    job,
+    node,
+    produce,
+    queue,
+    running_projector,
+    running_scheduler,
+    wait_for,
+)
+
+T = TypeVar("T")
 
 pytestmark = pytest.mark.integration
 
@@ -123,3 +146,113 @@ async def test_a_session_over_budget_is_abandoned_and_nothing_is_published(
             )
         finally:
             await conn.close()
+
+
+class _SlowFirstSession(SessionRunner):
+    """Holds the first session until ``before_first`` has run: input that arrives while a session computes."""
+
+    def __init__(self, before_first: Callable[[], Awaitable[None]]) -> None:
+        super().__init__(budget=30.0)
+        self._before_first: Callable[[], Awaitable[None]] | None = before_first
+
+    async def run(self, session_id: str, compute: Callable[[], T]) -> T:
+        hook, self._before_first = self._before_first, None
+        if hook is not None:
+            await hook()
+        return await super().run(session_id, compute)
+
+
+async def test_input_archived_while_a_session_ran_gets_the_next_session_at_once(
+    kafka_bootstrap: str, database_url: str, topics: Topics
+) -> None:
+    # The period is far longer than the test may take: only an immediate next session can place "late".
+    await produce(kafka_bootstrap, topics, [queue(), node("n1"), job("early", replicas=1, cpu="1")])
+    late = job("late", replicas=1, cpu="1")
+
+    async def submit_late() -> None:
+        await produce(kafka_bootstrap, topics, [late])
+        await wait_for_event(probe, late.id, 30)
+
+    async with running_projector(kafka_bootstrap, database_url, topics):
+        probe = await asyncpg.connect(database_url)
+        leadership = await campaign(database_url, CLUSTER, "test")
+        reader = await ProjectionReader.connect(database_url)
+        records = await asyncpg.connect(database_url)
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+        runner = _SlowFirstSession(submit_late)
+        try:
+            await reader.wait_for_schema()
+            await wait_for(probe, "SELECT count(*) FROM tasks", 1)
+            await producer.start()
+            loop = SessionLoop(
+                leadership=leadership,
+                reader=reader,
+                records=records,
+                publisher=SessionPublisher(producer, topics),
+                runner=runner,
+                traces=SubmissionTraces(),
+                tracer=trace.get_tracer("test"),
+                metrics=SchedulerMetrics(),
+                settings=LoopSettings(cluster=CLUSTER, schedule_period=300.0),
+            )
+            sessions = asyncio.create_task(loop.run())
+            try:
+                await wait_for(probe, "SELECT count(*) FROM bindings WHERE job_id = 'ns/late'", 1, within=60)
+            finally:
+                sessions.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sessions
+            rows = await probe.fetch(
+                "SELECT s.input_seq, s.seq, (SELECT count(*) FROM bindings b WHERE b.seq = s.seq) AS bound"
+                " FROM sessions s ORDER BY s.seq"
+            )
+            late_seq = await probe.fetchval("SELECT seq FROM event_log WHERE event_id = $1", late.id)
+        finally:
+            runner.close()
+            await producer.stop()
+            await reader.close()
+            await records.close()
+            await leadership.release()
+            await probe.close()
+    first, second = rows[0], rows[1]
+    # The first session read its input before "late" was archived, and committed after it ...
+    assert first["input_seq"] < late_seq < first["seq"]
+    assert first["bound"] == 1
+    # ... and the second one, run without waiting for the period or for anything newer, placed it.
+    assert second["input_seq"] == first["seq"]
+    assert second["bound"] == 1
+
+
+async def test_pending_reasons_larger_than_a_message_reach_the_projection_through_parts(
+    kafka_bootstrap: str, database_url: str, topics: Topics
+) -> None:
+    # 40 jobs that cannot fit (9 cpu per task on 8-cpu nodes): their reasons alone exceed 4 kB messages.
+    stuck = [job(f"stuck{i:02d}", replicas=1, cpu="9") for i in range(40)]
+    await produce(kafka_bootstrap, topics, [queue(), node("n1"), *stuck])
+    async with running_projector(kafka_bootstrap, database_url, topics):
+        conn = await asyncpg.connect(database_url)
+        try:
+            await wait_for(conn, "SELECT count(*) FROM tasks", 40)
+            async with running_scheduler(
+                kafka_bootstrap, database_url, topics, schedule_period=0.2, max_message_bytes=4_000
+            ):
+                await wait_for(conn, "SELECT count(*) FROM sessions", 1)
+            row = await conn.fetchrow("SELECT seq, doc FROM sessions ORDER BY seq LIMIT 1")
+            marker = await conn.fetchval("SELECT data::jsonb FROM event_log WHERE seq = $1", row["seq"])
+            parts = await conn.fetch(
+                "SELECT data::jsonb AS data FROM event_log WHERE type = 'tephra.session.part.v1'"
+                " AND seq < $1 ORDER BY seq",
+                row["seq"],
+            )
+            largest = await conn.fetchval("SELECT max(octet_length(data::text)) FROM event_log")
+        finally:
+            await conn.close()
+    doc, marker = json.loads(row["doc"]), json.loads(marker)
+    assert marker["parts"] == len(parts) > 1
+    assert marker["pending"] == []
+    carried = [p["job"] for part in parts for p in json.loads(part["data"]).get("pending", [])]
+    assert carried == sorted(j.data.job_id for j in stuck)
+    # The projection holds the whole list, as one marker would have carried it.
+    assert [p["job"] for p in doc["pending"]] == carried
+    assert all(p["reasons"] for p in doc["pending"])
+    assert largest < 4_000
