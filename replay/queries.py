@@ -14,15 +14,15 @@ from datetime import datetime
 from typing import Any
 
 from events.models import SessionCommitted
-from projector.state import ClusterState
+from projector.state import ClusterState, VoidedDecision
 from replay import engine
 from replay.archive import ArchivedEvent, RecordedSession, session_of
 from replay.audit import EvictionRow, audit_session
 from replay.chain import ChainChecker
 from replay.counterfactual import find_counterfactual
 from replay.errors import ChainBroken, Divergence, UnknownJob
-from replay.explain import Explanation, choose_session, explain
-from replay.reconstruct import Reconstruction, SessionInput, capture
+from replay.explain import Explanation, choose_session, decision_sessions, explain
+from replay.reconstruct import Reconstruction, SessionInput, capture, fold_archived
 from replay.store import ArchiveReader
 from replay.verify import SessionCheck, VerifyReport, check_session
 
@@ -43,6 +43,40 @@ async def _recorded(reader: ArchiveReader, marker: ArchivedEvent) -> RecordedSes
 
 async def _input_at(reader: ArchiveReader, seq: int) -> SessionInput:
     return capture(await reader.state_at(seq), seq)
+
+
+class _Walk:
+    """Folded states at increasing seqs: from the newest stored state at or before each, or folding on.
+
+    Moving to seq S folds on from the current state when no stored state
+    lies between it and S, and otherwise starts from that stored state, so a
+    walk over several seqs costs at most one reconstruction per seq and
+    often one in all.  The state is mutated in place: read what you need
+    from it before the next :meth:`to`.
+    """
+
+    def __init__(self, reader: ArchiveReader) -> None:
+        self._reader = reader
+        self._state: ClusterState | None = None
+
+    async def to(self, seq: int) -> ClusterState:
+        """The folded state right after ``seq``.
+
+        Raises:
+            FoldRejected: an archived event the fold refuses.
+            LookupError: the archive ends before ``seq``.
+        """
+        state = self._state
+        stored = await self._reader.snapshot_seq_at_or_before(seq)
+        if state is None or state.seq > seq or (stored is not None and stored > state.seq):
+            state = await self._reader.snapshot_at_or_before(seq) if stored is not None else None
+            state = ClusterState() if state is None else state
+        self._state = state
+        async for row in self._reader.rows(state.seq + 1, seq):
+            fold_archived(state, row)
+        if state.seq != seq:
+            raise LookupError(f"no state at seq {seq}: the archive ends at seq {state.seq}")
+        return state
 
 
 # ---------------------------------------------------------------------------- explain
@@ -77,7 +111,21 @@ async def explain_job(
             job, history, mention=None, session=None, snapshot=None, result=None, counterfactual=None
         )
     session = await _recorded(reader, marker)
-    session_input = await _input_at(reader, session.input_seq)
+    # One walk up the archive: the chosen session's input, and the fold's voided list of every
+    # session with a decision about the job (the timeline shows the ones the fold refused).
+    voided: dict[str, tuple[VoidedDecision, ...]] = {}
+    wanted = sorted(
+        [(m.seq, m.session_id) for m in decision_sessions(job, history)] + [(session.input_seq, "")]
+    )
+    walk = _Walk(reader)
+    session_input: SessionInput | None = None
+    for seq, sid in wanted:
+        state = await walk.to(seq)
+        if not sid:
+            session_input = capture(state, seq)
+        elif (record := state.sessions.get(sid)) is not None:
+            voided[sid] = record.voided
+    assert session_input is not None  # noqa: S101  (the input seq is always wanted)
     data = session.data
     result = engine.run(session_input.snapshot, session_input.config, data.now, data.logic_flags)
     found = None
@@ -99,6 +147,7 @@ async def explain_job(
         snapshot=session_input.snapshot,
         result=result,
         counterfactual=found,
+        voided=voided,
     )
 
 

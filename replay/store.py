@@ -180,6 +180,11 @@ class ArchiveReader:
         )
         return None if text is None else ClusterState.from_jsonable(json.loads(text))
 
+    async def snapshot_seq_at_or_before(self, seq: int) -> int | None:
+        """The seq of the newest stored folded state at or before ``seq`` (cheap: no state is read)."""
+        value = await self._conn.fetchval("SELECT max(seq) FROM state_snapshots WHERE seq <= $1", seq)
+        return None if value is None else int(value)
+
     async def state_at(self, seq: int) -> ClusterState:
         """The folded state right after ``seq``: the projector's own reconstruction (snapshot + tail).
 

@@ -161,3 +161,51 @@ async def test_node_counterfactual_leaves_room_for_jobs_ordered_ahead(database_u
         run.append(event)
     session_id = run.schedule()
     assert "ml/gang" not in run.results[session_id].pending
+
+
+@pytest.mark.parametrize("snapshot_every", [10_000, 2])
+async def test_the_timeline_shows_a_decision_the_fold_voided_with_its_reason(
+    database_url: str, snapshot_every: int
+) -> None:
+    """The only a100 node is removed while the session that binds the job to it is being decided.
+
+    With a stored state every 2 events, the walk up the archive starts from
+    stored states (at and between the sessions' seqs) instead of folding from
+    the empty state: the same answer.
+    """
+    run = LiveRun()
+    run.queue("research")
+    run.node(gpu_node("n1", 8, labels={"gpu-type": "a100"}))
+    run.node(gpu_node("n2", 8))
+    run.submit(job("j", queue="research", replicas=1, gpu=8, selector={"gpu-type": "a100"}))
+    voided_in = run.schedule(meanwhile=lambda: run.remove_node("n1"))
+    assert [v.reason for v in run.state.sessions[voided_in].voided] == ["node-missing"]
+    run.execute(voided_in)
+    run.tick()
+    run.cycle()
+    await load_rows(database_url, [r.to_json() for r in run.rows], snapshot_every=snapshot_every, batch=1)
+    async with open_archive(database_url) as reader:
+        explanation = await explain_job(reader, "ml/j", counterfactual=False)
+        stored = [await reader.snapshot_seq_at_or_before(r.seq) for r in run.rows]
+    assert stored[-1] == (None if snapshot_every > len(run.rows) else len(run.rows) // 2 * 2)
+
+    kinds = [e.kind for e in explanation.timeline]
+    assert kinds == ["submitted", "sessions", "voided", "sessions"]
+    decided, voided, after = explanation.timeline[1:]
+    # The scheduler decided the binding; the fold refused it, and the timeline says so right after.
+    assert decided.session_id == voided.session_id == voided_in
+    assert decided.text == "enqueued; 1 task(s) bound"
+    assert voided.seq == decided.seq
+    assert voided.text == "bind of ml/j-worker-0 on n1 voided by the fold: node-missing"
+    assert voided.to_json()["voided"] == {
+        "position": 1,
+        "decision": "bind",
+        "job": "ml/j",
+        "task": "ml/j-worker-0",
+        "node": "n1",
+        "reason": "node-missing",
+    }
+    # The task never started; the next session finds no a100 node for it.
+    assert after.session_id == run.sessions[-1]
+    assert after.text.startswith("pending: ")
+    assert explanation.facts["tasks"] == {"Pending": 1}
