@@ -41,10 +41,47 @@ _JOB_EVENTS: Final = (
     "tephra.task.finished.v1",
 )
 _BATCH: Final = 5_000
+# $1 namespace, $2 name, $3 the job's own event types, $4 job id, $5 SessionCommitted,
+# $6 {"job": id}, $7 {"preemptor_job": id}, $8 SessionPart.  One index scan by type per branch;
+# sessions and parts are cast to jsonb once (OFFSET 0 keeps the subquery from being inlined)
+# and trimmed to the job (see ArchiveReader.job_history); the other rows come back as archived.
+_JOB_HISTORY: Final = """
+    SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash,
+           data::text AS data, false AS trimmed
+      FROM event_log
+     WHERE type = 'tephra.job.submitted.v1' AND data->>'namespace' = $1 AND data->>'name' = $2
+    UNION ALL
+    SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, data::text, false
+      FROM event_log
+     WHERE type = ANY($3::text[]) AND data->>'job_id' = $4
+    UNION ALL
+    SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash,
+           (doc || jsonb_build_object('decisions', coalesce(
+                (SELECT jsonb_agg(d.value ORDER BY d.n)
+                   FROM jsonb_array_elements(doc->'decisions') WITH ORDINALITY AS d(value, n)
+                  WHERE d.value->>'job' = $4 OR d.value->>'preemptor_job' = $4),
+                '[]'::jsonb))
+                || CASE WHEN type = $5 THEN jsonb_build_object('pending', coalesce(
+                    (SELECT jsonb_agg(p.value ORDER BY p.n)
+                       FROM jsonb_array_elements(doc->'pending') WITH ORDINALITY AS p(value, n)
+                      WHERE p.value->>'job' = $4),
+                    '[]'::jsonb)) ELSE '{}'::jsonb END
+           )::text,
+           true
+      FROM (SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, data::jsonb AS doc
+              FROM event_log WHERE type IN ($5, $8) OFFSET 0) AS s
+     WHERE (type = $5 AND doc->'pending' @> jsonb_build_array($6::jsonb))
+        OR doc->'decisions' @> jsonb_build_array($6::jsonb)
+        OR doc->'decisions' @> jsonb_build_array($7::jsonb)
+    ORDER BY seq
+"""
 
 
-def row_to_event(row: asyncpg.Record | dict[str, Any]) -> ArchivedEvent:
+def row_to_event(row: asyncpg.Record | dict[str, Any], *, view: bool = False) -> ArchivedEvent:
     """One ``event_log`` row as an archived event (decoded, canonical bytes kept).
+
+    ``view``: the row's ``data`` was reshaped by the query (a trimmed
+    session), so there are no canonical bytes to keep.
 
     Raises:
         ArchiveError: the row's columns do not decode as an event.
@@ -67,7 +104,7 @@ def row_to_event(row: asyncpg.Record | dict[str, Any]) -> ArchivedEvent:
         event=event,
         prev_hash=bytes(row["prev_hash"]),
         hash=bytes(row["hash"]),
-        canonical=canonical,
+        canonical=b"" if view else canonical,
     )
 
 
@@ -144,24 +181,18 @@ class ArchiveReader:
         """Every event about ``job``: its submission, task events, and sessions that mention it.
 
         A session mentions a job when the job is pending in it, or one of its
-        decisions names the job as subject or preemptor.
+        decisions names the job as subject or preemptor.  Sessions (and
+        session parts) come back *trimmed to the job*, in the server: only the
+        job's own ``pending`` entry and the decisions that name it, in their
+        order, so a busy cluster's large sessions are neither sent nor decoded
+        whole.  Those events are views, not archive rows: their ``canonical``
+        is empty and they are not for chain checks (:meth:`rows` is).
         """
         namespace, _, name = job.partition("/")
         mention = json.dumps({"job": job})
         preemptor = json.dumps({"preemptor_job": job})
         rows = await self._conn.fetch(
-            f"""
-            SELECT {_COLUMNS} FROM event_log
-            WHERE (type = 'tephra.job.submitted.v1'
-                   AND data::jsonb->>'namespace' = $1 AND data::jsonb->>'name' = $2)
-               OR (type = ANY($3::text[]) AND data::jsonb->>'job_id' = $4)
-               OR (type = $5 AND (data::jsonb->'pending' @> jsonb_build_array($6::jsonb)
-                                  OR data::jsonb->'decisions' @> jsonb_build_array($6::jsonb)
-                                  OR data::jsonb->'decisions' @> jsonb_build_array($7::jsonb)))
-               OR (type = $8 AND (data::jsonb->'decisions' @> jsonb_build_array($6::jsonb)
-                                  OR data::jsonb->'decisions' @> jsonb_build_array($7::jsonb)))
-            ORDER BY seq
-            """,  # noqa: S608
+            _JOB_HISTORY,
             namespace,
             name,
             list(_JOB_EVENTS),
@@ -171,7 +202,7 @@ class ArchiveReader:
             preemptor,
             _PART,
         )
-        return [row_to_event(r) for r in rows]
+        return [row_to_event(r, view=r["trimmed"]) for r in rows]
 
     async def snapshot_at_or_before(self, seq: int) -> ClusterState | None:
         """The newest stored folded state at or before ``seq``, if any."""

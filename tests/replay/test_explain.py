@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from events.models import SessionCommitted
+from events.models import SessionCommitted, SessionPart
 from replay.errors import UnknownJob
 from replay.queries import explain_job
 from replay.store import open_archive
 from tests.golden.archive import load_rows
 from tests.golden.history import LiveRun, gpu_node, job
+from tests.golden.scenarios import gpu_cluster, split_sessions
 
 pytestmark = pytest.mark.integration
 
@@ -209,3 +212,42 @@ async def test_the_timeline_shows_a_decision_the_fold_voided_with_its_reason(
     assert after.session_id == run.sessions[-1]
     assert after.text.startswith("pending: ")
     assert explanation.facts["tasks"] == {"Pending": 1}
+
+
+@pytest.mark.parametrize(
+    ("scenario", "target"), [(split_sessions, "ml/batch-07"), (gpu_cluster, "ml/llm-pretrain")]
+)
+async def test_job_history_trims_sessions_to_the_job_in_the_server(
+    database_url: str, scenario: Callable[[LiveRun], None], target: str
+) -> None:
+    """Sessions (and parts) come back with only the job's pending entry and the decisions naming it."""
+    run = LiveRun()
+    scenario(run)
+    await _load(database_url, run)
+    async with open_archive(database_url) as reader:
+        history = await reader.job_history(target)
+        whole = [r async for r in reader.rows()]
+    sessions = [h for h in history if isinstance(h.event, (SessionCommitted, SessionPart))]
+    assert sessions
+    # Every session that names the job is there (split ones through the parts that name it).
+    assert {h.seq for h in sessions} == {
+        r.seq
+        for r in whole
+        if isinstance(r.event, (SessionCommitted, SessionPart))
+        and (
+            any(target in (d.job, getattr(d, "preemptor_job", None)) for d in r.event.data.decisions)
+            or any(p.job == target for p in getattr(r.event.data, "pending", ()))
+        )
+    }
+    for archived in sessions:
+        data = archived.event.data
+        original = next(r for r in whole if r.seq == archived.seq).event.data
+        naming = [d for d in original.decisions if target in (d.job, getattr(d, "preemptor_job", None))]
+        assert data.decisions == naming
+        assert archived.canonical == b""
+        if isinstance(archived.event, SessionCommitted):
+            assert [p.job for p in data.pending] == [p.job for p in original.pending if p.job == target]
+    # Rows that are not sessions are the archived events themselves.
+    assert all(h.canonical for h in history if h not in sessions)
+    submitted = next(h for h in history if h.event.type == "tephra.job.submitted.v1")
+    assert submitted.event == next(r for r in whole if r.seq == submitted.seq).event
