@@ -103,7 +103,8 @@ async def explain_job(
     if session_id is not None:
         marker = await reader.session(session_id)
     elif mention is not None:
-        marker = await reader.session(mention.session_id)
+        # The history's copy of the marker is trimmed to the job: read the whole one by its seq.
+        marker = await reader.event_at(mention.seq)
     elif at is not None:
         raise UnknownJob(job, f"(no session considered it at or before {at.isoformat()})")
     else:

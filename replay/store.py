@@ -177,6 +177,17 @@ class ArchiveReader:
             raise UnknownSession(session_id)
         return row_to_event(row)
 
+    async def event_at(self, seq: int) -> ArchivedEvent:
+        """The archived event at ``seq`` (by primary key).
+
+        Raises:
+            LookupError: no row at ``seq``.
+        """
+        row = await self._conn.fetchrow(f"SELECT {_COLUMNS} FROM event_log WHERE seq = $1", seq)  # noqa: S608
+        if row is None:
+            raise LookupError(f"event_log has no row at seq {seq}")
+        return row_to_event(row)
+
     async def job_history(self, job: str) -> list[ArchivedEvent]:
         """Every event about ``job``: its submission, task events, and sessions that mention it.
 
