@@ -112,12 +112,18 @@ async def explain_job(
             job, history, mention=None, session=None, snapshot=None, result=None, counterfactual=None
         )
     session = await _recorded(reader, marker)
-    # One walk up the archive: the chosen session's input, and the fold's voided list of every
-    # session with a decision about the job (the timeline shows the ones the fold refused).
+    # The fold's voided list of every session with a decision about the job (the timeline shows
+    # the ones it refused): from the first stored state after the session when that holds its
+    # record, else folded in one walk up the archive that also rebuilds the chosen session's input.
     voided: dict[str, tuple[VoidedDecision, ...]] = {}
-    wanted = sorted(
-        [(m.seq, m.session_id) for m in decision_sessions(job, history)] + [(session.input_seq, "")]
-    )
+    wanted: list[tuple[int, str]] = [(session.input_seq, "")]
+    for m in decision_sessions(job, history):
+        record = await reader.stored_session(m.session_id, m.seq)
+        if record is not None:
+            voided[m.session_id] = record.voided
+        else:
+            wanted.append((m.seq, m.session_id))
+    wanted.sort()
     walk = _Walk(reader)
     session_input: SessionInput | None = None
     for seq, sid in wanted:

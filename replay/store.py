@@ -24,7 +24,7 @@ from events.serde import EventDecodeError, decode
 from projector.archive import GENESIS_HASH, canonical_envelope, format_time
 from projector.errors import ArchiveFoldMismatchError
 from projector.reconstruct import state_at as projector_state_at
-from projector.state import ClusterState
+from projector.state import ClusterState, SessionRecord, session_from_json
 from replay.archive import ArchivedEvent
 from replay.errors import ArchiveError, ArchiveUnavailable, UnknownSession
 from replay.reconstruct import FoldRejected
@@ -226,6 +226,27 @@ class ArchiveReader:
         """The seq of the newest stored folded state at or before ``seq`` (cheap: no state is read)."""
         value = await self._conn.fetchval("SELECT max(seq) FROM state_snapshots WHERE seq <= $1", seq)
         return None if value is None else int(value)
+
+    async def stored_session(self, session_id: str, seq: int) -> SessionRecord | None:
+        """The fold's record of the session committed at ``seq``, from the first stored state after it.
+
+        A stored state keeps the newest sessions' records (accepted count, the
+        voided decisions with their reasons), so the first state stored at or
+        after the marker usually holds it: read in the server, without loading
+        the state.  None when no stored state holds it (none stored since, or
+        the record already dropped out): then fold up to the marker instead.
+        """
+        text = await self._conn.fetchval(
+            """
+            SELECT s.value::text
+              FROM (SELECT state FROM state_snapshots WHERE seq >= $1 ORDER BY seq LIMIT 1) AS t,
+                   json_array_elements(t.state->'sessions') AS s(value)
+             WHERE s.value->>'session_id' = $2 AND (s.value->>'seq')::bigint = $1
+            """,
+            seq,
+            session_id,
+        )
+        return None if text is None else session_from_json(json.loads(text))
 
     async def state_at(self, seq: int) -> ClusterState:
         """The folded state right after ``seq``: the projector's own reconstruction (snapshot + tail).
