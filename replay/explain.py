@@ -173,9 +173,9 @@ def mentions(job: str, history: Iterable[ArchivedEvent]) -> list[SessionMention]
     return out
 
 
-def decision_sessions(job: str, history: Iterable[ArchivedEvent]) -> list[SessionMention]:
-    """The sessions of ``history`` with a decision about ``job``: the ones whose voided list matters."""
-    return [m for m in mentions(job, history) if m.decisions]
+def decision_sessions(found: Iterable[SessionMention]) -> list[SessionMention]:
+    """The mentions (see :func:`mentions`) with a decision about the job: those whose voided list matters."""
+    return [m for m in found if m.decisions]
 
 
 def _concerns(mention: SessionMention, voided: VoidedDecision) -> bool:
@@ -199,6 +199,8 @@ def timeline(
     job: str,
     history: Sequence[ArchivedEvent],
     voided: Mapping[str, Sequence[VoidedDecision]] | None = None,
+    *,
+    found: Sequence[SessionMention] | None = None,
 ) -> tuple[TimelineEntry, ...]:
     """The job's life as the archive tells it (see the module docstring).
 
@@ -206,12 +208,13 @@ def timeline(
     fold's :class:`~projector.state.VoidedDecision` records, from folding
     the archive up to that session's marker); those about the job follow
     their session's entry.  Sessions missing from it show no voided entry.
+    ``found``: :func:`mentions` of the same history, when the caller has it.
 
     Raises:
         UnknownJob: nothing in ``history`` is about the job.
     """
     entries: list[TimelineEntry] = []
-    sessions = {m.seq: m for m in mentions(job, history)}
+    sessions = {m.seq: m for m in (mentions(job, history) if found is None else found)}
     refused = voided or {}
     for archived in history:
         event = archived.event
@@ -276,13 +279,19 @@ def timeline(
 
 
 def choose_session(
-    job: str, history: Sequence[ArchivedEvent], *, session_id: str | None = None, at: datetime | None = None
+    job: str,
+    history: Sequence[ArchivedEvent],
+    *,
+    session_id: str | None = None,
+    at: datetime | None = None,
+    found: Sequence[SessionMention] | None = None,
 ) -> SessionMention | None:
     """The session to explain: ``session_id``, else the latest at or before ``at``, else the latest.
 
-    None when no session considered the job (under those constraints).
+    None when no session considered the job (under those constraints).  ``found``:
+    :func:`mentions` of the same history, when the caller has it.
     """
-    found = mentions(job, history)
+    found = mentions(job, history) if found is None else found
     if session_id is not None:
         return next((m for m in found if m.session_id == session_id), None)
     if at is not None:
@@ -352,9 +361,10 @@ def explain(
     result: SessionResult | None,
     counterfactual: Counterfactual | None,
     voided: Mapping[str, Sequence[VoidedDecision]] | None = None,
+    found: Sequence[SessionMention] | None = None,
 ) -> Explanation:
     """Assemble the explanation of ``job`` for the chosen, re-run session (``voided``: :func:`timeline`)."""
-    entries = timeline(job, history, voided)
+    entries = timeline(job, history, voided, found=found)
     if session is None or snapshot is None or result is None:
         return Explanation(job, entries, None, verdict="no session considered this job")
     reasons = tuple(r.to_json() for r in result.pending.get(job, ()))

@@ -21,7 +21,7 @@ from replay.audit import EvictionRow, audit_session
 from replay.chain import ChainChecker
 from replay.counterfactual import find_counterfactual
 from replay.errors import ChainBroken, Divergence, UnknownJob
-from replay.explain import Explanation, choose_session, decision_sessions, explain
+from replay.explain import Explanation, choose_session, decision_sessions, explain, mentions
 from replay.reconstruct import Reconstruction, SessionInput, capture, fold_archived
 from replay.store import ArchiveReader
 from replay.verify import SessionCheck, VerifyReport, check_session
@@ -99,7 +99,8 @@ async def explain_job(
     history = await reader.job_history(job)
     if not history:
         raise UnknownJob(job)
-    mention = choose_session(job, history, session_id=session_id, at=at)
+    found = mentions(job, history)
+    mention = choose_session(job, history, session_id=session_id, at=at, found=found)
     if session_id is not None:
         marker = await reader.session(session_id)
     elif mention is not None:
@@ -109,7 +110,14 @@ async def explain_job(
         raise UnknownJob(job, f"(no session considered it at or before {at.isoformat()})")
     else:
         return explain(
-            job, history, mention=None, session=None, snapshot=None, result=None, counterfactual=None
+            job,
+            history,
+            mention=None,
+            session=None,
+            snapshot=None,
+            result=None,
+            counterfactual=None,
+            found=found,
         )
     session = await _recorded(reader, marker)
     # The fold's voided list of every session with a decision about the job (the timeline shows
@@ -117,7 +125,7 @@ async def explain_job(
     # record, else folded in one walk up the archive that also rebuilds the chosen session's input.
     voided: dict[str, tuple[VoidedDecision, ...]] = {}
     wanted: list[tuple[int, str]] = [(session.input_seq, "")]
-    for m in decision_sessions(job, history):
+    for m in decision_sessions(found):
         record = await reader.stored_session(m.session_id, m.seq)
         if record is not None:
             voided[m.session_id] = record.voided
@@ -135,9 +143,9 @@ async def explain_job(
     assert session_input is not None  # noqa: S101  (the input seq is always wanted)
     data = session.data
     result = engine.run(session_input.snapshot, session_input.config, data.now, data.logic_flags)
-    found = None
+    search = None
     if counterfactual and job in result.pending:
-        found = find_counterfactual(
+        search = find_counterfactual(
             session_input.snapshot,
             session_input.config,
             data.now,
@@ -153,8 +161,9 @@ async def explain_job(
         session=session,
         snapshot=session_input.snapshot,
         result=result,
-        counterfactual=found,
+        counterfactual=search,
         voided=voided,
+        found=found,
     )
 
 
