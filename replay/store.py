@@ -23,12 +23,10 @@ import asyncpg
 from events.models import SessionCommitted, SessionPart
 from events.serde import EventDecodeError, decode
 from projector.archive import GENESIS_HASH, canonical_envelope, format_time
-from projector.errors import ArchiveFoldMismatchError
-from projector.reconstruct import state_at as projector_state_at
 from projector.state import ClusterState, SessionRecord, session_from_json
 from replay.archive import ArchivedEvent
 from replay.errors import ArchiveError, ArchiveUnavailable, UnknownSession
-from replay.reconstruct import FoldRejected
+from replay.reconstruct import fold_archived
 
 __all__ = ["ArchiveReader", "open_archive"]
 
@@ -274,15 +272,21 @@ class ArchiveReader:
         return None if text is None else session_from_json(json.loads(text))
 
     async def state_at(self, seq: int) -> ClusterState:
-        """The folded state right after ``seq``: the projector's own reconstruction (snapshot + tail).
+        """The folded state right after ``seq``: the newest stored state at or before it, plus the tail.
+
+        What :func:`projector.reconstruct.state_at` computes (a test holds
+        them equal), with the stored state decoded with the collector paused.
 
         Raises:
             FoldRejected: an archived event the fold refuses.
+            LookupError: the archive ends before ``seq``.
         """
-        try:
-            return await projector_state_at(self._conn, seq)
-        except ArchiveFoldMismatchError as exc:
-            raise FoldRejected(exc.seq, f"{exc.reason}: {exc.detail}") from None
+        state = await self.snapshot_at_or_before(seq) or ClusterState()
+        async for row in self.rows(state.seq + 1, seq):
+            fold_archived(state, row)
+        if state.seq != seq:
+            raise LookupError(f"no state at seq {seq}: the archive ends at seq {state.seq}")
+        return state
 
 
 @asynccontextmanager
