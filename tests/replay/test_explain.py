@@ -13,6 +13,7 @@ from replay.store import open_archive
 from tests.golden.archive import load_rows
 from tests.golden.history import LiveRun, gpu_node, job
 from tests.golden.scenarios import gpu_cluster, split_sessions
+from tests.replay.helpers import run_replay
 
 pytestmark = pytest.mark.integration
 
@@ -221,6 +222,11 @@ async def test_the_timeline_shows_a_decision_the_fold_voided_with_its_reason(
     assert after.session_id == run.sessions[-1]
     assert after.text.startswith("pending: ")
     assert explanation.facts["tasks"] == {"Pending": 1}
+
+    # The console script shows it too, in its timeline table.
+    shown = run_replay(database_url, "explain", "ml/j", "--format", "text", "--no-counterfactual")
+    assert shown.returncode == 0, shown.stderr
+    assert "bind of ml/j-worker-0 on n1 voided by the fold: node-missing" in shown.stdout
 
 
 @pytest.mark.parametrize(
