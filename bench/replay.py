@@ -1,6 +1,6 @@
 """Replay speed: fold rate over a 1,000,000-event archive, and ``replay explain`` in the last session.
 
-    python bench/replay.py [--events 1000000] [--database-url URL]
+    python bench/replay.py [--events 1000000] [--database-url URL] [--reuse]
 
 Builds the archive the way the live stack writes it (tests/golden/history.py:
 the production fold, snapshot builder, session and publisher; a simulated
@@ -16,6 +16,15 @@ a state snapshot every 10,000 events), then prints:
 
 Goals (issue 6): fold >= 200,000 events/s; explain <= 1 s with snapshots.
 Without ``--database-url`` an embedded PostgreSQL is started in a temp dir.
+``--reuse`` measures an archive this script already wrote to ``--database-url``
+(no build, no fold passes, only state_at and explain): quick before/after
+comparisons.
+
+Each explain is run three times (the first pays for cold caches), printed as
+wall time (this process's CPU time): on a shared machine the CPU time is the
+steadier figure; the difference is PostgreSQL's work and waiting for a core.
+Then it is split into its phases: the job's history query, rebuilding the
+input (stored state + fold), the re-run, and the counterfactual search.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import gc
 import resource
 import shutil
 import sys
@@ -39,8 +49,11 @@ from events.models import TaskStarted  # noqa: E402
 from events.serde import decode  # noqa: E402
 from projector.fold import apply  # noqa: E402
 from projector.state import ClusterState  # noqa: E402
+from replay import engine  # noqa: E402
+from replay.counterfactual import find_counterfactual  # noqa: E402
 from replay.queries import explain_job  # noqa: E402
-from replay.store import open_archive  # noqa: E402
+from replay.reconstruct import capture  # noqa: E402
+from replay.store import ArchiveReader, open_archive  # noqa: E402
 from tests.golden.archive import load_rows, row_canonical  # noqa: E402
 from tests.golden.history import LiveRun, gpu_node, job  # noqa: E402
 
@@ -113,15 +126,54 @@ async def measure(url: str, run: LiveRun) -> None:
         apply(state, seq, decode(raw))
     print(f"decode + fold (canonical bytes): {rate(len(canonical), time.perf_counter() - began)}")
     del state, canonical
+    # Replay runs in a fresh process: keep the garbage collector from walking this script's
+    # million-event history (held by the caller) during the timed reads below.
+    gc.collect()
+    gc.freeze()
+    await measure_archive(url, run.sessions[-1])
 
+
+async def _phases(reader: ArchiveReader, session_id: str) -> str:
+    """explain's phases one by one, as explain_job runs them."""
+    began = time.perf_counter()
+    await reader.job_history(STUCK_JOB)
+    history = time.perf_counter() - began
+    marker = await reader.session(session_id)
+    data = marker.event.data  # type: ignore[union-attr]
+    began = time.perf_counter()
+    session_input = capture(await reader.state_at(data.input_seq), data.input_seq)
+    rebuild = time.perf_counter() - began
+    began = time.perf_counter()
+    result = engine.run(session_input.snapshot, session_input.config, data.now, data.logic_flags)
+    rerun = time.perf_counter() - began
+    began = time.perf_counter()
+    cf = find_counterfactual(
+        session_input.snapshot,
+        session_input.config,
+        data.now,
+        data.logic_flags,
+        job_id=STUCK_JOB,
+        reasons=result.pending[STUCK_JOB],
+        baseline=result,
+    )
+    search = time.perf_counter() - began
+    return (
+        f"history {history:.3f} s, input {rebuild:.3f} s, re-run {rerun:.3f} s,"
+        f" counterfactual {search:.3f} s ({cf.sessions_run} re-runs)"
+    )
+
+
+async def measure_archive(url: str, last_session: str, *, fold_pass: bool = True) -> None:
     async with open_archive(url) as reader:
-        state = ClusterState()
-        count = 0
-        began = time.perf_counter()
-        async for archived in reader.rows():
-            apply(state, archived.seq, archived.event)
-            count += 1
-        print(f"read + decode + fold (Postgres): {rate(count, time.perf_counter() - began)}")
+        if fold_pass:
+            state = ClusterState()
+            count = 0
+            began = time.perf_counter()
+            async for archived in reader.rows():
+                apply(state, archived.seq, archived.event)
+                count += 1
+            print(f"read + decode + fold (Postgres): {rate(count, time.perf_counter() - began)}")
+            del state
 
         conn = await asyncpg.connect(url)
         try:
@@ -138,11 +190,13 @@ async def measure(url: str, run: LiveRun) -> None:
         history = await reader.job_history(STUCK_JOB)
         print(f"job_history({STUCK_JOB}): {len(history)} events in {time.perf_counter() - began:.3f} s")
         for counterfactual in (False, True):
-            began = time.perf_counter()
-            explanation = await explain_job(reader, STUCK_JOB, counterfactual=counterfactual)
-            took = time.perf_counter() - began
+            took_all = []
+            for _ in range(3):
+                began, cpu = time.perf_counter(), time.process_time()
+                explanation = await explain_job(reader, STUCK_JOB, counterfactual=counterfactual)
+                took_all.append((time.perf_counter() - began, time.process_time() - cpu))
             assert explanation.session is not None
-            assert explanation.session.session_id == run.sessions[-1]
+            assert explanation.session.session_id == last_session
             extra = ""
             if explanation.counterfactual is not None:
                 cf = explanation.counterfactual
@@ -150,11 +204,24 @@ async def measure(url: str, run: LiveRun) -> None:
                     "; ".join(c.summary for c in cf.changes) or cf.note
                 )
             label = "with counterfactual" if counterfactual else "reasons only     "
-            print(f"replay explain {STUCK_JOB} ({label}): {took:.3f} s{extra}")
+            runs = " / ".join(f"{wall:.3f} ({cpu:.3f})" for wall, cpu in took_all)
+            print(f"replay explain {STUCK_JOB} ({label}): {runs} s{extra}")
         print(f"  top reasons: {[r['code'] for r in explanation.reasons]}")
+        print(f"  phases: {await _phases(reader, last_session)}")
+
+
+async def _last_session(url: str) -> str:
+    async with open_archive(url) as reader:
+        (marker,) = (await reader.session_markers(await reader.last_seq()))[-1:]
+        return marker.event.data.session_id  # type: ignore[union-attr,no-any-return]
 
 
 async def main_async(args: argparse.Namespace) -> None:
+    if args.reuse:
+        if not args.database_url:
+            raise SystemExit("--reuse needs --database-url")
+        await measure_archive(args.database_url, await _last_session(args.database_url), fold_pass=False)
+        return
     began = time.perf_counter()
     run = build(args.events)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -188,6 +255,9 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument(
         "--database-url", default=None, help="an empty database (default: embedded PostgreSQL)"
+    )
+    parser.add_argument(
+        "--reuse", action="store_true", help="measure the archive already in --database-url (no build)"
     )
     asyncio.run(main_async(parser.parse_args()))
 

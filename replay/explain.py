@@ -7,8 +7,10 @@ into an :class:`Explanation` with a stable JSON form.
 * The **timeline** lists the submission, every session that considered the
   job (it was pending in it, or a decision named it) with its verdict —
   consecutive sessions with the same verdict are one entry, so a verdict
-  *change* is a new entry — and the task events (started, finished,
-  evicted), cancellation and rejection, each with seq, time and session id.
+  *change* is a new entry — the decisions about the job that the fold voided
+  (with the fold's reason code, right after their session), and the task
+  events (started, finished, evicted), cancellation and rejection, each with
+  seq, time and session id.
 * The **reasons** are the re-run's ranked reasons for the chosen session,
   with their numbers (``detail``), checked against the recorded ones.
 * The **counterfactual** is :func:`replay.counterfactual.find_counterfactual`.
@@ -16,7 +18,7 @@ into an :class:`Explanation` with a stable JSON form.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -32,6 +34,7 @@ from events.models import (
     TaskFinished,
     TaskStarted,
 )
+from projector.state import VoidedDecision
 from replay.archive import ArchivedEvent, RecordedSession
 from replay.counterfactual import Counterfactual
 from replay.errors import UnknownJob
@@ -43,6 +46,7 @@ __all__ = [
     "SessionMention",
     "TimelineEntry",
     "choose_session",
+    "decision_sessions",
     "explain",
     "mentions",
     "timeline",
@@ -65,7 +69,7 @@ class SessionMention:
 
 @dataclass(frozen=True, slots=True)
 class TimelineEntry:
-    kind: str  # submitted | sessions | task-started | task-finished | cancelled | rejected
+    kind: str  # submitted | sessions | voided | task-started | task-finished | cancelled | rejected
     seq: int
     time: datetime
     text: str
@@ -74,6 +78,8 @@ class TimelineEntry:
     last_seq: int | None = None
     last_session_id: str | None = None
     count: int = 1
+    #: For ``voided``: the decision the fold refused and its reason code.
+    voided: VoidedDecision | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -88,6 +94,16 @@ class TimelineEntry:
             out["lastSeq"] = self.last_seq
             out["lastSession"] = self.last_session_id
             out["count"] = self.count
+        if self.voided is not None:
+            v = self.voided
+            out["voided"] = {
+                "position": v.index,
+                "decision": v.kind,
+                "job": v.job,
+                "task": v.task,
+                "node": v.node,
+                "reason": v.reason,
+            }
         return out
 
 
@@ -157,14 +173,49 @@ def mentions(job: str, history: Iterable[ArchivedEvent]) -> list[SessionMention]
     return out
 
 
-def timeline(job: str, history: Sequence[ArchivedEvent]) -> tuple[TimelineEntry, ...]:
+def decision_sessions(found: Iterable[SessionMention]) -> list[SessionMention]:
+    """The mentions (see :func:`mentions`) with a decision about the job: those whose voided list matters."""
+    return [m for m in found if m.decisions]
+
+
+def _concerns(mention: SessionMention, voided: VoidedDecision) -> bool:
+    """Whether a voided decision is one of the mention's (the job's own, or one it preempts for)."""
+    return any(
+        d.kind == voided.kind
+        and d.job == voided.job
+        and getattr(d, "task", None) == voided.task
+        and getattr(d, "node", None) == voided.node
+        for d in mention.decisions
+    )
+
+
+def _voided_text(v: VoidedDecision) -> str:
+    what = v.job if v.task is None else v.task
+    where = f" on {v.node}" if v.node else ""
+    return f"{v.kind} of {what}{where} voided by the fold: {v.reason}"
+
+
+def timeline(
+    job: str,
+    history: Sequence[ArchivedEvent],
+    voided: Mapping[str, Sequence[VoidedDecision]] | None = None,
+    *,
+    found: Sequence[SessionMention] | None = None,
+) -> tuple[TimelineEntry, ...]:
     """The job's life as the archive tells it (see the module docstring).
+
+    ``voided`` maps a session id to the decisions the fold voided in it (the
+    fold's :class:`~projector.state.VoidedDecision` records, from folding
+    the archive up to that session's marker); those about the job follow
+    their session's entry.  Sessions missing from it show no voided entry.
+    ``found``: :func:`mentions` of the same history, when the caller has it.
 
     Raises:
         UnknownJob: nothing in ``history`` is about the job.
     """
     entries: list[TimelineEntry] = []
-    sessions = {m.seq: m for m in mentions(job, history)}
+    sessions = {m.seq: m for m in (mentions(job, history) if found is None else found)}
+    refused = voided or {}
     for archived in history:
         event = archived.event
         seq = archived.seq
@@ -192,6 +243,11 @@ def timeline(job: str, history: Sequence[ArchivedEvent]) -> tuple[TimelineEntry,
                 entries.append(
                     TimelineEntry("sessions", seq, event.time, m.verdict, m.session_id, seq, m.session_id)
                 )
+            for v in sorted(refused.get(m.session_id, ()), key=lambda v: v.index):
+                if _concerns(m, v):
+                    entries.append(
+                        TimelineEntry("voided", seq, event.time, _voided_text(v), m.session_id, voided=v)
+                    )
         elif isinstance(event, TaskStarted) and event.data.job_id == job:
             entries.append(
                 TimelineEntry(
@@ -223,13 +279,19 @@ def timeline(job: str, history: Sequence[ArchivedEvent]) -> tuple[TimelineEntry,
 
 
 def choose_session(
-    job: str, history: Sequence[ArchivedEvent], *, session_id: str | None = None, at: datetime | None = None
+    job: str,
+    history: Sequence[ArchivedEvent],
+    *,
+    session_id: str | None = None,
+    at: datetime | None = None,
+    found: Sequence[SessionMention] | None = None,
 ) -> SessionMention | None:
     """The session to explain: ``session_id``, else the latest at or before ``at``, else the latest.
 
-    None when no session considered the job (under those constraints).
+    None when no session considered the job (under those constraints).  ``found``:
+    :func:`mentions` of the same history, when the caller has it.
     """
-    found = mentions(job, history)
+    found = mentions(job, history) if found is None else found
     if session_id is not None:
         return next((m for m in found if m.session_id == session_id), None)
     if at is not None:
@@ -298,9 +360,11 @@ def explain(
     snapshot: ClusterSnapshot | None,
     result: SessionResult | None,
     counterfactual: Counterfactual | None,
+    voided: Mapping[str, Sequence[VoidedDecision]] | None = None,
+    found: Sequence[SessionMention] | None = None,
 ) -> Explanation:
-    """Assemble the explanation of ``job`` for the chosen, re-run session."""
-    entries = timeline(job, history)
+    """Assemble the explanation of ``job`` for the chosen, re-run session (``voided``: :func:`timeline`)."""
+    entries = timeline(job, history, voided, found=found)
     if session is None or snapshot is None or result is None:
         return Explanation(job, entries, None, verdict="no session considered this job")
     reasons = tuple(r.to_json() for r in result.pending.get(job, ()))

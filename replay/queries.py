@@ -14,15 +14,15 @@ from datetime import datetime
 from typing import Any
 
 from events.models import SessionCommitted
-from projector.state import ClusterState
+from projector.state import ClusterState, VoidedDecision
 from replay import engine
 from replay.archive import ArchivedEvent, RecordedSession, session_of
 from replay.audit import EvictionRow, audit_session
 from replay.chain import ChainChecker
 from replay.counterfactual import find_counterfactual
 from replay.errors import ChainBroken, Divergence, UnknownJob
-from replay.explain import Explanation, choose_session, explain
-from replay.reconstruct import Reconstruction, SessionInput, capture
+from replay.explain import Explanation, choose_session, decision_sessions, explain, mentions
+from replay.reconstruct import Reconstruction, SessionInput, capture, fold_archived
 from replay.store import ArchiveReader
 from replay.verify import SessionCheck, VerifyReport, check_session
 
@@ -45,6 +45,40 @@ async def _input_at(reader: ArchiveReader, seq: int) -> SessionInput:
     return capture(await reader.state_at(seq), seq)
 
 
+class _Walk:
+    """Folded states at increasing seqs: from the newest stored state at or before each, or folding on.
+
+    Moving to seq S folds on from the current state when no stored state
+    lies between it and S, and otherwise starts from that stored state, so a
+    walk over several seqs costs at most one reconstruction per seq and
+    often one in all.  The state is mutated in place: read what you need
+    from it before the next :meth:`to`.
+    """
+
+    def __init__(self, reader: ArchiveReader) -> None:
+        self._reader = reader
+        self._state: ClusterState | None = None
+
+    async def to(self, seq: int) -> ClusterState:
+        """The folded state right after ``seq``.
+
+        Raises:
+            FoldRejected: an archived event the fold refuses.
+            LookupError: the archive ends before ``seq``.
+        """
+        state = self._state
+        stored = await self._reader.snapshot_seq_at_or_before(seq)
+        if state is None or state.seq > seq or (stored is not None and stored > state.seq):
+            state = await self._reader.snapshot_at_or_before(seq) if stored is not None else None
+            state = ClusterState() if state is None else state
+        self._state = state
+        async for row in self._reader.rows(state.seq + 1, seq):
+            fold_archived(state, row)
+        if state.seq != seq:
+            raise LookupError(f"no state at seq {seq}: the archive ends at seq {state.seq}")
+        return state
+
+
 # ---------------------------------------------------------------------------- explain
 
 
@@ -65,24 +99,53 @@ async def explain_job(
     history = await reader.job_history(job)
     if not history:
         raise UnknownJob(job)
-    mention = choose_session(job, history, session_id=session_id, at=at)
+    found = mentions(job, history)
+    mention = choose_session(job, history, session_id=session_id, at=at, found=found)
     if session_id is not None:
         marker = await reader.session(session_id)
     elif mention is not None:
-        marker = await reader.session(mention.session_id)
+        # The history's copy of the marker is trimmed to the job: read the whole one by its seq.
+        marker = await reader.event_at(mention.seq)
     elif at is not None:
         raise UnknownJob(job, f"(no session considered it at or before {at.isoformat()})")
     else:
         return explain(
-            job, history, mention=None, session=None, snapshot=None, result=None, counterfactual=None
+            job,
+            history,
+            mention=None,
+            session=None,
+            snapshot=None,
+            result=None,
+            counterfactual=None,
+            found=found,
         )
     session = await _recorded(reader, marker)
-    session_input = await _input_at(reader, session.input_seq)
+    # The fold's voided list of every session with a decision about the job (the timeline shows
+    # the ones it refused): from the first stored state after the session when that holds its
+    # record, else folded in one walk up the archive that also rebuilds the chosen session's input.
+    voided: dict[str, tuple[VoidedDecision, ...]] = {}
+    wanted: list[tuple[int, str]] = [(session.input_seq, "")]
+    for m in decision_sessions(found):
+        record = await reader.stored_session(m.session_id, m.seq)
+        if record is not None:
+            voided[m.session_id] = record.voided
+        else:
+            wanted.append((m.seq, m.session_id))
+    wanted.sort()
+    walk = _Walk(reader)
+    session_input: SessionInput | None = None
+    for seq, sid in wanted:
+        state = await walk.to(seq)
+        if not sid:
+            session_input = capture(state, seq)
+        elif (record := state.sessions.get(sid)) is not None:
+            voided[sid] = record.voided
+    assert session_input is not None  # noqa: S101  (the input seq is always wanted)
     data = session.data
     result = engine.run(session_input.snapshot, session_input.config, data.now, data.logic_flags)
-    found = None
+    search = None
     if counterfactual and job in result.pending:
-        found = find_counterfactual(
+        search = find_counterfactual(
             session_input.snapshot,
             session_input.config,
             data.now,
@@ -98,7 +161,9 @@ async def explain_job(
         session=session,
         snapshot=session_input.snapshot,
         result=result,
-        counterfactual=found,
+        counterfactual=search,
+        voided=voided,
+        found=found,
     )
 
 

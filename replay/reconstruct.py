@@ -23,7 +23,15 @@ from replay.errors import Divergence
 from scheduler.core.config import SchedulerConfig
 from scheduler.core.snapshot import ClusterSnapshot
 
-__all__ = ["FoldRejected", "Reconstruction", "SessionInput", "capture", "session_inputs", "state_at"]
+__all__ = [
+    "FoldRejected",
+    "Reconstruction",
+    "SessionInput",
+    "capture",
+    "fold_archived",
+    "session_inputs",
+    "state_at",
+]
 
 
 class FoldRejected(Divergence):
@@ -64,7 +72,12 @@ def capture(state: ClusterState, seq: int) -> SessionInput:
     )
 
 
-def _fold_one(state: ClusterState, archived: ArchivedEvent) -> None:
+def fold_archived(state: ClusterState, archived: ArchivedEvent) -> None:
+    """Fold one archived event into ``state`` (in place).
+
+    Raises:
+        FoldRejected: the fold refuses the event.
+    """
     why = engine.fold(state, archived.seq, archived.event)
     if why is not None:
         raise FoldRejected(archived.seq, why)
@@ -76,7 +89,7 @@ def state_at(events: Iterable[ArchivedEvent], seq: int, *, state: ClusterState |
     for archived in events:
         if archived.seq > seq:
             break
-        _fold_one(current, archived)
+        fold_archived(current, archived)
     return current
 
 
@@ -110,7 +123,7 @@ class Reconstruction:
     def feed(self, archived: ArchivedEvent) -> list[SessionInput]:
         # The state after every event up to seq S is the input at S, however sparse the seqs are.
         captured = self._capture_below(archived.seq)
-        _fold_one(self.state, archived)
+        fold_archived(self.state, archived)
         return captured
 
     def finish(self) -> list[SessionInput]:

@@ -62,7 +62,8 @@ def print_explanation(console: Console, explanation: Explanation) -> None:
             seq = f"{entry.seq}..{entry.last_seq}"
             session = f"{session}..{(entry.last_session_id or '')[:8]}"
             text = f"{entry.count} sessions: {text}"
-        table.add_row(seq, entry.time.strftime("%Y-%m-%d %H:%M:%S"), session, escape(text))
+        shown = f"[red]{escape(text)}[/red]" if entry.kind == "voided" else escape(text)
+        table.add_row(seq, entry.time.strftime("%Y-%m-%d %H:%M:%S"), session, shown)
     console.print(table)
     if e.session is None:
         console.print(f"\n{escape(e.verdict)}")

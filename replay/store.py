@@ -12,9 +12,10 @@ bytes, upcasting old versions; the bytes are kept on the
 
 from __future__ import annotations
 
+import gc
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Final
 
 import asyncpg
@@ -22,12 +23,10 @@ import asyncpg
 from events.models import SessionCommitted, SessionPart
 from events.serde import EventDecodeError, decode
 from projector.archive import GENESIS_HASH, canonical_envelope, format_time
-from projector.errors import ArchiveFoldMismatchError
-from projector.reconstruct import state_at as projector_state_at
-from projector.state import ClusterState
+from projector.state import ClusterState, SessionRecord, session_from_json
 from replay.archive import ArchivedEvent
 from replay.errors import ArchiveError, ArchiveUnavailable, UnknownSession
-from replay.reconstruct import FoldRejected
+from replay.reconstruct import fold_archived
 
 __all__ = ["ArchiveReader", "open_archive"]
 
@@ -41,10 +40,67 @@ _JOB_EVENTS: Final = (
     "tephra.task.finished.v1",
 )
 _BATCH: Final = 5_000
+# $1 namespace, $2 name, $3 the job's own event types, $4 job id, $5 SessionCommitted,
+# $6 {"job": id}, $7 {"preemptor_job": id}, $8 SessionPart.  One index scan by type per branch;
+# sessions and parts are cast to jsonb once (OFFSET 0 keeps the subquery from being inlined)
+# and trimmed to the job (see ArchiveReader.job_history); the other rows come back as archived.
+_JOB_HISTORY: Final = """
+    SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash,
+           data::text AS data, false AS trimmed
+      FROM event_log
+     WHERE type = 'tephra.job.submitted.v1' AND data->>'namespace' = $1 AND data->>'name' = $2
+    UNION ALL
+    SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, data::text, false
+      FROM event_log
+     WHERE type = ANY($3::text[]) AND data->>'job_id' = $4
+    UNION ALL
+    SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash,
+           (doc || jsonb_build_object('decisions', coalesce(
+                (SELECT jsonb_agg(d.value ORDER BY d.n)
+                   FROM jsonb_array_elements(doc->'decisions') WITH ORDINALITY AS d(value, n)
+                  WHERE d.value->>'job' = $4 OR d.value->>'preemptor_job' = $4),
+                '[]'::jsonb))
+                || CASE WHEN type = $5 THEN jsonb_build_object('pending', coalesce(
+                    (SELECT jsonb_agg(p.value ORDER BY p.n)
+                       FROM jsonb_array_elements(doc->'pending') WITH ORDINALITY AS p(value, n)
+                      WHERE p.value->>'job' = $4),
+                    '[]'::jsonb)) ELSE '{}'::jsonb END
+           )::text,
+           true
+      FROM (SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, data::jsonb AS doc
+              FROM event_log WHERE type IN ($5, $8) OFFSET 0) AS s
+     WHERE (type = $5 AND doc->'pending' @> jsonb_build_array($6::jsonb))
+        OR doc->'decisions' @> jsonb_build_array($6::jsonb)
+        OR doc->'decisions' @> jsonb_build_array($7::jsonb)
+    ORDER BY seq
+"""
 
 
-def row_to_event(row: asyncpg.Record | dict[str, Any]) -> ArchivedEvent:
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector around one synchronous bulk decode.
+
+    Rebuilding a stored state creates a few hundred thousand objects in one
+    go, and every burst of allocations sets off a collection that traverses
+    what was built so far, though none of it is garbage yet: about 40% of a
+    stored state's load at 1M events.  Only around synchronous code, so no
+    other task runs while the collector is off; the previous setting is
+    restored, and collection resumes normally afterwards.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def row_to_event(row: asyncpg.Record | dict[str, Any], *, view: bool = False) -> ArchivedEvent:
     """One ``event_log`` row as an archived event (decoded, canonical bytes kept).
+
+    ``view``: the row's ``data`` was reshaped by the query (a trimmed
+    session), so there are no canonical bytes to keep.
 
     Raises:
         ArchiveError: the row's columns do not decode as an event.
@@ -67,7 +123,7 @@ def row_to_event(row: asyncpg.Record | dict[str, Any]) -> ArchivedEvent:
         event=event,
         prev_hash=bytes(row["prev_hash"]),
         hash=bytes(row["hash"]),
-        canonical=canonical,
+        canonical=b"" if view else canonical,
     )
 
 
@@ -140,28 +196,33 @@ class ArchiveReader:
             raise UnknownSession(session_id)
         return row_to_event(row)
 
+    async def event_at(self, seq: int) -> ArchivedEvent:
+        """The archived event at ``seq`` (by primary key).
+
+        Raises:
+            LookupError: no row at ``seq``.
+        """
+        row = await self._conn.fetchrow(f"SELECT {_COLUMNS} FROM event_log WHERE seq = $1", seq)  # noqa: S608
+        if row is None:
+            raise LookupError(f"event_log has no row at seq {seq}")
+        return row_to_event(row)
+
     async def job_history(self, job: str) -> list[ArchivedEvent]:
         """Every event about ``job``: its submission, task events, and sessions that mention it.
 
         A session mentions a job when the job is pending in it, or one of its
-        decisions names the job as subject or preemptor.
+        decisions names the job as subject or preemptor.  Sessions (and
+        session parts) come back *trimmed to the job*, in the server: only the
+        job's own ``pending`` entry and the decisions that name it, in their
+        order, so a busy cluster's large sessions are neither sent nor decoded
+        whole.  Those events are views, not archive rows: their ``canonical``
+        is empty and they are not for chain checks (:meth:`rows` is).
         """
         namespace, _, name = job.partition("/")
         mention = json.dumps({"job": job})
         preemptor = json.dumps({"preemptor_job": job})
         rows = await self._conn.fetch(
-            f"""
-            SELECT {_COLUMNS} FROM event_log
-            WHERE (type = 'tephra.job.submitted.v1'
-                   AND data::jsonb->>'namespace' = $1 AND data::jsonb->>'name' = $2)
-               OR (type = ANY($3::text[]) AND data::jsonb->>'job_id' = $4)
-               OR (type = $5 AND (data::jsonb->'pending' @> jsonb_build_array($6::jsonb)
-                                  OR data::jsonb->'decisions' @> jsonb_build_array($6::jsonb)
-                                  OR data::jsonb->'decisions' @> jsonb_build_array($7::jsonb)))
-               OR (type = $8 AND (data::jsonb->'decisions' @> jsonb_build_array($6::jsonb)
-                                  OR data::jsonb->'decisions' @> jsonb_build_array($7::jsonb)))
-            ORDER BY seq
-            """,  # noqa: S608
+            _JOB_HISTORY,
             namespace,
             name,
             list(_JOB_EVENTS),
@@ -171,25 +232,61 @@ class ArchiveReader:
             preemptor,
             _PART,
         )
-        return [row_to_event(r) for r in rows]
+        with paused_gc():
+            return [row_to_event(r, view=r["trimmed"]) for r in rows]
 
     async def snapshot_at_or_before(self, seq: int) -> ClusterState | None:
         """The newest stored folded state at or before ``seq``, if any."""
         text = await self._conn.fetchval(
             "SELECT state::text FROM state_snapshots WHERE seq <= $1 ORDER BY seq DESC LIMIT 1", seq
         )
-        return None if text is None else ClusterState.from_jsonable(json.loads(text))
+        if text is None:
+            return None
+        with paused_gc():
+            return ClusterState.from_jsonable(json.loads(text))
+
+    async def snapshot_seq_at_or_before(self, seq: int) -> int | None:
+        """The seq of the newest stored folded state at or before ``seq`` (cheap: no state is read)."""
+        value = await self._conn.fetchval("SELECT max(seq) FROM state_snapshots WHERE seq <= $1", seq)
+        return None if value is None else int(value)
+
+    async def stored_session(self, session_id: str, seq: int) -> SessionRecord | None:
+        """The fold's record of the session committed at ``seq``, from the first stored state after it.
+
+        A stored state keeps the newest sessions' records (accepted count, the
+        voided decisions with their reasons), so the first state stored at or
+        after the marker usually holds it: read in the server, without loading
+        the state.  None when no stored state holds it (none stored since, or
+        the record already dropped out): then fold up to the marker instead.
+        """
+        text = await self._conn.fetchval(
+            """
+            SELECT s.value::text
+              FROM (SELECT state FROM state_snapshots WHERE seq >= $1 ORDER BY seq LIMIT 1) AS t,
+                   json_array_elements(t.state->'sessions') AS s(value)
+             WHERE s.value->>'session_id' = $2 AND (s.value->>'seq')::bigint = $1
+            """,
+            seq,
+            session_id,
+        )
+        return None if text is None else session_from_json(json.loads(text))
 
     async def state_at(self, seq: int) -> ClusterState:
-        """The folded state right after ``seq``: the projector's own reconstruction (snapshot + tail).
+        """The folded state right after ``seq``: the newest stored state at or before it, plus the tail.
+
+        What :func:`projector.reconstruct.state_at` computes (a test holds
+        them equal), with the stored state decoded with the collector paused.
 
         Raises:
             FoldRejected: an archived event the fold refuses.
+            LookupError: the archive ends before ``seq``.
         """
-        try:
-            return await projector_state_at(self._conn, seq)
-        except ArchiveFoldMismatchError as exc:
-            raise FoldRejected(exc.seq, f"{exc.reason}: {exc.detail}") from None
+        state = await self.snapshot_at_or_before(seq) or ClusterState()
+        async for row in self.rows(state.seq + 1, seq):
+            fold_archived(state, row)
+        if state.seq != seq:
+            raise LookupError(f"no state at seq {seq}: the archive ends at seq {state.seq}")
+        return state
 
 
 @asynccontextmanager

@@ -84,16 +84,21 @@ async def load_rows(
     rows: Sequence[dict[str, Any]],
     *,
     snapshot_every: int = 10_000,
+    batch: int = _BATCH,
 ) -> None:
-    """Archive ``rows`` into an empty database through the projector's writer; check the hashes."""
+    """Archive ``rows`` into an empty database through the projector's writer; check the hashes.
+
+    The writer stores a state at the end of a batch that crosses a multiple of
+    ``snapshot_every``: small batches put stored states between the rows.
+    """
     conn = await asyncpg.connect(database_url)
     try:
         await apply_migrations(conn)
         writer = await BatchWriter.load(
             conn, consumer="golden", cluster=rows[0]["cluster"], snapshot_every=snapshot_every
         )
-        for start in range(0, len(rows), _BATCH):
-            chunk = rows[start : start + _BATCH]
+        for start in range(0, len(rows), batch):
+            chunk = rows[start : start + batch]
             records = [
                 InboundRecord("golden", 0, start + i, encode(decode(row_canonical(row))))
                 for i, row in enumerate(chunk)

@@ -28,6 +28,8 @@ from events.models import (
     Event,
     JobSubmitted,
     JobSubmittedData,
+    NodeRemoved,
+    NodeRemovedData,
     NodeReported,
     NodeReportedData,
     PriorityClassUpserted,
@@ -216,6 +218,11 @@ class LiveRun:
     def node(self, data: NodeReportedData) -> None:
         self.append(NodeReported(data=data, **self._envelope(data.name, "tephra://sim-cluster")))
 
+    def remove_node(self, name: str) -> None:
+        self.append(
+            NodeRemoved(data=NodeRemovedData(name=name), **self._envelope(name, "tephra://sim-cluster"))
+        )
+
     def submit(self, data: JobSubmittedData) -> None:
         self.append(JobSubmitted(data=data, **self._envelope(data.job_id, "tephra://submit")))
 
@@ -225,8 +232,13 @@ class LiveRun:
 
     # ------------------------------------------------------------------ the scheduler
 
-    def schedule(self) -> str:
-        """One session on the state as archived so far; returns its id."""
+    def schedule(self, *, meanwhile: Callable[[], None] | None = None) -> str:
+        """One session on the state as archived so far; returns its id.
+
+        ``meanwhile`` appends events after the session read its input and
+        before it is published (a node removed while the scheduler was
+        deciding): the fold then voids the decisions they contradict.
+        """
         snapshot = build_snapshot(self.state)
         config, version = config_in_force(self.state)
         result = run_session(snapshot, config, self._now, logic_flags=frozenset(self.logic_flags))
@@ -235,11 +247,14 @@ class LiveRun:
             decisions = self.tamper(len(self.sessions), decisions)
         session_id = session_id_for(self.cluster, self.epoch, len(self.sessions))
         pending = pending_jobs(result.pending)
+        input_seq = self.state.seq
+        if meanwhile is not None:
+            meanwhile()
         header = SessionHeader(
             session_id=session_id,
             cluster=self.cluster,
             leader_epoch=self.epoch,
-            input_seq=self.state.seq,
+            input_seq=input_seq,
             config_version=version,
             now=self._now,
             input_digest=snapshot_digest(snapshot),

@@ -11,24 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.golden.archive import load_golden
+from tests.replay.helpers import SEEDS, run_replay
 
 pytestmark = pytest.mark.integration
-
-SEEDS = ("0", "4242")
-
-
-def _replay(
-    database_url: str, *args: str, seed: str = "0", env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    environ = {**os.environ, "TEPHRA_DATABASE_URL": database_url, "PYTHONHASHSEED": seed, **(env or {})}
-    return subprocess.run(  # noqa: S603  (our own console script)
-        [sys.executable, "-m", "replay.cli", *args],
-        env=environ,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
 
 
 @pytest.mark.parametrize("name", ["gpu_cluster", "split_sessions", "divergent"])
@@ -37,7 +22,7 @@ async def test_verify_golden_archives_under_two_hash_seeds(database_url: str, na
     expected = golden.expect["verify"]
     outputs = []
     for seed in SEEDS:
-        done = _replay(database_url, "verify", "--format", "json", seed=seed)
+        done = run_replay(database_url, "verify", "--format", "json", seed=seed)
         assert done.returncode == (0 if expected["ok"] else 1), done.stderr
         outputs.append(done.stdout)
     assert outputs[0] == outputs[1]
@@ -55,14 +40,14 @@ async def test_verify_golden_archives_under_two_hash_seeds(database_url: str, na
 
 async def test_explain_json_is_stable_and_unknown_job_exits_1(database_url: str) -> None:
     await load_golden(database_url, "gpu_cluster")
-    runs = [_replay(database_url, "explain", "ml/llm-pretrain", "--format", "json", seed=s) for s in SEEDS]
+    runs = [run_replay(database_url, "explain", "ml/llm-pretrain", "--format", "json", seed=s) for s in SEEDS]
     assert [r.returncode for r in runs] == [0, 0], runs[0].stderr
     assert runs[0].stdout == runs[1].stdout
     doc = json.loads(runs[0].stdout)
     assert doc["reasons"][0]["code"] == "gang-not-ready"
     assert doc["counterfactual"]["found"] is True
 
-    missing = _replay(database_url, "explain", "ml/nope")
+    missing = run_replay(database_url, "explain", "ml/nope")
     assert missing.returncode == 1
     assert "[REPLAY-UNKNOWN-JOB] job 'ml/nope' is not in the archive" in missing.stderr
 
@@ -70,20 +55,20 @@ async def test_explain_json_is_stable_and_unknown_job_exits_1(database_url: str)
 async def test_text_session_and_audit_formats(database_url: str) -> None:
     golden = await load_golden(database_url, "gpu_cluster")
     session_id = golden.expect["sessions"][3]["id"]
-    text = _replay(database_url, "session", session_id, "--format", "text")
+    text = run_replay(database_url, "session", session_id, "--format", "text")
     assert text.returncode == 0, text.stderr
     assert f"Session {session_id}" in text.stdout
     assert "re-run: verified" in text.stdout
     assert "VictimEvicted" in text.stdout
 
-    csv = _replay(database_url, "audit", "preemptions", "--format", "csv")
+    csv = run_replay(database_url, "audit", "preemptions", "--format", "csv")
     assert csv.returncode == 0, csv.stderr
     header, *lines = csv.stdout.splitlines()
     assert header.startswith("time,session,seq,position,action")
     assert len(lines) == 1
     assert lines[0].split(",")[4] == "preempt"
 
-    unknown = _replay(database_url, "session", "no-such-session")
+    unknown = run_replay(database_url, "session", "no-such-session")
     assert unknown.returncode == 1
     assert "[REPLAY-UNKNOWN-SESSION]" in unknown.stderr
 

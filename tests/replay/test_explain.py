@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from events.models import SessionCommitted
+from events.models import SessionCommitted, SessionPart
 from replay.errors import UnknownJob
 from replay.queries import explain_job
 from replay.store import open_archive
 from tests.golden.archive import load_rows
 from tests.golden.history import LiveRun, gpu_node, job
+from tests.golden.scenarios import gpu_cluster, split_sessions
+from tests.replay.helpers import run_replay
 
 pytestmark = pytest.mark.integration
 
@@ -161,3 +165,104 @@ async def test_node_counterfactual_leaves_room_for_jobs_ordered_ahead(database_u
         run.append(event)
     session_id = run.schedule()
     assert "ml/gang" not in run.results[session_id].pending
+
+
+@pytest.mark.parametrize("snapshot_every", [10_000, 2])
+async def test_the_timeline_shows_a_decision_the_fold_voided_with_its_reason(
+    database_url: str, snapshot_every: int
+) -> None:
+    """The only a100 node is removed while the session that binds the job to it is being decided.
+
+    With a stored state every 2 events, the voided list is read from the first
+    stored state after the session and the input is rebuilt from a stored
+    state; without, both come from folding from the empty state: the same answer.
+    """
+    run = LiveRun()
+    run.queue("research")
+    run.node(gpu_node("n1", 8, labels={"gpu-type": "a100"}))
+    run.node(gpu_node("n2", 8))
+    run.submit(job("j", queue="research", replicas=1, gpu=8, selector={"gpu-type": "a100"}))
+    voided_in = run.schedule(meanwhile=lambda: run.remove_node("n1"))
+    assert [v.reason for v in run.state.sessions[voided_in].voided] == ["node-missing"]
+    run.execute(voided_in)
+    run.tick()
+    run.cycle()
+    await load_rows(database_url, [r.to_json() for r in run.rows], snapshot_every=snapshot_every, batch=1)
+    async with open_archive(database_url) as reader:
+        explanation = await explain_job(reader, "ml/j", counterfactual=False)
+        stored = [await reader.snapshot_seq_at_or_before(r.seq) for r in run.rows]
+        marker_seq = next(e.seq for e in explanation.timeline if e.kind == "voided")
+        record = await reader.stored_session(voided_in, marker_seq)
+    assert stored[-1] == (None if snapshot_every > len(run.rows) else len(run.rows) // 2 * 2)
+    # Stored states after the session hold the fold's record of it (read in the server); without
+    # them the voided list comes from folding up to the marker.  Both give the timeline below.
+    if snapshot_every == 2:
+        assert record is not None
+        assert record.voided == run.state.sessions[voided_in].voided
+    else:
+        assert record is None
+
+    kinds = [e.kind for e in explanation.timeline]
+    assert kinds == ["submitted", "sessions", "voided", "sessions"]
+    decided, voided, after = explanation.timeline[1:]
+    # The scheduler decided the binding; the fold refused it, and the timeline says so right after.
+    assert decided.session_id == voided.session_id == voided_in
+    assert decided.text == "enqueued; 1 task(s) bound"
+    assert voided.seq == decided.seq
+    assert voided.text == "bind of ml/j-worker-0 on n1 voided by the fold: node-missing"
+    assert voided.to_json()["voided"] == {
+        "position": 1,
+        "decision": "bind",
+        "job": "ml/j",
+        "task": "ml/j-worker-0",
+        "node": "n1",
+        "reason": "node-missing",
+    }
+    # The task never started; the next session finds no a100 node for it.
+    assert after.session_id == run.sessions[-1]
+    assert after.text.startswith("pending: ")
+    assert explanation.facts["tasks"] == {"Pending": 1}
+
+    # The console script shows it too, in its timeline table.
+    shown = run_replay(database_url, "explain", "ml/j", "--format", "text", "--no-counterfactual")
+    assert shown.returncode == 0, shown.stderr
+    assert "bind of ml/j-worker-0 on n1 voided by the fold: node-missing" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("scenario", "target"), [(split_sessions, "ml/batch-07"), (gpu_cluster, "ml/llm-pretrain")]
+)
+async def test_job_history_trims_sessions_to_the_job_in_the_server(
+    database_url: str, scenario: Callable[[LiveRun], None], target: str
+) -> None:
+    """Sessions (and parts) come back with only the job's pending entry and the decisions naming it."""
+    run = LiveRun()
+    scenario(run)
+    await _load(database_url, run)
+    async with open_archive(database_url) as reader:
+        history = await reader.job_history(target)
+        whole = [r async for r in reader.rows()]
+    sessions = [h for h in history if isinstance(h.event, (SessionCommitted, SessionPart))]
+    assert sessions
+    # Every session that names the job is there (split ones through the parts that name it).
+    assert {h.seq for h in sessions} == {
+        r.seq
+        for r in whole
+        if isinstance(r.event, (SessionCommitted, SessionPart))
+        and (
+            any(target in (d.job, getattr(d, "preemptor_job", None)) for d in r.event.data.decisions)
+            or any(p.job == target for p in getattr(r.event.data, "pending", ()))
+        )
+    }
+    for archived in sessions:
+        data = archived.event.data
+        original = next(r for r in whole if r.seq == archived.seq).event.data
+        naming = [d for d in original.decisions if target in (d.job, getattr(d, "preemptor_job", None))]
+        assert data.decisions == naming
+        assert archived.canonical == b""
+        if isinstance(archived.event, SessionCommitted):
+            assert [p.job for p in data.pending] == [p.job for p in original.pending if p.job == target]
+    # Rows that are not sessions are the archived events themselves.
+    assert all(h.canonical for h in history if h not in sessions)
+    submitted = next(h for h in history if h.event.type == "tephra.job.submitted.v1")
+    assert submitted.event == next(r for r in whole if r.seq == submitted.seq).event

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import gc
+
+import pytest
+
 from replay.archive import ArchivedEvent, describe_decision
 from replay.errors import UnknownLogicFlag
+from replay.store import paused_gc
 from replay.verify import verify_events
 from tests.golden.history import LiveRun
 from tests.golden.scenarios import DIVERGED_AT, divergent, gpu_cluster, split_sessions
@@ -71,3 +76,25 @@ def test_an_edited_event_breaks_the_chain_before_any_session_is_run() -> None:
     report = verify_events(rows)
     assert [(d.code, d.seq) for d in report.divergences] == [("REPLAY-CHAIN-BROKEN", victim.seq)]
     assert report.sessions == 0
+
+
+def test_paused_gc_restores_the_collector_as_it_found_it() -> None:
+    seen: list[bool] = []
+
+    def failing_decode() -> None:
+        with paused_gc():
+            seen.append(gc.isenabled())
+            raise RuntimeError("the decode failed")
+
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        failing_decode()
+    assert seen == [False]
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with paused_gc():
+            pass
+        assert not gc.isenabled()  # a caller that turned it off keeps it off
+    finally:
+        gc.enable()

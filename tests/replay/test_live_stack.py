@@ -4,12 +4,19 @@ Projector, scheduler and simulated cluster run as ``tephra up`` runs them; a
 gang that cannot fit stays Pending.  Replay then explains it with the right
 reasons and numbers, its counterfactual is produced as events through the
 broker and the next session binds the gang, and the audit lists exactly the
-evictions in ``event_log``; ``replay verify`` passes before and after.
+evictions in ``event_log``; ``replay verify`` passes before and after.  A
+second archive holds a real preemption (a high-priority job evicting a gang
+task): ``replay audit preemptions --format json`` lists exactly that evict
+decision (session, seq, position, victim, preemptor, action, rule), verified,
+and the console script's ``verify`` and ``audit`` print the same bytes under
+two PYTHONHASHSEEDs.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 import pytest
@@ -20,6 +27,7 @@ from projector.migrate import apply_migrations
 from replay.queries import audit_preemptions, explain_job, verify_archive
 from replay.store import open_archive
 from tests.api.test_live_scheduling import NODE, PENDING_IN_SESSIONS, PHASE, SETUP, live_stack, submit, vcjob
+from tests.replay.helpers import SEEDS, run_replay
 from tests.service.helpers import produce, wait_for
 
 pytestmark = pytest.mark.integration
@@ -30,6 +38,36 @@ _LOG_EVICTIONS = """
     WHERE e.type IN ('tephra.session.committed.v1', 'tephra.session.part.v1') AND d.value->>'kind' = 'evict'
     ORDER BY e.seq, d.n
 """
+
+
+# Every evict decision the live scheduler recorded, in seq then decision order.  Positions are
+# the marker's own: the test asserts these sessions were not split into parts.
+_LOG_EVICT_DECISIONS = """
+    SELECT e.seq, e.data->>'session_id' AS session, (d.n - 1)::int AS position, d.value->>'action' AS action,
+           d.value->>'node' AS node, d.value->>'task' AS victim_task, d.value->>'job' AS victim_job,
+           d.value->>'preemptor_task' AS preemptor_task, d.value->>'preemptor_job' AS preemptor_job,
+           d.value->>'rule' AS rule
+    FROM event_log e, json_array_elements(e.data->'decisions') WITH ORDINALITY AS d(value, n)
+    WHERE e.type = 'tephra.session.committed.v1' AND d.value->>'kind' = 'evict'
+    ORDER BY e.seq, d.n
+"""
+
+
+def _audit_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """An audit JSON row in the shape of an evict decision in event_log."""
+    victim, preemptor = row["victim"], row["preemptor"]
+    return (
+        row["seq"],
+        row["session"],
+        row["position"],
+        row["action"],
+        row["node"],
+        victim["task"],
+        victim["job"],
+        preemptor["task"],
+        preemptor["job"],
+        row["rule"],
+    )
 
 
 async def _verified(database_url: str) -> None:
@@ -105,8 +143,74 @@ async def test_explain_counterfactual_audit_and_verify_on_a_live_archive(
     await _verified(database_url)
     async with open_archive(database_url) as reader:
         rows = await audit_preemptions(reader)
-    # Preemption rows, with victims and queue shares, are exercised on LiveRun archives in
-    # test_audit.py: on this small cluster Volcano's enqueue rules keep a later high-priority job
-    # from being admitted at all, so this archive has no eviction and the audit must say so.
+    # This archive has no eviction (the gang fills every GPU, and Volcano's enqueue rules keep a
+    # later high-priority job from being admitted at all), and the audit must say so; the next
+    # test makes a live archive with a real preemption.
     assert [(r.seq, r.position, r.victim_task) for r in rows] == in_log
     assert all(r.verified for r in rows)
+
+
+async def test_a_live_preemption_is_audited_exactly_as_event_log_records_it(
+    kafka_bootstrap: str, database_url: str, topics: Topics
+) -> None:
+    """A higher-priority job preempts on the live stack; the audit lists that eviction and only it."""
+    endpoints = Endpoints(kafka_bootstrap, database_url, topics, "default")
+    async with live_stack(endpoints):
+        conn = await asyncpg.connect(database_url)
+        try:
+            nodes = "".join("---\n" + NODE.format(name=f"n{i}") for i in (1, 2, 3))
+            await submit(endpoints, SETUP + nodes)
+            await wait_for(conn, "SELECT count(*) FROM nodes", 3)
+            await wait_for(conn, "SELECT config_version FROM projection_meta", 1)
+            # 3 x 3 GPU, one task per 4-GPU node: one GPU is left on each node.
+            await submit(endpoints, vcjob("gang", replicas=3, gpu=3, priority="low"))
+            await wait_for(conn, PHASE, "Running", "default/gang", within=60)
+            # A high-priority job that needs two GPUs on one node preempts a low-priority gang task.
+            await submit(endpoints, vcjob("urgent", replicas=1, gpu=2, priority="high"))
+            await wait_for(conn, PHASE, "Running", "default/urgent", within=60)
+            accepted = [
+                tuple(r) for r in await conn.fetch("SELECT seq, decision FROM evictions ORDER BY seq")
+            ]
+            records = await conn.fetch(_LOG_EVICT_DECISIONS)
+            assert (
+                await conn.fetchval("SELECT count(*) FROM event_log WHERE type = 'tephra.session.part.v1'")
+                == 0
+            )
+        finally:
+            await conn.close()
+
+    # A real preemption happened: the fold accepted it, and it is the one in the log.
+    in_log = [tuple(r) for r in records]
+    assert len(in_log) == 1, in_log
+    (evict,) = records
+    assert accepted == [(evict["seq"], evict["position"])]
+    assert (evict["action"], evict["victim_job"], evict["preemptor_job"]) == (
+        "preempt",
+        "default/gang",
+        "default/urgent",
+    )
+    assert evict["victim_task"].startswith("default/gang-worker-")
+    assert evict["preemptor_task"] == "default/urgent-worker-0"
+    assert evict["rule"]
+
+    audits, verifies = [], []
+    for seed in SEEDS:
+        audit = run_replay(database_url, "audit", "preemptions", "--format", "json", seed=seed)
+        assert audit.returncode == 0, audit.stderr
+        audits.append(audit.stdout)
+        verify = run_replay(database_url, "verify", "--format", "json", seed=seed)
+        assert verify.returncode == 0, verify.stdout + verify.stderr
+        verifies.append(verify.stdout)
+    assert audits[0] == audits[1]
+    assert verifies[0] == verifies[1]
+    report = json.loads(verifies[0])
+    assert report["ok"] is True
+    assert report["sessions"] > 0
+
+    rows = json.loads(audits[0])["items"]
+    assert [_audit_key(r) for r in rows] == in_log
+    assert all(r["verified"] for r in rows)
+    assert all(r["voided"] is None for r in rows)
+    (row,) = rows
+    assert (row["victim"]["priority"], row["preemptor"]["priority"]) == (10, 1000)
+    assert row["victim"]["queue"] == row["preemptor"]["queue"] == "default"
