@@ -386,7 +386,7 @@ def _vcjob(doc: _Doc, classes: Mapping[str, PriorityClass]) -> Job:
             tasks.append(pod)
         task_min = doc.integer(t.get("minAvailable"), f"spec.tasks[{i}].minAvailable", replicas)
         pc_name = tspec.get("priorityClassName")
-        prio = classes[pc_name].value if pc_name in classes else 0
+        prio = classes[pc_name].value if isinstance(pc_name, str) and pc_name in classes else 0
         request = dict(tasks[-1].request) if replicas else {}
         roles.append((prio, tname, task_min, replicas, request))
     total_min = sum(r[2] for r in roles)
