@@ -53,7 +53,15 @@ from events.models import DEFAULT_CLUSTER
 from events.topics import Topics
 from projector.errors import ProjectorError
 from projector.migrate import apply_migrations
-from projector.writer import BatchPlan, BatchWriter, InboundRecord, Rejection, decode_batch, stored_offsets
+from projector.writer import (
+    BatchPlan,
+    BatchWriter,
+    Decoded,
+    InboundRecord,
+    Rejection,
+    decode_batch,
+    stored_offsets,
+)
 
 __all__ = ["WRITER_LOCK", "ProjectorConfig", "ProjectorMetrics", "run_projector", "tune_gc"]
 
@@ -149,6 +157,15 @@ async def run_projector(
             except TimeoutError:
                 pass
             backoff = min(backoff * 2, config.max_backoff_s)
+
+
+async def _decode_cooperatively(records: list[InboundRecord], chunk: int = 500) -> list[Decoded]:
+    """decode_batch, handing the event loop back every ``chunk`` records (see prepare_cooperatively)."""
+    decoded: list[Decoded] = []
+    for start in range(0, len(records), chunk):
+        decoded += decode_batch(records[start : start + chunk])
+        await asyncio.sleep(0)
+    return decoded
 
 
 class _Run:
@@ -331,10 +348,9 @@ class _Run:
                         await task
                     continue
                 began = time.perf_counter()
-                # CPU-bound: off the event loop, so the commit in flight keeps talking to PostgreSQL.
-                decoded = await asyncio.to_thread(decode_batch, records)
+                decoded = await _decode_cooperatively(records)
                 archived = await writer.archived_ids(query_conn, decoded)
-                plan = await asyncio.to_thread(writer.prepare, decoded, archived)
+                plan = await writer.prepare_cooperatively(decoded, archived)
                 if committing is not None:
                     task, committing = committing, None
                     await task  # in order; a failed commit ends the run before this batch is written

@@ -29,9 +29,11 @@ the writer is *poisoned* and must be rebuilt from the database
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -55,6 +57,7 @@ __all__ = [
     "NOTIFY_CHANNEL",
     "BatchPlan",
     "BatchWriter",
+    "Decoded",
     "InboundRecord",
     "Rejection",
     "decode_batch",
@@ -225,22 +228,52 @@ class BatchWriter:
 
     def prepare(self, decoded: Sequence[Decoded], archived_ids: set[str]) -> BatchPlan:
         """Fold the batch into the state and build everything it writes (mutates the state)."""
-        self._check_usable()
-        try:
-            plan = self._prepare(decoded, archived_ids)
-        except BaseException:
-            self.poisoned = True
-            raise
+        plan = self._begin()
+        with self._poison_on_error():
+            self._fold(plan, decoded, archived_ids)
+            self._finish(plan)
         self._in_flight.append(plan)
         return plan
 
-    def _prepare(self, decoded: Sequence[Decoded], archived_ids: set[str]) -> BatchPlan:
+    async def prepare_cooperatively(
+        self, decoded: Sequence[Decoded], archived_ids: set[str], *, chunk: int = 500
+    ) -> BatchPlan:
+        """:meth:`prepare`, handing the event loop back every ``chunk`` records.
+
+        The fold is CPU-bound; the yields let a commit in flight (and the
+        Kafka fetcher) make progress meanwhile, so PostgreSQL works while we
+        fold.  (A worker thread would do the same, but contends for the GIL
+        with every socket call of the commit.)
+        """
+        plan = self._begin()
+        with self._poison_on_error():
+            for start in range(0, len(decoded), chunk):
+                self._fold(plan, decoded[start : start + chunk], archived_ids)
+                await asyncio.sleep(0)
+            self._finish(plan)
+        self._in_flight.append(plan)
+        return plan
+
+    @contextmanager
+    def _poison_on_error(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
+            self.poisoned = True
+            raise
+
+    def _begin(self) -> BatchPlan:
+        self._check_usable()
+        seq = self.state.seq
+        return BatchPlan(base_seq=seq, last_seq=seq, last_hash=self._head_hash)
+
+    def _fold(self, plan: BatchPlan, decoded: Sequence[Decoded], archived_ids: set[str]) -> None:
+        """Fold ``decoded`` into the state and the plan (continuing where the plan stands)."""
         state = self.state
-        seq = state.seq
-        plan = BatchPlan(base_seq=seq, last_seq=seq)
+        seq = plan.last_seq
         seen = plan.event_ids
         touched = plan.touched
-        prev_hash = self._head_hash
+        prev_hash = plan.last_hash
         for record, item in decoded:
             plan.offsets[(record.topic, record.partition)] = record.offset + 1
             if isinstance(item, Rejection):
@@ -315,12 +348,15 @@ class BatchWriter:
                         )
         plan.last_seq = seq
         plan.last_hash = prev_hash
+
+    def _finish(self, plan: BatchPlan) -> None:
+        """Read the rows the batch touched, and a snapshot when due, out of the state."""
+        state = self.state
         plan.meta = meta_arguments(state)
-        plan.projection = projection_statements(state, touched)
-        if seq // self.snapshot_every > plan.base_seq // self.snapshot_every:
+        plan.projection = projection_statements(state, plan.touched)
+        if plan.last_seq // self.snapshot_every > plan.base_seq // self.snapshot_every:
             plan.snapshot = json.dumps(state.to_jsonable(), separators=(",", ":"), ensure_ascii=False)
-        self._head_hash = prev_hash
-        return plan
+        self._head_hash = plan.last_hash
 
     # ------------------------------------------------------------------ step 4
 
