@@ -13,6 +13,7 @@ import json
 from typing import Any, Final
 
 import asyncpg
+import orjson
 
 from events.models import SchedulerConfigSpec
 from projector.state import (
@@ -34,14 +35,32 @@ from projector.state import (
     session_to_json,
 )
 
-__all__ = ["Statement", "TouchedRows", "load_projection", "projection_statements", "write_projection"]
+__all__ = [
+    "Statement",
+    "TouchedRows",
+    "document_json",
+    "load_projection",
+    "projection_statements",
+    "write_projection",
+]
 
 #: kind -> key -> seq of the last event in the batch that changed it.
 TouchedRows = dict[str, dict[str, int]]
 #: One SQL statement with its arguments, ready to execute.
 Statement = tuple[str, tuple[Any, ...]]
 
-_dumps: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_json_dumps: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def document_json(value: Any) -> str:
+    """Compact JSON text of a projection document or snapshot (not hashed: any valid JSON will do)."""
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        return _json_dumps(value)  # beyond orjson (an integer over 64 bits in plugin arguments)
+
+
+_dumps: Final = document_json
 _MUTABLE_JOB_FIELDS: Final = ("phase", "phase_reason")
 _UPSERT_NODES: Final = (
     "INSERT INTO nodes (name, seq, ready, unschedulable, doc)"

@@ -30,7 +30,6 @@ the writer is *poisoned* and must be rebuilt from the database
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -47,6 +46,7 @@ from projector.fold import apply
 from projector.projection import (
     Statement,
     TouchedRows,
+    document_json,
     load_projection,
     meta_arguments,
     projection_statements,
@@ -355,7 +355,7 @@ class BatchWriter:
         plan.meta = meta_arguments(state)
         plan.projection = projection_statements(state, plan.touched)
         if plan.last_seq // self.snapshot_every > plan.base_seq // self.snapshot_every:
-            plan.snapshot = json.dumps(state.to_jsonable(), separators=(",", ":"), ensure_ascii=False)
+            plan.snapshot = document_json(state.to_jsonable())
         self._head_hash = plan.last_hash
 
     # ------------------------------------------------------------------ step 4
