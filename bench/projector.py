@@ -7,8 +7,9 @@ Starts an embedded Tansu broker (or uses ``TEPHRA_BENCH_KAFKA``), uses
 server at postgresql://postgres@127.0.0.1:5432/postgres), produces N mixed
 events to the three topics first, then runs the projector service in this
 process and times it from start to the last committed offset.  Prints
-events/s, p50/p99/max batch latency, peak RSS, and with ``--profile`` the
-service's top functions.
+events/s, the process's CPU time per event (steadier than wall time on a
+shared machine), p50/p99/max batch latency, peak RSS during the run, and
+with ``--profile`` the service's top functions.  See docs/projector.md.
 """
 
 from __future__ import annotations
