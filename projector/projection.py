@@ -10,6 +10,7 @@ the same code as :meth:`ClusterState.from_jsonable`.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Final
 
 import asyncpg
@@ -36,9 +37,12 @@ from projector.state import (
 )
 
 __all__ = [
+    "ProjectionWrite",
+    "StagedRows",
     "Statement",
     "TouchedRows",
     "document_json",
+    "execute_writes",
     "load_projection",
     "projection_statements",
     "write_projection",
@@ -48,6 +52,26 @@ __all__ = [
 TouchedRows = dict[str, dict[str, int]]
 #: One SQL statement with its arguments, ready to execute.
 Statement = tuple[str, tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class StagedRows:
+    """Rows COPYed into a temporary staging table, then upserted from it in one statement.
+
+    For the many-row upserts (thousands of tasks per batch): asyncpg checks
+    every element of an array parameter against collections.abc, which cost
+    more than the rows themselves; COPY encodes rows without that.
+    """
+
+    create: str  # the staging table (per connection; emptied at commit)
+    stage: str
+    columns: tuple[str, ...]
+    records: list[tuple[Any, ...]]
+    upsert: str
+
+
+#: What :func:`projection_statements` returns, in order.
+ProjectionWrite = Statement | StagedRows
 
 _json_dumps: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
@@ -68,10 +92,14 @@ _UPSERT_NODES: Final = (
     " ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq, ready = EXCLUDED.ready,"
     " unschedulable = EXCLUDED.unschedulable, doc = EXCLUDED.doc"
 )
+_TASK_COLUMNS: Final = ("id", "job_id", "role", "idx", "status", "node", "seq")
+_STAGE_TASKS: Final = (
+    "CREATE TEMP TABLE IF NOT EXISTS tephra_stage_tasks (id text, job_id text, role text, idx integer,"
+    " status text, node text, seq bigint) ON COMMIT DELETE ROWS"
+)
 _UPSERT_TASKS: Final = (
     "INSERT INTO tasks (id, job_id, role, idx, status, node, seq)"
-    " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[],"
-    " $6::text[], $7::bigint[])"
+    " SELECT id, job_id, role, idx, status, node, seq FROM tephra_stage_tasks"
     " ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, node = EXCLUDED.node,"
     " seq = EXCLUDED.seq"
 )
@@ -112,18 +140,29 @@ def _split(rows: dict[str, int], present: dict[str, Any]) -> tuple[list[str], li
 
 async def write_projection(conn: asyncpg.Connection, state: ClusterState, touched: TouchedRows) -> None:
     """Upsert or delete the rows behind ``touched``, from ``state`` (inside the caller's transaction)."""
-    for sql, args in projection_statements(state, touched):
-        await conn.execute(sql, *args)
+    await execute_writes(conn, projection_statements(state, touched))
 
 
-def projection_statements(state: ClusterState, touched: TouchedRows) -> list[Statement]:
+async def execute_writes(conn: asyncpg.Connection, writes: list[ProjectionWrite]) -> None:
+    """Run what :func:`projection_statements` built (inside the caller's transaction)."""
+    for write in writes:
+        if isinstance(write, StagedRows):
+            await conn.execute(write.create)
+            await conn.copy_records_to_table(write.stage, records=write.records, columns=write.columns)
+            await conn.execute(write.upsert)
+        else:
+            sql, args = write
+            await conn.execute(sql, *args)
+
+
+def projection_statements(state: ClusterState, touched: TouchedRows) -> list[ProjectionWrite]:
     """The statements that bring the rows behind ``touched`` to ``state``, in order.
 
     Pure, and every value is read from ``state`` now: the statements stay
     right after the state has moved on (the service folds the next batch
     while this one commits).
     """
-    out: list[Statement] = []
+    out: list[ProjectionWrite] = []
     if rows := touched.get("queue"):
         keep, gone = _split(rows, state.queues)
         _upsert_docs(out, "queues", keep, rows, [_dumps(queue_to_json(state.queues[k])) for k in keep])
@@ -155,19 +194,12 @@ def projection_statements(state: ClusterState, touched: TouchedRows) -> list[Sta
         keep, gone = _split(rows, state.tasks)
         tasks = [state.tasks[k] for k in keep]
         if keep:
+            task_rows = [
+                (k, t.job, t.role, t.index, t.status, t.node, rows[k])
+                for k, t in zip(keep, tasks, strict=True)
+            ]
             out.append(
-                (
-                    _UPSERT_TASKS,
-                    (
-                        keep,
-                        [t.job for t in tasks],
-                        [t.role for t in tasks],
-                        [t.index for t in tasks],
-                        [t.status for t in tasks],
-                        [t.node for t in tasks],
-                        [rows[k] for k in keep],
-                    ),
-                )
+                StagedRows(_STAGE_TASKS, "tephra_stage_tasks", _TASK_COLUMNS, task_rows, _UPSERT_TASKS)
             )
         _delete(out, "tasks", "id", gone)
     if rows := touched.get("session"):
@@ -194,7 +226,7 @@ def projection_statements(state: ClusterState, touched: TouchedRows) -> list[Sta
 
 
 def _job_statements(
-    out: list[Statement], state: ClusterState, new: dict[str, int], changed: dict[str, int]
+    out: list[ProjectionWrite], state: ClusterState, new: dict[str, int], changed: dict[str, int]
 ) -> None:
     if new:
         keep, gone = _split(new, state.jobs)
@@ -243,7 +275,7 @@ def _job_statements(
 
 
 def _upsert_docs(
-    out: list[Statement], table: str, keys: list[str], rows: dict[str, int], docs: list[str]
+    out: list[ProjectionWrite], table: str, keys: list[str], rows: dict[str, int], docs: list[str]
 ) -> None:
     if keys:
         sql = (
@@ -254,7 +286,7 @@ def _upsert_docs(
         out.append((sql, (keys, [rows[k] for k in keys], docs)))
 
 
-def _delete(out: list[Statement], table: str, column: str, keys: list[str]) -> None:
+def _delete(out: list[ProjectionWrite], table: str, column: str, keys: list[str]) -> None:
     if keys:
         out.append((f"DELETE FROM {table} WHERE {column} = ANY($1::text[])", (keys,)))  # noqa: S608
 

@@ -44,9 +44,10 @@ from projector.archive import GENESIS_HASH, archived_form, canonical_envelope, c
 from projector.errors import ProjectionDriftError
 from projector.fold import apply
 from projector.projection import (
-    Statement,
+    ProjectionWrite,
     TouchedRows,
     document_json,
+    execute_writes,
     load_projection,
     meta_arguments,
     projection_statements,
@@ -158,7 +159,7 @@ class BatchPlan:
     #: The projection_meta columns other than seq, as of the end of the batch.
     meta: tuple[Any, ...] = ()
     #: The projection rows as of the end of the batch.
-    projection: list[Statement] = field(default_factory=list)
+    projection: list[ProjectionWrite] = field(default_factory=list)
     #: The state as of the end of the batch (JSON), when a snapshot is due.
     snapshot: str | None = None
     #: The chain head after this batch.
@@ -400,8 +401,7 @@ class BatchWriter:
                     ],
                     columns=_REJECTED_COLUMNS,
                 )
-            for sql, args in plan.projection:
-                await conn.execute(sql, *args)
+            await execute_writes(conn, plan.projection)
             if plan.bindings:
                 await conn.copy_records_to_table("bindings", records=plan.bindings, columns=_BINDING_COLUMNS)
             if plan.evictions:
