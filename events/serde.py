@@ -5,18 +5,21 @@
   old versions; anything else raises :class:`EventDecodeError`.
 * :func:`canonical_json` — the deterministic bytes the event log hashes.
 
-Decoding parses the JSON once, dispatches on ``type`` to that type's own
-model (no trial of every member of the union) and validates the parsed
-object.  The error codes are stable; consumers branch on ``code``, never on
-the message.
+Decoding first tries the one-pass path: bytes straight into the current
+version's model (the ``type`` discriminator picks it).  Anything that path
+refuses — an old version, malformed input — and NaN or Infinity, which it
+would let through, goes the careful way: parse the JSON once, dispatch on
+``type`` to that type's own model (upcasting old versions) and validate the
+parsed object, which also finds the error code.  The error codes are stable;
+consumers branch on ``code``, never on the message.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Final, Literal, TypeAlias, cast
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias, Union, cast
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails, from_json
 
 from events.models import EVENT_TYPES, Event
@@ -62,6 +65,12 @@ _MODELS: Final[dict[str, type[BaseModel]]] = {
     for event_type, model in EVENT_TYPES.items()
     if (split := split_type(event_type)) is not None and _LATEST[split[0]] == split[1]
 }
+
+# The newest version of every type in one discriminated union: bytes -> model
+# in one pass (about a quarter faster than parse, dispatch, validate).
+_CURRENT: Final[TypeAdapter[Event]] = TypeAdapter(
+    Annotated[Union[tuple(_MODELS.values())], Field(discriminator="type")]  # type: ignore[arg-type]  # noqa: UP007
+)
 
 _MAX_REPR = 80
 _NO_SUBJECT: Final = {"subject"}
@@ -148,6 +157,17 @@ def decode(raw: bytes, *, upcasters: UpcasterRegistry = DEFAULT_UPCASTERS) -> Ev
     Raises:
         EventDecodeError: with the ``code`` saying what is wrong.
     """
+    # The one-pass parser would accept NaN and Infinity; the careful path refuses them.
+    if b"NaN" not in raw and b"Infinity" not in raw:
+        try:
+            return _CURRENT.validate_json(raw)
+        except ValidationError:
+            pass  # old version or not valid: the careful path upcasts or names the error
+    return _decode_carefully(raw, upcasters)
+
+
+def _decode_carefully(raw: bytes, upcasters: UpcasterRegistry) -> Event:
+    """Parse, dispatch on ``type``, upcast, validate: the path that names every error."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

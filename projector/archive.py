@@ -22,13 +22,17 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import UTC, datetime
+from json.encoder import encode_basestring
 from typing import Any, Final
 
-from events.models import Event
+import orjson
+
+from events.models import EVENT_TYPES, Event
 
 __all__ = [
     "GENESIS_HASH",
     "archived_form",
+    "canonical_data",
     "canonical_envelope",
     "chain_hash",
     "format_time",
@@ -40,14 +44,62 @@ GENESIS_HASH: Final = bytes(32)
 _dumps: Final = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 ).encode
+# What _dumps does for a str, without its per-call dispatch (the envelope has seven).
+_string: Final = encode_basestring
+_SCHEMA_MAPS: Final = ("properties", "$defs", "patternProperties")
+_SCHEMA_LISTS: Final = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_KINDS: Final = ("type", "$ref", "anyOf", "oneOf", "allOf", "enum", "const")
+
+
+def _without_floats(schema: dict[str, Any]) -> bool:
+    """True when JSON valid for ``schema`` can hold no floats (no numbers, no free-form values)."""
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    if not any(key in schema for key in _SCHEMA_KINDS) or "number" in kinds:
+        return False
+    if "object" in kinds and "additionalProperties" not in schema and "properties" not in schema:
+        return False  # any keys, any values
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS:
+            if not all(_without_floats(sub) for sub in value.values()):
+                return False
+        elif key in _SCHEMA_LISTS:
+            if not all(_without_floats(sub) for sub in value):
+                return False
+        elif key in ("items", "additionalProperties") and not (
+            value is False or (isinstance(value, dict) and _without_floats(value))
+        ):
+            return False
+    return True
+
+
+# Event types whose data orjson encodes byte for byte as _dumps does: the two
+# agree on everything but the text of floats (orjson writes 1e-7, json 1e-07),
+# so types that may carry a float (free-form plugin arguments) keep _dumps.
+_ORJSON_EXACT: Final = frozenset(
+    event_type
+    for event_type, model in EVENT_TYPES.items()
+    if _without_floats(model.model_json_schema(mode="serialization"))
+)
+
+
+def canonical_data(event_type: str, data: Any) -> str:
+    """The canonical JSON text of an event's ``data`` (as JSON-able values)."""
+    if event_type in _ORJSON_EXACT:
+        try:
+            # About five times faster than the json module for these documents.
+            return orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode()
+        except orjson.JSONEncodeError:
+            pass  # beyond what orjson encodes (an integer over 64 bits): json decides
+    return _dumps(data)
 
 
 def format_time(value: datetime) -> str:
     """A UTC timestamp exactly as the event models serialise it (ISO 8601, ``Z``)."""
     offset = value.utcoffset()
-    if offset is None or offset.total_seconds() != 0:
+    if offset is None or offset:
         raise ValueError(f"archived timestamps are UTC, got {value!r}")
-    return value.replace(tzinfo=None).isoformat() + "Z"
+    return value.isoformat()[:-6] + "Z"  # "+00:00" -> "Z"
 
 
 def archived_form(event: Event) -> tuple[Event, str]:
@@ -55,8 +107,7 @@ def archived_form(event: Event) -> tuple[Event, str]:
     offset = event.time.utcoffset()
     if offset is not None and offset.total_seconds() != 0:
         event = event.model_copy(update={"time": event.time.astimezone(UTC)})
-    data: Any = event.data.model_dump(mode="json")
-    return event, _dumps(data)
+    return event, canonical_data(event.type, event.data.model_dump(mode="json"))
 
 
 def canonical_envelope(
@@ -72,20 +123,20 @@ def canonical_envelope(
     """The canonical JSON of an event from its archived columns (keys in sorted order)."""
     return (
         '{"cluster":'
-        + _dumps(cluster)
+        + _string(cluster)
         + ',"data":'
         + data
         + ',"datacontenttype":"application/json","id":'
-        + _dumps(event_id)
+        + _string(event_id)
         + ',"source":'
-        + _dumps(source)
+        + _string(source)
         + ',"specversion":"1.0"'
         # An absent subject is left out, as events.serde does.
-        + ("" if subject is None else ',"subject":' + _dumps(subject))
+        + ("" if subject is None else ',"subject":' + _string(subject))
         + ',"time":'
-        + _dumps(time)
+        + _string(time)
         + ',"type":'
-        + _dumps(event_type)
+        + _string(event_type)
         + "}"
     ).encode()
 

@@ -10,9 +10,11 @@ the same code as :meth:`ClusterState.from_jsonable`.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Final
 
 import asyncpg
+import orjson
 
 from events.models import SchedulerConfigSpec
 from projector.state import (
@@ -34,13 +36,97 @@ from projector.state import (
     session_to_json,
 )
 
-__all__ = ["TouchedRows", "load_projection", "write_projection"]
+__all__ = [
+    "ProjectionWrite",
+    "StagedRows",
+    "Statement",
+    "TouchedRows",
+    "document_json",
+    "execute_writes",
+    "load_projection",
+    "projection_statements",
+    "write_projection",
+]
 
 #: kind -> key -> seq of the last event in the batch that changed it.
 TouchedRows = dict[str, dict[str, int]]
+#: One SQL statement with its arguments, ready to execute.
+Statement = tuple[str, tuple[Any, ...]]
 
-_dumps: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+@dataclass(frozen=True, slots=True)
+class StagedRows:
+    """Rows COPYed into a temporary staging table, then upserted from it in one statement.
+
+    For the many-row upserts (thousands of tasks per batch): asyncpg checks
+    every element of an array parameter against collections.abc, which cost
+    more than the rows themselves; COPY encodes rows without that.
+    """
+
+    create: str  # the staging table (per connection; emptied at commit)
+    stage: str
+    columns: tuple[str, ...]
+    records: list[tuple[Any, ...]]
+    upsert: str
+
+
+#: What :func:`projection_statements` returns, in order.
+ProjectionWrite = Statement | StagedRows
+
+_json_dumps: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def document_json(value: Any) -> str:
+    """Compact JSON text of a projection document or snapshot (not hashed: any valid JSON will do)."""
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        return _json_dumps(value)  # beyond orjson (an integer over 64 bits in plugin arguments)
+
+
+_dumps: Final = document_json
 _MUTABLE_JOB_FIELDS: Final = ("phase", "phase_reason")
+_UPSERT_NODES: Final = (
+    "INSERT INTO nodes (name, seq, ready, unschedulable, doc)"
+    " SELECT * FROM unnest($1::text[], $2::bigint[], $3::boolean[], $4::boolean[], $5::jsonb[])"
+    " ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq, ready = EXCLUDED.ready,"
+    " unschedulable = EXCLUDED.unschedulable, doc = EXCLUDED.doc"
+)
+_TASK_COLUMNS: Final = ("id", "job_id", "role", "idx", "status", "node", "seq")
+_STAGE_TASKS: Final = (
+    "CREATE TEMP TABLE IF NOT EXISTS tephra_stage_tasks (id text, job_id text, role text, idx integer,"
+    " status text, node text, seq bigint) ON COMMIT DELETE ROWS"
+)
+_UPSERT_TASKS: Final = (
+    "INSERT INTO tasks (id, job_id, role, idx, status, node, seq)"
+    " SELECT id, job_id, role, idx, status, node, seq FROM tephra_stage_tasks"
+    " ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, node = EXCLUDED.node,"
+    " seq = EXCLUDED.seq"
+)
+_UPSERT_SESSIONS: Final = (
+    "INSERT INTO sessions (session_id, seq, leader_epoch, input_seq, config_version, now,"
+    " accepted, voided, doc)"
+    " SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::integer[],"
+    " $6::timestamptz[], $7::integer[], $8::integer[], $9::jsonb[])"
+    " ON CONFLICT (session_id) DO UPDATE SET seq = EXCLUDED.seq,"
+    " leader_epoch = EXCLUDED.leader_epoch, input_seq = EXCLUDED.input_seq,"
+    " config_version = EXCLUDED.config_version, now = EXCLUDED.now,"
+    " accepted = EXCLUDED.accepted, voided = EXCLUDED.voided, doc = EXCLUDED.doc"
+)
+_INSERT_JOBS: Final = (
+    "INSERT INTO jobs (id, namespace, name, queue, phase, phase_reason, created, seq, spec)"
+    " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],"
+    " $6::text[], $7::timestamptz[], $8::bigint[], $9::jsonb[])"
+    " ON CONFLICT (id) DO UPDATE SET namespace = EXCLUDED.namespace, name = EXCLUDED.name,"
+    " queue = EXCLUDED.queue, phase = EXCLUDED.phase, phase_reason = EXCLUDED.phase_reason,"
+    " created = EXCLUDED.created, seq = EXCLUDED.seq, spec = EXCLUDED.spec"
+)
+_UPDATE_JOBS: Final = (
+    "UPDATE jobs SET phase = u.phase, phase_reason = u.phase_reason, seq = u.seq"
+    " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])"
+    " AS u(id, phase, phase_reason, seq)"
+    " WHERE jobs.id = u.id"
+)
 
 
 def _split(rows: dict[str, int], present: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -54,78 +140,93 @@ def _split(rows: dict[str, int], present: dict[str, Any]) -> tuple[list[str], li
 
 async def write_projection(conn: asyncpg.Connection, state: ClusterState, touched: TouchedRows) -> None:
     """Upsert or delete the rows behind ``touched``, from ``state`` (inside the caller's transaction)."""
+    await execute_writes(conn, projection_statements(state, touched))
+
+
+async def execute_writes(conn: asyncpg.Connection, writes: list[ProjectionWrite]) -> None:
+    """Run what :func:`projection_statements` built (inside the caller's transaction)."""
+    for write in writes:
+        if isinstance(write, StagedRows):
+            await conn.execute(write.create)
+            await conn.copy_records_to_table(write.stage, records=write.records, columns=write.columns)
+            await conn.execute(write.upsert)
+        else:
+            sql, args = write
+            await conn.execute(sql, *args)
+
+
+def projection_statements(state: ClusterState, touched: TouchedRows) -> list[ProjectionWrite]:
+    """The statements that bring the rows behind ``touched`` to ``state``, in order.
+
+    Pure, and every value is read from ``state`` now: the statements stay
+    right after the state has moved on (the service folds the next batch
+    while this one commits).
+    """
+    out: list[ProjectionWrite] = []
     if rows := touched.get("queue"):
         keep, gone = _split(rows, state.queues)
-        await _upsert_docs(conn, "queues", keep, rows, [_dumps(queue_to_json(state.queues[k])) for k in keep])
-        await _delete(conn, "queues", "name", gone)
+        _upsert_docs(out, "queues", keep, rows, [_dumps(queue_to_json(state.queues[k])) for k in keep])
+        _delete(out, "queues", "name", gone)
     if rows := touched.get("priority_class"):
         keep, gone = _split(rows, state.priority_classes)
         docs = [_dumps(priority_class_to_json(state.priority_classes[k])) for k in keep]
-        await _upsert_docs(conn, "priority_classes", keep, rows, docs)
-        await _delete(conn, "priority_classes", "name", gone)
+        _upsert_docs(out, "priority_classes", keep, rows, docs)
+        _delete(out, "priority_classes", "name", gone)
     if rows := touched.get("node"):
         keep, gone = _split(rows, state.nodes)
         nodes = [state.nodes[k] for k in keep]
         if keep:
-            await conn.execute(
-                "INSERT INTO nodes (name, seq, ready, unschedulable, doc)"
-                " SELECT * FROM unnest($1::text[], $2::bigint[], $3::boolean[], $4::boolean[], $5::jsonb[])"
-                " ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq, ready = EXCLUDED.ready,"
-                " unschedulable = EXCLUDED.unschedulable, doc = EXCLUDED.doc",
-                keep,
-                [rows[k] for k in keep],
-                [n.ready for n in nodes],
-                [n.unschedulable for n in nodes],
-                [_dumps(node_to_json(n)) for n in nodes],
+            out.append(
+                (
+                    _UPSERT_NODES,
+                    (
+                        keep,
+                        [rows[k] for k in keep],
+                        [n.ready for n in nodes],
+                        [n.unschedulable for n in nodes],
+                        [_dumps(node_to_json(n)) for n in nodes],
+                    ),
+                )
             )
-        await _delete(conn, "nodes", "name", gone)
-    await _write_jobs(conn, state, touched.get("new_job", {}), touched.get("job", {}))
+        _delete(out, "nodes", "name", gone)
+    _job_statements(out, state, touched.get("new_job", {}), touched.get("job", {}))
     if rows := touched.get("task"):
         keep, gone = _split(rows, state.tasks)
         tasks = [state.tasks[k] for k in keep]
         if keep:
-            await conn.execute(
-                "INSERT INTO tasks (id, job_id, role, idx, status, node, seq)"
-                " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[],"
-                " $6::text[], $7::bigint[])"
-                " ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, node = EXCLUDED.node,"
-                " seq = EXCLUDED.seq",
-                keep,
-                [t.job for t in tasks],
-                [t.role for t in tasks],
-                [t.index for t in tasks],
-                [t.status for t in tasks],
-                [t.node for t in tasks],
-                [rows[k] for k in keep],
+            task_rows = [
+                (k, t.job, t.role, t.index, t.status, t.node, rows[k])
+                for k, t in zip(keep, tasks, strict=True)
+            ]
+            out.append(
+                StagedRows(_STAGE_TASKS, "tephra_stage_tasks", _TASK_COLUMNS, task_rows, _UPSERT_TASKS)
             )
-        await _delete(conn, "tasks", "id", gone)
+        _delete(out, "tasks", "id", gone)
     if rows := touched.get("session"):
         # Sessions are history: ones that left the state's window stay in the table.
         records = [state.sessions[k] for k in sorted(rows) if k in state.sessions]
         if records:
-            await conn.execute(
-                "INSERT INTO sessions (session_id, seq, leader_epoch, input_seq, config_version, now,"
-                " accepted, voided, doc)"
-                " SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::integer[],"
-                " $6::timestamptz[], $7::integer[], $8::integer[], $9::jsonb[])"
-                " ON CONFLICT (session_id) DO UPDATE SET seq = EXCLUDED.seq,"
-                " leader_epoch = EXCLUDED.leader_epoch, input_seq = EXCLUDED.input_seq,"
-                " config_version = EXCLUDED.config_version, now = EXCLUDED.now,"
-                " accepted = EXCLUDED.accepted, voided = EXCLUDED.voided, doc = EXCLUDED.doc",
-                [s.session_id for s in records],
-                [s.seq for s in records],
-                [s.leader_epoch for s in records],
-                [s.input_seq for s in records],
-                [s.config_version for s in records],
-                [s.now for s in records],
-                [s.accepted for s in records],
-                [len(s.voided) for s in records],
-                [_dumps(session_to_json(s)) for s in records],
+            out.append(
+                (
+                    _UPSERT_SESSIONS,
+                    (
+                        [s.session_id for s in records],
+                        [s.seq for s in records],
+                        [s.leader_epoch for s in records],
+                        [s.input_seq for s in records],
+                        [s.config_version for s in records],
+                        [s.now for s in records],
+                        [s.accepted for s in records],
+                        [len(s.voided) for s in records],
+                        [_dumps(session_to_json(s)) for s in records],
+                    ),
+                )
             )
+    return out
 
 
-async def _write_jobs(
-    conn: asyncpg.Connection, state: ClusterState, new: dict[str, int], changed: dict[str, int]
+def _job_statements(
+    out: list[ProjectionWrite], state: ClusterState, new: dict[str, int], changed: dict[str, int]
 ) -> None:
     if new:
         keep, gone = _split(new, state.jobs)
@@ -137,59 +238,57 @@ async def _write_jobs(
                 del spec[name]
             specs.append(_dumps(spec))
         if keep:
-            await conn.execute(
-                "INSERT INTO jobs (id, namespace, name, queue, phase, phase_reason, created, seq, spec)"
-                " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],"
-                " $6::text[], $7::timestamptz[], $8::bigint[], $9::jsonb[])"
-                " ON CONFLICT (id) DO UPDATE SET namespace = EXCLUDED.namespace, name = EXCLUDED.name,"
-                " queue = EXCLUDED.queue, phase = EXCLUDED.phase, phase_reason = EXCLUDED.phase_reason,"
-                " created = EXCLUDED.created, seq = EXCLUDED.seq, spec = EXCLUDED.spec",
-                keep,
-                [j.namespace for j in jobs],
-                [j.name for j in jobs],
-                [j.queue for j in jobs],
-                [j.phase for j in jobs],
-                [j.phase_reason for j in jobs],
-                [j.created for j in jobs],
-                [max(new[j.id], changed.get(j.id, 0)) for j in jobs],
-                specs,
+            out.append(
+                (
+                    _INSERT_JOBS,
+                    (
+                        keep,
+                        [j.namespace for j in jobs],
+                        [j.name for j in jobs],
+                        [j.queue for j in jobs],
+                        [j.phase for j in jobs],
+                        [j.phase_reason for j in jobs],
+                        [j.created for j in jobs],
+                        [max(new[j.id], changed.get(j.id, 0)) for j in jobs],
+                        specs,
+                    ),
+                )
             )
-        await _delete(conn, "jobs", "id", gone)
+        _delete(out, "jobs", "id", gone)
     updates = {k: v for k, v in changed.items() if k not in new}
     if updates:
         keep, gone = _split(updates, state.jobs)
         jobs = [state.jobs[k] for k in keep]
         if keep:
-            await conn.execute(
-                "UPDATE jobs SET phase = u.phase, phase_reason = u.phase_reason, seq = u.seq"
-                " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])"
-                " AS u(id, phase, phase_reason, seq)"
-                " WHERE jobs.id = u.id",
-                keep,
-                [j.phase for j in jobs],
-                [j.phase_reason for j in jobs],
-                [updates[k] for k in keep],
+            out.append(
+                (
+                    _UPDATE_JOBS,
+                    (
+                        keep,
+                        [j.phase for j in jobs],
+                        [j.phase_reason for j in jobs],
+                        [updates[k] for k in keep],
+                    ),
+                )
             )
-        await _delete(conn, "jobs", "id", gone)
+        _delete(out, "jobs", "id", gone)
 
 
-async def _upsert_docs(
-    conn: asyncpg.Connection, table: str, keys: list[str], rows: dict[str, int], docs: list[str]
+def _upsert_docs(
+    out: list[ProjectionWrite], table: str, keys: list[str], rows: dict[str, int], docs: list[str]
 ) -> None:
-    if not keys:
-        return
-    await conn.execute(
-        f"INSERT INTO {table} (name, seq, doc) SELECT * FROM unnest($1::text[], $2::bigint[], $3::jsonb[])"  # noqa: S608 - fixed table names
-        " ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq, doc = EXCLUDED.doc",
-        keys,
-        [rows[k] for k in keys],
-        docs,
-    )
-
-
-async def _delete(conn: asyncpg.Connection, table: str, column: str, keys: list[str]) -> None:
     if keys:
-        await conn.execute(f"DELETE FROM {table} WHERE {column} = ANY($1::text[])", keys)  # noqa: S608
+        sql = (
+            f"INSERT INTO {table} (name, seq, doc)"  # noqa: S608 - fixed table names
+            " SELECT * FROM unnest($1::text[], $2::bigint[], $3::jsonb[])"
+            " ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq, doc = EXCLUDED.doc"
+        )
+        out.append((sql, (keys, [rows[k] for k in keys], docs)))
+
+
+def _delete(out: list[ProjectionWrite], table: str, column: str, keys: list[str]) -> None:
+    if keys:
+        out.append((f"DELETE FROM {table} WHERE {column} = ANY($1::text[])", (keys,)))  # noqa: S608
 
 
 def meta_arguments(state: ClusterState) -> tuple[str | None, int, int, str, str]:

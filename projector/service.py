@@ -13,7 +13,12 @@ one life of the connections:
    in ``consumer_offsets`` — 0 when there is none;
 4. loop: gather a batch (by count, or after ``linger_ms``), decode and fold
    it, produce its rejections to the dead-letter topic, then commit it to
-   PostgreSQL in one transaction.
+   PostgreSQL in one transaction.  Two stages overlap: while batch N
+   commits (a task on the writer's connection), batch N+1 is gathered,
+   decoded and folded (in a worker thread, so the commit's I/O goes on; its
+   duplicate check uses a second connection).  Batch N+1 starts committing
+   only after batch N has, so commits stay in order and one failure ends the
+   run before anything later is written.
 
 Connection failures of either side end the run; the supervisor logs them,
 counts a reconnect, waits with capped backoff and starts a new run.  Nothing
@@ -48,7 +53,15 @@ from events.models import DEFAULT_CLUSTER
 from events.topics import Topics
 from projector.errors import ProjectorError
 from projector.migrate import apply_migrations
-from projector.writer import BatchWriter, InboundRecord, Rejection, decode_batch, stored_offsets
+from projector.writer import (
+    BatchPlan,
+    BatchWriter,
+    Decoded,
+    InboundRecord,
+    Rejection,
+    decode_batch,
+    stored_offsets,
+)
 
 __all__ = ["WRITER_LOCK", "ProjectorConfig", "ProjectorMetrics", "run_projector", "tune_gc"]
 
@@ -146,6 +159,15 @@ async def run_projector(
             backoff = min(backoff * 2, config.max_backoff_s)
 
 
+async def _decode_cooperatively(records: list[InboundRecord], chunk: int = 500) -> list[Decoded]:
+    """decode_batch, handing the event loop back every ``chunk`` records (see prepare_cooperatively)."""
+    decoded: list[Decoded] = []
+    for start in range(0, len(records), chunk):
+        decoded += decode_batch(records[start : start + chunk])
+        await asyncio.sleep(0)
+    return decoded
+
+
 class _Run:
     """One life of the database connection, the consumer and the producer."""
 
@@ -155,10 +177,12 @@ class _Run:
         self.stop = stop
         #: (topic, partition) -> the next offset this run expects to read.
         self.positions: dict[tuple[str, int], int] = {}
+        self._last_report = time.monotonic()
 
     async def run(self) -> None:
         config = self.config
         conn = await asyncpg.connect(config.dsn)
+        query_conn: asyncpg.Connection | None = None
         try:
             await apply_migrations(conn)
             if not await self._take_writer_lock(conn):
@@ -181,17 +205,21 @@ class _Run:
                 max_partition_fetch_bytes=8 * 1024 * 1024,
             )
             producer = AIOKafkaProducer(bootstrap_servers=config.bootstrap, acks="all")
+            # Duplicate checks of the next batch run while the writer's connection commits.
+            query_conn = await asyncpg.connect(config.dsn)
             await consumer.start()
             try:
                 await producer.start()
                 try:
                     await self._assign(conn, consumer)
-                    await self._consume(conn, consumer, producer, writer)
+                    await self._consume(conn, query_conn, consumer, producer, writer)
                 finally:
                     await producer.stop()
             finally:
                 await consumer.stop()
         finally:
+            if query_conn is not None:
+                await query_conn.close(timeout=5)
             await conn.close(timeout=5)
 
     async def _take_writer_lock(self, conn: asyncpg.Connection) -> bool:
@@ -264,6 +292,8 @@ class _Run:
                     records.append(InboundRecord(tp.topic, tp.partition, message.offset, message.value))
             if not fetched:
                 await self._check_high_watermarks(consumer)
+                if not records:
+                    break  # idle: the caller finishes the commit in flight meanwhile
             if records and deadline is None:
                 deadline = time.monotonic() + config.linger_ms / 1000
         return records
@@ -303,39 +333,65 @@ class _Run:
     async def _consume(
         self,
         conn: asyncpg.Connection,
+        query_conn: asyncpg.Connection,
         consumer: AIOKafkaConsumer,
         producer: AIOKafkaProducer,
         writer: BatchWriter,
     ) -> None:
+        committing: asyncio.Task[None] | None = None
+        try:
+            while not self.stop.is_set():
+                records = await self._gather(consumer)
+                if not records:
+                    if committing is not None:  # idle: let the last batch land (and surface its failure)
+                        task, committing = committing, None
+                        await task
+                    continue
+                began = time.perf_counter()
+                decoded = await _decode_cooperatively(records)
+                archived = await writer.archived_ids(query_conn, decoded)
+                plan = await writer.prepare_cooperatively(decoded, archived)
+                if committing is not None:
+                    task, committing = committing, None
+                    await task  # in order; a failed commit ends the run before this batch is written
+                committing = asyncio.create_task(self._commit(conn, producer, writer, plan, began))
+            if committing is not None:
+                task, committing = committing, None
+                await task
+        finally:
+            if committing is not None:  # the run is failing: drop the batch in flight, it is redone
+                committing.cancel()
+                await asyncio.wait([committing])
+
+    async def _commit(
+        self,
+        conn: asyncpg.Connection,
+        producer: AIOKafkaProducer,
+        writer: BatchWriter,
+        plan: BatchPlan,
+        began: float,
+    ) -> None:
         metrics = self.metrics
-        last_report = time.monotonic()
-        while not self.stop.is_set():
-            records = await self._gather(consumer)
-            if not records:
-                continue
-            began = time.perf_counter()
-            decoded = decode_batch(records)
-            plan = writer.prepare(decoded, await writer.archived_ids(conn, decoded))
-            if plan.rejections:
-                await self._dead_letter(producer, plan.rejections)
-            await writer.commit(conn, plan)
-            metrics.batches += 1
-            metrics.events_archived += plan.archived
-            metrics.events_rejected += len(plan.rejections)
-            metrics.duplicates_skipped += plan.duplicates
-            metrics.other_cluster_skipped += plan.foreign
-            metrics.last_seq = plan.last_seq
-            metrics.last_batch_seconds = time.perf_counter() - began
-            metrics.batch_seconds.append(metrics.last_batch_seconds)
-            for rejection in plan.rejections:
-                log.warning(
-                    "rejected %s[%d]@%d: %s: %s",
-                    rejection.topic, rejection.partition, rejection.offset, rejection.error, rejection.detail,
-                )  # fmt: skip
-            if time.monotonic() - last_report >= self.config.metrics_every_s:
-                last_report = time.monotonic()
-                summary = {k: v for k, v in asdict(metrics).items() if k != "batch_seconds"}
-                log.info("projector metrics %s", summary)
+        if plan.rejections:
+            await self._dead_letter(producer, plan.rejections)
+        await writer.commit(conn, plan)
+        metrics.batches += 1
+        metrics.events_archived += plan.archived
+        metrics.events_rejected += len(plan.rejections)
+        metrics.duplicates_skipped += plan.duplicates
+        metrics.other_cluster_skipped += plan.foreign
+        metrics.last_seq = plan.last_seq
+        metrics.last_batch_seconds = time.perf_counter() - began
+        metrics.batch_seconds.append(metrics.last_batch_seconds)
+        for rejection in plan.rejections:
+            log.warning(
+                "rejected %s[%d]@%d: %s: %s",
+                rejection.topic, rejection.partition, rejection.offset, rejection.error, rejection.detail,
+            )  # fmt: skip
+        if time.monotonic() - self._last_report >= self.config.metrics_every_s:
+            self._last_report = time.monotonic()
+            summary = {k: v for k, v in asdict(metrics).items() if k != "batch_seconds"}
+            log.info("projector metrics %s", summary)
 
     async def _dead_letter(self, producer: AIOKafkaProducer, rejections: Sequence[Rejection]) -> None:
         topic = self.config.topics.rejected

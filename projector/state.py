@@ -162,6 +162,9 @@ class JobState:
     tasks: list[str]
     #: Why the job reached Cancelled or Failed ("" otherwise).
     phase_reason: str = ""
+    #: Cache of ``task_specs`` as JSON values (they never change once submitted);
+    #: every snapshot and the job's projection row need them.
+    task_specs_json: list[dict[str, Any]] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,8 +459,15 @@ def job_to_json(j: JobState) -> dict[str, Any]:
         "created": _time(j.created),
         "annotations": j.annotations,
         "labels": j.labels,
-        "task_specs": [s.model_dump(mode="json") for s in j.task_specs],
+        "task_specs": _task_specs_json(j),
     }
+
+
+def _task_specs_json(j: JobState) -> list[dict[str, Any]]:
+    cached = j.task_specs_json
+    if cached is None:
+        cached = j.task_specs_json = [s.model_dump(mode="json") for s in j.task_specs]
+    return cached
 
 
 def job_from_json(d: dict[str, Any]) -> JobState:

@@ -7,25 +7,32 @@ For each batch, in this order:
 2. :meth:`BatchWriter.prepare` — skip events already archived (same id: a
    producer retry or a redelivery) and events of other clusters; fold the rest
    into the in-memory state with the pure fold, assigning seqs and chaining
-   hashes; events the fold refuses become Rejections.  Pure CPU, no I/O.
+   hashes; events the fold refuses become Rejections.  Then build every value
+   the commit will write (archive rows, projection statements, meta columns,
+   the snapshot document).  Pure CPU, no I/O.
 3. (the service produces the rejections to the dead-letter topic here, never
    inside the transaction)
 4. :meth:`BatchWriter.commit` — one transaction: guard the projection's seq
    (a second writer would be caught here), COPY into ``event_log``, the
    rejections, the projection rows, the consumer offsets, a snapshot every
    ``snapshot_every`` events, and a NOTIFY for read-your-writes waiters.
+   Only I/O: it reads nothing from the state.
 
-The writer's state runs ahead of the database between ``prepare`` and a
-successful ``commit``.  If either raises, the writer is *poisoned* and must
-be rebuilt from the database (:meth:`BatchWriter.load`); the service does so
-on every reconnect.
+Because a plan carries its values, batches can be pipelined: the service
+prepares batch N+1 (the state runs ahead) while batch N commits.  Plans must
+be committed in the order they were prepared, and batches that are prepared
+but not committed count as archived for duplicate detection
+(:meth:`BatchWriter.archived_ids`).  If ``prepare`` or ``commit`` raises,
+the writer is *poisoned* and must be rebuilt from the database
+(:meth:`BatchWriter.load`); the service does so on every reconnect.
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -36,13 +43,22 @@ from events.serde import EventDecodeError, decode
 from projector.archive import GENESIS_HASH, archived_form, canonical_envelope, chain_hash, format_time
 from projector.errors import ProjectionDriftError
 from projector.fold import apply
-from projector.projection import TouchedRows, load_projection, meta_arguments, write_projection
+from projector.projection import (
+    ProjectionWrite,
+    TouchedRows,
+    document_json,
+    execute_writes,
+    load_projection,
+    meta_arguments,
+    projection_statements,
+)
 from projector.state import ClusterState
 
 __all__ = [
     "NOTIFY_CHANNEL",
     "BatchPlan",
     "BatchWriter",
+    "Decoded",
     "InboundRecord",
     "Rejection",
     "decode_batch",
@@ -138,7 +154,16 @@ class BatchPlan:
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     duplicates: int = 0
     foreign: int = 0
-    snapshot: bool = False
+    #: Ids of the archived events (duplicate detection while the plan is in flight).
+    event_ids: set[str] = field(default_factory=set)
+    #: The projection_meta columns other than seq, as of the end of the batch.
+    meta: tuple[Any, ...] = ()
+    #: The projection rows as of the end of the batch.
+    projection: list[ProjectionWrite] = field(default_factory=list)
+    #: The state as of the end of the batch (JSON), when a snapshot is due.
+    snapshot: str | None = None
+    #: The chain head after this batch.
+    last_hash: bytes = b""
 
     @property
     def archived(self) -> int:
@@ -165,7 +190,11 @@ class BatchWriter:
         self.cluster = cluster
         self.snapshot_every = snapshot_every
         self.poisoned = False
-        self._pending_hash = last_hash
+        #: The chain head and seq after the newest prepared batch (ahead of last_hash while in flight).
+        self._head_hash = last_hash
+        self._committed_seq = state.seq
+        #: Plans prepared and not committed yet, oldest first.
+        self._in_flight: list[BatchPlan] = []
 
     @classmethod
     async def load(
@@ -182,29 +211,76 @@ class BatchWriter:
     # ------------------------------------------------------------------ step 2
 
     async def archived_ids(self, conn: asyncpg.Connection, decoded: Sequence[Decoded]) -> set[str]:
-        """The ids among ``decoded`` that ``event_log`` already holds."""
+        """The ids among ``decoded`` that ``event_log`` holds, or a batch in flight will.
+
+        ``conn`` may be another connection than the committing one.  The
+        in-flight ids are taken before the query: a batch that commits while
+        the query runs is in them, one that committed before is seen by it.
+        """
         ids = [item.id for _, item in decoded if not isinstance(item, Rejection)]
         if not ids:
             return set()
+        in_flight = [plan.event_ids for plan in self._in_flight]
         rows = await conn.fetch("SELECT event_id FROM event_log WHERE event_id = ANY($1::text[])", ids)
-        return {r["event_id"] for r in rows}
+        found = {r["event_id"] for r in rows}
+        for pending in in_flight:
+            found.update(i for i in ids if i in pending)
+        return found
 
     def prepare(self, decoded: Sequence[Decoded], archived_ids: set[str]) -> BatchPlan:
-        """Fold the batch into the state and build the rows (mutates the state)."""
+        """Fold the batch into the state and build everything it writes (mutates the state)."""
+        plan = self._begin()
+        with self._poison_on_error():
+            self._fold(plan, decoded, archived_ids)
+            self._finish(plan)
+        self._in_flight.append(plan)
+        return plan
+
+    async def prepare_cooperatively(
+        self, decoded: Sequence[Decoded], archived_ids: set[str], *, chunk: int = 500
+    ) -> BatchPlan:
+        """:meth:`prepare`, handing the event loop back every ``chunk`` records.
+
+        The fold is CPU-bound; the yields let a commit in flight (and the
+        Kafka fetcher) make progress meanwhile, so PostgreSQL works while we
+        fold.  (A worker thread would do the same, but contends for the GIL
+        with every socket call of the commit.)
+        """
+        plan = self._begin()
+        with self._poison_on_error():
+            for start in range(0, len(decoded), chunk):
+                self._fold(plan, decoded[start : start + chunk], archived_ids)
+                await asyncio.sleep(0)
+            self._finish(plan)
+        self._in_flight.append(plan)
+        return plan
+
+    @contextmanager
+    def _poison_on_error(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
+            self.poisoned = True
+            raise
+
+    def _begin(self) -> BatchPlan:
         self._check_usable()
-        self.poisoned = True  # until commit succeeds
+        seq = self.state.seq
+        return BatchPlan(base_seq=seq, last_seq=seq, last_hash=self._head_hash)
+
+    def _fold(self, plan: BatchPlan, decoded: Sequence[Decoded], archived_ids: set[str]) -> None:
+        """Fold ``decoded`` into the state and the plan (continuing where the plan stands)."""
         state = self.state
-        seq = state.seq
-        plan = BatchPlan(base_seq=seq, last_seq=seq)
-        seen = set(archived_ids)
+        seq = plan.last_seq
+        seen = plan.event_ids
         touched = plan.touched
-        prev_hash = self.last_hash
+        prev_hash = plan.last_hash
         for record, item in decoded:
             plan.offsets[(record.topic, record.partition)] = record.offset + 1
             if isinstance(item, Rejection):
                 plan.rejections.append(item)
                 continue
-            if item.id in seen:
+            if item.id in seen or item.id in archived_ids:
                 plan.duplicates += 1
                 continue
             if item.cluster != self.cluster:
@@ -272,15 +348,34 @@ class BatchWriter:
                             )
                         )
         plan.last_seq = seq
-        plan.snapshot = seq // self.snapshot_every > plan.base_seq // self.snapshot_every
-        self._pending_hash = prev_hash
-        return plan
+        plan.last_hash = prev_hash
+
+    def _finish(self, plan: BatchPlan) -> None:
+        """Read the rows the batch touched, and a snapshot when due, out of the state."""
+        state = self.state
+        plan.meta = meta_arguments(state)
+        plan.projection = projection_statements(state, plan.touched)
+        if plan.last_seq // self.snapshot_every > plan.base_seq // self.snapshot_every:
+            plan.snapshot = document_json(state.to_jsonable())
+        self._head_hash = plan.last_hash
 
     # ------------------------------------------------------------------ step 4
 
     async def commit(self, conn: asyncpg.Connection, plan: BatchPlan) -> None:
-        """Write the plan in one transaction; on success the writer is usable again."""
-        state = self.state
+        """Write the plan in one transaction (plans in the order they were prepared)."""
+        self._check_usable()
+        if not self._in_flight or self._in_flight[0] is not plan:
+            raise RuntimeError("commit the batch plans in the order they were prepared, each once")
+        try:
+            await self._commit(conn, plan)
+        except BaseException:
+            self.poisoned = True
+            raise
+        self._in_flight.pop(0)
+        self.last_hash = plan.last_hash
+        self._committed_seq = plan.last_seq
+
+    async def _commit(self, conn: asyncpg.Connection, plan: BatchPlan) -> None:
         async with conn.transaction():
             moved = await conn.fetchval(
                 "UPDATE projection_meta SET seq = $2, config = $3::json, config_version = $4,"
@@ -288,7 +383,7 @@ class BatchWriter:
                 " updated_at = now() WHERE seq = $1 RETURNING seq",
                 plan.base_seq,
                 plan.last_seq,
-                *meta_arguments(state),
+                *plan.meta,
             )
             if moved is None:
                 found = await conn.fetchval("SELECT seq FROM projection_meta")
@@ -306,7 +401,7 @@ class BatchWriter:
                     ],
                     columns=_REJECTED_COLUMNS,
                 )
-            await write_projection(conn, state, plan.touched)
+            await execute_writes(conn, plan.projection)
             if plan.bindings:
                 await conn.copy_records_to_table("bindings", records=plan.bindings, columns=_BINDING_COLUMNS)
             if plan.evictions:
@@ -325,17 +420,15 @@ class BatchWriter:
                     [k[1] for k in keys],
                     [plan.offsets[k] for k in keys],
                 )
-            if plan.snapshot:
+            if plan.snapshot is not None:
                 await conn.execute(
                     "INSERT INTO state_snapshots (seq, state) VALUES ($1, $2::json)"
                     " ON CONFLICT (seq) DO NOTHING",
-                    state.seq,
-                    json.dumps(state.to_jsonable(), separators=(",", ":"), ensure_ascii=False),
+                    plan.last_seq,
+                    plan.snapshot,
                 )
             if plan.last_seq != plan.base_seq:
                 await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, str(plan.last_seq))
-        self.last_hash = self._pending_hash
-        self.poisoned = False
 
     async def write(self, conn: asyncpg.Connection, records: Sequence[InboundRecord]) -> BatchPlan:
         """Steps 1, 2 and 4 without a dead-letter topic (tests, tools, the bench)."""
@@ -347,6 +440,11 @@ class BatchWriter:
     def _check_usable(self) -> None:
         if self.poisoned:
             raise RuntimeError("the batch writer failed mid-batch; rebuild it with BatchWriter.load()")
+
+    @property
+    def committed_seq(self) -> int:
+        """The seq of the newest committed batch (``state.seq`` runs ahead while plans are in flight)."""
+        return self._committed_seq
 
 
 async def stored_offsets(conn: asyncpg.Connection, consumer: str) -> dict[tuple[str, int], int]:

@@ -8,13 +8,17 @@ import os
 import pickle
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_args
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from events.models import EVENT_TYPES, Event, JobSubmitted, NodeReported
-from events.serde import DecodeErrorCode, EventDecodeError, canonical_json, decode, encode
+from events.serde import DecodeErrorCode, EventDecodeError, _decode_carefully, canonical_json, decode, encode
+from events.upcast import DEFAULT_UPCASTERS
 from tests.events.samples import job_submitted, node_reported, sample_events
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,6 +176,13 @@ def _without(obj: dict[str, Any], key: str) -> dict[str, Any]:
     return obj
 
 
+def _nan_in_arguments(number: bytes) -> bytes:
+    config = next(e for e in SAMPLES if e.type == "tephra.scheduler.configured.v1")
+    raw = encode(config)
+    assert b'"arguments":{}' in raw
+    return raw.replace(b'"arguments":{}', b'"arguments":{"factor":' + number + b"}", 1)
+
+
 def _job() -> dict[str, Any]:
     return _wire(job_submitted())
 
@@ -182,6 +193,9 @@ MALFORMED = [
     pytest.param(b"", "not-json", None, id="empty"),
     pytest.param(b'{"type": "tephra.job.submitted.v1", "data": NaN}', "not-json", None, id="nan-is-not-json"),
     pytest.param(b'"\\ud800"', "not-json", None, id="lone-surrogate"),
+    # Free-form plugin arguments take any JSON value: the one-pass parser alone would accept these.
+    pytest.param(_nan_in_arguments(b"NaN"), "not-json", None, id="nan-in-arguments"),
+    pytest.param(_nan_in_arguments(b"-Infinity"), "not-json", None, id="infinity-in-arguments"),
     pytest.param(b"[]", "not-an-object", None, id="json-array"),
     pytest.param(b'"tephra.job.submitted.v1"', "not-an-object", None, id="json-string"),
     pytest.param(_raw(_without(_job(), "type")), "missing-type", None, id="missing-type"),
@@ -318,3 +332,52 @@ def test_decoded_events_are_frozen(model: type[JobSubmitted | NodeReported]) -> 
 
     with pytest.raises(ValueError, match="frozen"):
         decoded.cluster = "elsewhere"  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------- the one-pass path
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def _paths(node: object, prefix: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    out = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            out += _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            out += _paths(value, (*prefix, index))
+    return out
+
+
+def _outcome(decoder: Callable[[bytes], Event], raw: bytes) -> tuple[str, object]:
+    try:
+        event = decoder(raw)
+    except EventDecodeError as exc:
+        return "error", (exc.code, exc.field, exc.detail)
+    return "event", (event, canonical_json(event))
+
+
+@settings(max_examples=400)
+@given(sample=st.sampled_from(SAMPLES), pick=st.integers(0, 10_000), value=_JSON_VALUES, drop=st.booleans())
+def test_the_one_pass_decoder_agrees_with_the_careful_one(
+    sample: Event, pick: int, value: object, drop: bool
+) -> None:
+    # Any value at any place (or the place removed): same event, or the same error.
+    obj = _wire(sample)
+    paths = _paths(obj)[1:]
+    *parents, last = paths[pick % len(paths)]
+    node: Any = obj
+    for part in parents:
+        node = node[part]
+    if drop and isinstance(node, dict):
+        del node[last]
+    else:
+        node[last] = value
+    raw = json.dumps(obj, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+    assert _outcome(decode, raw) == _outcome(lambda r: _decode_carefully(r, DEFAULT_UPCASTERS), raw)
