@@ -170,8 +170,13 @@ async def test_input_archived_while_a_session_ran_gets_the_next_session_at_once(
     late = job("late", replicas=1, cpu="1")
 
     async def submit_late() -> None:
+        # Its own connection: this runs inside the loop's session while the test body polls on `probe`.
         await produce(kafka_bootstrap, topics, [late])
-        await wait_for_event(probe, late.id, 30)
+        conn = await asyncpg.connect(database_url)
+        try:
+            await wait_for_event(conn, late.id, 30)
+        finally:
+            await conn.close()
 
     async with running_projector(kafka_bootstrap, database_url, topics):
         probe = await asyncpg.connect(database_url)
