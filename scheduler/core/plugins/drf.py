@@ -49,7 +49,9 @@ class DrfPlugin(PluginBase):
         allocated = task.job.allocated
         share = 0.0
         for name, capacity in self._capacities:
-            share = max(share, allocated.get(name, 0) / capacity)
+            value = allocated.get(name, 0) / capacity
+            if value > share:  # noqa: PLR1730 - max() without the builtin call: runs on every placement
+                share = value
         self.shares[task.job.uid] = share
 
     def _victims(self, preemptor: TaskState, candidates: Sequence[TaskState]) -> list[TaskState]:

@@ -69,7 +69,9 @@ def dominant_share(attr: QueueAttr) -> float:
     """max over deserved's positive dimensions of allocated / deserved (an ordering key only)."""
     share = 0.0
     for name, deserved in attr.deserved_float:
-        share = max(share, attr.allocated.get(name, 0) / deserved)
+        value = attr.allocated.get(name, 0) / deserved
+        if value > share:  # noqa: PLR1730 - max() without the builtin call: runs on every placement
+            share = value
     return share
 
 
