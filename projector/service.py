@@ -100,6 +100,11 @@ class ProjectorConfig:
     batch_size: int = 5_000
     #: How long a batch may wait for more records once it has one.
     linger_ms: int = 50
+    #: The longest a fetch may wait at the broker for records.  Kafka answers as
+    #: soon as a record is there; the embedded broker (Tansu) only when this
+    #: expires, so aiokafka's 500 ms default added ~115 ms to every session's
+    #: read-your-writes wait (measured by bench/e2e.py).
+    fetch_max_wait_ms: int = 25
     snapshot_every: int = 10_000
     max_backoff_s: float = 5.0
     metrics_every_s: float = 30.0
@@ -203,6 +208,7 @@ class _Run:
                 enable_auto_commit=False,
                 auto_offset_reset="none",  # an out-of-range position is reported, not skipped
                 max_partition_fetch_bytes=8 * 1024 * 1024,
+                fetch_max_wait_ms=config.fetch_max_wait_ms,
             )
             producer = AIOKafkaProducer(bootstrap_servers=config.bootstrap, acks="all")
             # Duplicate checks of the next batch run while the writer's connection commits.
