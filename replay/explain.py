@@ -31,6 +31,7 @@ from events.models import (
     PendingReason,
     SessionCommitted,
     SessionPart,
+    SessionPartData,
     TaskFinished,
     TaskStarted,
 )
@@ -137,24 +138,30 @@ def mentions(job: str, history: Iterable[ArchivedEvent]) -> list[SessionMention]
     """The sessions of ``history`` that considered ``job``, in seq order.
 
     Split sessions are joined from whichever of their parts are in the
-    history (the parts that do not name the job do not matter to it).
+    history (the parts that do not name the job do not matter to it): their
+    decisions, and their pending entries (reasons too large for the marker
+    travel in the parts), which come before the marker's as the fold
+    assembles them (:func:`replay.archive.session_of`).
     """
-    parts: dict[str, list[Decision]] = {}
+    parts: dict[str, dict[int, SessionPartData]] = {}
     out: list[SessionMention] = []
     for archived in history:
         event = archived.event
         if isinstance(event, SessionPart):
-            parts.setdefault(event.data.session_id, []).extend(event.data.decisions)
+            parts.setdefault(event.data.session_id, {})[event.data.index] = event.data
             continue
         if not isinstance(event, SessionCommitted):
             continue
         data = event.data
+        split = [part for _, part in sorted(parts.pop(data.session_id, {}).items())]
         decisions = tuple(
             d
-            for d in (*data.decisions, *parts.pop(data.session_id, []))
+            for d in (*data.decisions, *(d for part in split for d in part.decisions))
             if d.job == job or (d.kind == "evict" and d.preemptor_job == job)
         )
-        pending = next((p for p in data.pending if p.job == job), None)
+        pending = next(
+            (p for p in (*(p for part in split for p in part.pending), *data.pending) if p.job == job), None
+        )
         codes = tuple(r.code for r in pending.reasons) if pending is not None else ()
         if pending is None and not decisions:
             continue

@@ -41,10 +41,37 @@ _JOB_EVENTS: Final = (
 )
 _BATCH: Final = 5_000
 # $1 namespace, $2 name, $3 the job's own event types, $4 job id, $5 SessionCommitted,
-# $6 {"job": id}, $7 {"preemptor_job": id}, $8 SessionPart.  One index scan by type per branch;
-# sessions and parts are cast to jsonb once (OFFSET 0 keeps the subquery from being inlined)
-# and trimmed to the job (see ArchiveReader.job_history); the other rows come back as archived.
+# $6 {"job": id}, $7 {"preemptor_job": id}, $8 SessionPart.  One index scan by type per branch.
+# Sessions and parts are cast to jsonb once (OFFSET 0 keeps a subquery from being inlined, which
+# would repeat the cast) and, in the same pass, trimmed to the job (see ArchiveReader.job_history)
+# when they name it: its pending entry (in a marker, or in a part when the reasons did not fit the
+# marker) or a decision.  A split session's marker is trimmed too, as a candidate: it comes back
+# when one of its parts names the job, since the marker is what makes the parts a session.  Only
+# (seq, session id, the trimmed view) is kept per session row.  The other rows come back as archived.
 _JOB_HISTORY: Final = """
+    WITH sessions AS MATERIALIZED (
+        SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, session_id, names, split,
+               CASE WHEN names OR split THEN (doc || jsonb_build_object(
+                   'decisions', coalesce(
+                       (SELECT jsonb_agg(d.value ORDER BY d.n)
+                          FROM jsonb_array_elements(doc->'decisions') WITH ORDINALITY AS d(value, n)
+                         WHERE d.value->>'job' = $4 OR d.value->>'preemptor_job' = $4),
+                       '[]'::jsonb),
+                   'pending', coalesce(
+                       (SELECT jsonb_agg(p.value ORDER BY p.n)
+                          FROM jsonb_array_elements(doc->'pending') WITH ORDINALITY AS p(value, n)
+                         WHERE p.value->>'job' = $4),
+                       '[]'::jsonb)))::text END AS data
+          FROM (SELECT s.*, doc->>'session_id' AS session_id,
+                       coalesce(doc->'pending' @> jsonb_build_array($6::jsonb), false)
+                         OR coalesce(doc->'decisions' @> jsonb_build_array($6::jsonb), false)
+                         OR coalesce(doc->'decisions' @> jsonb_build_array($7::jsonb), false) AS names,
+                       type = $5 AND coalesce((doc->>'parts')::int, 0) > 0 AS split
+                  FROM (SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash,
+                               data::jsonb AS doc
+                          FROM event_log WHERE type IN ($5, $8) OFFSET 0) AS s
+                OFFSET 0) AS m
+    )
     SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash,
            data::text AS data, false AS trimmed
       FROM event_log
@@ -54,24 +81,9 @@ _JOB_HISTORY: Final = """
       FROM event_log
      WHERE type = ANY($3::text[]) AND data->>'job_id' = $4
     UNION ALL
-    SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash,
-           (doc || jsonb_build_object('decisions', coalesce(
-                (SELECT jsonb_agg(d.value ORDER BY d.n)
-                   FROM jsonb_array_elements(doc->'decisions') WITH ORDINALITY AS d(value, n)
-                  WHERE d.value->>'job' = $4 OR d.value->>'preemptor_job' = $4),
-                '[]'::jsonb))
-                || CASE WHEN type = $5 THEN jsonb_build_object('pending', coalesce(
-                    (SELECT jsonb_agg(p.value ORDER BY p.n)
-                       FROM jsonb_array_elements(doc->'pending') WITH ORDINALITY AS p(value, n)
-                      WHERE p.value->>'job' = $4),
-                    '[]'::jsonb)) ELSE '{}'::jsonb END
-           )::text,
-           true
-      FROM (SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, data::jsonb AS doc
-              FROM event_log WHERE type IN ($5, $8) OFFSET 0) AS s
-     WHERE (type = $5 AND doc->'pending' @> jsonb_build_array($6::jsonb))
-        OR doc->'decisions' @> jsonb_build_array($6::jsonb)
-        OR doc->'decisions' @> jsonb_build_array($7::jsonb)
+    SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, data, true
+      FROM sessions
+     WHERE names OR (split AND session_id IN (SELECT session_id FROM sessions WHERE names AND type = $8))
     ORDER BY seq
 """
 
@@ -210,12 +222,14 @@ class ArchiveReader:
     async def job_history(self, job: str) -> list[ArchivedEvent]:
         """Every event about ``job``: its submission, task events, and sessions that mention it.
 
-        A session mentions a job when the job is pending in it, or one of its
-        decisions names the job as subject or preemptor.  Sessions (and
-        session parts) come back *trimmed to the job*, in the server: only the
-        job's own ``pending`` entry and the decisions that name it, in their
-        order, so a busy cluster's large sessions are neither sent nor decoded
-        whole.  Those events are views, not archive rows: their ``canonical``
+        A session mentions a job when the job is pending in it (its entry in
+        the marker, or in a part when the reasons did not fit the marker), or
+        one of its decisions names the job as subject or preemptor.  A split
+        session comes back as the parts that name the job and its marker.
+        Sessions (and session parts) come back *trimmed to the job*, in the
+        server: only the job's own ``pending`` entry and the decisions that
+        name it, in their order, so a busy cluster's large sessions are
+        neither sent nor decoded whole.  Those events are views, not archive rows: their ``canonical``
         is empty and they are not for chain checks (:meth:`rows` is).
         """
         namespace, _, name = job.partition("/")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
 
 from events.models import SessionCommitted, SessionPart
+from replay.archive import ArchivedEvent
 from replay.errors import UnknownJob
+from replay.explain import timeline
 from replay.queries import explain_job
 from replay.store import open_archive
 from tests.golden.archive import load_rows
@@ -244,25 +247,118 @@ async def test_job_history_trims_sessions_to_the_job_in_the_server(
         whole = [r async for r in reader.rows()]
     sessions = [h for h in history if isinstance(h.event, (SessionCommitted, SessionPart))]
     assert sessions
-    # Every session that names the job is there (split ones through the parts that name it).
-    assert {h.seq for h in sessions} == {
-        r.seq
+    # Every session that names the job is there: split ones through the parts that name it
+    # (decisions or pending entries) and their marker, which makes them a session.
+    naming = {
+        r.seq: r.event.data.session_id
         for r in whole
         if isinstance(r.event, (SessionCommitted, SessionPart))
         and (
             any(target in (d.job, getattr(d, "preemptor_job", None)) for d in r.event.data.decisions)
-            or any(p.job == target for p in getattr(r.event.data, "pending", ()))
+            or any(p.job == target for p in r.event.data.pending)
         )
     }
+    markers = {
+        r.seq
+        for r in whole
+        if isinstance(r.event, SessionCommitted) and r.event.data.session_id in set(naming.values())
+    }
+    assert {h.seq for h in sessions} == set(naming) | markers
     for archived in sessions:
         data = archived.event.data
         original = next(r for r in whole if r.seq == archived.seq).event.data
         naming = [d for d in original.decisions if target in (d.job, getattr(d, "preemptor_job", None))]
         assert data.decisions == naming
         assert archived.canonical == b""
-        if isinstance(archived.event, SessionCommitted):
-            assert [p.job for p in data.pending] == [p.job for p in original.pending if p.job == target]
+        assert [p.job for p in data.pending] == [p.job for p in original.pending if p.job == target]
     # Rows that are not sessions are the archived events themselves.
     assert all(h.canonical for h in history if h not in sessions)
     submitted = next(h for h in history if h.event.type == "tephra.job.submitted.v1")
     assert submitted.event == next(r for r in whole if r.seq == submitted.seq).event
+
+
+def _queue_behind_busy_node(max_message_bytes: int) -> LiveRun:
+    """One 8-GPU node held by a job; eight 8-GPU jobs wait behind it, session after session.
+
+    With a 2,000-byte limit the marker cannot carry the eight pending entries, so they
+    travel in the session's parts (after the part with the enqueue decisions).
+    """
+    run = LiveRun(max_message_bytes=max_message_bytes)
+    run.queue("research")
+    run.node(gpu_node("n1", 8))
+    run.submit(job("busy", queue="research", replicas=1, gpu=8))
+    run.cycle()
+    run.submit_all(job(f"wait-{i}", queue="research", replicas=1, gpu=8) for i in range(8))
+    for _ in range(3):
+        run.cycle()
+    return run
+
+
+async def test_a_pending_entry_carried_in_a_part_puts_the_session_on_the_timeline(database_url: str) -> None:
+    target = "ml/wait-7"
+    run = _queue_behind_busy_node(2_000)
+    markers = {r.event.data.session_id: r for r in run.rows if isinstance(r.event, SessionCommitted)}
+    parts = [r for r in run.rows if isinstance(r.event, SessionPart)]
+    # The job's pending entry is in a part in every session after the first, never in a marker.
+    for sid in run.sessions[1:]:
+        assert markers[sid].event.data.parts > 0  # type: ignore[union-attr]
+        assert not markers[sid].event.data.pending  # type: ignore[union-attr]
+        assert any(
+            p.job == target
+            for r in parts
+            if r.event.data.session_id == sid  # type: ignore[union-attr]
+            for p in r.event.data.pending  # type: ignore[union-attr]
+        )
+    await _load(database_url, run)
+    async with open_archive(database_url) as reader:
+        history = await reader.job_history(target)
+        explanation = await explain_job(reader, target, counterfactual=False)
+
+    # The parts come back trimmed to the job's own pending entry, with their markers.
+    for archived in history:
+        if isinstance(archived.event, (SessionCommitted, SessionPart)):
+            assert {p.job for p in archived.event.data.pending} <= {target}
+    assert {h.seq for h in history if isinstance(h.event, SessionCommitted)} == {
+        markers[sid].seq for sid in run.sessions[1:]
+    }
+
+    # The same timeline as when every pending entry travels in the marker (an unsplit run of
+    # the same scenario: same session ids, verdicts and runs; only the seqs differ).
+    unsplit = _queue_behind_busy_node(1_000_000)
+    assert all(not isinstance(r.event, SessionPart) for r in unsplit.rows)
+    whole = [ArchivedEvent(r.seq, r.event) for r in unsplit.rows]
+    expected = [(e.kind, e.text, e.session_id, e.last_session_id, e.count) for e in timeline(target, whole)]
+    got = [(e.kind, e.text, e.session_id, e.last_session_id, e.count) for e in explanation.timeline]
+    assert got == expected
+    codes = ", ".join(r.code for r in run.results[run.sessions[-1]].pending[target])
+    assert got == [
+        ("submitted", "submitted to queue research: 1 task(s)", None, None, 1),
+        ("sessions", f"enqueued; pending: {codes}", run.sessions[1], run.sessions[1], 1),
+        ("sessions", f"pending: {codes}", run.sessions[2], run.sessions[3], 2),
+    ]
+
+    # The chosen session is the last one, with the reasons recorded in its part.
+    assert explanation.session is not None
+    assert explanation.session.session_id == run.sessions[-1]
+    assert explanation.verdict == f"pending: {codes}"
+    recorded = next(
+        p.reasons
+        for r in parts
+        if r.event.data.session_id == run.sessions[-1]  # type: ignore[union-attr]
+        for p in r.event.data.pending  # type: ignore[union-attr]
+        if p.job == target
+    )
+    assert list(explanation.recorded_reasons) == recorded
+    assert explanation.reasons_rederived
+
+    # The console script's JSON says the same.
+    shown = run_replay(database_url, "explain", target, "--format", "json", "--no-counterfactual")
+    assert shown.returncode == 0, shown.stderr
+    out = json.loads(shown.stdout)
+    assert [(e["kind"], e.get("session"), e.get("count")) for e in out["timeline"]] == [
+        ("submitted", None, None),
+        ("sessions", run.sessions[1], 1),
+        ("sessions", run.sessions[2], 2),
+    ]
+    assert [r["code"] for r in out["recordedReasons"]] == [r.code for r in recorded]
+    assert out["reasonsRederived"] is True
