@@ -48,7 +48,7 @@ from events.models import (
 )
 from events.topics import Topics
 from kube.sim import SimPlanner, TaskView
-from kube.sim_service import SIM_WORK_ARGS, SIM_WORK_QUERY, read_sim_tasks
+from kube.sim_service import SIM_WORK_QUERY, read_sim_tasks
 from projector.migrate import apply_migrations
 from tests.service.helpers import produce
 
@@ -169,7 +169,7 @@ async def bench_poll(dsn: str, tasks: int, bound: int, annotated_jobs: int) -> t
                 times.append(time.perf_counter() - began)
         finally:
             await pool.close()
-        plan = await conn.fetch(f"EXPLAIN {SIM_WORK_QUERY}", *SIM_WORK_ARGS)
+        plan = await conn.fetch(f"EXPLAIN {SIM_WORK_QUERY}")
         scans = [r[0].strip().removeprefix("->  ") for r in plan if "Scan" in r[0]]
         return sorted(times)[len(times) // 2], rows, "; ".join(scans)
     finally:

@@ -27,7 +27,7 @@ from events.topics import Topics, kafka_key, topic_for
 from kube.sim import SimPlanner, TaskView, run_sim_cluster
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
 
-__all__ = ["SIM_WORK_ARGS", "SIM_WORK_QUERY", "read_sim_tasks", "run_sim_service"]
+__all__ = ["SIM_WORK_QUERY", "read_sim_tasks", "run_sim_service"]
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +51,12 @@ SELECT t.id, t.job_id, t.status, t.node, t.seq,
  WHERE j.spec -> 'annotations' ? 'tephra.dev/sim-runtime'
  ORDER BY id
 """
-SIM_WORK_ARGS: tuple[str, ...] = ()
 
 _RETRY_AFTER = (0.2, 0.5, 1.0, 2.0, 5.0)
 
 
 async def read_sim_tasks(pool: asyncpg.Pool) -> list[TaskView]:
-    rows = await pool.fetch(SIM_WORK_QUERY, *SIM_WORK_ARGS)
+    rows = await pool.fetch(SIM_WORK_QUERY)
     views = []
     for row in rows:
         runtime = None

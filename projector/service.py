@@ -15,8 +15,8 @@ one life of the connections:
    it, produce its rejections to the dead-letter topic, then commit it to
    PostgreSQL in one transaction.  Two stages overlap: while batch N
    commits (a task on the writer's connection), batch N+1 is gathered,
-   decoded and folded (in a worker thread, so the commit's I/O goes on; its
-   duplicate check uses a second connection).  Batch N+1 starts committing
+   decoded and folded (handing the event loop back every 500 records, so the
+   commit's I/O goes on; its duplicate check uses a second connection).  Batch N+1 starts committing
    only after batch N has, so commits stay in order and one failure ends the
    run before anything later is written.
 

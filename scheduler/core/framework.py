@@ -146,8 +146,7 @@ class Session:
         self._fns: dict[str, list[list[tuple[str, Any]]]] = {p: [] for p in _POINT_FLAGS}
         #: per point, the scalar (one node row) form of each registered fn, None when absent.
         self._row_fns: dict[str, list[list[Any]]] = {p: [] for p in _POINT_FLAGS}
-        self._flat: dict[str, list[tuple[str, Any]]] = {}
-        #: per point, just the fns in tier order (the hot paths call these directly).
+        #: per point, the fns in tier order (flattened at registration: read on hot paths).
         self._calls: dict[str, list[Any]] = {p: [] for p in _POINT_FLAGS}
         self._allocate_handlers: list[Callable[[TaskState], None]] = []
         self._deallocate_handlers: list[Callable[[TaskState], None]] = []
@@ -265,7 +264,6 @@ class Session:
             row_tiers.append([])
         tiers[tier].append((option.name, fn))
         row_tiers[tier].append(row_fn)
-        self._flat.pop(point, None)
         self._calls[point] = [f for tier_fns in tiers for _, f in tier_fns]
 
     def on_allocate(self, fn: Callable[[TaskState], None]) -> None:
@@ -276,14 +274,6 @@ class Session:
 
     def has(self, point: str) -> bool:
         return any(self._fns[point])
-
-    def _each(self, point: str) -> list[tuple[str, Any]]:
-        """The fns of ``point`` in tier order (flattened once per registration change)."""
-        flat = self._flat.get(point)
-        if flat is None:
-            flat = [entry for tier in self._fns[point] for entry in tier]
-            self._flat[point] = flat
-        return flat
 
     # ------------------------------------------------------------------ explanations
 
@@ -382,7 +372,7 @@ class Session:
         return self._vote("job_enqueueable", job)
 
     def job_enqueued(self, job: JobState) -> None:
-        for _, fn in self._each("job_enqueued"):
+        for fn in self._calls["job_enqueued"]:
             fn(job)
 
     def job_starving(self, job: JobState) -> bool:
@@ -406,7 +396,7 @@ class Session:
         return True
 
     def preemptive(self, queue: QueueState, task: TaskState) -> bool:
-        return all(fn(queue, task) for _, fn in self._each("preemptive"))
+        return all(fn(queue, task) for fn in self._calls["preemptive"])
 
     # ------------------------------------------------------------------ victims
 
@@ -461,7 +451,7 @@ class Session:
     def node_predicate(self, task: TaskState, rows: IntArray) -> IntArray:
         """Per-row predicate reason id (0 = pass); the first failing plugin wins."""
         result: IntArray = np.zeros(len(rows), dtype=np.int64)
-        for _, fn in self._each("predicate"):
+        for fn in self._calls["predicate"]:
             failed: IntArray = fn(task, rows)
             result = np.where(result == 0, failed, result)
         return result
@@ -475,7 +465,7 @@ class Session:
 
     def node_scores(self, task: TaskState, rows: IntArray) -> FloatArray:
         total: FloatArray = np.zeros(len(rows), dtype=np.float64)
-        for _, fn in self._each("node_order"):
+        for fn in self._calls["node_order"]:
             total = total + fn(task, rows)
         return total
 

@@ -36,7 +36,7 @@ from events.models import (
 from events.serde import decode
 from events.topics import Topics
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION
-from kube.sim_service import SIM_WORK_ARGS, SIM_WORK_QUERY, run_sim_service
+from kube.sim_service import SIM_WORK_QUERY, run_sim_service
 from projector.migrate import apply_migrations
 from tests.api.helpers import read_topic
 from tests.service.helpers import CLUSTER, produce, running_projector, wait_for
@@ -244,7 +244,7 @@ async def test_the_poll_reads_only_rows_with_work_through_partial_indexes(databa
         # Tiny tables favour sequential scans; without them the planner must find an index that
         # matches each branch's predicate, or fall back to one anyway.
         await conn.execute("SET enable_seqscan = off")
-        plan = "\n".join(r[0] for r in await conn.fetch(f"EXPLAIN {SIM_WORK_QUERY}", *SIM_WORK_ARGS))
+        plan = "\n".join(r[0] for r in await conn.fetch(f"EXPLAIN {SIM_WORK_QUERY}"))
     finally:
         await conn.close()
     assert "tasks_sim_work" in plan
