@@ -291,13 +291,12 @@ class Session:
 
     def job_reasons(self, job: str) -> dict[str, Reason]:
         """The reasons recorded for ``job`` so far, by code (deferred ones built now)."""
-        bucket = self.reasons.get(job)
-        if not bucket:
-            return {}
+        built: dict[str, Reason] = {}
+        bucket = self.reasons.get(job, {})
         for code, reason in bucket.items():
-            if not isinstance(reason, Reason):
-                bucket[code] = reason()
-        return dict(bucket)  # type: ignore[arg-type]  # every value is a Reason now
+            built[code] = reason if isinstance(reason, Reason) else reason()
+        bucket.update(built)  # a deferred reason is built once
+        return built
 
     def forget(self, job: str, *codes: str) -> None:
         bucket = self.reasons.get(job)
