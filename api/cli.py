@@ -7,6 +7,8 @@ imports happen inside the commands so ``tephra --help`` stays fast.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -68,6 +70,18 @@ def _settings() -> TephraSettings:
         return load_settings()
     except SettingsError as exc:
         typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+
+
+@contextmanager
+def _embedded_stack_errors() -> Iterator[None]:
+    """An embedded server that cannot start is a setup problem: its message, exit 2, no traceback."""
+    from api.embedded import EmbeddedError
+
+    try:
+        yield
+    except EmbeddedError as exc:
+        typer.echo(f"error: the embedded stack could not start: {exc}", err=True)
         raise typer.Exit(2) from None
 
 
@@ -147,7 +161,10 @@ def up() -> None:
     """Run projector + scheduler + simulated cluster in one process (embedded servers when none are set)."""
     from api.stack import up_command
 
-    raise typer.Exit(up_command(_settings()))
+    settings = _settings()
+    with _embedded_stack_errors():
+        code = up_command(settings)
+    raise typer.Exit(code)
 
 
 @app.command("sim-cluster")
@@ -184,7 +201,10 @@ def demo(
     """Run a small GPU cluster end to end: gang scheduling, a gang that cannot fit, a preemption."""
     from api.demo import demo_command
 
-    raise typer.Exit(demo_command(_settings(), keep=keep))
+    settings = _settings()
+    with _embedded_stack_errors():
+        code = demo_command(settings, keep=keep)
+    raise typer.Exit(code)
 
 
 def main() -> None:

@@ -174,3 +174,15 @@ def test_sigterm_while_the_servers_start_still_stops_them(data_dir: Path) -> Non
     assert proc.returncode in (0, 128 + signal.SIGTERM), output
     assert processes_mentioning(str(data_dir)) == []
     assert not (data_dir / STACK_FILE).exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the privilege drop only happens when running as root")
+def test_up_with_a_data_dir_postgres_cannot_reach_says_which_folder_and_exits_2(data_dir: Path) -> None:
+    private = data_dir / "private"
+    private.mkdir(mode=0o700)
+    env = environment(private / "stack")
+    result = subprocess.run([*TEPHRA, "up"], env=env, capture_output=True, text=True, timeout=60, check=False)  # noqa: S603
+    assert result.returncode == 2, result.stderr
+    assert "error: the embedded stack could not start: PostgreSQL runs as 'nobody'" in result.stderr
+    assert f"chmod o+x {private}" in result.stderr
+    assert "Traceback" not in result.stderr
