@@ -117,7 +117,9 @@ async def test_gang_waits_with_a_reason_binds_after_new_capacity_and_a_higher_pr
                 "SELECT max(seq) FROM event_log WHERE type = 'tephra.node.reported.v1'"
             )
             await wait_for(conn, PHASE, "Running", "default/gang")
-            first_after = await conn.fetchval("SELECT min(seq) FROM sessions WHERE seq > $1", node_seq)
+            # The first session whose input holds the node report (a session that was already running
+            # when the report was archived commits after it but did not see it).
+            first_after = await conn.fetchval("SELECT min(seq) FROM sessions WHERE input_seq >= $1", node_seq)
             gang_binding_seqs = await conn.fetch(
                 "SELECT DISTINCT seq FROM bindings WHERE job_id = 'default/gang'"
             )
