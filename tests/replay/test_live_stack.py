@@ -129,7 +129,8 @@ async def test_explain_counterfactual_audit_and_verify_on_a_live_archive(
             await wait_for(conn, "SELECT count(*) FROM nodes", 3)
             await wait_for(conn, PHASE, "Running", "default/gang", within=60)
             first_after = await conn.fetchval(
-                "SELECT min(seq) FROM sessions WHERE seq > (SELECT max(seq) FROM event_log"
+                # The first session whose input holds the report (input_seq, not commit order).
+                "SELECT min(seq) FROM sessions WHERE input_seq >= (SELECT max(seq) FROM event_log"
                 " WHERE type = 'tephra.node.reported.v1' AND seq > $1)",
                 node_seq_before,
             )
