@@ -92,7 +92,12 @@ async def _progress(con: asyncpg.Connection) -> _Progress:
 async def _wait_projected(
     con: asyncpg.Connection, event_ids: Sequence[str], services: asyncio.Task[None]
 ) -> int:
-    """Wait until every submitted event is archived (or rejected); return the projection's seq then."""
+    """Wait until every submitted event is archived (or rejected); return the newest one's seq.
+
+    Not the projection's seq: a session that ran meanwhile may already follow the
+    events, and waiting for a later session to have seen that session would wait
+    for one that never comes (the scheduler runs no session after one that changed
+    nothing)."""
     deadline = time.monotonic() + STAGE_TIMEOUT
     while True:
         _check(services)
@@ -102,7 +107,12 @@ async def _wait_projected(
             list(event_ids),
         )
         if done >= len(event_ids):
-            return int(await con.fetchval("SELECT seq FROM projection_meta"))
+            return int(
+                await con.fetchval(
+                    "SELECT coalesce(max(seq), 0) FROM event_log WHERE event_id = ANY($1::text[])",
+                    list(event_ids),
+                )
+            )
         if time.monotonic() > deadline:
             raise DemoError(
                 f"only {done}/{len(event_ids)} submitted events were projected in {STAGE_TIMEOUT:.0f}s"

@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the project, not bench/projector.py
 
 from projector.service import tune_gc
+from scheduler import CORE_FORM
 from scheduler.core.config import DEFAULT_CONFIG
 from scheduler.core.decisions import Bind
 from scheduler.core.session import run_session
@@ -97,11 +98,13 @@ def main() -> None:
         import cProfile
         import pstats
 
+        print(f"core: {CORE_FORM}")
         tune_gc()
         snapshot = build(5000, 50000)
         cProfile.runctx("run_session(snapshot, DEFAULT_CONFIG, NOW)", globals(), locals(), PROFILE)
         pstats.Stats(PROFILE).sort_stats("tottime").print_stats(20)
         return
+    print(f"core: {CORE_FORM}")
     cases = [(1000, 10000), (1000, 50000)]
     if not args.quick:
         cases += [(5000, 10000), (5000, 50000), (10000, 10000), (10000, 50000), (10000, 100000)]

@@ -1,0 +1,129 @@
+"""The mypyc-compiled core (setup.py, scheduler/native.py): same sessions, and never stale."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import scheduler
+from scheduler import native
+from scheduler.native import core_compiled
+
+REPO = Path(__file__).resolve().parents[2]
+EXTENSION = importlib.machinery.EXTENSION_SUFFIXES[0]
+
+
+def _python(*args: str, interpreted: bool) -> str:
+    """stdout of ``python *args`` in the repository, with the core in the chosen form."""
+    env = {k: v for k, v in os.environ.items() if k != "TEPHRA_INTERPRETED_CORE"}
+    if interpreted:
+        env["TEPHRA_INTERPRETED_CORE"] = "1"
+    result = subprocess.run(  # noqa: S603 - our own interpreter and modules
+        [sys.executable, *args], capture_output=True, text=True, cwd=REPO, env=env, check=True, timeout=300
+    )
+    return result.stdout
+
+
+def test_the_reported_form_is_the_loaded_one() -> None:
+    assert core_compiled() == scheduler.CORE_FORM.startswith("compiled"), scheduler.CORE_FORM
+
+
+def test_ci_runs_the_compiled_core() -> None:
+    if os.environ.get("CI") != "true" or os.environ.get("TEPHRA_COMPILE_CORE") == "0":
+        pytest.skip("only CI promises a C compiler at install; elsewhere the sources are a valid form")
+    assert core_compiled(), scheduler.CORE_FORM
+
+
+def test_interpreted_form_on_request() -> None:
+    assert (
+        _python("-c", "import scheduler; print(scheduler.CORE_FORM)", interpreted=True).strip()
+        == "interpreted: TEPHRA_INTERPRETED_CORE=1"
+    )
+
+
+def test_compiled_and_interpreted_sessions_are_byte_identical() -> None:
+    if not core_compiled():
+        pytest.skip(f"the core is not compiled here ({scheduler.CORE_FORM}); CI compiles it")
+    compiled = _python("-m", "tests.core.session_digest", interpreted=False)
+    interpreted = _python("-m", "tests.core.session_digest", interpreted=True)
+    assert len(compiled.strip()) == 64
+    assert compiled == interpreted
+
+
+def test_conformance_output_is_byte_identical_in_both_forms() -> None:
+    if not core_compiled():
+        pytest.skip(f"the core is not compiled here ({scheduler.CORE_FORM}); CI compiles it")
+    scenarios = sorted(map(str, (REPO / "tests/conformance/scenarios").glob("*.yaml")))
+    args = ("-m", "api.cli", "simulate", *scenarios, "--format", "json")
+    compiled = _python(*args, interpreted=False)
+    assert compiled
+    assert compiled == _python(*args, interpreted=True)
+
+
+# ---------------------------------------------------------------- staleness, on a fake build
+
+
+@pytest.fixture
+def fake_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A core folder with two compiled modules and the build record setup.py writes."""
+    (tmp_path / "plugins").mkdir()
+    for name in ("session.py", "plugins/gang.py"):
+        source = tmp_path / name
+        source.write_text(f"# {name}\n")
+        source.with_name(source.stem + EXTENSION).write_bytes(b"")
+    (tmp_path / "__init__.py").write_text("")
+    record = {
+        n: hashlib.sha256((tmp_path / n).read_bytes()).hexdigest() for n in ("session.py", "plugins/gang.py")
+    }
+    (tmp_path / "compiled_sources.json").write_text(json.dumps(record))
+    monkeypatch.setattr(native, "_CORE", tmp_path)
+    monkeypatch.setattr(native, "_MANIFEST", tmp_path / "compiled_sources.json")
+    return tmp_path
+
+
+def test_a_current_build_is_used(fake_core: Path) -> None:
+    assert native._compiled_state() == (True, "")
+
+
+def test_an_edited_source_is_loaded_from_source(fake_core: Path) -> None:
+    (fake_core / "plugins/gang.py").write_text("# edited\n")
+    compiled, why = native._compiled_state()
+    assert not compiled
+    assert why == "scheduler/core/plugins/gang.py changed since it was compiled (reinstall: pip install -e .)"
+
+
+def test_a_new_module_is_loaded_from_source(fake_core: Path) -> None:
+    (fake_core / "extra.py").write_text("")
+    assert native._compiled_state() == (
+        False,
+        "scheduler/core/extra.py is newer than the build (reinstall: pip install -e .)",
+    )
+
+
+def test_a_missing_extension_means_sources(fake_core: Path) -> None:
+    (fake_core / ("session" + EXTENSION)).unlink()
+    compiled, why = native._compiled_state()
+    assert not compiled
+    assert "no extension for session.py" in why
+
+
+def test_no_build_record_means_sources(fake_core: Path) -> None:
+    (fake_core / "compiled_sources.json").unlink()
+    assert native._compiled_state() == (False, "not compiled (install with pip to compile it)")
+
+
+def test_the_source_finder_skips_packages_and_other_modules(fake_core: Path) -> None:
+    finder = native._CoreSourceFinder()
+    spec = finder.find_spec("scheduler.core.plugins.gang", None)
+    assert spec is not None
+    assert spec.origin == str(fake_core / "plugins/gang.py")
+    assert finder.find_spec("scheduler.core.plugins", None) is None
+    assert finder.find_spec("scheduler.service.loop", None) is None
+    assert finder.find_spec("scheduler.core.absent", None) is None
