@@ -2,6 +2,7 @@
 
 Small frozen dataclasses inside the core; :func:`to_event` converts each one
 into the matching ``events.models`` decision model for ``SessionCommitted``.
+:class:`Bind` (one per placement) spells out ``__init__``; see scheduler/core/trace.py.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ class Bind:
     task: str
     job: str
     node: str
+
+    def __init__(self, task: str, job: str, node: str) -> None:
+        object.__setattr__(self, "task", task)
+        object.__setattr__(self, "job", job)
+        object.__setattr__(self, "node", node)
 
     def to_event(self) -> BindDecision:
         return BindDecision(task=self.task, job=self.job, node=self.node)

@@ -192,6 +192,63 @@ class TaskState:
     #: True while the task sits in an uncommitted statement placement.
     tentative: bool = False
 
+    # Spelled out: one TaskState per task of the snapshot (see scheduler/core/trace.py).
+    def __init__(  # noqa: PLR0917 - the dataclass fields, in order
+        self,
+        uid: str,
+        name: str,
+        namespace: str,
+        job: JobState,
+        role: str,
+        request: dict[str, int],
+        vec: IntArray,
+        req: tuple[int, ...],
+        req_items: tuple[tuple[str, int], ...],
+        status: TaskStatus,
+        node: int,
+        priority: int,
+        preemptable: bool,
+        best_effort: bool,
+        preemption_policy: str | None,
+        priority_class: str | None,
+        node_selector: tuple[tuple[str, str], ...],
+        tolerations: tuple[Toleration, ...],
+        affinity: tuple[NodeSelectorTerm, ...],
+        created: float,
+        index: int | None,
+        shape: tuple[object, ...],
+        shape_id: int,
+        schedulable_on: str | None = None,
+        placed_seq: int = -1,
+        tentative: bool = False,
+    ) -> None:
+        self.uid = uid
+        self.name = name
+        self.namespace = namespace
+        self.job = job
+        self.role = role
+        self.request = request
+        self.vec = vec
+        self.req = req
+        self.req_items = req_items
+        self.status = status
+        self.node = node
+        self.priority = priority
+        self.preemptable = preemptable
+        self.best_effort = best_effort
+        self.preemption_policy = preemption_policy
+        self.priority_class = priority_class
+        self.node_selector = node_selector
+        self.tolerations = tolerations
+        self.affinity = affinity
+        self.created = created
+        self.index = index
+        self.shape = shape
+        self.shape_id = shape_id
+        self.schedulable_on = schedulable_on
+        self.placed_seq = placed_seq
+        self.tentative = tentative
+
     @property
     def pending(self) -> bool:
         return self.status is TaskStatus.PENDING
@@ -219,6 +276,42 @@ class JobState:
     # Gang counters kept incrementally: they are read after every placement.
     _ready: int = 0
     _valid: int = 0
+
+    # Spelled out: one JobState per job of the snapshot (see scheduler/core/trace.py).
+    def __init__(
+        self,
+        *,
+        uid: str,
+        namespace: str,
+        name: str,
+        queue: str,
+        min_member: int,
+        min_task_member: dict[str, int],
+        min_resources: dict[str, int] | None,
+        priority: int,
+        phase: PodGroupPhase,
+        created: float,
+        priority_class: str | None,
+    ) -> None:
+        self.uid = uid
+        self.namespace = namespace
+        self.name = name
+        self.queue = queue
+        self.min_member = min_member
+        self.min_task_member = min_task_member
+        self.min_resources = min_resources
+        self.priority = priority
+        self.phase = phase
+        self.created = created
+        self.priority_class = priority_class
+        self.tasks = []
+        self.counts = {}
+        self.role_counts = {}
+        self.pending_best_effort = 0
+        self.role_pending_best_effort = {}
+        self.allocated = {}
+        self._ready = 0
+        self._valid = 0
 
     # ---------------------------------------------------------------- bookkeeping
 

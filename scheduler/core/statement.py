@@ -33,6 +33,25 @@ class Operation:
     preemptor: TaskState | None = None
     rule: str = ""
 
+    # Spelled out: one Operation per placement (see scheduler/core/trace.py).
+    def __init__(  # noqa: PLR0917 - the dataclass fields, in order
+        self,
+        kind: Literal["allocate", "pipeline", "evict"],
+        task: TaskState,
+        node: int,
+        previous: TaskStatus = TaskStatus.RUNNING,
+        action: Literal["preempt", "reclaim"] = "preempt",
+        preemptor: TaskState | None = None,
+        rule: str = "",
+    ) -> None:
+        self.kind = kind
+        self.task = task
+        self.node = node
+        self.previous = previous
+        self.action = action
+        self.preemptor = preemptor
+        self.rule = rule
+
 
 class Statement:
     def __init__(self, ssn: Session) -> None:

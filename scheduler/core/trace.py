@@ -2,6 +2,10 @@
 
 Each step is a frozen dataclass; :func:`trace_to_json` renders the list as
 dicts with a ``step`` key naming the type.  Replay and ``explain`` read these.
+
+Steps written once per placement or visit spell out ``__init__``: the one
+``dataclass`` generates stays interpreted bytecode in the compiled core
+(about 1.6 µs an object against 0.2 µs; docs/scheduling.md, "Compiled core").
 """
 
 from __future__ import annotations
@@ -53,6 +57,13 @@ class TaskPlaced:
     node: str
     pipelined: bool
 
+    def __init__(self, action: str, job: str, task: str, node: str, pipelined: bool) -> None:
+        object.__setattr__(self, "action", action)
+        object.__setattr__(self, "job", job)
+        object.__setattr__(self, "task", task)
+        object.__setattr__(self, "node", node)
+        object.__setattr__(self, "pipelined", pipelined)
+
 
 @dataclass(frozen=True, slots=True)
 class TaskUnplaced:
@@ -62,6 +73,13 @@ class TaskUnplaced:
     code: str
     message: str
 
+    def __init__(self, action: str, job: str, task: str, code: str, message: str) -> None:
+        object.__setattr__(self, "action", action)
+        object.__setattr__(self, "job", job)
+        object.__setattr__(self, "task", task)
+        object.__setattr__(self, "code", code)
+        object.__setattr__(self, "message", message)
+
 
 @dataclass(frozen=True, slots=True)
 class GangNotReady:
@@ -70,6 +88,12 @@ class GangNotReady:
     tasks: int
     min_available: int
 
+    def __init__(self, job: str, placeable: int, tasks: int, min_available: int) -> None:
+        object.__setattr__(self, "job", job)
+        object.__setattr__(self, "placeable", placeable)
+        object.__setattr__(self, "tasks", tasks)
+        object.__setattr__(self, "min_available", min_available)
+
 
 @dataclass(frozen=True, slots=True)
 class StatementClosed:
@@ -77,6 +101,12 @@ class StatementClosed:
     job: str
     outcome: str  # committed | discarded | pipelined
     operations: int
+
+    def __init__(self, action: str, job: str, outcome: str, operations: int) -> None:
+        object.__setattr__(self, "action", action)
+        object.__setattr__(self, "job", job)
+        object.__setattr__(self, "outcome", outcome)
+        object.__setattr__(self, "operations", operations)
 
 
 @dataclass(frozen=True, slots=True)
