@@ -81,8 +81,6 @@ _RowResult = tuple[bool, bool, int, float, int, float, float]
 @dataclass(slots=True)
 class _ShapeFit:
     vec: IntArray
-    fit_idle: BoolArray
-    fit_future: BoolArray
     reason: IntArray
     score: FloatArray
     #: score where the task fits Idle (gradient 1) / FutureIdle (gradient 2) and passes, else -inf.
@@ -116,8 +114,8 @@ class PlacementIndex:
         """``_evaluate`` for a few rows with the plugins' scalar forms (identical results)."""
         nodes = self.ssn.nodes
         cache = nodes.row_cache
-        fit_idle, fit_future, fit_reason = fit.fit_idle, fit.fit_future, fit.reason
-        fit_score, best_idle, best_future = fit.score, fit.best_idle, fit.best_future
+        fit_reason, fit_score = fit.reason, fit.score
+        best_idle, best_future = fit.best_idle, fit.best_future
         memo = fit.memo
         labels = fit.labels
         label_counts = fit.label_counts
@@ -128,11 +126,9 @@ class PlacementIndex:
                 if len(memo) >= _MEMO_LIMIT:
                     memo.clear()
                 known = memo[state[5]] = self._row_result(task, row, state)
-            fits_idle, fits_future, reason, score, label, row_best_idle, row_best_future = known
+            _, _, reason, score, label, row_best_idle, row_best_future = known
             if labels is not None:
                 _relabel(labels, label_counts, row, label)
-            fit_idle[row] = fits_idle
-            fit_future[row] = fits_future
             fit_reason[row] = reason
             fit_score[row] = score
             best_idle[row] = row_best_idle
@@ -176,15 +172,15 @@ class PlacementIndex:
         vec = fit.vec
         idle = nodes.idle[rows]
         future = idle + nodes.releasing[rows] - nodes.pipelined[rows]
-        fit.fit_idle[rows] = (idle >= vec).all(axis=1)
-        fit.fit_future[rows] = (future >= vec).all(axis=1)
+        fits_idle = (idle >= vec).all(axis=1)
+        fits_future = (future >= vec).all(axis=1)
         reason = self.ssn.node_predicate(task, rows)
         score = self.ssn.node_scores(task, rows)
         fit.reason[rows] = reason
         fit.score[rows] = score
         passed = reason == 0
-        fit.best_idle[rows] = np.where(passed & fit.fit_idle[rows], score, -np.inf)
-        fit.best_future[rows] = np.where(passed & fit.fit_future[rows], score, -np.inf)
+        fit.best_idle[rows] = np.where(passed & fits_idle, score, -np.inf)
+        fit.best_future[rows] = np.where(passed & fits_future, score, -np.inf)
         if fit.labels is not None:
             _relabel_rows(fit.labels, fit.label_counts, rows, _labels(future, vec, reason))
 
@@ -196,8 +192,6 @@ class PlacementIndex:
         if fit is None:
             fit = _ShapeFit(
                 vec=task.vec,
-                fit_idle=np.zeros(n, dtype=np.bool_),
-                fit_future=np.zeros(n, dtype=np.bool_),
                 reason=np.zeros(n, dtype=np.int64),
                 score=np.zeros(n, dtype=np.float64),
                 best_idle=np.full(n, -np.inf),

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
-from functools import partial
 
 from scheduler.core.framework import PERMIT, REJECT, Session
 from scheduler.core.plugins.base import PluginBase
@@ -67,9 +66,15 @@ class CapacityPlugin(PluginBase):
         self.register(ssn, "reclaimable", self._reclaimable)
         self.register(ssn, "job_enqueueable", self._enqueueable)
         self.register(ssn, "job_enqueued", self._enqueued)
-        # partial, not a lambda: one Python frame less on every placement.
-        ssn.on_allocate(partial(self._changed, sign=+1))
-        ssn.on_deallocate(partial(self._changed, sign=-1))
+        # Bound methods, not partial(..., sign=): a keyword call costs more on every placement.
+        ssn.on_allocate(self._allocated)
+        ssn.on_deallocate(self._deallocated)
+
+    def _allocated(self, task: TaskState) -> None:
+        self._changed(task, +1)
+
+    def _deallocated(self, task: TaskState) -> None:
+        self._changed(task, -1)
 
     def _changed(self, task: TaskState, sign: int) -> None:
         attr = on_task_change(self.attrs, task, sign)
