@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import partial
+from typing import Any
 
 from scheduler.core.framework import Session
 from scheduler.core.reasons import Reason, format_amount
@@ -100,18 +101,40 @@ def allocated_task_num(job: JobState) -> int:
     return job.count(*ALLOCATED_STATUSES)
 
 
+def _count_items(groups: dict[int, list[Any]], items: tuple[tuple[str, int], ...]) -> None:
+    group = groups.get(id(items))
+    if group is None:
+        groups[id(items)] = [items, 1]
+    else:
+        group[1] += 1
+
+
+def _add_counted(target: dict[str, int], groups: dict[int, list[Any]]) -> None:
+    for items, count in groups.values():
+        for name, amount in items:
+            target[name] = target.get(name, 0) + amount * count
+
+
 def build_attrs(ssn: Session) -> dict[str, QueueAttr]:
     attrs: dict[str, QueueAttr] = {}
     for job in ssn.jobs.values():
         attr = attrs.get(job.queue)
         if attr is None:
             attr = attrs[job.queue] = QueueAttr(ssn.queues[job.queue])
+        # Tasks share their request items: sum each distinct request once, times its
+        # count, keyed in first-appearance order (the maps' key order stays as if added
+        # task by task).
+        allocated: dict[int, list[Any]] = {}
+        requested: dict[int, list[Any]] = {}
         for task in job.tasks:
-            if task.status in ALLOCATED_STATUSES:
-                add_into(attr.allocated, task.request)
-                add_into(attr.request, task.request)
-            elif task.status is TaskStatus.PENDING:
-                add_into(attr.request, task.request)
+            status = task.status
+            if status in ALLOCATED_STATUSES:
+                _count_items(allocated, task.req_items)
+                _count_items(requested, task.req_items)
+            elif status is TaskStatus.PENDING:
+                _count_items(requested, task.req_items)
+        _add_counted(attr.allocated, allocated)
+        _add_counted(attr.request, requested)
         if job.min_resources is not None:
             if job.phase is PodGroupPhase.INQUEUE or (
                 job.phase is PodGroupPhase.RUNNING and allocated_task_num(job) >= job.min_member
