@@ -231,6 +231,10 @@ class Session:
                         ts.node = row
                         nodes.add(ts, row, task.status)
             self.jobs[state.uid] = state
+        # The job order's fallback (creation time, then identity) as one int: heap and
+        # sort comparisons then end on an int instead of a float and a string.
+        for rank, job_state in enumerate(sorted(self.jobs.values(), key=_created_then_uid)):
+            job_state.rank = rank
 
     @property
     def placement(self) -> PlacementIndex:
@@ -319,7 +323,8 @@ class Session:
     # ------------------------------------------------------------------ orderings
 
     def job_key(self, job: JobState) -> tuple[Any, ...]:
-        return (*[fn(job) for fn in self._calls["job_order"]], job.created, job.uid)
+        # job.rank orders exactly as (job.created, job.uid) (set in _build).
+        return (*[fn(job) for fn in self._calls["job_order"]], job.rank)
 
     def queue_key(self, queue: QueueState) -> tuple[Any, ...]:
         return (*[fn(queue) for fn in self._calls["queue_order"]], queue.created, queue.name)
@@ -539,6 +544,10 @@ def _dimension_names(snapshot: ClusterSnapshot) -> set[str]:
 
 def _first(pair: tuple[str, Task]) -> str:
     return pair[0]
+
+
+def _created_then_uid(job: JobState) -> tuple[float, str]:
+    return job.created, job.uid
 
 
 _ON_NODE = frozenset(

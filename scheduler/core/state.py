@@ -276,6 +276,8 @@ class JobState:
     # Gang counters kept incrementally: they are read after every placement.
     _ready: int = 0
     _valid: int = 0
+    #: position in (created, uid) order among the session's jobs (Session._build).
+    rank: int = 0
 
     # Spelled out: one JobState per job of the snapshot (see scheduler/core/trace.py).
     def __init__(
@@ -312,6 +314,7 @@ class JobState:
         self.allocated = {}
         self._ready = 0
         self._valid = 0
+        self.rank = 0
 
     # ---------------------------------------------------------------- bookkeeping
 
