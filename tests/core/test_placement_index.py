@@ -69,8 +69,8 @@ def _answers(index: PlacementIndex, task: TaskState) -> tuple[object, ...]:
     errors = index.fit_errors(task)
     return (
         index.choose_gradient(task),
-        fit.fit_idle.tolist(),
-        fit.fit_future.tolist(),
+        fit.best_idle.tolist(),
+        fit.best_future.tolist(),
         fit.reason.tolist(),
         np.nan_to_num(index.scores(task), nan=-1.0).tolist(),
         errors.histogram,
