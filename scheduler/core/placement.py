@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from operator import ge
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -97,6 +97,10 @@ class _ShapeFit:
     #: with the rows once ``fit_errors`` has been asked for this shape (None before).
     labels: IntArray | None = None
     label_counts: dict[int, int] = field(default_factory=dict)
+    #: Writable views of reason / score / best_idle / best_future / labels: setting one
+    #: item through a memoryview costs a fraction of numpy's scalar ``__setitem__``.
+    items: tuple[memoryview[int], memoryview[float], memoryview[float], memoryview[float]] | None = None
+    label_items: memoryview[int] | None = None
 
 
 class PlacementIndex:
@@ -114,10 +118,17 @@ class PlacementIndex:
         """``_evaluate`` for a few rows with the plugins' scalar forms (identical results)."""
         nodes = self.ssn.nodes
         cache = nodes.row_cache
-        fit_reason, fit_score = fit.reason, fit.score
-        best_idle, best_future = fit.best_idle, fit.best_future
+        items = fit.items
+        if items is None:
+            items = fit.items = (
+                fit.reason.data,
+                cast("memoryview[float]", fit.score.data),
+                cast("memoryview[float]", fit.best_idle.data),
+                cast("memoryview[float]", fit.best_future.data),
+            )
+        fit_reason, fit_score, best_idle, best_future = items
         memo = fit.memo
-        labels = fit.labels
+        labels = fit.label_items
         label_counts = fit.label_counts
         for row in rows:
             state = cache.get(row) or nodes.row_state(row)
@@ -252,6 +263,7 @@ class PlacementIndex:
             # the histogram is read from the counts instead of re-derived per call.
             future = nodes.idle + nodes.releasing - nodes.pipelined
             fit.labels = _labels(future, fit.vec, fit.reason)
+            fit.label_items = fit.labels.data
             values, counts = np.unique(fit.labels, return_counts=True)
             fit.label_counts = dict(zip(values.tolist(), counts.tolist(), strict=True))
         histogram: dict[str, int] = {}
@@ -302,8 +314,8 @@ def _labels(future: IntArray, vec: IntArray, reason: IntArray) -> IntArray:
     return labels
 
 
-def _relabel(labels: IntArray, counts: dict[int, int], row: int, label: int) -> None:
-    old = int(labels[row])
+def _relabel(labels: memoryview, counts: dict[int, int], row: int, label: int) -> None:
+    old: int = labels[row]
     if old != label:
         counts[old] -= 1
         counts[label] = counts.get(label, 0) + 1

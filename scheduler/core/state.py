@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from operator import add, sub
 
 import numpy as np
 import numpy.typing as npt
@@ -542,7 +541,7 @@ class NodeTable:
             if releasing is zero and pipelined is zero:
                 future = idle
             else:
-                future = list(map(sub, map(add, idle, releasing), pipelined))
+                future = _future(idle, releasing, pipelined)
             pods = self.pods_rows[row]
             key = (self.row_class[row], pods, *idle, *releasing, *pipelined)
             cached = (idle, releasing, pipelined, pods, future, key)
@@ -568,11 +567,11 @@ class NodeTable:
         """Account ``task`` on ``row`` in ``status`` (which occupies the node)."""
         req = task.req
         if status is TaskStatus.PIPELINED:
-            self.pipelined_rows[row] = list(map(add, self.pipelined_rows[row], req))
+            self.pipelined_rows[row] = _plus(self.pipelined_rows[row], req)
         else:
-            self.idle_rows[row] = list(map(sub, self.idle_rows[row], req))
+            self.idle_rows[row] = _minus(self.idle_rows[row], req)
             if status is TaskStatus.RELEASING:
-                self.releasing_rows[row] = list(map(add, self.releasing_rows[row], req))
+                self.releasing_rows[row] = _plus(self.releasing_rows[row], req)
         if status is not TaskStatus.RELEASING:
             self.pods_rows[row] += 1
         self.tasks[row][task.uid] = task
@@ -582,25 +581,48 @@ class NodeTable:
     def remove(self, task: TaskState, row: int, status: TaskStatus) -> None:
         req = task.req
         if status is TaskStatus.PIPELINED:
-            self.pipelined_rows[row] = list(map(sub, self.pipelined_rows[row], req))
+            self.pipelined_rows[row] = _minus(self.pipelined_rows[row], req)
         else:
-            self.idle_rows[row] = list(map(add, self.idle_rows[row], req))
+            self.idle_rows[row] = _plus(self.idle_rows[row], req)
             if status is TaskStatus.RELEASING:
-                self.releasing_rows[row] = list(map(sub, self.releasing_rows[row], req))
+                self.releasing_rows[row] = _minus(self.releasing_rows[row], req)
         if status is not TaskStatus.RELEASING:
             self.pods_rows[row] -= 1
         del self.tasks[row][task.uid]
         self._changed(row)
 
     def start_releasing(self, task: TaskState, row: int) -> None:
-        self.releasing_rows[row] = list(map(add, self.releasing_rows[row], task.req))
+        self.releasing_rows[row] = _plus(self.releasing_rows[row], task.req)
         self.pods_rows[row] -= 1
         self._changed(row)
 
     def stop_releasing(self, task: TaskState, row: int) -> None:
-        self.releasing_rows[row] = list(map(sub, self.releasing_rows[row], task.req))
+        self.releasing_rows[row] = _minus(self.releasing_rows[row], task.req)
         self.pods_rows[row] += 1
         self._changed(row)
+
+
+# Row arithmetic as index loops: compiled (mypyc), they are C int operations, where
+# map(operator.add, ...) calls a Python function per element.
+def _plus(row: list[int], req: tuple[int, ...]) -> list[int]:
+    out = row.copy()
+    for i in range(len(out)):
+        out[i] += req[i]
+    return out
+
+
+def _minus(row: list[int], req: tuple[int, ...]) -> list[int]:
+    out = row.copy()
+    for i in range(len(out)):
+        out[i] -= req[i]
+    return out
+
+
+def _future(idle: list[int], releasing: list[int], pipelined: list[int]) -> list[int]:
+    out = idle.copy()
+    for i in range(len(out)):
+        out[i] += releasing[i] - pipelined[i]
+    return out
 
 
 #: What tasks with one resources map, node selector, tolerations and required
