@@ -59,11 +59,16 @@ READY_STATUSES = ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED}
 _VALID_STATUSES = READY_STATUSES | {TaskStatus.PIPELINED, TaskStatus.PENDING}
 #: Statuses that occupy node resources (Used / Pipelined / Releasing).
 ON_NODE_STATUSES = ALLOCATED_STATUSES | {TaskStatus.PIPELINED, TaskStatus.RELEASING}
-#: per status: (counted in ReadyTaskNum, in ValidTaskNum, in allocated).
-_STATUS_FLAGS: dict[TaskStatus, tuple[bool, bool, bool]] = {
-    status: (status in READY_STATUSES, status in _VALID_STATUSES, status in ALLOCATED_STATUSES)
+#: A small int per status: the gang counters are lists indexed by it (a list index
+#: costs less than an enum-keyed dict lookup on every placement).
+_STATUS_CODE: dict[TaskStatus, int] = {status: code for code, status in enumerate(TaskStatus)}
+_N_STATUSES = len(_STATUS_CODE)
+_PIPELINED_CODE = _STATUS_CODE[TaskStatus.PIPELINED]
+#: per status code: (counted in ReadyTaskNum, in ValidTaskNum, in allocated).
+_STATUS_FLAGS: tuple[tuple[bool, bool, bool], ...] = tuple(
+    (status in READY_STATUSES, status in _VALID_STATUSES, status in ALLOCATED_STATUSES)
     for status in TaskStatus
-}
+)
 #: ScheduledStatus, used for the PodGroup phase.
 SCHEDULED_STATUSES = frozenset(
     {TaskStatus.RUNNING, TaskStatus.BOUND, TaskStatus.FAILED, TaskStatus.SUCCEEDED}
@@ -267,8 +272,9 @@ class JobState:
     created: float
     priority_class: str | None
     tasks: list[TaskState] = field(default_factory=list)
-    counts: dict[TaskStatus, int] = field(default_factory=dict)
-    role_counts: dict[tuple[str, TaskStatus], int] = field(default_factory=dict)
+    #: tasks per status code (``_STATUS_CODE``), in all and per role.
+    counts: list[int] = field(default_factory=list)
+    role_counts: dict[str, list[int]] = field(default_factory=dict)
     pending_best_effort: int = 0
     role_pending_best_effort: dict[str, int] = field(default_factory=dict)
     allocated: dict[str, int] = field(default_factory=dict)
@@ -306,7 +312,7 @@ class JobState:
         self.created = created
         self.priority_class = priority_class
         self.tasks = []
-        self.counts = {}
+        self.counts = [0] * _N_STATUSES
         self.role_counts = {}
         self.pending_best_effort = 0
         self.role_pending_best_effort = {}
@@ -326,17 +332,17 @@ class JobState:
         old = task.status
         if old is status:
             return
+        code0 = _STATUS_CODE[old]
+        code1 = _STATUS_CODE[status]
         counts = self.counts
-        counts[old] = counts.get(old, 0) - 1
-        counts[status] = counts.get(status, 0) + 1
+        counts[code0] -= 1
+        counts[code1] += 1
         role = task.role
-        role_counts = self.role_counts
-        key = (role, old)
-        role_counts[key] = role_counts.get(key, 0) - 1
-        key = (role, status)
-        role_counts[key] = role_counts.get(key, 0) + 1
-        ready0, valid0, allocated0 = _STATUS_FLAGS[old]
-        ready1, valid1, allocated1 = _STATUS_FLAGS[status]
+        per_role = self.role_counts[role]  # add_task created it
+        per_role[code0] -= 1
+        per_role[code1] += 1
+        ready0, valid0, allocated0 = _STATUS_FLAGS[code0]
+        ready1, valid1, allocated1 = _STATUS_FLAGS[code1]
         self._ready += ready1 - ready0
         self._valid += valid1 - valid0
         if task.best_effort and (old is TaskStatus.PENDING or status is TaskStatus.PENDING):
@@ -351,16 +357,17 @@ class JobState:
         task.status = status
 
     def _count(self, task: TaskState, status: TaskStatus, sign: int) -> None:
-        counts = self.counts
-        counts[status] = counts.get(status, 0) + sign
-        ready, valid, allocated = _STATUS_FLAGS[status]
+        code = _STATUS_CODE[status]
+        self.counts[code] += sign
+        ready, valid, allocated = _STATUS_FLAGS[code]
         if ready:
             self._ready += sign
         if valid:
             self._valid += sign
-        key = (task.role, status)
-        role_counts = self.role_counts
-        role_counts[key] = role_counts.get(key, 0) + sign
+        per_role = self.role_counts.get(task.role)
+        if per_role is None:
+            per_role = self.role_counts[task.role] = [0] * _N_STATUSES
+        per_role[code] += sign
         if status is TaskStatus.PENDING and task.best_effort:
             self.pending_best_effort += sign
             self.role_pending_best_effort[task.role] = self.role_pending_best_effort.get(task.role, 0) + sign
@@ -370,10 +377,12 @@ class JobState:
                 totals[name] = totals.get(name, 0) + sign * amount
 
     def count(self, *statuses: TaskStatus) -> int:
-        return sum(self.counts.get(s, 0) for s in statuses)
+        counts = self.counts
+        return sum(counts[_STATUS_CODE[s]] for s in statuses)
 
     def role_count(self, role: str, statuses: Iterable[TaskStatus]) -> int:
-        return sum(self.role_counts.get((role, s), 0) for s in statuses)
+        per_role = self.role_counts.get(role)
+        return sum(per_role[_STATUS_CODE[s]] for s in statuses) if per_role is not None else 0
 
     # ---------------------------------------------------------------- gang counters
 
@@ -383,7 +392,7 @@ class JobState:
 
     @property
     def waiting_num(self) -> int:
-        return self.counts.get(TaskStatus.PIPELINED, 0)
+        return self.counts[_PIPELINED_CODE]
 
     @property
     def valid_num(self) -> int:
