@@ -9,8 +9,9 @@ sources: the test suite runs both forms (tests/core/test_compiled_core.py).
 * The extensions are optional: without a C compiler the install still
   succeeds and the core runs from its sources.
 * ``scheduler/core/compiled_sources.json`` records the hash of every source
-  compiled; ``scheduler/core/__init__.py`` loads the sources instead of the
-  extensions when a source no longer matches (an edit since the last install).
+  compiled and the shared library they load; ``scheduler/native.py`` loads
+  the sources instead of the extensions when a source no longer matches (an
+  edit since the last install) or an extension is missing.
 """
 
 from __future__ import annotations
@@ -49,8 +50,14 @@ def core_extensions() -> list[Extension]:
     )
     for extension in extensions:
         extension.optional = True  # no C compiler: install anyway, run the sources
-    digests = {str(p.relative_to(CORE)): hashlib.sha256(p.read_bytes()).hexdigest() for p in modules}
-    MANIFEST.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
+    record = {
+        "sources": {str(p.relative_to(CORE)): hashlib.sha256(p.read_bytes()).hexdigest() for p in modules},
+        # The shared library every module's extension loads (mypyc compiles the modules
+        # as one group): a build that produced the modules' shims but not it must not be
+        # taken for compiled.
+        "libraries": sorted(e.name for e in extensions if e.name.endswith("__mypyc")),
+    }
+    MANIFEST.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     return extensions
 
 

@@ -63,12 +63,15 @@ def _has_extension(relative: str) -> bool:
 def _compiled_state() -> tuple[bool, str]:
     """(whether the compiled extensions are current, why not)."""
     try:
-        recorded: dict[str, str] = json.loads(_MANIFEST.read_text())
+        record = json.loads(_MANIFEST.read_text())
+        recorded: dict[str, str] = record["sources"]
+        libraries: list[str] = record["libraries"]
     except FileNotFoundError:
         return False, "not compiled (install with pip to compile it)"
-    except (OSError, ValueError) as exc:
-        return False, f"unreadable build record {_MANIFEST}: {exc}"
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return False, f"unreadable build record {_MANIFEST}: {exc!r}"
     missing = sorted(name for name in recorded if not _has_extension(name))
+    missing += [name for name in libraries if importlib.util.find_spec(name) is None]
     if missing:
         return False, f"not compiled (no extension for {missing[0]}: no C compiler at install?)"
     for name in sorted(recorded):

@@ -79,9 +79,11 @@ def fake_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         source.write_text(f"# {name}\n")
         source.with_name(source.stem + EXTENSION).write_bytes(b"")
     (tmp_path / "__init__.py").write_text("")
-    record = {
+    sources = {
         n: hashlib.sha256((tmp_path / n).read_bytes()).hexdigest() for n in ("session.py", "plugins/gang.py")
     }
+    # A library that importlib finds (any importable top-level module will do).
+    record = {"sources": sources, "libraries": ["json"]}
     (tmp_path / "compiled_sources.json").write_text(json.dumps(record))
     monkeypatch.setattr(native, "_CORE", tmp_path)
     monkeypatch.setattr(native, "_MANIFEST", tmp_path / "compiled_sources.json")
@@ -112,6 +114,22 @@ def test_a_missing_extension_means_sources(fake_core: Path) -> None:
     compiled, why = native._compiled_state()
     assert not compiled
     assert "no extension for session.py" in why
+
+
+def test_a_missing_shared_library_means_sources(fake_core: Path) -> None:
+    record = json.loads((fake_core / "compiled_sources.json").read_text())
+    record["libraries"] = ["tephra_no_such_library__mypyc"]
+    (fake_core / "compiled_sources.json").write_text(json.dumps(record))
+    compiled, why = native._compiled_state()
+    assert not compiled
+    assert "no extension for tephra_no_such_library__mypyc" in why
+
+
+def test_a_build_record_of_another_shape_means_sources(fake_core: Path) -> None:
+    (fake_core / "compiled_sources.json").write_text('{"session.py": "abc"}')
+    compiled, why = native._compiled_state()
+    assert not compiled
+    assert why.startswith("unreadable build record")
 
 
 def test_no_build_record_means_sources(fake_core: Path) -> None:
