@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
@@ -22,7 +21,7 @@ from projector.archive import GENESIS_HASH, canonical_envelope, chain_hash, form
 from projector.errors import ArchiveFoldMismatchError
 from projector.fold import apply
 from projector.projection import load_projection
-from projector.state import ClusterState
+from projector.state import ClusterState, state_from_text
 
 __all__ = [
     "ChainProblem",
@@ -85,7 +84,7 @@ async def state_at(conn_or_pool: Connectable, seq: int) -> ClusterState:
     snapshot = await conn.fetchrow(
         "SELECT seq, state FROM state_snapshots WHERE seq <= $1 ORDER BY seq DESC LIMIT 1", seq
     )
-    state = ClusterState() if snapshot is None else ClusterState.from_jsonable(json.loads(snapshot["state"]))
+    state = ClusterState() if snapshot is None else state_from_text(snapshot["state"])
     async for event_seq, event in archived_events(conn, state.seq, seq):
         outcome = apply(state, event_seq, event)
         if outcome.invalid is not None:

@@ -27,9 +27,12 @@ while ``NodeState.used`` does count it.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal, TypeAlias
+
+import orjson
 
 from events.models import (
     NodeSelectorTerm,
@@ -57,6 +60,7 @@ __all__ = [
     "TaskState",
     "TaskStatus",
     "VoidedDecision",
+    "state_from_text",
     "task_id_of",
 ]
 
@@ -246,6 +250,7 @@ class ClusterState:
         if doc.get("format") != _FORMAT_VERSION:
             raise ValueError(f"cannot read cluster state format {doc.get('format')!r}")
         config = doc["config"]
+        specs: dict[bytes, TaskSpec] = {}  # jobs often share task specs: validate each once
         return assemble(
             seq=doc["seq"],
             queues=[queue_from_json(q) for q in doc["queues"]],
@@ -254,12 +259,26 @@ class ClusterState:
             config_version=doc["config_version"],
             leader_epoch=doc["leader_epoch"],
             nodes=[node_from_json(n) for n in doc["nodes"]],
-            jobs=[job_from_json(j) for j in doc["jobs"]],
+            jobs=[job_from_json(j, specs) for j in doc["jobs"]],
             task_rows=[(r[0], r[1], r[2], r[3], r[4], r[5]) for r in doc["tasks"]],
             sessions=[session_from_json(s) for s in doc["sessions"]],
             session_parts=parts_from_json(doc["session_parts"]),
             early_observations=doc["early_observations"],
         )
+
+
+def state_from_text(text: str | bytes) -> ClusterState:
+    """A stored state (``state_snapshots.state``) from its JSON text.
+
+    orjson parses it several times faster than the json module; a document it
+    refuses (an integer beyond 64 bits, which the writer's json fallback may
+    store) is read with the json module.
+    """
+    try:
+        doc = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        doc = json.loads(text)
+    return ClusterState.from_jsonable(doc)
 
 
 # ---------------------------------------------------------------------------- rebuilding a state
@@ -470,7 +489,9 @@ def _task_specs_json(j: JobState) -> list[dict[str, Any]]:
     return cached
 
 
-def job_from_json(d: dict[str, Any]) -> JobState:
+def job_from_json(d: dict[str, Any], specs: dict[bytes, TaskSpec] | None = None) -> JobState:
+    """A job from its JSON form; ``specs`` caches validated task specs by their text
+    (TaskSpec is frozen, so jobs with equal specs can share one)."""
     return JobState(
         id=d["id"],
         namespace=d["namespace"],
@@ -484,9 +505,19 @@ def job_from_json(d: dict[str, Any]) -> JobState:
         created=_parse_time(d["created"]),
         annotations=d["annotations"],
         labels=d["labels"],
-        task_specs=tuple(TaskSpec.model_validate(s) for s in d["task_specs"]),
+        task_specs=tuple(_task_spec(s, specs) for s in d["task_specs"]),
         tasks=[],
     )
+
+
+def _task_spec(doc: dict[str, Any], specs: dict[bytes, TaskSpec] | None) -> TaskSpec:
+    if specs is None:
+        return TaskSpec.model_validate(doc)
+    key = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+    spec = specs.get(key)
+    if spec is None:
+        spec = specs[key] = TaskSpec.model_validate(doc)
+    return spec
 
 
 def session_to_json(s: SessionRecord) -> dict[str, Any]:

@@ -40,8 +40,9 @@ _JOB_EVENTS: Final = (
     "tephra.task.finished.v1",
 )
 _BATCH: Final = 5_000
-# $1 namespace, $2 name, $3 the job's own event types, $4 job id, $5 SessionCommitted,
-# $6 {"job": id}, $7 {"preemptor_job": id}, $8 SessionPart.  One index scan by type per branch.
+# $1 namespace, $2 name, $3 job id, $4 SessionCommitted, $5 {"job": id}, $6 {"preemptor_job": id},
+# $7 SessionPart.  The submission and the job's own events are found through the expression
+# indexes of migration 0003 (their types are literals here so the partial indexes apply).
 # Sessions and parts are cast to jsonb once (OFFSET 0 keeps a subquery from being inlined, which
 # would repeat the cast) and, in the same pass, trimmed to the job (see ArchiveReader.job_history)
 # when they name it: its pending entry (in a marker, or in a part when the reasons did not fit the
@@ -55,21 +56,21 @@ _JOB_HISTORY: Final = """
                    'decisions', coalesce(
                        (SELECT jsonb_agg(d.value ORDER BY d.n)
                           FROM jsonb_array_elements(doc->'decisions') WITH ORDINALITY AS d(value, n)
-                         WHERE d.value->>'job' = $4 OR d.value->>'preemptor_job' = $4),
+                         WHERE d.value->>'job' = $3 OR d.value->>'preemptor_job' = $3),
                        '[]'::jsonb),
                    'pending', coalesce(
                        (SELECT jsonb_agg(p.value ORDER BY p.n)
                           FROM jsonb_array_elements(doc->'pending') WITH ORDINALITY AS p(value, n)
-                         WHERE p.value->>'job' = $4),
+                         WHERE p.value->>'job' = $3),
                        '[]'::jsonb)))::text END AS data
           FROM (SELECT s.*, doc->>'session_id' AS session_id,
-                       coalesce(doc->'pending' @> jsonb_build_array($6::jsonb), false)
-                         OR coalesce(doc->'decisions' @> jsonb_build_array($6::jsonb), false)
-                         OR coalesce(doc->'decisions' @> jsonb_build_array($7::jsonb), false) AS names,
-                       type = $5 AND coalesce((doc->>'parts')::int, 0) > 0 AS split
+                       coalesce(doc->'pending' @> jsonb_build_array($5::jsonb), false)
+                         OR coalesce(doc->'decisions' @> jsonb_build_array($5::jsonb), false)
+                         OR coalesce(doc->'decisions' @> jsonb_build_array($6::jsonb), false) AS names,
+                       type = $4 AND coalesce((doc->>'parts')::int, 0) > 0 AS split
                   FROM (SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash,
                                data::jsonb AS doc
-                          FROM event_log WHERE type IN ($5, $8) OFFSET 0) AS s
+                          FROM event_log WHERE type IN ($4, $7) OFFSET 0) AS s
                 OFFSET 0) AS m
     )
     SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash,
@@ -79,13 +80,13 @@ _JOB_HISTORY: Final = """
     UNION ALL
     SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, data::text, false
       FROM event_log
-     WHERE type = ANY($3::text[]) AND data->>'job_id' = $4
+     WHERE type IN ({job_events}) AND data->>'job_id' = $3
     UNION ALL
     SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, data, true
       FROM sessions
-     WHERE names OR (split AND session_id IN (SELECT session_id FROM sessions WHERE names AND type = $8))
+     WHERE names OR (split AND session_id IN (SELECT session_id FROM sessions WHERE names AND type = $7))
     ORDER BY seq
-"""
+""".replace("{job_events}", ", ".join(f"'{t}'" for t in _JOB_EVENTS))
 
 
 @contextmanager
@@ -239,7 +240,6 @@ class ArchiveReader:
             _JOB_HISTORY,
             namespace,
             name,
-            list(_JOB_EVENTS),
             job,
             _SESSION,
             mention,
