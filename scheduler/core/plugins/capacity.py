@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from scheduler.core.framework import PERMIT, REJECT, Session
-from scheduler.core.plugins.base import PluginBase
 from scheduler.core.plugins.proportion import quota_reason
 from scheduler.core.plugins.queue_accounting import (
     QueueAttr,
+    QuotaPlugin,
     add_into,
     build_attrs,
     dominant_share,
@@ -40,7 +40,7 @@ def _share(attr: QueueAttr) -> float:
     return dominant_share(attr)
 
 
-class CapacityPlugin(PluginBase):
+class CapacityPlugin(QuotaPlugin):
     name = "capacity"
 
     def on_session_open(self, ssn: Session) -> None:
@@ -66,15 +66,7 @@ class CapacityPlugin(PluginBase):
         self.register(ssn, "reclaimable", self._reclaimable)
         self.register(ssn, "job_enqueueable", self._enqueueable)
         self.register(ssn, "job_enqueued", self._enqueued)
-        # Bound methods, not partial(..., sign=): a keyword call costs more on every placement.
-        ssn.on_allocate(self._allocated)
-        ssn.on_deallocate(self._deallocated)
-
-    def _allocated(self, task: TaskState) -> None:
-        self._changed(task, +1)
-
-    def _deallocated(self, task: TaskState) -> None:
-        self._changed(task, -1)
+        self.register_allocation_handlers(ssn)
 
     def _changed(self, task: TaskState, sign: int) -> None:
         attr = on_task_change(self.attrs, task, sign)

@@ -21,12 +21,14 @@ from functools import partial
 from typing import Any
 
 from scheduler.core.framework import Session
+from scheduler.core.plugins.base import PluginBase
 from scheduler.core.reasons import Reason, format_amount
 from scheduler.core.snapshot import PODS, PodGroupPhase, TaskStatus
 from scheduler.core.state import ALLOCATED_STATUSES, JobState, QueueState, TaskState, sub_positive
 
 __all__ = [
     "QueueAttr",
+    "QuotaPlugin",
     "add_into",
     "build_attrs",
     "dominant_share",
@@ -249,3 +251,21 @@ def refuse_task(
             kind=kind,
         ),
     )
+
+
+class QuotaPlugin(PluginBase):
+    """Base of proportion and capacity: both keep each queue's allocation live."""
+
+    def register_allocation_handlers(self, ssn: Session) -> None:
+        # Bound methods, not partial(..., sign=): a keyword call costs more on every placement.
+        ssn.on_allocate(self._allocated)
+        ssn.on_deallocate(self._deallocated)
+
+    def _allocated(self, task: TaskState) -> None:
+        self._changed(task, +1)
+
+    def _deallocated(self, task: TaskState) -> None:
+        self._changed(task, -1)
+
+    def _changed(self, task: TaskState, sign: int) -> None:
+        raise NotImplementedError
