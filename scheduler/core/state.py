@@ -578,7 +578,7 @@ class NodeTable:
         if status is TaskStatus.PIPELINED:
             self.pipelined_rows[row] = _plus(self.pipelined_rows[row], req)
         else:
-            self.idle_rows[row] = _minus(self.idle_rows[row], req)
+            self.idle_rows[row] = _plus(self.idle_rows[row], req, -1)
             if status is TaskStatus.RELEASING:
                 self.releasing_rows[row] = _plus(self.releasing_rows[row], req)
         if status is not TaskStatus.RELEASING:
@@ -590,11 +590,11 @@ class NodeTable:
     def remove(self, task: TaskState, row: int, status: TaskStatus) -> None:
         req = task.req
         if status is TaskStatus.PIPELINED:
-            self.pipelined_rows[row] = _minus(self.pipelined_rows[row], req)
+            self.pipelined_rows[row] = _plus(self.pipelined_rows[row], req, -1)
         else:
             self.idle_rows[row] = _plus(self.idle_rows[row], req)
             if status is TaskStatus.RELEASING:
-                self.releasing_rows[row] = _minus(self.releasing_rows[row], req)
+                self.releasing_rows[row] = _plus(self.releasing_rows[row], req, -1)
         if status is not TaskStatus.RELEASING:
             self.pods_rows[row] -= 1
         del self.tasks[row][task.uid]
@@ -606,24 +606,18 @@ class NodeTable:
         self._changed(row)
 
     def stop_releasing(self, task: TaskState, row: int) -> None:
-        self.releasing_rows[row] = _minus(self.releasing_rows[row], task.req)
+        self.releasing_rows[row] = _plus(self.releasing_rows[row], task.req, -1)
         self.pods_rows[row] += 1
         self._changed(row)
 
 
 # Row arithmetic as index loops: compiled (mypyc), they are C int operations, where
 # map(operator.add, ...) calls a Python function per element.
-def _plus(row: list[int], req: tuple[int, ...]) -> list[int]:
+def _plus(row: list[int], req: tuple[int, ...], sign: int = 1) -> list[int]:
+    """A new row: ``row + sign * req``."""
     out = row.copy()
     for i in range(len(out)):
-        out[i] += req[i]
-    return out
-
-
-def _minus(row: list[int], req: tuple[int, ...]) -> list[int]:
-    out = row.copy()
-    for i in range(len(out)):
-        out[i] -= req[i]
+        out[i] += sign * req[i]
     return out
 
 
