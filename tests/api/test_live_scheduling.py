@@ -16,7 +16,7 @@ from api.manifests import parse_manifests
 from api.submit import produce_manifests
 from events.topics import Topics
 from tests.api.helpers import live_stack
-from tests.service.helpers import wait_for
+from tests.service.helpers import first_session_that_saw, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -117,9 +117,7 @@ async def test_gang_waits_with_a_reason_binds_after_new_capacity_and_a_higher_pr
                 "SELECT max(seq) FROM event_log WHERE type = 'tephra.node.reported.v1'"
             )
             await wait_for(conn, PHASE, "Running", "default/gang")
-            # The first session whose input holds the node report (a session that was already running
-            # when the report was archived commits after it but did not see it).
-            first_after = await conn.fetchval("SELECT min(seq) FROM sessions WHERE input_seq >= $1", node_seq)
+            first_after = await first_session_that_saw(conn, node_seq)
             gang_binding_seqs = await conn.fetch(
                 "SELECT DISTINCT seq FROM bindings WHERE job_id = 'default/gang'"
             )

@@ -28,7 +28,7 @@ from replay.queries import audit_preemptions, explain_job, verify_archive
 from replay.store import open_archive
 from tests.api.test_live_scheduling import NODE, PENDING_IN_SESSIONS, PHASE, SETUP, live_stack, submit, vcjob
 from tests.replay.helpers import SEEDS, run_replay
-from tests.service.helpers import produce, wait_for
+from tests.service.helpers import first_session_that_saw, produce, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -128,12 +128,11 @@ async def test_explain_counterfactual_audit_and_verify_on_a_live_archive(
             await produce(kafka_bootstrap, topics, events)
             await wait_for(conn, "SELECT count(*) FROM nodes", 3)
             await wait_for(conn, PHASE, "Running", "default/gang", within=60)
-            first_after = await conn.fetchval(
-                # The first session whose input holds the report (input_seq, not commit order).
-                "SELECT min(seq) FROM sessions WHERE input_seq >= (SELECT max(seq) FROM event_log"
-                " WHERE type = 'tephra.node.reported.v1' AND seq > $1)",
+            node_seq = await conn.fetchval(
+                "SELECT max(seq) FROM event_log WHERE type = 'tephra.node.reported.v1' AND seq > $1",
                 node_seq_before,
             )
+            first_after = await first_session_that_saw(conn, node_seq)
             bound_at = await conn.fetch("SELECT DISTINCT seq FROM bindings WHERE job_id = 'default/gang'")
             assert [r["seq"] for r in bound_at] == [first_after]
 

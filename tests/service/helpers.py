@@ -142,3 +142,13 @@ async def wait_for(
         if loop.time() > deadline:
             pytest.fail(f"{query!r} is {got!r}, expected {expected!r} after {within} s")
         await asyncio.sleep(0.05)
+
+
+async def first_session_that_saw(conn: asyncpg.Connection, seq: int) -> int | None:
+    """The seq of the first session whose input holds the event at ``seq``.
+
+    Not the first session committed after it: one already running when the
+    event was archived commits after it without having seen it.
+    """
+    value = await conn.fetchval("SELECT min(seq) FROM sessions WHERE input_seq >= $1", seq)
+    return None if value is None else int(value)
