@@ -74,8 +74,8 @@ class FitErrors:
 
 _NAN = float("nan")
 _NEG_INF = float("-inf")
-#: fits Idle, fits FutureIdle, predicate reason, score, failure label, best_idle, best_future.
-_RowResult = tuple[bool, bool, int, float, int, float, float]
+#: predicate reason, score, failure label, best_idle, best_future.
+_RowResult = tuple[int, float, int, float, float]
 
 
 @dataclass(slots=True)
@@ -86,6 +86,9 @@ class _ShapeFit:
     #: score where the task fits Idle (gradient 1) / FutureIdle (gradient 2) and passes, else -inf.
     best_idle: FloatArray
     best_future: FloatArray
+    #: Writable views of reason / score / best_idle / best_future: setting one item
+    #: through a memoryview costs a fraction of numpy's scalar ``__setitem__``.
+    items: tuple[memoryview[int], memoryview[float], memoryview[float], memoryview[float]]
     synced: int = 0
     errors: FitErrors | None = None
     errors_synced: int = -1
@@ -97,9 +100,7 @@ class _ShapeFit:
     #: with the rows once ``fit_errors`` has been asked for this shape (None before).
     labels: IntArray | None = None
     label_counts: dict[int, int] = field(default_factory=dict)
-    #: Writable views of reason / score / best_idle / best_future / labels: setting one
-    #: item through a memoryview costs a fraction of numpy's scalar ``__setitem__``.
-    items: tuple[memoryview[int], memoryview[float], memoryview[float], memoryview[float]] | None = None
+    #: A writable view of ``labels`` (see ``items``).
     label_items: memoryview[int] | None = None
 
 
@@ -118,15 +119,7 @@ class PlacementIndex:
         """``_evaluate`` for a few rows with the plugins' scalar forms (identical results)."""
         nodes = self.ssn.nodes
         cache = nodes.row_cache
-        items = fit.items
-        if items is None:
-            items = fit.items = (
-                fit.reason.data,
-                cast("memoryview[float]", fit.score.data),
-                cast("memoryview[float]", fit.best_idle.data),
-                cast("memoryview[float]", fit.best_future.data),
-            )
-        fit_reason, fit_score, best_idle, best_future = items
+        fit_reason, fit_score, best_idle, best_future = fit.items
         memo = fit.memo
         labels = fit.label_items
         label_counts = fit.label_counts
@@ -137,7 +130,7 @@ class PlacementIndex:
                 if len(memo) >= _MEMO_LIMIT:
                     memo.clear()
                 known = memo[state[5]] = self._row_result(task, row, state)
-            _, _, reason, score, label, row_best_idle, row_best_future = known
+            reason, score, label, row_best_idle, row_best_future = known
             if labels is not None:
                 _relabel(labels, label_counts, row, label)
             fit_reason[row] = reason
@@ -146,9 +139,8 @@ class PlacementIndex:
             best_future[row] = row_best_future
 
     def _row_result(self, task: TaskState, row: int, state: RowState) -> _RowResult:
-        """One row through the row functions: fits Idle, fits FutureIdle, predicate
-        reason, score, failure label, and the row's entries of ``best_idle`` /
-        ``best_future``."""
+        """One row through the row functions: predicate reason, score, failure label,
+        and the row's entries of ``best_idle`` / ``best_future``."""
         req = task.req
         fits_idle = all(map(ge, state[0], req))
         fits_future = all(map(ge, state[4], req))
@@ -164,13 +156,11 @@ class PlacementIndex:
             label = len(req) + reason if reason else -1
         if reason or not (fits_idle or fits_future):
             # Not a candidate: its score is only needed by ``scores`` (NaN = not computed).
-            return fits_idle, fits_future, reason, _NAN, label, _NEG_INF, _NEG_INF
+            return reason, _NAN, label, _NEG_INF, _NEG_INF
         score = 0.0
         for fn in self._row_scores:
             score = score + fn(task, row)
         return (
-            fits_idle,
-            fits_future,
             reason,
             score,
             label,
@@ -201,12 +191,22 @@ class PlacementIndex:
         fit = self._shapes.get(task.shape_id)
         n = len(self._all_rows)
         if fit is None:
+            reason = np.zeros(n, dtype=np.int64)
+            score = np.zeros(n, dtype=np.float64)
+            best_idle = np.full(n, -np.inf)
+            best_future = np.full(n, -np.inf)
             fit = _ShapeFit(
                 vec=task.vec,
-                reason=np.zeros(n, dtype=np.int64),
-                score=np.zeros(n, dtype=np.float64),
-                best_idle=np.full(n, -np.inf),
-                best_future=np.full(n, -np.inf),
+                reason=reason,
+                score=score,
+                best_idle=best_idle,
+                best_future=best_future,
+                items=(
+                    reason.data,
+                    cast("memoryview[float]", score.data),
+                    cast("memoryview[float]", best_idle.data),
+                    cast("memoryview[float]", best_future.data),
+                ),
             )
             self._shapes[task.shape_id] = fit
             if n:
