@@ -12,6 +12,7 @@ whole projection reflects (:func:`projected_seq`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -69,10 +70,9 @@ async def _wait(
             left = deadline - time.monotonic()
             if left <= 0:
                 raise WaitTimeoutError(what, timeout_s)
-            try:
-                await asyncio.wait_for(woken.wait(), timeout=min(poll, left))
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(poll, left)):
+                    await woken.wait()
     finally:
         await conn.remove_listener(NOTIFY_CHANNEL, on_notify)
 

@@ -37,6 +37,7 @@ holds each rejection exactly once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import time
@@ -157,10 +158,11 @@ async def run_projector(
             if time.monotonic() - began > 30:
                 backoff = 0.2  # the last run was healthy: retry quickly
             log.warning("projector run ended: %r; reconnecting in %.1f s", exc, backoff)
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=backoff)
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(
+                    backoff
+                ):  # not wait_for, which on 3.11 can swallow our cancellation
+                    await stop.wait()
             backoff = min(backoff * 2, config.max_backoff_s)
 
 
@@ -236,10 +238,9 @@ class _Run:
             if not waiting_logged:
                 log.info("another projector holds the writer lock; standing by")
                 waiting_logged = True
-            try:
-                await asyncio.wait_for(self.stop.wait(), timeout=1.0)
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await self.stop.wait()
         return False
 
     async def _assign(self, conn: asyncpg.Connection, consumer: AIOKafkaConsumer) -> None:

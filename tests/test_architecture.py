@@ -366,3 +366,37 @@ def test_relative_imports_resolve_from_a_package_init() -> None:
     # In scheduler/core/__init__.py, `from ..service import x` is scheduler.service.
     assert violations("from ..service import loop", "scheduler.core", is_package=True)
     assert violations("from .actions import allocate", "scheduler.core", is_package=True) == []
+
+
+# ---------------------------------------------------------------------------
+# asyncio.wait_for is not used by the services
+
+
+def _wait_for_calls(source: str) -> list[int]:
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute)
+        and node.attr == "wait_for"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "asyncio"
+    ]
+
+
+def test_services_wait_with_asyncio_timeout_not_wait_for() -> None:
+    """On Python 3.11 wait_for swallows a cancellation that arrives as its inner wait completes.
+
+    A service loop that waits that way can outlive SIGTERM; ``asyncio.timeout`` does not lose it.
+    """
+    found = {
+        str(path.relative_to(ROOT)): lines
+        for path, _, _ in MODULES
+        if (lines := _wait_for_calls(path.read_text(encoding="utf-8")))
+    }
+    assert not found, f"use `async with asyncio.timeout(...)` instead of asyncio.wait_for in {found}"
+
+
+def test_the_wait_for_check_finds_a_call() -> None:
+    assert _wait_for_calls("import asyncio\nasync def f(e):\n    await asyncio.wait_for(e.wait(), 1)\n") == [
+        3
+    ]

@@ -122,7 +122,8 @@ class ProjectionReader:
                 return current
             with contextlib.suppress(TimeoutError):
                 # A notification missed between the query and here costs at most `left`.
-                await asyncio.wait_for(self._changed.wait(), timeout=left)
+                async with asyncio.timeout(left):
+                    await self._changed.wait()
 
     async def others_between(self, after_seq: int, up_to_seq: int, own_event_ids: list[str]) -> int:
         """How many archived events in ``(after_seq, up_to_seq]`` are not ours."""

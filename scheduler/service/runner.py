@@ -36,7 +36,8 @@ class SessionRunner:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.run_in_executor(self._executor, compute)
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout=self.budget)
+            async with asyncio.timeout(self.budget):
+                return await asyncio.shield(future)
         except TimeoutError:
             self._abandoned = future  # type: ignore[assignment]
             raise SessionOverrun(session_id, self.budget) from None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -14,6 +13,7 @@ from api.endpoints import Endpoints
 from api.settings import TephraSettings
 from api.stack import SERVICES, run_services
 from projector.migrate import apply_migrations
+from tests.service.helpers import stopped
 
 __all__ = ["live_stack", "read_topic"]
 
@@ -56,5 +56,4 @@ async def live_stack(endpoints: Endpoints) -> AsyncIterator[None]:
         yield
     finally:
         services.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(services, timeout=30)
+        await stopped(services)

@@ -8,7 +8,6 @@ ones never.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -39,7 +38,7 @@ from kube.sim_runtime import SIM_RUNTIME_ANNOTATION
 from kube.sim_service import SIM_WORK_QUERY, run_sim_service
 from projector.migrate import apply_migrations
 from tests.api.helpers import read_topic
-from tests.service.helpers import CLUSTER, produce, running_projector, wait_for
+from tests.service.helpers import CLUSTER, produce, running_projector, stopped, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -115,8 +114,7 @@ async def running_sim(
         for task in tasks:
             task.cancel()
         for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait_for(task, timeout=30)
+            await stopped(task)
 
 
 async def submit(kafka_bootstrap: str, topics: Topics, events: Sequence[Any]) -> None:

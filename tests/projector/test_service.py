@@ -20,6 +20,7 @@ from projector.progress import wait_for_event, wait_for_seq, wait_for_session
 from projector.reconstruct import load_projection, state_at, verify_chain
 from projector.service import ProjectorConfig, ProjectorMetrics, run_projector
 from tests.projector.streams import CLUSTER, event_stream
+from tests.service.helpers import stopped
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +48,7 @@ async def running_projector(
         yield metrics
     finally:
         stop.set()
-        await asyncio.wait_for(task, timeout=30)
+        await stopped(task)
 
 
 async def produce(bootstrap: str, topics: Topics, items: Sequence[Event | tuple[str, bytes]]) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -91,6 +90,18 @@ async def produce(
         await producer.stop()
 
 
+async def stopped(task: asyncio.Task[Any], within: float = 30) -> None:
+    """Wait for a task told to stop (cancelled or signalled); fail clearly if it outlives ``within``.
+
+    Not ``asyncio.wait_for``: on a timeout it cancels again and waits without bound.
+    """
+    done, _ = await asyncio.wait({task}, timeout=within)
+    if not done:
+        pytest.fail(f"task {task.get_name()} still runs {within} s after it was told to stop")
+    if not task.cancelled():
+        task.result()  # re-raise what the service failed with
+
+
 @asynccontextmanager
 async def running_projector(kafka_bootstrap: str, database_url: str, topics: Topics) -> AsyncIterator[None]:
     conn = await asyncpg.connect(database_url)
@@ -107,7 +118,7 @@ async def running_projector(kafka_bootstrap: str, database_url: str, topics: Top
         yield
     finally:
         stop.set()
-        await asyncio.wait_for(task, timeout=30)
+        await stopped(task)
 
 
 @asynccontextmanager
@@ -129,8 +140,7 @@ async def running_scheduler(
         yield metrics
     finally:
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(task, timeout=30)
+        await stopped(task)
 
 
 async def wait_for(

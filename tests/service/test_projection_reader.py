@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
 import pytest
 
 from events.topics import Topics
+from projector.migrate import apply_migrations
 from projector.projection import load_projection
 from scheduler.service.projection import ProjectionReader
 from tests.service.helpers import job, node, produce, queue, running_projector, wait_for
@@ -34,3 +37,31 @@ async def test_the_incrementally_folded_state_equals_the_projection(
         finally:
             await reader.close()
             await conn.close()
+
+
+async def test_a_cancellation_arriving_with_a_notification_stops_the_wait(database_url: str) -> None:
+    """The scheduler loop must stop when cancelled, even as a NOTIFY wakes it in the same instant.
+
+    Python 3.11's ``asyncio.wait_for`` returns normally when its inner wait completes
+    together with the cancellation, and the service then runs on: ``tephra up`` ignored
+    SIGTERM and a test's TaskGroup never finished.
+    """
+    conn = await asyncpg.connect(database_url)
+    listener = await asyncpg.connect(database_url)
+    await apply_migrations(conn)
+    reader = ProjectionReader(conn, listener)
+    try:
+        for attempt in range(30):
+            waiting = asyncio.create_task(reader.wait_for_change(after_seq=10**9, within=30))
+            for _ in range(attempt % 4):
+                await asyncio.sleep(0)
+            await asyncio.sleep(0.02)  # parked on the notification event
+            reader._on_notify()
+            for _ in range(attempt % 3):
+                await asyncio.sleep(0)
+            waiting.cancel()
+            done, _ = await asyncio.wait({waiting}, timeout=5)
+            assert done, f"attempt {attempt}: the wait outlived its cancellation"
+            assert waiting.cancelled(), f"attempt {attempt}: the wait returned instead of being cancelled"
+    finally:
+        await reader.close()
