@@ -93,8 +93,8 @@ class _ShapeFit:
     errors: FitErrors | None = None
     errors_synced: int = -1
     extra: dict[str, Any] = field(default_factory=dict)
-    #: row state key -> the row functions' result (``PlacementIndex._row_result``).
-    memo: dict[tuple[int, ...], _RowResult] = field(default_factory=dict)
+    #: row state key id -> the row functions' result (``PlacementIndex._row_result``).
+    memo: dict[int, _RowResult] = field(default_factory=dict)
     #: Per row, why the shape fails there (the fit-error histogram's bucket): -1 none,
     #: d < dims the first short resource, dims + r predicate reason r.  Kept up to date
     #: with the rows once ``fit_errors`` has been asked for this shape (None before).
