@@ -330,10 +330,16 @@ class Session:
         return (*[fn(queue) for fn in self._calls["queue_order"]], queue.created, queue.name)
 
     def task_key(self, task: TaskState) -> tuple[Any, ...]:
-        keys = [fn(task) for fn in self._calls["task_order"]]
+        fns = self._calls["task_order"]
         # Volcano's CompareTask: the pod-name index when both names carry one,
         # else creation time then UID.  Indexed names sort first so the order
         # stays total when a job mixes both forms (Volcano leaves that to chance).
+        if len(fns) == 1:  # the usual case (priority), without the intermediate list
+            head = fns[0](task)
+            if task.index is not None:
+                return (head, 0, task.index, task.created, task.uid)
+            return (head, 1, 0, task.created, task.uid)
+        keys = [fn(task) for fn in fns]
         if task.index is not None:
             return (*keys, 0, task.index, task.created, task.uid)
         return (*keys, 1, 0, task.created, task.uid)

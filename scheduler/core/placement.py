@@ -74,8 +74,10 @@ class FitErrors:
 
 _NAN = float("nan")
 _NEG_INF = float("-inf")
-#: predicate reason, score, failure label, best_idle, best_future.
-_RowResult = tuple[int, float, int, float, float]
+#: predicate reason (int), score, failure label (int), best_idle, best_future (floats).
+#: Typed Any so that compiled code hands the memoised Python objects straight to the
+#: memoryview writes instead of unboxing and re-boxing five numbers per row.
+_RowResult = tuple[Any, Any, Any, Any, Any]
 
 
 @dataclass(slots=True)
