@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -65,9 +65,9 @@ __all__ = [
     "Verdict",
 ]
 
-PERMIT = 1
-ABSTAIN = 0
-REJECT = -1
+PERMIT: Final = 1
+ABSTAIN: Final = 0
+REJECT: Final = -1
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -97,7 +97,7 @@ class Verdict:
 
 
 #: extension point -> the flag that gates it (None: never gated).
-_POINT_FLAGS: dict[str, str | None] = {
+_POINT_FLAGS: Final[dict[str, str | None]] = {
     "job_order": "enableJobOrder",
     "queue_order": "enableQueueOrder",
     "task_order": "enableTaskOrder",
@@ -556,7 +556,7 @@ def _created_then_uid(job: JobState) -> tuple[float, str]:
     return job.created, job.uid
 
 
-_ON_NODE = frozenset(
+_ON_NODE: Final = frozenset(
     {
         TaskStatus.ALLOCATED,
         TaskStatus.BINDING,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from operator import ge
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -43,11 +43,11 @@ FloatArray = npt.NDArray[np.float64]
 # pays ~100 us of call overhead and ~3 us a row for its gathers (measured at 5k nodes:
 # the scalar path for every partial refresh made the session ~12% faster than a
 # 64-row cap).
-_FULL_REFRESH_FRACTION = 0.25
+_FULL_REFRESH_FRACTION: Final = 0.25
 # Row functions are functions of the node's spec and resource state (their contract,
 # Session.register), so a shape's row result is memoised by the row's state key; the
 # memo is cleared when it reaches this size.
-_MEMO_LIMIT = 65_536
+_MEMO_LIMIT: Final = 65_536
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +72,8 @@ class FitErrors:
         )
 
 
-_NAN = float("nan")
-_NEG_INF = float("-inf")
+_NAN: Final = float("nan")
+_NEG_INF: Final = float("-inf")
 #: predicate reason (int), score, failure label (int), best_idle, best_future (floats).
 #: Typed Any so that compiled code hands the memoised Python objects straight to the
 #: memoryview writes instead of unboxing and re-boxing five numbers per row.

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from events.models import PendingReason
 
@@ -52,7 +52,7 @@ CODES: tuple[str, ...] = (
     "no-reclaim-victims",
     "not-evaluated",
 )
-_RANK = {code: i for i, code in enumerate(CODES)}
+_RANK: Final = {code: i for i, code in enumerate(CODES)}
 
 
 @dataclass(frozen=True, slots=True)

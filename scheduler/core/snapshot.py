@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum, StrEnum
-from typing import Any
+from typing import Any, Final
 
 __all__ = [
     "ClusterSnapshot",
@@ -41,7 +41,7 @@ __all__ = [
     "snapshot_digest",
 ]
 
-PODS = "pods"
+PODS: Final = "pods"
 
 
 class TaskStatus(StrEnum):

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -51,26 +52,26 @@ __all__ = [
 IntArray = npt.NDArray[np.int64]
 
 #: Volcano's AllocatedStatus: counted in job and queue ``allocated``.
-ALLOCATED_STATUSES = frozenset(
+ALLOCATED_STATUSES: Final = frozenset(
     {TaskStatus.BOUND, TaskStatus.BINDING, TaskStatus.RUNNING, TaskStatus.ALLOCATED}
 )
 #: ReadyTaskNum = allocated statuses + Succeeded.
-READY_STATUSES = ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED}
-_VALID_STATUSES = READY_STATUSES | {TaskStatus.PIPELINED, TaskStatus.PENDING}
+READY_STATUSES: Final = ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED}
+_VALID_STATUSES: Final = READY_STATUSES | {TaskStatus.PIPELINED, TaskStatus.PENDING}
 #: Statuses that occupy node resources (Used / Pipelined / Releasing).
-ON_NODE_STATUSES = ALLOCATED_STATUSES | {TaskStatus.PIPELINED, TaskStatus.RELEASING}
+ON_NODE_STATUSES: Final = ALLOCATED_STATUSES | {TaskStatus.PIPELINED, TaskStatus.RELEASING}
 #: A small int per status: the gang counters are lists indexed by it (a list index
 #: costs less than an enum-keyed dict lookup on every placement).
-_STATUS_CODE: dict[TaskStatus, int] = {status: code for code, status in enumerate(TaskStatus)}
-_N_STATUSES = len(_STATUS_CODE)
-_PIPELINED_CODE = _STATUS_CODE[TaskStatus.PIPELINED]
+_STATUS_CODE: Final[dict[TaskStatus, int]] = {status: code for code, status in enumerate(TaskStatus)}
+_N_STATUSES: Final = len(_STATUS_CODE)
+_PIPELINED_CODE: Final = _STATUS_CODE[TaskStatus.PIPELINED]
 #: per status code: (counted in ReadyTaskNum, in ValidTaskNum, in allocated).
-_STATUS_FLAGS: tuple[tuple[bool, bool, bool], ...] = tuple(
+_STATUS_FLAGS: Final[tuple[tuple[bool, bool, bool], ...]] = tuple(
     (status in READY_STATUSES, status in _VALID_STATUSES, status in ALLOCATED_STATUSES)
     for status in TaskStatus
 )
 #: ScheduledStatus, used for the PodGroup phase.
-SCHEDULED_STATUSES = frozenset(
+SCHEDULED_STATUSES: Final = frozenset(
     {TaskStatus.RUNNING, TaskStatus.BOUND, TaskStatus.FAILED, TaskStatus.SUCCEEDED}
 )
 

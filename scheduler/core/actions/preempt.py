@@ -24,6 +24,7 @@ happens has its evictions discarded.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from scheduler.core.actions.common import JobHeap
 from scheduler.core.actions.victims import fits_after_evictions, preempt_candidate_rows
@@ -36,7 +37,7 @@ from scheduler.core.trace import StatementClosed, TaskPlaced
 
 __all__ = ["PreemptAction", "preempt_task"]
 
-_PREEMPTABLE_STATUSES = (TaskStatus.BOUND, TaskStatus.RUNNING)
+_PREEMPTABLE_STATUSES: Final = (TaskStatus.BOUND, TaskStatus.RUNNING)
 
 
 def _pending_tasks(ssn: Session, job: JobState) -> list[TaskState]:

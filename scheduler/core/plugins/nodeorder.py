@@ -22,6 +22,7 @@ Arguments (Volcano's defaults): ``leastrequested.weight`` 1,
 from __future__ import annotations
 
 import math
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -36,7 +37,7 @@ __all__ = ["NodeOrderPlugin"]
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
-_GPU = "nvidia.com/gpu"
+_GPU: Final = "nvidia.com/gpu"
 
 
 class NodeOrderPlugin(PluginBase):

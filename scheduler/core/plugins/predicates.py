@@ -21,6 +21,8 @@ predicate (it is the allocate action's own check, "Insufficient X").
 
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 import numpy.typing as npt
 
@@ -33,7 +35,7 @@ __all__ = ["PredicatesPlugin", "matches_affinity", "tolerates"]
 
 IntArray = npt.NDArray[np.int64]
 
-UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+UNSCHEDULABLE_TAINT: Final = "node.kubernetes.io/unschedulable"
 
 
 def tolerates(toleration: Toleration, taint: Taint) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Final
 
 from scheduler.core.framework import PERMIT, REJECT, Session
 from scheduler.core.plugins.queue_accounting import (
@@ -38,7 +39,7 @@ from scheduler.core.state import JobState, QueueState, TaskState
 
 __all__ = ["ProportionPlugin", "water_fill"]
 
-_MAX_ROUNDS = 1_000
+_MAX_ROUNDS: Final = 1_000
 
 
 def water_fill(total: dict[str, int], attrs: dict[str, QueueAttr]) -> None:  # noqa: PLR0912 - one water-filling round, as in Volcano
@@ -85,7 +86,7 @@ def water_fill(total: dict[str, int], attrs: dict[str, QueueAttr]) -> None:  # n
 
 
 _share = dominant_share
-_ZERO = Fraction(0)
+_ZERO: Final = Fraction(0)
 
 
 class ProportionPlugin(QuotaPlugin):
