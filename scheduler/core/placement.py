@@ -59,6 +59,14 @@ class FitErrors:
     histogram: tuple[tuple[str, int], ...]
     resource_failures: int
 
+    def __init__(
+        self, task: str, examined: int, histogram: tuple[tuple[str, int], ...], resource_failures: int
+    ) -> None:  # spelled out for the compiled form (see Reason)
+        object.__setattr__(self, "task", task)
+        object.__setattr__(self, "examined", examined)
+        object.__setattr__(self, "histogram", histogram)
+        object.__setattr__(self, "resource_failures", resource_failures)
+
     @property
     def message(self) -> str:
         return fit_error_message(self.examined, dict(self.histogram))

@@ -61,6 +61,13 @@ class Reason:
     message: str
     detail: Mapping[str, Any] = field(default_factory=dict)
 
+    # Spelled out: compiled, it sets the slots directly; the generated __init__ of a
+    # frozen dataclass stays Python and runs for every refused task.
+    def __init__(self, code: str, message: str, detail: Mapping[str, Any] | None = None) -> None:
+        object.__setattr__(self, "code", code)
+        object.__setattr__(self, "message", message)
+        object.__setattr__(self, "detail", {} if detail is None else detail)
+
     def to_event(self) -> PendingReason:
         return PendingReason(code=self.code, message=self.message)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from scheduler.core.config import SchedulerConfig
 from scheduler.core.decisions import Bind, Decision, Evict, Pipeline
@@ -74,13 +74,18 @@ def run_session(
     return _close(ssn, snapshot)
 
 
+_PENDING: Final = str(PodGroupPhase.PENDING)
+
+
 def _close(ssn: Session, snapshot: ClusterSnapshot) -> SessionResult:
     gang = "gang" in ssn.config.plugin_names()
     phases: dict[str, str] = {}
+    # str() of a StrEnum member is its value; ``.value`` is a Python-level property
+    # (enum.property), a function call per job in compiled code.
     for job in snapshot.jobs:
-        phases[job.uid] = job.phase.value
+        phases[job.uid] = str(job.phase)
     for uid, state in ssn.jobs.items():
-        phases[uid] = _phase(state, gang).value
+        phases[uid] = str(_phase(state, gang))
     pipelined = sorted(
         (
             t
@@ -102,9 +107,9 @@ def _close(ssn: Session, snapshot: ClusterSnapshot) -> SessionResult:
             continue
         waiting = [t for t in job_state.tasks if t.status is TaskStatus.PENDING]
         left = left_by_job.get(uid, [])
-        if not waiting and not left and phases[uid] != PodGroupPhase.PENDING.value:
+        if not waiting and not left and phases[uid] != _PENDING:
             continue
-        if not job_state.tasks and phases[uid] != PodGroupPhase.PENDING.value:
+        if not job_state.tasks and phases[uid] != _PENDING:
             continue
         reasons = ssn.job_reasons(uid)
         if left:
