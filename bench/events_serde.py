@@ -10,8 +10,12 @@ canonical_json must leave most of a 50 us budget per event to Postgres.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the project (run as a script)
 
 from events.models import Event
 from events.serde import canonical_json, decode, encode
