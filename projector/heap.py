@@ -17,11 +17,19 @@ So, per batch (:meth:`BatchHeap.batch`):
 * after it, ``gc.freeze()``: everything alive (the state's growth, the plan
   until its commit frees it) moves to the permanent generation, which no
   collection walks;
-* every ``thaw_every`` batches, and when a run ends, :meth:`BatchHeap.thaw`:
-  ``gc.unfreeze()`` and a full collection, so the cyclic garbage frozen
-  since (made during a paused batch, or frozen objects that became cyclic
-  garbage later) is freed.  Acyclic objects are freed by reference counting
-  as usual, frozen or not.
+* once the frozen heap has grown by ``thaw_growth`` (doubled, by default)
+  since the last thaw, and is at least ``thaw_floor`` objects:
+  ``gc.unfreeze()``, a full collection, and ``gc.freeze()`` again, so the
+  cyclic garbage frozen since (made during a paused batch, or frozen objects
+  that became cyclic garbage later) is freed.  A full collection walks the
+  whole heap (~1 us per object), so tying it to the heap's growth keeps its
+  amortised cost at about one visit per surviving object, whatever the
+  batch size (a count of batches would thaw every few seconds when batches
+  are small).  Cyclic garbage is frozen heap too, so it cannot pile up
+  without triggering a thaw;
+* when a run ends, :meth:`BatchHeap.thaw`: unfreeze and collect.
+
+Acyclic objects are freed by reference counting as usual, frozen or not.
 
 Freezing and pausing are process-wide: in a process that runs other
 services too, their objects are frozen alongside ours (and freed by the
@@ -40,13 +48,18 @@ __all__ = ["BatchHeap"]
 
 
 class BatchHeap:
-    def __init__(self, *, enabled: bool = True, thaw_every: int = 50) -> None:
-        if thaw_every <= 0:
-            raise ValueError(f"thaw_every must be positive, got {thaw_every}")
+    def __init__(
+        self, *, enabled: bool = True, thaw_growth: float = 1.0, thaw_floor: int = 1_000_000
+    ) -> None:
+        if thaw_growth <= 0:
+            raise ValueError(f"thaw_growth must be positive, got {thaw_growth}")
         self.enabled = enabled
-        self.thaw_every = thaw_every
-        self._batches = 0
-        #: Seconds spent in the last :meth:`thaw`.
+        self.thaw_growth = thaw_growth
+        self.thaw_floor = thaw_floor
+        #: Thaw when the frozen heap reaches this many objects.
+        self._thaw_at = thaw_floor
+        #: Thaws during batches so far, and the seconds the last one took.
+        self.thaws = 0
         self.last_thaw_seconds = 0.0
 
     @contextmanager
@@ -63,15 +76,17 @@ class BatchHeap:
             gc.freeze()
             if was_enabled:
                 gc.enable()
-        self._batches += 1
-        if self._batches % self.thaw_every == 0:
-            self.thaw()
+        if gc.get_freeze_count() >= self._thaw_at:
+            began = time.perf_counter()
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()
+            self._thaw_at = max(self.thaw_floor, int(gc.get_freeze_count() * (1 + self.thaw_growth)))
+            self.thaws += 1
+            self.last_thaw_seconds = time.perf_counter() - began
 
     def thaw(self) -> None:
-        """Unfreeze everything and collect it all (every ``thaw_every`` batches, and when a run ends)."""
-        if not self.enabled:
-            return
-        began = time.perf_counter()
-        gc.unfreeze()
-        gc.collect()
-        self.last_thaw_seconds = time.perf_counter() - began
+        """Unfreeze everything and collect it all (when a run ends)."""
+        if self.enabled:
+            gc.unfreeze()
+            gc.collect()

@@ -114,11 +114,11 @@ class ProjectorConfig:
     #: for processes that run the projector alone.
     freeze_state: bool = False
     #: Pause the collector while a batch is decoded and folded and freeze what
-    #: survives it; unfreeze and collect everything every ``thaw_every``
-    #: batches (see projector.heap).  Process-wide: for processes that run the
-    #: projector alone.
+    #: survives it; unfreeze and collect everything once the frozen heap has
+    #: grown by ``thaw_growth`` since the last time (see projector.heap).
+    #: Process-wide: for processes that run the projector alone.
     freeze_batches: bool = False
-    thaw_every: int = 50
+    thaw_growth: float = 1.0
 
     @property
     def consumer_name(self) -> str:
@@ -192,7 +192,7 @@ class _Run:
         #: (topic, partition) -> the next offset this run expects to read.
         self.positions: dict[tuple[str, int], int] = {}
         self._last_report = time.monotonic()
-        self.heap = BatchHeap(enabled=config.freeze_batches, thaw_every=config.thaw_every)
+        self.heap = BatchHeap(enabled=config.freeze_batches, thaw_growth=config.thaw_growth)
 
     async def run(self) -> None:
         config = self.config
