@@ -90,6 +90,7 @@ async def _bench(bootstrap: str, admin_dsn: str, args: argparse.Namespace) -> No
             bootstrap=bootstrap, dsn=dsn, topics=topics, cluster=CLUSTER,
             batch_size=args.batch_size, snapshot_every=args.snapshot_every,
             freeze_state=not args.default_gc,
+            freeze_batches=not (args.default_gc or args.no_freeze_batches),
         )  # fmt: skip
         if not args.default_gc:
             tune_gc()
@@ -139,6 +140,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--default-gc", action="store_true", help="keep CPython's GC thresholds (compare)")
+    parser.add_argument(
+        "--no-freeze-batches", action="store_true", help="leave the collector on during batches (compare)"
+    )
     parser.add_argument("--sort", default="tottime", help="profile order: tottime or cumulative")
     args = parser.parse_args()
     admin_dsn = os.environ.get("TEPHRA_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")

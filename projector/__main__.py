@@ -41,6 +41,7 @@ async def _main(args: argparse.Namespace) -> None:
         linger_ms=args.linger_ms,
         snapshot_every=args.snapshot_every,
         freeze_state=True,
+        freeze_batches=True,
     )
     await run_projector(config, stop=stop)
 

@@ -53,6 +53,7 @@ from aiokafka.errors import KafkaError, OffsetOutOfRangeError
 from events.models import DEFAULT_CLUSTER
 from events.topics import Topics
 from projector.errors import ProjectorError
+from projector.heap import BatchHeap
 from projector.migrate import apply_migrations
 from projector.writer import (
     BatchPlan,
@@ -112,6 +113,12 @@ class ProjectorConfig:
     #: Freeze the loaded state out of the garbage collector (see tune_gc);
     #: for processes that run the projector alone.
     freeze_state: bool = False
+    #: Pause the collector while a batch is decoded and folded and freeze what
+    #: survives it; unfreeze and collect everything once the frozen heap has
+    #: grown by ``thaw_growth`` since the last time (see projector.heap).
+    #: Process-wide: for processes that run the projector alone.
+    freeze_batches: bool = False
+    thaw_growth: float = 1.0
 
     @property
     def consumer_name(self) -> str:
@@ -185,6 +192,7 @@ class _Run:
         #: (topic, partition) -> the next offset this run expects to read.
         self.positions: dict[tuple[str, int], int] = {}
         self._last_report = time.monotonic()
+        self.heap = BatchHeap(enabled=config.freeze_batches, thaw_growth=config.thaw_growth)
 
     async def run(self) -> None:
         config = self.config
@@ -229,6 +237,7 @@ class _Run:
             if query_conn is not None:
                 await query_conn.close(timeout=5)
             await conn.close(timeout=5)
+            self.heap.thaw()  # what this run froze (its state, once the run is over) is collectable again
 
     async def _take_writer_lock(self, conn: asyncpg.Connection) -> bool:
         waiting_logged = False
@@ -355,9 +364,10 @@ class _Run:
                         await task
                     continue
                 began = time.perf_counter()
-                decoded = await _decode_cooperatively(records)
-                archived = await writer.archived_ids(query_conn, decoded)
-                plan = await writer.prepare_cooperatively(decoded, archived)
+                with self.heap.batch():
+                    decoded = await _decode_cooperatively(records)
+                    archived = await writer.archived_ids(query_conn, decoded)
+                    plan = await writer.prepare_cooperatively(decoded, archived)
                 if committing is not None:
                     task, committing = committing, None
                     await task  # in order; a failed commit ends the run before this batch is written

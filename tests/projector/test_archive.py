@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic_core import TzInfo
 
-from events.models import ActionConfiguration, Event, SchedulerConfigured
+from events.models import ActionConfiguration, Event, QueueDeleted, QueueDeletedData, SchedulerConfigured
 from events.serde import canonical_json, decode, encode
 from projector.archive import _ORJSON_EXACT, archived_form, canonical_data, canonical_envelope, format_time
 from tests.events.samples import sample_events, scheduler_configured
@@ -76,3 +78,40 @@ def test_orjson_and_json_agree_on_everything_but_floats(value: object) -> None:
     # Lone surrogates and integers beyond 64 bits included: orjson refuses those and json decides.
     expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert canonical_data("tephra.job.submitted.v1", value) == expected
+
+
+def _format_time_before(value: datetime) -> str:
+    """format_time as it was when the archive's first rows were hashed (isoformat)."""
+    offset = value.utcoffset()
+    if offset is None or offset:
+        raise ValueError(value)
+    return value.isoformat()[:-6] + "Z"
+
+
+_UTC_ZONES = st.sampled_from([UTC, timezone(timedelta(0)), TzInfo(0)])
+
+
+@given(st.datetimes(timezones=_UTC_ZONES))
+def test_format_time_writes_the_text_it_always_wrote_and_the_models_write(value: datetime) -> None:
+    # Rows archived earlier are verified with today's format_time: the text must not move.
+    assert format_time(value) == _format_time_before(value)
+    event = QueueDeleted(id="e", source="s", time=value, data=QueueDeletedData(name="q"))
+    assert format_time(value) == event.model_dump(mode="json")["time"]
+
+
+@given(
+    st.datetimes(),
+    st.timedeltas(min_value=timedelta(hours=-23), max_value=timedelta(hours=23)).filter(bool),
+)
+def test_format_time_refuses_what_is_not_utc(value: datetime, offset: timedelta) -> None:
+    # Offsets under a second too, which pydantic's own text would write as "Z".
+    with pytest.raises(ValueError, match="UTC"):
+        format_time(value.replace(tzinfo=timezone(offset)))
+    with pytest.raises(ValueError, match="UTC"):
+        format_time(value)  # naive
+
+
+def test_format_time_of_decoded_events() -> None:
+    for event in event_stream(5, 2_000):
+        decoded = decode(encode(event))
+        assert format_time(decoded.time) == _format_time_before(decoded.time)
