@@ -9,17 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from projector.heap import BatchHeap
-
-
-class _Node:
-    def __init__(self) -> None:
-        self.other: _Node | None = None
-
-
-def _cycle() -> _Node:
-    a, b = _Node(), _Node()
-    a.other, b.other = b, a
-    return a
+from tests.cycles import Node, cycle
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +24,7 @@ def test_a_batch_runs_with_the_collector_paused_and_what_survives_it_is_frozen()
     frozen_before = gc.get_freeze_count()
     with heap.batch():
         assert not gc.isenabled()
-        survivor = _Node()
+        survivor = Node()
     assert gc.isenabled()
     assert gc.get_freeze_count() > frozen_before
     assert gc.is_tracked(survivor)
@@ -46,7 +36,7 @@ def test_cyclic_garbage_of_a_batch_is_freed_once_the_frozen_heap_has_grown() -> 
         pass  # over the floor: the first thaw sets the baseline
     assert heap.thaws == 1
     with heap.batch():
-        made = _cycle()
+        made = cycle()
         garbage = weakref.ref(made)
         del made  # cyclic garbage, made while the collector is paused
     gc.collect()
@@ -64,14 +54,14 @@ def test_a_heap_that_does_not_grow_is_not_walked_again() -> None:
     heap = BatchHeap(thaw_growth=1.0, thaw_floor=0)
     for _ in range(20):
         with heap.batch():
-            _ = [_Node() for _ in range(1_000)]  # a batch's short-lived objects
+            _ = [Node() for _ in range(1_000)]  # a batch's short-lived objects
     assert heap.thaws == 1
 
 
 def test_a_frozen_object_that_becomes_cyclic_garbage_later_is_freed_by_the_thaw() -> None:
     heap = BatchHeap(thaw_floor=10**12)
     with heap.batch():
-        kept = _cycle()  # part of the state, say
+        kept = cycle()  # part of the state, say
     garbage = weakref.ref(kept)
     del kept
     gc.collect()

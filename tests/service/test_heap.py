@@ -6,27 +6,17 @@ import gc
 import weakref
 
 from scheduler.service.heap import HeapGuard
-
-
-class _Node:
-    def __init__(self) -> None:
-        self.other: _Node | None = None
-
-
-def _cycle() -> _Node:
-    a, b = _Node(), _Node()
-    a.other, b.other = b, a
-    return a
+from tests.cycles import Node, cycle
 
 
 def test_the_session_runs_with_the_heap_frozen_and_its_cycles_are_freed_after_it() -> None:
     guard = HeapGuard(full_every=1_000)
     try:
-        long_lived = _Node()
+        long_lived = Node()
         guard.before_session()
         assert gc.get_freeze_count() > 0
         assert gc.is_tracked(long_lived)
-        made = _cycle()  # made during the session, unreachable at its end
+        made = cycle()  # made during the session, unreachable at its end
         session_garbage = weakref.ref(made)
         del made
         guard.after_session()
@@ -40,7 +30,7 @@ def test_the_session_runs_with_the_heap_frozen_and_its_cycles_are_freed_after_it
 def test_a_frozen_object_that_became_cyclic_garbage_is_freed_by_the_periodic_full_pass() -> None:
     guard = HeapGuard(full_every=2)
     try:
-        made = _cycle()
+        made = cycle()
         guard.before_session()
         frozen_then_dropped = weakref.ref(made)
         del made  # cyclic garbage now, but frozen
