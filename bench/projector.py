@@ -25,6 +25,7 @@ import secrets
 import sys
 import time
 from pathlib import Path
+from typing import Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -54,6 +55,29 @@ def _peak_rss_mb() -> float:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _server_cpu_seconds(names: tuple[str, ...]) -> dict[str, float]:
+    """CPU seconds used so far by the processes with these command names (Linux /proc).
+
+    A server's exited children (PostgreSQL backends) are in their parent's
+    cutime/cstime, so both are summed.
+    """
+    ticks = os.sysconf("SC_CLK_TCK")
+    totals = dict.fromkeys(names, 0.0)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # exited meanwhile
+        comm = text[text.index("(") + 1 : text.rindex(")")]
+        if comm in totals:
+            fields = text[text.rindex(")") + 2 :].split()
+            totals[comm] += sum(int(v) for v in fields[11:15]) / ticks  # utime stime cutime cstime
+    return totals
+
+
+_SERVERS: Final = ("postgres", "tansu")
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -97,6 +121,7 @@ async def _bench(bootstrap: str, admin_dsn: str, args: argparse.Namespace) -> No
         profiler = cProfile.Profile() if args.profile else None
         began = time.perf_counter()
         cpu_began = time.process_time()
+        servers_began = _server_cpu_seconds(_SERVERS)
         if profiler:
             profiler.enable()
         task = asyncio.create_task(run_projector(config, stop=stop, metrics=metrics))
@@ -106,6 +131,7 @@ async def _bench(bootstrap: str, admin_dsn: str, args: argparse.Namespace) -> No
             await asyncio.sleep(0.02)
         elapsed = time.perf_counter() - began
         cpu = time.process_time() - cpu_began
+        servers = _server_cpu_seconds(_SERVERS)
         if profiler:
             profiler.disable()
         stop.set()
@@ -123,6 +149,9 @@ async def _bench(bootstrap: str, admin_dsn: str, args: argparse.Namespace) -> No
         print(f"throughput: {archived / elapsed:,.0f} events/s (start-up and migrations included)")
         # Less sensitive to other load on the machine than the wall clock.
         print(f"projector CPU (this process): {cpu:.2f} s, {1e6 * cpu / max(archived, 1):.0f} us per event")
+        for name in _SERVERS:
+            used = servers[name] - servers_began[name]
+            print(f"{name} CPU (same machine): {used:.2f} s, {1e6 * used / max(archived, 1):.0f} us per event")
         print(f"batches: {len(batches)} of <= {args.batch_size}; latency p50 {p50:.0f} ms, p99 {p99:.0f} ms,"
               f" max {1000 * max(batches):.0f} ms")  # fmt: skip
         print(f"peak RSS during the run: {peak_mb:,.0f} MiB (the bench process); database {size}")

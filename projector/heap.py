@@ -18,7 +18,9 @@ So, per batch (:meth:`BatchHeap.batch`):
   until its commit frees it) moves to the permanent generation, which no
   collection walks;
 * once the frozen heap has grown by ``thaw_growth`` (doubled, by default)
-  since the last thaw, and is at least ``thaw_floor`` objects:
+  since the last thaw, and is at least ``thaw_floor`` objects (its size is
+  estimated from the collector's allocation count, which freezing resets,
+  because counting the frozen heap walks it):
   ``gc.unfreeze()``, a full collection, and ``gc.freeze()`` again, so the
   cyclic garbage frozen since (made during a paused batch, or frozen objects
   that became cyclic garbage later) is freed.  A full collection walks the
@@ -58,6 +60,8 @@ class BatchHeap:
         self.thaw_floor = thaw_floor
         #: Thaw when the frozen heap reaches this many objects.
         self._thaw_at = thaw_floor
+        #: The frozen heap's size: exact after a thaw, estimated in between (see batch()).
+        self._frozen = gc.get_freeze_count() if enabled else 0
         #: Thaws during batches so far, and the seconds the last one took.
         self.thaws = 0
         self.last_thaw_seconds = 0.0
@@ -73,15 +77,21 @@ class BatchHeap:
         try:
             yield
         finally:
+            # The youngest generation's count is the net number of tracked objects
+            # allocated since the last freeze or collection: what this freeze adds.
+            # (gc.get_freeze_count() would be exact, but it walks the whole frozen
+            # heap: ~25 ms per 3M objects, every batch.)
+            self._frozen += gc.get_count()[0]
             gc.freeze()
             if was_enabled:
                 gc.enable()
-        if gc.get_freeze_count() >= self._thaw_at:
+        if self._frozen >= self._thaw_at:
             began = time.perf_counter()
             gc.unfreeze()
             gc.collect()
             gc.freeze()
-            self._thaw_at = max(self.thaw_floor, int(gc.get_freeze_count() * (1 + self.thaw_growth)))
+            self._frozen = gc.get_freeze_count()  # exact again (a walk, as the collection was)
+            self._thaw_at = max(self.thaw_floor, int(self._frozen * (1 + self.thaw_growth)))
             self.thaws += 1
             self.last_thaw_seconds = time.perf_counter() - began
 
@@ -90,3 +100,4 @@ class BatchHeap:
         if self.enabled:
             gc.unfreeze()
             gc.collect()
+            self._frozen = 0
