@@ -10,6 +10,7 @@ the same code as :meth:`ClusterState.from_jsonable`.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -20,6 +21,7 @@ from events.models import SchedulerConfigSpec
 from projector.state import (
     MAX_SESSIONS,
     ClusterState,
+    SessionRecord,
     TaskRow,
     assemble,
     job_from_json,
@@ -45,6 +47,7 @@ __all__ = [
     "execute_writes",
     "load_projection",
     "projection_statements",
+    "session_statement",
     "write_projection",
 ]
 
@@ -103,11 +106,19 @@ _UPSERT_TASKS: Final = (
     " ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, node = EXCLUDED.node,"
     " seq = EXCLUDED.seq"
 )
+_SESSION_COLUMNS: Final = (
+    "session_id", "seq", "leader_epoch", "input_seq", "config_version", "now", "accepted", "voided", "doc",
+)  # fmt: skip
+_STAGE_SESSIONS: Final = (
+    "CREATE TEMP TABLE IF NOT EXISTS tephra_stage_sessions (session_id text, seq bigint,"
+    " leader_epoch bigint, input_seq bigint, config_version integer, now timestamptz,"
+    " accepted integer, voided integer, doc jsonb) ON COMMIT DELETE ROWS"
+)
 _UPSERT_SESSIONS: Final = (
     "INSERT INTO sessions (session_id, seq, leader_epoch, input_seq, config_version, now,"
     " accepted, voided, doc)"
-    " SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::integer[],"
-    " $6::timestamptz[], $7::integer[], $8::integer[], $9::jsonb[])"
+    " SELECT session_id, seq, leader_epoch, input_seq, config_version, now, accepted, voided, doc"
+    " FROM tephra_stage_sessions"
     " ON CONFLICT (session_id) DO UPDATE SET seq = EXCLUDED.seq,"
     " leader_epoch = EXCLUDED.leader_epoch, input_seq = EXCLUDED.input_seq,"
     " config_version = EXCLUDED.config_version, now = EXCLUDED.now,"
@@ -203,26 +214,30 @@ def projection_statements(state: ClusterState, touched: TouchedRows) -> list[Pro
             )
         _delete(out, "tasks", "id", gone)
     if rows := touched.get("session"):
-        # Sessions are history: ones that left the state's window stay in the table.
-        records = [state.sessions[k] for k in sorted(rows) if k in state.sessions]
-        if records:
-            out.append(
-                (
-                    _UPSERT_SESSIONS,
-                    (
-                        [s.session_id for s in records],
-                        [s.seq for s in records],
-                        [s.leader_epoch for s in records],
-                        [s.input_seq for s in records],
-                        [s.config_version for s in records],
-                        [s.now for s in records],
-                        [s.accepted for s in records],
-                        [len(s.voided) for s in records],
-                        [_dumps(session_to_json(s)) for s in records],
-                    ),
-                )
-            )
+        # Only the sessions still in the state's window can be read from it here;
+        # the writer records every session as it folds it (see session_statement).
+        statement = session_statement([state.sessions[k] for k in sorted(rows) if k in state.sessions])
+        if statement is not None:
+            out.append(statement)
     return out
+
+
+def session_statement(records: Sequence[SessionRecord]) -> StagedRows | None:
+    """The upsert of these sessions' rows (None when there are none).
+
+    Sessions are history: a row stays after its session leaves the state's
+    window of the newest ``MAX_SESSIONS``.
+    """
+    if not records:
+        return None
+    rows = [
+        (
+            s.session_id, s.seq, s.leader_epoch, s.input_seq, s.config_version, s.now, s.accepted,
+            len(s.voided), _dumps(session_to_json(s)),
+        )
+        for s in records
+    ]  # fmt: skip
+    return StagedRows(_STAGE_SESSIONS, "tephra_stage_sessions", _SESSION_COLUMNS, rows, _UPSERT_SESSIONS)
 
 
 def _job_statements(

@@ -34,7 +34,7 @@ import logging
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import asyncpg
 
@@ -51,8 +51,9 @@ from projector.projection import (
     load_projection,
     meta_arguments,
     projection_statements,
+    session_statement,
 )
-from projector.state import ClusterState
+from projector.state import ClusterState, SessionRecord
 
 __all__ = [
     "NOTIFY_CHANNEL",
@@ -82,9 +83,9 @@ _EVICTION_COLUMNS: Final = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class InboundRecord:
-    """One Kafka record as the writer needs it."""
+class InboundRecord(NamedTuple):
+    """One Kafka record as the writer needs it (a tuple: one is made per record, and a
+    frozen dataclass costs twice as much to build)."""
 
     topic: str
     partition: int
@@ -160,6 +161,9 @@ class BatchPlan:
     meta: tuple[Any, ...] = ()
     #: The projection rows as of the end of the batch.
     projection: list[ProjectionWrite] = field(default_factory=list)
+    #: The sessions the batch committed, recorded as folded: a batch may commit
+    #: more than the state's window of sessions holds at its end.
+    sessions: list[SessionRecord] = field(default_factory=list)
     #: The state as of the end of the batch (JSON), when a snapshot is due.
     snapshot: str | None = None
     #: The chain head after this batch.
@@ -324,7 +328,10 @@ class BatchWriter:
             )
             prev_hash = digest
             for kind, key in outcome.touched:
-                touched.setdefault(kind, {})[key] = seq
+                if kind == "session":
+                    plan.sessions.append(state.sessions[key])
+                else:
+                    touched.setdefault(kind, {})[key] = seq
             if outcome.decisions:
                 session_id = state.sessions[event.data.session_id].session_id  # type: ignore[union-attr]
                 for index, decision in outcome.decisions:
@@ -355,6 +362,9 @@ class BatchWriter:
         state = self.state
         plan.meta = meta_arguments(state)
         plan.projection = projection_statements(state, plan.touched)
+        sessions = session_statement(plan.sessions)
+        if sessions is not None:
+            plan.projection.append(sessions)
         if plan.last_seq // self.snapshot_every > plan.base_seq // self.snapshot_every:
             plan.snapshot = document_json(state.to_jsonable())
         self._head_hash = plan.last_hash

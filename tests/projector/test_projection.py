@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from projector.reconstruct import load_projection, state_at, verify_chain
-from projector.state import ClusterState
+from projector.state import MAX_SESSIONS, ClusterState
 from projector.writer import BatchWriter
 from tests.projector.helpers import create_database, drop_database, records, reset_schema
 from tests.projector.streams import CLUSTER, event_stream
@@ -74,3 +74,25 @@ def test_projection_equals_state_at_the_same_seq(
 
 def test_a_long_stream_agrees_at_many_seqs(scratch_dsn: str) -> None:
     asyncio.run(_check_stream(scratch_dsn, 7, 3000, list(range(0, 3000, 97)), 500))
+
+
+def test_every_session_has_its_row_when_one_batch_commits_more_than_the_window(scratch_dsn: str) -> None:
+    async def check() -> None:
+        conn = await asyncpg.connect(scratch_dsn)
+        try:
+            await reset_schema(conn)
+            writer = await BatchWriter.load(conn, consumer="c", cluster=CLUSTER)
+            await writer.write(conn, records(event_stream(11, 2_500)))
+            archived = {
+                r["id"]
+                for r in await conn.fetch(
+                    "SELECT data ->> 'session_id' AS id FROM event_log WHERE type = 'tephra.session.committed.v1'"
+                )
+            }
+            rows = {r["session_id"] for r in await conn.fetch("SELECT session_id FROM sessions")}
+        finally:
+            await conn.close()
+        assert len(archived) > MAX_SESSIONS  # more than the state keeps, in one batch
+        assert rows == archived
+
+    asyncio.run(check())
