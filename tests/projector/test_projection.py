@@ -86,7 +86,8 @@ def test_every_session_has_its_row_when_one_batch_commits_more_than_the_window(s
             archived = {
                 r["id"]
                 for r in await conn.fetch(
-                    "SELECT data ->> 'session_id' AS id FROM event_log WHERE type = 'tephra.session.committed.v1'"
+                    "SELECT data ->> 'session_id' AS id FROM event_log"
+                    " WHERE type = 'tephra.session.committed.v1'"
                 )
             }
             rows = {r["session_id"] for r in await conn.fetch("SELECT session_id FROM sessions")}
