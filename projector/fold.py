@@ -532,21 +532,25 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
 
     accepted: list[tuple[int, Decision]] = []
     voided: list[VoidedDecision] = []
-    if d.leader_epoch < state.leader_epoch:
-        voided = [_voided(i, decision, "stale-epoch") for i, decision in enumerate(decisions)]
+    leader_epoch = d.leader_epoch
+    if leader_epoch < state.leader_epoch:
+        voided = [_voided(i, vars(decision), "stale-epoch") for i, decision in enumerate(decisions)]
     else:
-        state.leader_epoch = d.leader_epoch
+        state.leader_epoch = leader_epoch
         for index, decision in enumerate(decisions):
-            reason = _decide(state, decision, touched)
+            # A pydantic model keeps its fields in __dict__; reading them there skips
+            # BaseModel.__getattr__'s slow attribute path (several per decision).
+            fields = vars(decision)
+            reason = _decide(state, fields, touched)
             if reason is None:
                 accepted.append((index, decision))
             else:
-                voided.append(_voided(index, decision, reason))
+                voided.append(_voided(index, fields, reason))
 
     state.sessions[d.session_id] = SessionRecord(
         session_id=d.session_id,
         seq=seq,
-        leader_epoch=d.leader_epoch,
+        leader_epoch=leader_epoch,
         input_seq=d.input_seq,
         config_version=d.config_version,
         now=d.now,
@@ -574,50 +578,45 @@ def _unbuffer(
                 decisions.append(_DECISION_MODELS[doc["kind"]].model_validate(doc))
 
 
-def _voided(index: int, decision: Decision, reason: str) -> VoidedDecision:
-    if isinstance(decision, EnqueueDecision):
-        return VoidedDecision(
-            index=index, kind=decision.kind, job=decision.job, task=None, node=None, reason=reason
-        )
+def _voided(index: int, fields: dict[str, Any], reason: str) -> VoidedDecision:
+    """The record of a refused decision (``fields``: the decision's, see ``_session_committed``)."""
+    # Positional: a keyword call builds a dict first.  An enqueue names no task nor node.
     return VoidedDecision(
-        index=index,
-        kind=decision.kind,
-        job=decision.job,
-        task=decision.task,
-        node=decision.node,
-        reason=reason,
+        index, fields["kind"], fields["job"], fields.get("task"), fields.get("node"), reason
     )
 
 
 def _decide(  # noqa: PLR0911 - one return per void reason
-    state: ClusterState, decision: Decision, touched: list[tuple[str, str]]
+    state: ClusterState, fields: dict[str, Any], touched: list[tuple[str, str]]
 ) -> str | None:
-    """Apply one decision if it still holds; else the void reason (state untouched)."""
-    job = state.jobs.get(decision.job)
+    """Apply one decision (its fields) if it still holds; else the void reason (state untouched)."""
+    job = state.jobs.get(fields["job"])
     if job is None:
         return "job-missing"
-    if job.phase == "Cancelled":
-        return "job-cancelled"
-    if job.phase in TERMINAL_JOB_PHASES:
-        return "job-finished"
-    kind = decision.kind
+    phase = job.phase
+    if phase in TERMINAL_JOB_PHASES:
+        return "job-cancelled" if phase == "Cancelled" else "job-finished"
+    kind = fields["kind"]
+    if kind == "bind":  # most decisions: test it first
+        task = state.tasks.get(fields["task"])
+        if task is None or task.job != job.id:
+            return "task-missing"
+        return _bind(state, task, fields["node"], touched)
     if kind == "enqueue":
-        if job.phase != "Pending":
+        if phase != "Pending":
             return "job-not-pending"
         job.phase = "Inqueue"
         touched.append(("job", job.id))
         return None
     if kind == "pipeline":
         return None
-    task = state.tasks.get(decision.task)  # type: ignore[union-attr]  # bind and evict name a task
+    # evict
+    task = state.tasks.get(fields["task"])
     if task is None or task.job != job.id:
         return "task-missing"
-    if kind == "bind":
-        return _bind(state, task, decision.node, touched)  # type: ignore[union-attr]
-    # evict
     if task.status not in ("Bound", "Running"):
         return "task-not-running"
-    if task.node != decision.node:  # type: ignore[union-attr]
+    if task.node != fields["node"]:
         return "task-not-on-node"
     task.status = "Releasing"
     touched.append(("task", task.id))
@@ -642,7 +641,7 @@ def _bind(state: ClusterState, task: TaskState, node_name: str, touched: list[tu
 def _fits(node: NodeState, resources: dict[str, int]) -> bool:
     allocatable = node.allocatable
     used = node.used
-    if used.get(PODS, 0) + 1 > allocatable.get(PODS, 0):
+    if used.get(PODS, 0) >= allocatable.get(PODS, 0):  # room for one more pod
         return False
     for name, amount in resources.items():
         if amount and used.get(name, 0) + amount > allocatable.get(name, 0):
