@@ -151,9 +151,12 @@ _META: Final = ("meta", "")
 PENDING_ITEM: Final = "pending"
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ sets each field with object.__setattr__,
+# which cost ~7% of the fold (one outcome per event).  Read-only by convention;
+# unsafe_hash keeps the hash a frozen one had.
+@dataclass(slots=True, unsafe_hash=True)
 class FoldOutcome:
-    """What one ``apply`` did.
+    """What one ``apply`` did (read-only).
 
     ``invalid`` is None when the event applied, else the reason code (from
     :data:`INVALID_EVENT_REASONS`) and the state is unchanged.  ``decisions``
