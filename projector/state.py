@@ -171,7 +171,10 @@ class JobState:
     task_specs_json: list[dict[str, Any]] | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen (like the rest of the state): the fold builds one per refused decision,
+# most binds are refused, and a frozen dataclass's __init__ (object.__setattr__ per
+# field) cost ~10% of the fold.  Never mutated; unsafe_hash keeps the frozen hash.
+@dataclass(slots=True, unsafe_hash=True)
 class VoidedDecision:
     """A decision of a session that the fold refused, with the reason code."""
 
