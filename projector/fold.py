@@ -235,14 +235,11 @@ def _scheduler_configured(state: ClusterState, seq: int, event: SchedulerConfigu
 
 def _job_submitted(state: ClusterState, seq: int, event: JobSubmitted) -> FoldOutcome:
     d = event.data
-    job_id = f"{d.namespace}/{d.name}"
+    namespace, name, specs = d.namespace, d.name, d.tasks
+    job_id = f"{namespace}/{name}"
     if job_id in state.jobs:
         return _invalid("duplicate-job", f"job {job_id} was already submitted")
-    ids = [
-        task_id_of(d.namespace, d.name, spec.name, index)
-        for spec in d.tasks
-        for index in range(spec.replicas)
-    ]
+    ids = [task_id_of(namespace, name, spec.name, index) for spec in specs for index in range(spec.replicas)]
     if len(set(ids)) != len(ids):
         return _invalid("duplicate-task", f"job {job_id} names the same task twice")
     clash = next((tid for tid in ids if tid in state.tasks), None)
@@ -252,12 +249,12 @@ def _job_submitted(state: ClusterState, seq: int, event: JobSubmitted) -> FoldOu
     min_available = d.min_available
     if min_available is None:
         min_available = sum(
-            spec.replicas if spec.min_available is None else spec.min_available for spec in d.tasks
+            spec.replicas if spec.min_available is None else spec.min_available for spec in specs
         )
     job = JobState(
         id=job_id,
-        namespace=d.namespace,
-        name=d.name,
+        namespace=namespace,
+        name=name,
         queue=d.queue,
         priority_class=d.priority_class,
         min_available=min_available,
@@ -266,14 +263,14 @@ def _job_submitted(state: ClusterState, seq: int, event: JobSubmitted) -> FoldOu
         created=event.time,
         annotations=d.annotations,
         labels=d.labels,
-        task_specs=tuple(d.tasks),
+        task_specs=tuple(specs),
         tasks=ids,
     )
     state.jobs[job_id] = job
     touched: list[tuple[str, str]] = [("new_job", job_id)]
     ids_iter = iter(ids)
     tasks = state.tasks
-    for spec in d.tasks:
+    for spec in specs:
         for index in range(spec.replicas):
             task_id = next(ids_iter)
             tasks[task_id] = new_task(job, spec, index, task_id)
