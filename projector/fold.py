@@ -393,15 +393,16 @@ def _task_started(state: ClusterState, seq: int, event: TaskStarted) -> FoldOutc
         return task
     if task.status in ("Succeeded", "Failed"):
         return _invalid("task-finished", f"task {task.id} started after it finished ({task.status})")
-    node = state.nodes.get(d.node)
+    node_name = d.node
+    node = state.nodes.get(node_name)
     if node is None:
-        return _invalid("node-missing", f"task {task.id} started on unknown node {d.node!r}")
+        return _invalid("node-missing", f"task {task.id} started on unknown node {node_name!r}")
     # The observation is the truth: the pod runs where the cluster says.
-    if task.node != d.node:
+    if task.node != node_name:
         if task.status in OCCUPYING and task.node is not None:
             unplace(state.nodes[task.node], task)
         place(node, task)
-        task.node = d.node
+        task.node = node_name
     if task.status != "Releasing":
         task.status = "Running"
     job = state.jobs[task.job]
@@ -514,20 +515,22 @@ def _session_part(state: ClusterState, seq: int, event: SessionPart) -> FoldOutc
 
 def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -> FoldOutcome:
     d = event.data
-    if d.session_id in state.sessions:
-        return _invalid("duplicate-session", f"session {d.session_id} was already committed")
+    # Each read of a pydantic attribute is slow (BaseModel.__getattr__): read once.
+    session_id, part_count = d.session_id, d.parts
+    if session_id in state.sessions:
+        return _invalid("duplicate-session", f"session {session_id} was already committed")
     decisions: list[Decision] = list(d.decisions)
     pending: list[PendingJob] = []
-    touched: list[tuple[str, str]] = [("session", d.session_id), _META]
-    if d.parts:
-        parts = state.session_parts.get(d.session_id, {})
-        missing = [i for i in range(d.parts) if i not in parts]
+    touched: list[tuple[str, str]] = [("session", session_id), _META]
+    if part_count:
+        parts = state.session_parts.get(session_id, {})
+        missing = [i for i in range(part_count) if i not in parts]
         if missing:
             return _invalid(
-                "session-incomplete", f"session {d.session_id} announces {d.parts} parts, missing {missing}"
+                "session-incomplete", f"session {session_id} announces {part_count} parts, missing {missing}"
             )
-        _unbuffer(parts, d.parts, decisions, pending)
-        del state.session_parts[d.session_id]
+        _unbuffer(parts, part_count, decisions, pending)
+        del state.session_parts[session_id]
     pending.extend(d.pending)
 
     accepted: list[tuple[int, Decision]] = []
@@ -547,8 +550,8 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
             else:
                 voided.append(_voided(index, fields, reason))
 
-    state.sessions[d.session_id] = SessionRecord(
-        session_id=d.session_id,
+    state.sessions[session_id] = SessionRecord(
+        session_id=session_id,
         seq=seq,
         leader_epoch=leader_epoch,
         input_seq=d.input_seq,
