@@ -151,9 +151,12 @@ _META: Final = ("meta", "")
 PENDING_ITEM: Final = "pending"
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ sets each field with object.__setattr__,
+# which cost ~7% of the fold (one outcome per event).  Read-only by convention;
+# unsafe_hash keeps the hash a frozen one had.
+@dataclass(slots=True, unsafe_hash=True)
 class FoldOutcome:
-    """What one ``apply`` did.
+    """What one ``apply`` did (read-only).
 
     ``invalid`` is None when the event applied, else the reason code (from
     :data:`INVALID_EVENT_REASONS`) and the state is unchanged.  ``decisions``
@@ -232,14 +235,11 @@ def _scheduler_configured(state: ClusterState, seq: int, event: SchedulerConfigu
 
 def _job_submitted(state: ClusterState, seq: int, event: JobSubmitted) -> FoldOutcome:
     d = event.data
-    job_id = f"{d.namespace}/{d.name}"
+    namespace, name, specs = d.namespace, d.name, d.tasks
+    job_id = f"{namespace}/{name}"
     if job_id in state.jobs:
         return _invalid("duplicate-job", f"job {job_id} was already submitted")
-    ids = [
-        task_id_of(d.namespace, d.name, spec.name, index)
-        for spec in d.tasks
-        for index in range(spec.replicas)
-    ]
+    ids = [task_id_of(namespace, name, spec.name, index) for spec in specs for index in range(spec.replicas)]
     if len(set(ids)) != len(ids):
         return _invalid("duplicate-task", f"job {job_id} names the same task twice")
     clash = next((tid for tid in ids if tid in state.tasks), None)
@@ -249,12 +249,12 @@ def _job_submitted(state: ClusterState, seq: int, event: JobSubmitted) -> FoldOu
     min_available = d.min_available
     if min_available is None:
         min_available = sum(
-            spec.replicas if spec.min_available is None else spec.min_available for spec in d.tasks
+            spec.replicas if spec.min_available is None else spec.min_available for spec in specs
         )
     job = JobState(
         id=job_id,
-        namespace=d.namespace,
-        name=d.name,
+        namespace=namespace,
+        name=name,
         queue=d.queue,
         priority_class=d.priority_class,
         min_available=min_available,
@@ -263,14 +263,14 @@ def _job_submitted(state: ClusterState, seq: int, event: JobSubmitted) -> FoldOu
         created=event.time,
         annotations=d.annotations,
         labels=d.labels,
-        task_specs=tuple(d.tasks),
+        task_specs=tuple(specs),
         tasks=ids,
     )
     state.jobs[job_id] = job
     touched: list[tuple[str, str]] = [("new_job", job_id)]
     ids_iter = iter(ids)
     tasks = state.tasks
-    for spec in d.tasks:
+    for spec in specs:
         for index in range(spec.replicas):
             task_id = next(ids_iter)
             tasks[task_id] = new_task(job, spec, index, task_id)
@@ -393,15 +393,16 @@ def _task_started(state: ClusterState, seq: int, event: TaskStarted) -> FoldOutc
         return task
     if task.status in ("Succeeded", "Failed"):
         return _invalid("task-finished", f"task {task.id} started after it finished ({task.status})")
-    node = state.nodes.get(d.node)
+    node_name = d.node
+    node = state.nodes.get(node_name)
     if node is None:
-        return _invalid("node-missing", f"task {task.id} started on unknown node {d.node!r}")
+        return _invalid("node-missing", f"task {task.id} started on unknown node {node_name!r}")
     # The observation is the truth: the pod runs where the cluster says.
-    if task.node != d.node:
+    if task.node != node_name:
         if task.status in OCCUPYING and task.node is not None:
             unplace(state.nodes[task.node], task)
         place(node, task)
-        task.node = d.node
+        task.node = node_name
     if task.status != "Releasing":
         task.status = "Running"
     job = state.jobs[task.job]
@@ -514,39 +515,45 @@ def _session_part(state: ClusterState, seq: int, event: SessionPart) -> FoldOutc
 
 def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -> FoldOutcome:
     d = event.data
-    if d.session_id in state.sessions:
-        return _invalid("duplicate-session", f"session {d.session_id} was already committed")
+    # Each read of a pydantic attribute is slow (BaseModel.__getattr__): read once.
+    session_id, part_count = d.session_id, d.parts
+    if session_id in state.sessions:
+        return _invalid("duplicate-session", f"session {session_id} was already committed")
     decisions: list[Decision] = list(d.decisions)
     pending: list[PendingJob] = []
-    touched: list[tuple[str, str]] = [("session", d.session_id), _META]
-    if d.parts:
-        parts = state.session_parts.get(d.session_id, {})
-        missing = [i for i in range(d.parts) if i not in parts]
+    touched: list[tuple[str, str]] = [("session", session_id), _META]
+    if part_count:
+        parts = state.session_parts.get(session_id, {})
+        missing = [i for i in range(part_count) if i not in parts]
         if missing:
             return _invalid(
-                "session-incomplete", f"session {d.session_id} announces {d.parts} parts, missing {missing}"
+                "session-incomplete", f"session {session_id} announces {part_count} parts, missing {missing}"
             )
-        _unbuffer(parts, d.parts, decisions, pending)
-        del state.session_parts[d.session_id]
+        _unbuffer(parts, part_count, decisions, pending)
+        del state.session_parts[session_id]
     pending.extend(d.pending)
 
     accepted: list[tuple[int, Decision]] = []
     voided: list[VoidedDecision] = []
-    if d.leader_epoch < state.leader_epoch:
-        voided = [_voided(i, decision, "stale-epoch") for i, decision in enumerate(decisions)]
+    leader_epoch = d.leader_epoch
+    if leader_epoch < state.leader_epoch:
+        voided = [_voided(i, vars(decision), "stale-epoch") for i, decision in enumerate(decisions)]
     else:
-        state.leader_epoch = d.leader_epoch
+        state.leader_epoch = leader_epoch
         for index, decision in enumerate(decisions):
-            reason = _decide(state, decision, touched)
+            # A pydantic model keeps its fields in __dict__; reading them there skips
+            # BaseModel.__getattr__'s slow attribute path (several per decision).
+            fields = vars(decision)
+            reason = _decide(state, fields, touched)
             if reason is None:
                 accepted.append((index, decision))
             else:
-                voided.append(_voided(index, decision, reason))
+                voided.append(_voided(index, fields, reason))
 
-    state.sessions[d.session_id] = SessionRecord(
-        session_id=d.session_id,
+    state.sessions[session_id] = SessionRecord(
+        session_id=session_id,
         seq=seq,
-        leader_epoch=d.leader_epoch,
+        leader_epoch=leader_epoch,
         input_seq=d.input_seq,
         config_version=d.config_version,
         now=d.now,
@@ -574,50 +581,45 @@ def _unbuffer(
                 decisions.append(_DECISION_MODELS[doc["kind"]].model_validate(doc))
 
 
-def _voided(index: int, decision: Decision, reason: str) -> VoidedDecision:
-    if isinstance(decision, EnqueueDecision):
-        return VoidedDecision(
-            index=index, kind=decision.kind, job=decision.job, task=None, node=None, reason=reason
-        )
+def _voided(index: int, fields: dict[str, Any], reason: str) -> VoidedDecision:
+    """The record of a refused decision (``fields``: the decision's, see ``_session_committed``)."""
+    # Positional: a keyword call builds a dict first.  An enqueue names no task nor node.
     return VoidedDecision(
-        index=index,
-        kind=decision.kind,
-        job=decision.job,
-        task=decision.task,
-        node=decision.node,
-        reason=reason,
+        index, fields["kind"], fields["job"], fields.get("task"), fields.get("node"), reason
     )
 
 
 def _decide(  # noqa: PLR0911 - one return per void reason
-    state: ClusterState, decision: Decision, touched: list[tuple[str, str]]
+    state: ClusterState, fields: dict[str, Any], touched: list[tuple[str, str]]
 ) -> str | None:
-    """Apply one decision if it still holds; else the void reason (state untouched)."""
-    job = state.jobs.get(decision.job)
+    """Apply one decision (its fields) if it still holds; else the void reason (state untouched)."""
+    job = state.jobs.get(fields["job"])
     if job is None:
         return "job-missing"
-    if job.phase == "Cancelled":
-        return "job-cancelled"
-    if job.phase in TERMINAL_JOB_PHASES:
-        return "job-finished"
-    kind = decision.kind
+    phase = job.phase
+    if phase in TERMINAL_JOB_PHASES:
+        return "job-cancelled" if phase == "Cancelled" else "job-finished"
+    kind = fields["kind"]
+    if kind == "bind":  # most decisions: test it first
+        task = state.tasks.get(fields["task"])
+        if task is None or task.job != job.id:
+            return "task-missing"
+        return _bind(state, task, fields["node"], touched)
     if kind == "enqueue":
-        if job.phase != "Pending":
+        if phase != "Pending":
             return "job-not-pending"
         job.phase = "Inqueue"
         touched.append(("job", job.id))
         return None
     if kind == "pipeline":
         return None
-    task = state.tasks.get(decision.task)  # type: ignore[union-attr]  # bind and evict name a task
+    # evict
+    task = state.tasks.get(fields["task"])
     if task is None or task.job != job.id:
         return "task-missing"
-    if kind == "bind":
-        return _bind(state, task, decision.node, touched)  # type: ignore[union-attr]
-    # evict
     if task.status not in ("Bound", "Running"):
         return "task-not-running"
-    if task.node != decision.node:  # type: ignore[union-attr]
+    if task.node != fields["node"]:
         return "task-not-on-node"
     task.status = "Releasing"
     touched.append(("task", task.id))
@@ -642,7 +644,7 @@ def _bind(state: ClusterState, task: TaskState, node_name: str, touched: list[tu
 def _fits(node: NodeState, resources: dict[str, int]) -> bool:
     allocatable = node.allocatable
     used = node.used
-    if used.get(PODS, 0) + 1 > allocatable.get(PODS, 0):
+    if used.get(PODS, 0) >= allocatable.get(PODS, 0):  # room for one more pod
         return False
     for name, amount in resources.items():
         if amount and used.get(name, 0) + amount > allocatable.get(name, 0):

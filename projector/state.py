@@ -171,7 +171,10 @@ class JobState:
     task_specs_json: list[dict[str, Any]] | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen (like the rest of the state): the fold builds one per refused decision,
+# most binds are refused, and a frozen dataclass's __init__ (object.__setattr__ per
+# field) cost ~10% of the fold.  Never mutated; unsafe_hash keeps the frozen hash.
+@dataclass(slots=True, unsafe_hash=True)
 class VoidedDecision:
     """A decision of a session that the fold refused, with the reason code."""
 
@@ -344,20 +347,25 @@ def assemble(
 
 def new_task(job: JobState, spec: TaskSpec, index: int, task_id: str) -> TaskState:
     """A Pending task of ``job`` built from its spec (the fold and the loaders share this)."""
+    # Hot (every task of every submitted job): the spec's fields are read from its
+    # __dict__ (a pydantic attribute read is slow) and the task is built positionally
+    # (a keyword call builds a dict first).
+    s = vars(spec)
+    priority_class = s["priority_class"]
     return TaskState(
-        id=task_id,
-        job=job.id,
-        role=spec.name,
-        index=index,
-        resources=spec.resources,
-        status="Pending",
-        node=None,
-        priority_class=spec.priority_class if spec.priority_class is not None else job.priority_class,
-        preemptable=spec.preemptable,
-        node_selector=spec.node_selector,
-        tolerations=tuple(spec.tolerations),
-        required_node_affinity=tuple(spec.required_node_affinity),
-        preemption_policy=spec.preemption_policy,
+        task_id,  # id
+        job.id,  # job
+        s["name"],  # role
+        index,
+        s["resources"],
+        "Pending",  # status
+        None,  # node
+        priority_class if priority_class is not None else job.priority_class,
+        s["preemptable"],
+        s["node_selector"],
+        tuple(s["tolerations"]),
+        tuple(s["required_node_affinity"]),
+        s["preemption_policy"],
     )
 
 
