@@ -113,10 +113,11 @@ def format_time(value: datetime) -> str:
 
 def archived_form(event: Event) -> tuple[Event, str]:
     """The event as archived (time in UTC) and the canonical JSON text of its ``data``."""
-    offset = event.time.utcoffset()
-    if offset is not None and offset.total_seconds() != 0:
-        event = event.model_copy(update={"time": event.time.astimezone(UTC)})
-    return event, canonical_data(event.type, event.data.model_dump(mode="json"))
+    fields = vars(event)  # one read of the fields (a pydantic model's attribute reads cost more)
+    time = fields["time"]
+    if time.utcoffset():  # not UTC (a zero offset is falsy)
+        event = event.model_copy(update={"time": time.astimezone(UTC)})
+    return event, canonical_data(fields["type"], fields["data"].model_dump(mode="json"))
 
 
 def canonical_envelope(

@@ -38,7 +38,7 @@ from typing import Any, Final, NamedTuple
 
 import asyncpg
 
-from events.models import BindDecision, Event, EvictDecision
+from events.models import BindDecision, Decision, Event, EvictDecision
 from events.serde import EventDecodeError, decode
 from projector.archive import GENESIS_HASH, archived_form, canonical_envelope, chain_hash, format_time
 from projector.errors import ProjectionDriftError
@@ -279,12 +279,16 @@ class BatchWriter:
         seen = plan.event_ids
         touched = plan.touched
         prev_hash = plan.last_hash
+        offsets = plan.offsets
+        archive_rows = plan.archive_rows
         for record, item in decoded:
-            plan.offsets[(record.topic, record.partition)] = record.offset + 1
+            topic, partition, offset, _ = record
+            offsets[(topic, partition)] = offset + 1
             if isinstance(item, Rejection):
                 plan.rejections.append(item)
                 continue
-            if item.id in seen or item.id in archived_ids:
+            event_id = item.id
+            if event_id in seen or event_id in archived_ids:
                 plan.duplicates += 1
                 continue
             if item.cluster != self.cluster:
@@ -294,38 +298,32 @@ class BatchWriter:
             outcome = apply(state, seq + 1, event)
             if outcome.invalid is not None:
                 plan.rejections.append(
-                    _rejection(record, outcome.invalid, outcome.detail, event.id, event.type)
+                    _rejection(record, outcome.invalid, outcome.detail, event_id, event.type)
                 )
                 continue
             seq += 1
-            seen.add(event.id)
+            seen.add(event_id)
+            # The envelope's fields, read once (a pydantic model's attribute reads cost
+            # more than its __dict__'s).
+            fields = vars(event)
+            event_type, cluster, subject, source, time = (
+                fields["type"], fields["cluster"], fields["subject"], fields["source"], fields["time"],
+            )  # fmt: skip
             canonical = canonical_envelope(
-                cluster=event.cluster,
+                cluster=cluster,
                 data=data_text,
-                event_id=event.id,
-                source=event.source,
-                subject=event.subject,
-                time=format_time(event.time),
-                event_type=event.type,
+                event_id=event_id,
+                source=source,
+                subject=subject,
+                time=format_time(time),
+                event_type=event_type,
             )
             digest = chain_hash(prev_hash, canonical)
-            plan.archive_rows.append(
-                (
-                    seq,
-                    event.id,
-                    event.type,
-                    event.cluster,
-                    event.subject,
-                    event.source,
-                    event.time,
-                    data_text,
-                    record.topic,
-                    record.partition,
-                    record.offset,
-                    prev_hash,
-                    digest,
-                )
-            )
+            row = (
+                seq, event_id, event_type, cluster, subject, source, time, data_text,
+                topic, partition, offset, prev_hash, digest,
+            )  # fmt: skip
+            archive_rows.append(row)
             prev_hash = digest
             for kind, key in outcome.touched:
                 if kind == "session":
@@ -333,29 +331,23 @@ class BatchWriter:
                 else:
                     touched.setdefault(kind, {})[key] = seq
             if outcome.decisions:
-                session_id = state.sessions[event.data.session_id].session_id  # type: ignore[union-attr]
-                for index, decision in outcome.decisions:
-                    if isinstance(decision, BindDecision):
-                        plan.bindings.append(
-                            (seq, index, session_id, decision.task, decision.job, decision.node)
-                        )
-                    elif isinstance(decision, EvictDecision):
-                        plan.evictions.append(
-                            (
-                                seq,
-                                index,
-                                session_id,
-                                decision.task,
-                                decision.job,
-                                decision.node,
-                                decision.action,
-                                decision.preemptor_job,
-                                decision.preemptor_task,
-                                decision.rule,
-                            )
-                        )
+                self._record_decisions(plan, seq, fields["data"].session_id, outcome.decisions)
         plan.last_seq = seq
         plan.last_hash = prev_hash
+
+    def _record_decisions(
+        self, plan: BatchPlan, seq: int, session_id: str, decisions: Sequence[tuple[int, Decision]]
+    ) -> None:
+        """The bindings and evictions rows of a session's accepted decisions."""
+        for index, decision in decisions:
+            if isinstance(decision, BindDecision):
+                plan.bindings.append((seq, index, session_id, decision.task, decision.job, decision.node))
+            elif isinstance(decision, EvictDecision):
+                row = (
+                    seq, index, session_id, decision.task, decision.job, decision.node, decision.action,
+                    decision.preemptor_job, decision.preemptor_task, decision.rule,
+                )  # fmt: skip
+                plan.evictions.append(row)
 
     def _finish(self, plan: BatchPlan) -> None:
         """Read the rows the batch touched, and a snapshot when due, out of the state."""
