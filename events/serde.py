@@ -76,6 +76,10 @@ _CURRENT: Final[TypeAdapter[Event]] = TypeAdapter(
     config=ConfigDict(cache_strings="keys"),
 )
 
+# The core validator's method itself: TypeAdapter.validate_json only forwards its
+# defaults to it, and that Python call was 4% of a decode.
+_validate_current: Final = _CURRENT.validator.validate_json
+
 _MAX_REPR = 80
 _NO_SUBJECT: Final = {"subject"}
 # One encoder, built once: json.dumps() with options builds a new one per call.
@@ -162,9 +166,11 @@ def decode(raw: bytes, *, upcasters: UpcasterRegistry = DEFAULT_UPCASTERS) -> Ev
         EventDecodeError: with the ``code`` saying what is wrong.
     """
     # The one-pass parser would accept NaN and Infinity; the careful path refuses them.
-    if b"NaN" not in raw and b"Infinity" not in raw:
+    # Finding one byte is a memchr, cheap; the token is searched for only when its
+    # capital is there (``in`` and the 3- and 8-byte searches were 7% of a decode).
+    if (raw.find(b"N") < 0 or raw.find(b"NaN") < 0) and (raw.find(b"I") < 0 or raw.find(b"Infinity") < 0):
         try:
-            return _CURRENT.validate_json(raw)
+            return cast("Event", _validate_current(raw))
         except ValidationError:
             pass  # old version or not valid: the careful path upcasts or names the error
     return _decode_carefully(raw, upcasters)
