@@ -145,6 +145,7 @@ async def _bench(bootstrap: str, admin_dsn: str, args: argparse.Namespace) -> No
             batch_size=args.batch_size, snapshot_every=args.snapshot_every,
             freeze_state=not args.default_gc,
             freeze_batches=not (args.default_gc or args.no_freeze_batches),
+            thaw_growth=args.thaw_growth,
         )  # fmt: skip
         if not args.default_gc:
             tune_gc()
@@ -196,6 +197,9 @@ def main() -> None:
     parser.add_argument("--default-gc", action="store_true", help="keep CPython's GC thresholds (compare)")
     parser.add_argument(
         "--no-freeze-batches", action="store_true", help="leave the collector on during batches (compare)"
+    )
+    parser.add_argument(
+        "--thaw-growth", type=float, default=ProjectorConfig.thaw_growth, help="see projector.heap (compare)"
     )
     parser.add_argument("--sort", default="tottime", help="profile order: tottime or cumulative")
     args = parser.parse_args()

@@ -118,7 +118,7 @@ class ProjectorConfig:
     #: grown by ``thaw_growth`` since the last time (see projector.heap).
     #: Process-wide: for processes that run the projector alone.
     freeze_batches: bool = False
-    thaw_growth: float = 1.0
+    thaw_growth: float = 3.0
 
     @property
     def consumer_name(self) -> str:
