@@ -24,6 +24,7 @@ import resource
 import secrets
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 from typing import Final
 
@@ -199,7 +200,10 @@ def main() -> None:
         "--no-freeze-batches", action="store_true", help="leave the collector on during batches (compare)"
     )
     parser.add_argument(
-        "--thaw-growth", type=float, default=ProjectorConfig.thaw_growth, help="see projector.heap (compare)"
+        "--thaw-growth",
+        type=float,
+        default=next(f.default for f in fields(ProjectorConfig) if f.name == "thaw_growth"),
+        help="see projector.heap (compare)",
     )
     parser.add_argument("--sort", default="tottime", help="profile order: tottime or cumulative")
     args = parser.parse_args()
