@@ -113,7 +113,7 @@ def format_time(value: datetime) -> str:
 
 def archived_form(event: Event) -> tuple[Event, str]:
     """The event as archived (time in UTC) and the canonical JSON text of its ``data``."""
-    fields = vars(event)  # one read of the fields (a pydantic model's attribute reads cost more)
+    fields = vars(event)  # the fields from __dict__ (measured: cheaper than attribute reads)
     time = fields["time"]
     if time.utcoffset():  # not UTC (a zero offset is falsy)
         event = event.model_copy(update={"time": time.astimezone(UTC)})

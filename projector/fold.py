@@ -515,7 +515,7 @@ def _session_part(state: ClusterState, seq: int, event: SessionPart) -> FoldOutc
 
 def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -> FoldOutcome:
     d = event.data
-    # Each read of a pydantic attribute is slow (BaseModel.__getattr__): read once.
+    # Each field read once (pydantic attribute reads measured costlier than locals).
     session_id, part_count = d.session_id, d.parts
     if session_id in state.sessions:
         return _invalid("duplicate-session", f"session {session_id} was already committed")
@@ -541,8 +541,8 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
     else:
         state.leader_epoch = leader_epoch
         for index, decision in enumerate(decisions):
-            # A pydantic model keeps its fields in __dict__; reading them there skips
-            # BaseModel.__getattr__'s slow attribute path (several per decision).
+            # A pydantic model keeps its fields in __dict__: reading them there is
+            # cheaper than attribute reads (measured; several per decision).
             fields = vars(decision)
             reason = _decide(state, fields, touched)
             if reason is None:

@@ -48,7 +48,6 @@ __all__ = [
     "load_projection",
     "projection_statements",
     "session_statement",
-    "write_projection",
 ]
 
 #: kind -> key -> seq of the last event in the batch that changed it.
@@ -149,11 +148,6 @@ def _split(rows: dict[str, int], present: dict[str, Any]) -> tuple[list[str], li
     return keep, gone
 
 
-async def write_projection(conn: asyncpg.Connection, state: ClusterState, touched: TouchedRows) -> None:
-    """Upsert or delete the rows behind ``touched``, from ``state`` (inside the caller's transaction)."""
-    await execute_writes(conn, projection_statements(state, touched))
-
-
 async def execute_writes(conn: asyncpg.Connection, writes: list[ProjectionWrite]) -> None:
     """Run what :func:`projection_statements` built (inside the caller's transaction)."""
     for write in writes:
@@ -171,7 +165,9 @@ def projection_statements(state: ClusterState, touched: TouchedRows) -> list[Pro
 
     Pure, and every value is read from ``state`` now: the statements stay
     right after the state has moved on (the service folds the next batch
-    while this one commits).
+    while this one commits).  Sessions are not among them: the state keeps
+    only the newest ``MAX_SESSIONS``, so the writer records each session as
+    it folds it and writes them with :func:`session_statement`.
     """
     out: list[ProjectionWrite] = []
     if rows := touched.get("queue"):
@@ -213,12 +209,6 @@ def projection_statements(state: ClusterState, touched: TouchedRows) -> list[Pro
                 StagedRows(_STAGE_TASKS, "tephra_stage_tasks", _TASK_COLUMNS, task_rows, _UPSERT_TASKS)
             )
         _delete(out, "tasks", "id", gone)
-    if rows := touched.get("session"):
-        # Only the sessions still in the state's window can be read from it here;
-        # the writer records every session as it folds it (see session_statement).
-        statement = session_statement([state.sessions[k] for k in sorted(rows) if k in state.sessions])
-        if statement is not None:
-            out.append(statement)
     return out
 
 

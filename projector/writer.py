@@ -303,8 +303,8 @@ class BatchWriter:
                 continue
             seq += 1
             seen.add(event_id)
-            # The envelope's fields, read once (a pydantic model's attribute reads cost
-            # more than its __dict__'s).
+            # The envelope's fields, read once from the model's __dict__ (measured:
+            # cheaper than an attribute read each).
             fields = vars(event)
             event_type, cluster, subject, source, time = (
                 fields["type"], fields["cluster"], fields["subject"], fields["source"], fields["time"],
