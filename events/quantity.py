@@ -153,12 +153,7 @@ def parse_resources(values: object, *, field: str = "resources") -> dict[str, in
     for name in sorted(values):
         if not isinstance(name, str):
             raise QuantityError(str(name), values[name], "resource names must be strings")
-        value = values[name]
-        # What encode() writes (a known name, ASCII digits) inline: the calls cost more than the parse.
-        if type(value) is str and name in _VALID_NAMES and value.isdigit() and value.isascii():
-            out[name] = int(value) * 1000 if name == CPU else int(value)
-        else:
-            out[name] = parse_quantity(name, value)
+        out[name] = parse_quantity(name, values[name])
     return out
 
 
@@ -171,14 +166,4 @@ def format_quantity(resource: str, amount: int) -> str:
 
 def format_resources(values: dict[str, int]) -> dict[str, str]:
     """Canonical quantity strings, keys sorted (the form events are encoded in)."""
-    # format_quantity inline: this runs for every ResourceList an event serialises.
-    out: dict[str, str] = {}
-    for name in sorted(values):
-        amount = values[name]
-        if name != CPU:
-            out[name] = str(amount)
-        elif amount % 1000:
-            out[name] = f"{amount}m"
-        else:
-            out[name] = str(amount // 1000)
-    return out
+    return {name: format_quantity(name, values[name]) for name in sorted(values)}
