@@ -130,6 +130,9 @@ def _report(
     print(f"batches: {len(batches)} of <= {args.batch_size}; latency p50 {p50:.0f} ms, p99 {p99:.0f} ms,"
           f" max {1000 * max(batches):.0f} ms")  # fmt: skip
     print(f"peak RSS during the run: {_peak_rss_mb():,.0f} MiB (the bench process); database {size}")
+    # Where the batch loop's wall time went; commit_wait is the loop idle, waiting for PostgreSQL.
+    stages = ", ".join(f"{name} {seconds:.2f}" for name, seconds in metrics.stage_seconds.items())
+    print(f"batch loop seconds: {stages}")
 
 
 async def _bench(bootstrap: str, admin_dsn: str, args: argparse.Namespace) -> None:

@@ -241,7 +241,7 @@ class BatchWriter:
         return plan
 
     async def prepare_cooperatively(
-        self, decoded: Sequence[Decoded], archived_ids: set[str], *, chunk: int = 500
+        self, decoded: Sequence[Decoded], archived_ids: set[str], *, chunk: int = 64
     ) -> BatchPlan:
         """:meth:`prepare`, handing the event loop back every ``chunk`` records.
 
