@@ -20,7 +20,8 @@ So, per batch (:meth:`BatchHeap.batch`):
 * once the frozen heap has grown by ``thaw_growth`` (to four times its size,
   by default) since the last thaw, and is at least ``thaw_floor`` objects (its size is
   estimated from the collector's allocation count, which freezing resets,
-  because counting the frozen heap walks it):
+  because counting the frozen heap walks it; the estimate runs high, so it
+  is checked by counting before a thaw):
   ``gc.unfreeze()``, a full collection, and ``gc.freeze()`` again, so the
   cyclic garbage frozen since (made during a paused batch, or frozen objects
   that became cyclic garbage later) is freed.  A full collection walks the
@@ -88,6 +89,13 @@ class BatchHeap:
             gc.freeze()
             if was_enabled:
                 gc.enable()
+        if self._frozen >= self._thaw_at:
+            # The estimate runs high: frozen objects freed while the count is zero
+            # (a plan freed by its commit between batches) are not subtracted.  In
+            # the service it reached 2.7x the heap and thawed 0.5 s too early per
+            # 100k events.  Counting walks the heap too, but at ~8 ns an object
+            # against ~1 us for a collection.
+            self._frozen = gc.get_freeze_count()
         if self._frozen >= self._thaw_at:
             began = time.perf_counter()
             gc.unfreeze()

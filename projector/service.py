@@ -16,8 +16,8 @@ one life of the connections:
    PostgreSQL in one transaction.  Two stages overlap: while batch N
    commits (a task on the writer's connection), batch N+1 is gathered,
    decoded and folded (handing the event loop back every
-   ``COOPERATIVE_CHUNK`` records, so the commit's round trips go on; its
-   duplicate check uses a second connection).  Batch N+1 starts committing
+   ``COOPERATIVE_CHUNK`` records, so the commit's round trips go on; the
+   duplicate check runs on a second connection while the batch decodes).  Batch N+1 starts committing
    only after batch N has, so commits stay in order and one failure ends the
    run before anything later is written.
 
@@ -132,7 +132,7 @@ class ProjectorConfig:
         return self.consumer or f"projector:{self.cluster}"
 
 
-STAGES: Final = ("gather", "decode", "duplicate_check", "fold", "commit_wait")
+STAGES: Final = ("gather", "decode", "fold", "heap", "commit_wait")
 
 
 @dataclass(slots=True)
@@ -150,9 +150,10 @@ class ProjectorMetrics:
     last_batch_seconds: float = 0.0
     #: The newest batch latencies (decode, fold, dead-letter, commit), seconds.
     batch_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=10_000))
-    #: Wall seconds of the batch loop by stage: gather (Kafka), decode,
-    #: duplicate_check (the event_log query), fold (fold and plan), and
-    #: commit_wait (waiting for the previous batch's commit to end).
+    #: Wall seconds of the batch loop by stage: gather (Kafka), decode (with the
+    #: duplicate check, the event_log query), fold (fold and plan), heap (freezing
+    #: the batch's survivors, and the thaws: see projector.heap), and commit_wait
+    #: (waiting for the previous batch's commit to end).
     stage_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
 
 
@@ -187,15 +188,45 @@ async def run_projector(
             backoff = min(backoff * 2, config.max_backoff_s)
 
 
-async def _decode_cooperatively(
-    records: list[InboundRecord], chunk: int = COOPERATIVE_CHUNK
-) -> list[Decoded]:
-    """decode_batch, handing the event loop back every ``chunk`` records (see prepare_cooperatively)."""
+#: Decoded records whose ids go to the duplicate check together (a query each).
+_CHECK_AT_LEAST: Final = 1_000
+
+
+async def _decode_and_check(
+    records: list[InboundRecord], writer: BatchWriter, query_conn: asyncpg.Connection
+) -> tuple[list[Decoded], set[str]]:
+    """The batch decoded, and the ids among it already archived (``BatchWriter.archived_ids``).
+
+    The duplicate check runs while the rest of the batch decodes: each query
+    takes the ids decoded since the last one (at least ``_CHECK_AT_LEAST``),
+    one query at a time on ``query_conn``, so only the last waits.  Measured
+    waiting for one query after decoding: 0.34 s per 100k events.  Hands the
+    event loop back every ``COOPERATIVE_CHUNK`` records.
+    """
     decoded: list[Decoded] = []
-    for start in range(0, len(records), chunk):
-        decoded += decode_batch(records[start : start + chunk])
-        await asyncio.sleep(0)
-    return decoded
+    found: set[str] = set()
+    checked = 0  # decoded[:checked] is asked about
+    query: asyncio.Task[set[str]] | None = None
+    try:
+        for start in range(0, len(records), COOPERATIVE_CHUNK):
+            decoded += decode_batch(records[start : start + COOPERATIVE_CHUNK])
+            if query is not None and query.done():
+                found |= query.result()
+                query = None
+            if query is None and len(decoded) - checked >= _CHECK_AT_LEAST:
+                query = asyncio.create_task(writer.archived_ids(query_conn, decoded[checked:]))
+                checked = len(decoded)
+            await asyncio.sleep(0)
+        if query is not None:
+            found |= await query
+            query = None
+        if checked < len(decoded):
+            found |= await writer.archived_ids(query_conn, decoded[checked:])
+    finally:
+        if query is not None:  # failing or cancelled: no query outlives the batch
+            query.cancel()
+            await asyncio.wait([query])
+    return decoded, found
 
 
 class _Run:
@@ -384,20 +415,19 @@ class _Run:
                     continue
                 gathered = clock()
                 with self.heap.batch():
-                    decoded = await _decode_cooperatively(records)
-                    decoded_at = clock()
-                    archived = await writer.archived_ids(query_conn, decoded)
+                    decoded, archived = await _decode_and_check(records, writer, query_conn)
                     checked = clock()
                     plan = await writer.prepare_cooperatively(decoded, archived, chunk=COOPERATIVE_CHUNK)
-                folded = clock()
+                    prepared = clock()
+                frozen = clock()
                 if committing is not None:
                     task, committing = committing, None
                     await task  # in order; a failed commit ends the run before this batch is written
                 stages["gather"] += gathered - began
-                stages["decode"] += decoded_at - gathered
-                stages["duplicate_check"] += checked - decoded_at
-                stages["fold"] += folded - checked
-                stages["commit_wait"] += clock() - folded
+                stages["decode"] += checked - gathered
+                stages["fold"] += prepared - checked
+                stages["heap"] += frozen - prepared
+                stages["commit_wait"] += clock() - frozen
                 committing = asyncio.create_task(self._commit(conn, producer, writer, plan, gathered))
             if committing is not None:
                 task, committing = committing, None

@@ -58,6 +58,18 @@ def test_a_heap_that_does_not_grow_is_not_walked_again() -> None:
     assert heap.thaws == 1
 
 
+def test_survivors_freed_after_their_batch_do_not_bring_on_a_thaw() -> None:
+    heap = BatchHeap(thaw_growth=1.0, thaw_floor=0)
+    with heap.batch():
+        pass  # over the floor: the first thaw sets the baseline
+    assert heap.thaws == 1
+    for _ in range(20):
+        with heap.batch():
+            plan = [Node() for _ in range(gc.get_freeze_count() // 4 + 1)]
+        del plan  # committed and freed between batches: the frozen heap is back to its size
+    assert heap.thaws == 1
+
+
 def test_a_frozen_object_that_becomes_cyclic_garbage_later_is_freed_by_the_thaw() -> None:
     heap = BatchHeap(thaw_floor=10**12)
     with heap.batch():
