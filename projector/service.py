@@ -78,6 +78,10 @@ WRITER_LOCK: Final = 0x7E_9A_0002
 #: (~40 ms) the commit outlasted the fold and the loop waited for it for a
 #: quarter of the run (100k events: 10.1k events/s; 64 records: 12.8-13.1k).
 COOPERATIVE_CHUNK: Final = 64
+#: Batches prepared and waiting for (or in) their commit.  The fold of the next
+#: batch waits only when this many are.  Two absorb a slow commit (a snapshot,
+#: PostgreSQL sharing the cores) with the next fast one.
+COMMITS_IN_FLIGHT: Final = 2
 _RETRIABLE_DB: Final = (
     OSError,
     asyncpg.PostgresConnectionError,
@@ -401,7 +405,9 @@ class _Run:
         producer: AIOKafkaProducer,
         writer: BatchWriter,
     ) -> None:
-        committing: asyncio.Task[None] | None = None
+        # Commit tasks, oldest first; each awaits the one before it, so commits stay
+        # in order and a failure ends the run before anything later is written.
+        commits: deque[asyncio.Task[None]] = deque()
         stages = self.metrics.stage_seconds
         clock = time.perf_counter
         try:
@@ -409,9 +415,8 @@ class _Run:
                 began = clock()
                 records = await self._gather(consumer)
                 if not records:
-                    if committing is not None:  # idle: let the last batch land (and surface its failure)
-                        task, committing = committing, None
-                        await task
+                    while commits:  # idle: let the batches in flight land (and surface a failure)
+                        await commits.popleft()
                     continue
                 gathered = clock()
                 with self.heap.batch():
@@ -420,22 +425,24 @@ class _Run:
                     plan = await writer.prepare_cooperatively(decoded, archived, chunk=COOPERATIVE_CHUNK)
                     prepared = clock()
                 frozen = clock()
-                if committing is not None:
-                    task, committing = committing, None
-                    await task  # in order; a failed commit ends the run before this batch is written
+                while len(commits) >= COMMITS_IN_FLIGHT:
+                    await commits.popleft()
                 stages["gather"] += gathered - began
                 stages["decode"] += checked - gathered
                 stages["fold"] += prepared - checked
                 stages["heap"] += frozen - prepared
                 stages["commit_wait"] += clock() - frozen
-                committing = asyncio.create_task(self._commit(conn, producer, writer, plan, gathered))
-            if committing is not None:
-                task, committing = committing, None
-                await task
+                commit = self._commit(
+                    conn, producer, writer, plan, began=gathered, after=commits[-1] if commits else None
+                )
+                commits.append(asyncio.create_task(commit))
+            while commits:
+                await commits.popleft()
         finally:
-            if committing is not None:  # the run is failing: drop the batch in flight, it is redone
-                committing.cancel()
-                await asyncio.wait([committing])
+            if commits:  # the run is failing: drop the batches in flight, they are redone
+                for task in commits:
+                    task.cancel()
+                await asyncio.gather(*commits, return_exceptions=True)
 
     async def _commit(
         self,
@@ -443,9 +450,13 @@ class _Run:
         producer: AIOKafkaProducer,
         writer: BatchWriter,
         plan: BatchPlan,
+        *,
         began: float,
+        after: asyncio.Task[None] | None,
     ) -> None:
         metrics = self.metrics
+        if after is not None:
+            await after  # raises if it failed: nothing later is written
         if plan.rejections:
             await self._dead_letter(producer, plan.rejections)
         await writer.commit(conn, plan)

@@ -220,3 +220,33 @@ async def test_offsets_beyond_the_broker_log_are_reported_and_nothing_is_skipped
         assert (await verify_chain(conn)).ok
     finally:
         await conn.close()
+
+
+async def test_connections_dropped_with_batches_in_flight_lose_and_duplicate_nothing(
+    kafka_bootstrap: str, database_url: str, topics: Topics
+) -> None:
+    events = event_stream(15, 6_000)
+    await produce(kafka_bootstrap, topics, events)
+    rng = random.Random(15)
+    conn = await asyncpg.connect(database_url)
+    try:
+        # Small batches: several are prepared and waiting for their commits when a drop comes.
+        async with running_projector(kafka_bootstrap, database_url, topics, batch_size=200) as metrics:
+            drops = 0
+            while drops < 3 or metrics.reconnects < 3:
+                archived = await conn.fetchval("SELECT count(*) FROM event_log")
+                assert archived < len(events), f"done after {drops} drops, {metrics.reconnects} runs ended"
+                await asyncio.sleep(rng.uniform(0.05, 0.3))
+                drops += await conn.fetchval(
+                    "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()) AS dropped"
+                )
+            await wait_until(conn, "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets", 6_000)
+        ids = [r["event_id"] for r in await conn.fetch("SELECT event_id FROM event_log ORDER BY seq")]
+        assert sorted(ids) == sorted(e.id for e in events)
+        assert await conn.fetchval("SELECT count(*) FROM rejected_events") == 0
+        report = await verify_chain(conn)
+        assert report.ok, report
+        assert await load_projection(conn) == await state_at(conn, len(ids))
+    finally:
+        await conn.close()
