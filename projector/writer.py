@@ -40,7 +40,14 @@ import asyncpg
 
 from events.models import BindDecision, Decision, Event, EvictDecision
 from events.serde import EventDecodeError, decode
-from projector.archive import GENESIS_HASH, archived_form, canonical_envelope, chain_hash, format_time
+from projector.archive import (
+    GENESIS_HASH,
+    JOB_EVENT_TYPES,
+    archived_form,
+    canonical_envelope,
+    chain_hash,
+    format_time,
+)
 from projector.errors import ProjectionDriftError
 from projector.fold import apply
 from projector.projection import (
@@ -71,7 +78,7 @@ log = logging.getLogger(__name__)
 NOTIFY_CHANNEL: Final = "tephra_projection"
 _EVENT_LOG_COLUMNS: Final = (
     "seq", "event_id", "type", "cluster", "subject", "source", "time", "data",
-    "topic", "partition", "kafka_offset", "prev_hash", "hash",
+    "topic", "partition", "kafka_offset", "prev_hash", "hash", "job",
 )  # fmt: skip
 _REJECTED_COLUMNS: Final = (
     "topic", "partition", "kafka_offset", "raw", "error", "detail", "event_id", "event_type",
@@ -319,9 +326,11 @@ class BatchWriter:
                 event_type=event_type,
             )
             digest = chain_hash(prev_hash, canonical)
+            # The job the event is about, for replay's index (migration 0004).
+            job = fields["data"].job_id if event_type in JOB_EVENT_TYPES else None
             row = (
                 seq, event_id, event_type, cluster, subject, source, time, data_text,
-                topic, partition, offset, prev_hash, digest,
+                topic, partition, offset, prev_hash, digest, job,
             )  # fmt: skip
             archive_rows.append(row)
             prev_hash = digest
