@@ -28,15 +28,25 @@ from typing import Any, Final
 import orjson
 from pydantic import AwareDatetime, TypeAdapter
 
-from events.models import EVENT_TYPES, Event
+from events.models import (
+    EVENT_TYPES,
+    Event,
+    JobCancelled,
+    JobRejected,
+    JobSubmitted,
+    TaskFinished,
+    TaskStarted,
+)
 
 __all__ = [
     "GENESIS_HASH",
+    "JOB_EVENT_TYPES",
     "archived_form",
     "canonical_data",
     "canonical_envelope",
     "chain_hash",
     "format_time",
+    "job_of_data",
 ]
 
 #: ``prev_hash`` of the first archived event.
@@ -118,6 +128,30 @@ def archived_form(event: Event) -> tuple[Event, str]:
     if time.utcoffset():  # not UTC (a zero offset is falsy)
         event = event.model_copy(update={"time": time.astimezone(UTC)})
     return event, canonical_data(fields["type"], fields["data"].model_dump(mode="json"))
+
+
+#: Types whose rows carry ``event_log.job``, the job the event is about (its id
+#: as the fold names it; migration 0004 and ``replay explain`` use the same types).
+JOB_EVENT_TYPES: Final = frozenset(
+    model.model_fields["type"].default
+    for model in (JobSubmitted, JobCancelled, JobRejected, TaskStarted, TaskFinished)
+)
+_SUBMITTED: Final = JobSubmitted.model_fields["type"].default
+
+
+def job_of_data(event_type: str, data: Any) -> str | None:
+    """``event_log.job`` of a row, from its ``data`` as parsed JSON (None for other types).
+
+    The writer reads the same from the event model (``data.job_id``); this is
+    the check's independent reading of the archived text.
+    """
+    if event_type not in JOB_EVENT_TYPES or not isinstance(data, dict):
+        return None
+    if event_type == _SUBMITTED:
+        namespace, name = data.get("namespace"), data.get("name")
+        return f"{namespace}/{name}" if isinstance(namespace, str) and isinstance(name, str) else None
+    job = data.get("job_id")
+    return job if isinstance(job, str) else None
 
 
 def canonical_envelope(

@@ -10,6 +10,7 @@ the same code as :meth:`ClusterState.from_jsonable`.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -43,6 +44,7 @@ __all__ = [
     "StagedRows",
     "Statement",
     "TouchedRows",
+    "create_staging",
     "document_json",
     "execute_writes",
     "load_projection",
@@ -148,11 +150,30 @@ def _split(rows: dict[str, int], present: dict[str, Any]) -> tuple[list[str], li
     return keep, gone
 
 
+#: Connections known to hold the staging tables (see :func:`create_staging`).
+_staging_ready: Final[weakref.WeakSet[asyncpg.Connection]] = weakref.WeakSet()
+
+
+async def create_staging(conn: asyncpg.Connection) -> None:
+    """Create the temporary staging tables once per connection, outside any transaction.
+
+    A table created in the batch's transaction would go with a rollback, so
+    only tables created here are trusted to stay; :func:`execute_writes`
+    then skips the ``CREATE .. IF NOT EXISTS`` of each commit (two round
+    trips a batch, each waiting for the event loop that folds the next one).
+    """
+    if conn not in _staging_ready:
+        await conn.execute(f"{_STAGE_TASKS}; {_STAGE_SESSIONS}")
+        _staging_ready.add(conn)
+
+
 async def execute_writes(conn: asyncpg.Connection, writes: list[ProjectionWrite]) -> None:
     """Run what :func:`projection_statements` built (inside the caller's transaction)."""
+    staged = conn in _staging_ready
     for write in writes:
         if isinstance(write, StagedRows):
-            await conn.execute(write.create)
+            if not staged:
+                await conn.execute(write.create)
             await conn.copy_records_to_table(write.stage, records=write.records, columns=write.columns)
             await conn.execute(write.upsert)
         else:

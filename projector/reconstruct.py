@@ -14,10 +14,18 @@ from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
 import asyncpg
+import orjson
 
 from events.models import Event
 from events.serde import decode
-from projector.archive import GENESIS_HASH, canonical_envelope, chain_hash, format_time
+from projector.archive import (
+    GENESIS_HASH,
+    JOB_EVENT_TYPES,
+    canonical_envelope,
+    chain_hash,
+    format_time,
+    job_of_data,
+)
 from projector.errors import ArchiveFoldMismatchError
 from projector.fold import apply
 from projector.projection import load_projection
@@ -34,6 +42,7 @@ __all__ = [
 
 _CHUNK: Final = 5_000
 _COLUMNS: Final = "seq, event_id, type, cluster, subject, source, time, data, prev_hash, hash"
+_CHECKED_COLUMNS: Final = f"{_COLUMNS}, job"
 
 Connectable: TypeAlias = asyncpg.Connection | asyncpg.Pool
 
@@ -50,11 +59,13 @@ def _canonical(row: asyncpg.Record) -> bytes:
     )
 
 
-async def _rows(conn: asyncpg.Connection, after: int, upto: int | None) -> AsyncIterator[asyncpg.Record]:
+async def _rows(
+    conn: asyncpg.Connection, after: int, upto: int | None, columns: str = _COLUMNS
+) -> AsyncIterator[asyncpg.Record]:
     """event_log rows with after < seq <= upto, in seq order, fetched in chunks (keyset paging)."""
     while True:
         rows = await conn.fetch(
-            f"SELECT {_COLUMNS} FROM event_log WHERE seq > $1 AND ($2::bigint IS NULL OR seq <= $2)"  # noqa: S608
+            f"SELECT {columns} FROM event_log WHERE seq > $1 AND ($2::bigint IS NULL OR seq <= $2)"  # noqa: S608
             " ORDER BY seq LIMIT $3",
             after,
             upto,
@@ -99,6 +110,9 @@ ChainProblem: TypeAlias = Literal[
     "broken-link",  # the row's prev_hash is not the previous row's hash (rows rewritten)
     "row-missing",  # a seq is missing (the row was deleted)
     "tail-missing",  # the archive ends before the seq the projection reflects
+    # the row's job column (not hashed: it indexes the row for `replay explain`)
+    # is not the job its data names, which would hide the event from the job's history
+    "job-mismatch",
 ]
 
 
@@ -124,7 +138,8 @@ async def verify_chain(
     """Recompute every hash from ``from_seq`` (default 1) to ``to_seq`` (default the end).
 
     The first problem found is reported with the seq of the row it concerns:
-    an edited row by its own seq, a deleted row by the missing seq.  Checking
+    an edited row by its own seq (also an edit of its ``job`` column, which
+    the hash does not cover), a deleted row by the missing seq.  Checking
     the whole archive also compares its end with ``projection_meta.seq``, so
     deleting the newest rows is caught too.
     """
@@ -141,7 +156,7 @@ async def verify_chain(
     def broken(seq: int, problem: ChainProblem, detail: str) -> ChainReport:
         return ChainReport(checked, first, last, broken_seq=seq, problem=problem, detail=detail)
 
-    async for row in _rows(conn, start - 1, to_seq):
+    async for row in _rows(conn, start - 1, to_seq, _CHECKED_COLUMNS):
         seq = row["seq"]
         if first is None:
             first = seq
@@ -153,6 +168,10 @@ async def verify_chain(
             return broken(seq, "row-edited", f"seq {seq} does not hash to its stored hash")
         if prev_hash is not None and stored_prev != prev_hash:
             return broken(seq, "broken-link", f"seq {seq} does not chain to seq {seq - 1}")
+        event_type = row["type"]
+        job = job_of_data(event_type, orjson.loads(row["data"])) if event_type in JOB_EVENT_TYPES else None
+        if row["job"] != job:
+            return broken(seq, "job-mismatch", f"seq {seq} has job {row['job']!r}, its data names {job!r}")
         prev_hash = stored_hash
         expected_seq = seq + 1
         checked += 1

@@ -22,7 +22,7 @@ import asyncpg
 
 from events.models import SessionCommitted, SessionPart
 from events.serde import EventDecodeError, decode
-from projector.archive import GENESIS_HASH, canonical_envelope, format_time
+from projector.archive import GENESIS_HASH, JOB_EVENT_TYPES, canonical_envelope, format_time
 from projector.state import ClusterState, SessionRecord, session_from_json
 from replay.archive import ArchivedEvent
 from replay.errors import ArchiveError, ArchiveUnavailable, UnknownSession
@@ -33,16 +33,11 @@ __all__ = ["ArchiveReader", "open_archive"]
 _COLUMNS: Final = "seq, event_id, type, cluster, subject, source, time, data::text AS data, prev_hash, hash"
 _SESSION: Final = SessionCommitted.model_fields["type"].default
 _PART: Final = SessionPart.model_fields["type"].default
-_JOB_EVENTS: Final = (
-    "tephra.job.cancelled.v1",
-    "tephra.job.rejected.v1",
-    "tephra.task.started.v1",
-    "tephra.task.finished.v1",
-)
+_JOB_EVENTS: Final = sorted(JOB_EVENT_TYPES)
 _BATCH: Final = 5_000
-# $1 namespace, $2 name, $3 job id, $4 SessionCommitted, $5 {"job": id}, $6 {"preemptor_job": id},
-# $7 SessionPart.  The submission and the job's own events are found through the expression
-# indexes of migration 0003 (their types are literals here so the partial indexes apply).
+# $1 job id, $2 SessionCommitted, $3 {"job": id}, $4 {"preemptor_job": id}, $5 SessionPart.
+# The submission and the job's own events are found through event_log.job and its partial index
+# (migration 0004; the types are literals, so the planner sees only those rows carry a job).
 # Sessions and parts are cast to jsonb once (OFFSET 0 keeps a subquery from being inlined, which
 # would repeat the cast) and, in the same pass, trimmed to the job (see ArchiveReader.job_history)
 # when they name it: its pending entry (in a marker, or in a part when the reasons did not fit the
@@ -56,35 +51,31 @@ _JOB_HISTORY: Final = """
                    'decisions', coalesce(
                        (SELECT jsonb_agg(d.value ORDER BY d.n)
                           FROM jsonb_array_elements(doc->'decisions') WITH ORDINALITY AS d(value, n)
-                         WHERE d.value->>'job' = $3 OR d.value->>'preemptor_job' = $3),
+                         WHERE d.value->>'job' = $1 OR d.value->>'preemptor_job' = $1),
                        '[]'::jsonb),
                    'pending', coalesce(
                        (SELECT jsonb_agg(p.value ORDER BY p.n)
                           FROM jsonb_array_elements(doc->'pending') WITH ORDINALITY AS p(value, n)
-                         WHERE p.value->>'job' = $3),
+                         WHERE p.value->>'job' = $1),
                        '[]'::jsonb)))::text END AS data
           FROM (SELECT s.*, doc->>'session_id' AS session_id,
-                       coalesce(doc->'pending' @> jsonb_build_array($5::jsonb), false)
-                         OR coalesce(doc->'decisions' @> jsonb_build_array($5::jsonb), false)
-                         OR coalesce(doc->'decisions' @> jsonb_build_array($6::jsonb), false) AS names,
-                       type = $4 AND coalesce((doc->>'parts')::int, 0) > 0 AS split
+                       coalesce(doc->'pending' @> jsonb_build_array($3::jsonb), false)
+                         OR coalesce(doc->'decisions' @> jsonb_build_array($3::jsonb), false)
+                         OR coalesce(doc->'decisions' @> jsonb_build_array($4::jsonb), false) AS names,
+                       type = $2 AND coalesce((doc->>'parts')::int, 0) > 0 AS split
                   FROM (SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash,
                                data::jsonb AS doc
-                          FROM event_log WHERE type IN ($4, $7) OFFSET 0) AS s
+                          FROM event_log WHERE type IN ($2, $5) OFFSET 0) AS s
                 OFFSET 0) AS m
     )
     SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash,
            data::text AS data, false AS trimmed
       FROM event_log
-     WHERE type = 'tephra.job.submitted.v1' AND data->>'namespace' = $1 AND data->>'name' = $2
-    UNION ALL
-    SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, data::text, false
-      FROM event_log
-     WHERE type IN ({job_events}) AND data->>'job_id' = $3
+     WHERE job = $1 AND type IN ({job_events})
     UNION ALL
     SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, data, true
       FROM sessions
-     WHERE names OR (split AND session_id IN (SELECT session_id FROM sessions WHERE names AND type = $7))
+     WHERE names OR (split AND session_id IN (SELECT session_id FROM sessions WHERE names AND type = $5))
     ORDER BY seq
 """.replace("{job_events}", ", ".join(f"'{t}'" for t in _JOB_EVENTS))
 
@@ -233,13 +224,10 @@ class ArchiveReader:
         neither sent nor decoded whole.  Those events are views, not archive rows: their ``canonical``
         is empty and they are not for chain checks (:meth:`rows` is).
         """
-        namespace, _, name = job.partition("/")
         mention = json.dumps({"job": job})
         preemptor = json.dumps({"preemptor_job": job})
         rows = await self._conn.fetch(
             _JOB_HISTORY,
-            namespace,
-            name,
             job,
             _SESSION,
             mention,

@@ -1,0 +1,111 @@
+"""Migration 0004: an archive written before it upgrades, and what it changes is used."""
+
+from __future__ import annotations
+
+import json
+
+import asyncpg
+import pytest
+
+from projector import migrate
+from projector.migrate import apply_migrations
+from projector.reconstruct import verify_chain
+from projector.writer import BatchWriter
+from replay.store import _JOB_HISTORY
+from tests.projector.helpers import create_database, drop_database, records
+from tests.projector.streams import CLUSTER, event_stream
+
+pytestmark = pytest.mark.integration
+
+_ARCHIVE_COLUMNS = (
+    "seq, event_id, type, cluster, subject, source, time, data, topic, partition, kafka_offset,"
+    " recorded_at, prev_hash, hash"
+)
+
+
+async def test_an_archive_from_before_0004_gets_the_job_column_the_writer_writes(
+    database_url: str, postgres_admin_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    new = await asyncpg.connect(database_url)
+    old_dsn = await create_database(postgres_admin_dsn)
+    old = await asyncpg.connect(old_dsn)
+    try:
+        await apply_migrations(new)
+        writer = await BatchWriter.load(new, consumer="c", cluster=CLUSTER)
+        await writer.write(new, records(event_stream(5, 600)))
+        written = {r["seq"]: r["job"] for r in await new.fetch("SELECT seq, job FROM event_log")}
+        assert sum(job is not None for job in written.values()) > 100
+
+        # The same archive rows in a database migrated only up to 0003.
+        shipped = migrate.available_migrations()
+        monkeypatch.setattr(migrate, "available_migrations", lambda: [m for m in shipped if m.version <= 3])
+        assert await apply_migrations(old) == [1, 2, 3]
+        monkeypatch.undo()
+        rows = await new.fetch(f"SELECT {_ARCHIVE_COLUMNS} FROM event_log ORDER BY seq")
+        await old.copy_records_to_table(
+            "event_log", records=[tuple(r) for r in rows], columns=_ARCHIVE_COLUMNS.split(", ")
+        )
+        await old.execute("UPDATE projection_meta SET seq = $1", writer.state.seq)
+
+        assert await apply_migrations(old) == [4]
+        upgraded = {r["seq"]: r["job"] for r in await old.fetch("SELECT seq, job FROM event_log")}
+        assert upgraded == written
+        assert (await verify_chain(old)).ok
+        indexes = {
+            r[0] for r in await old.fetch("SELECT indexname FROM pg_indexes WHERE tablename = 'event_log'")
+        }
+        assert "event_log_job" in indexes
+        assert not indexes & {"event_log_job_submitted", "event_log_job_events"}
+    finally:
+        await old.close()
+        await new.close()
+        await drop_database(postgres_admin_dsn, old_dsn)
+
+
+async def test_a_jobs_history_is_read_through_the_job_index(database_url: str) -> None:
+    conn = await asyncpg.connect(database_url)
+    try:
+        await apply_migrations(conn)
+        writer = await BatchWriter.load(conn, consumer="c", cluster=CLUSTER)
+        await writer.write(conn, records(event_stream(5, 600)))
+        await conn.execute("ANALYZE event_log")
+        job = await conn.fetchval("SELECT job FROM event_log WHERE job IS NOT NULL LIMIT 1")
+        # Small tables favour sequential scans; without them the planner must find the index.
+        await conn.execute("SET enable_seqscan = off")
+        plan = "\n".join(
+            r[0]
+            for r in await conn.fetch(
+                f"EXPLAIN {_JOB_HISTORY}",
+                job,
+                "tephra.session.committed.v1",
+                json.dumps({"job": job}),
+                json.dumps({"preemptor_job": job}),
+                "tephra.session.part.v1",
+            )
+        )
+    finally:
+        await conn.close()
+    assert "event_log_job" in plan, plan
+
+
+async def test_snapshots_are_compressed_with_lz4_where_the_server_has_it(database_url: str) -> None:
+    conn = await asyncpg.connect(database_url)
+    try:
+        await apply_migrations(conn)
+        has_lz4 = await conn.fetchval(
+            "SELECT 'lz4' = ANY (enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
+        )
+        method = await conn.fetchval(
+            "SELECT attcompression::text FROM pg_attribute"
+            " WHERE attrelid = 'state_snapshots'::regclass AND attname = 'state'"
+        )
+        assert method == ("l" if has_lz4 else "")  # "": the server default (pglz)
+        # A large document (compressed either way) reads back as written.
+        state = json.dumps({"sessions": [{"session_id": f"s-{i}", "seq": i} for i in range(20_000)]})
+        await conn.execute("INSERT INTO state_snapshots (seq, state) VALUES (1, $1::json)", state)
+        assert await conn.fetchval("SELECT state::text FROM state_snapshots WHERE seq = 1") == state
+        assert await conn.fetchval(
+            "SELECT pg_column_size(state) < octet_length(state::text) FROM state_snapshots"
+        )
+    finally:
+        await conn.close()
