@@ -109,3 +109,15 @@ async def test_snapshots_are_compressed_with_lz4_where_the_server_has_it(databas
         )
     finally:
         await conn.close()
+
+
+async def test_a_new_archive_is_not_analysed_as_empty(database_url: str) -> None:
+    """Statistics taken of the empty table would say "empty" for good (reltuples 0; never
+    analysed is -1): the duplicate check's generic plan, made in the projector's first
+    seconds, was then a sequential scan for as long as the run lasted."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        await apply_migrations(conn)
+        assert await conn.fetchval("SELECT reltuples FROM pg_class WHERE relname = 'event_log'") < 0
+    finally:
+        await conn.close()
