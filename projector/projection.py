@@ -125,10 +125,14 @@ _UPSERT_SESSIONS: Final = (
     " config_version = EXCLUDED.config_version, now = EXCLUDED.now,"
     " accepted = EXCLUDED.accepted, voided = EXCLUDED.voided, doc = EXCLUDED.doc"
 )
+_JOB_COLUMNS: Final = ("id", "namespace", "name", "queue", "phase", "phase_reason", "created", "seq", "spec")
+_STAGE_JOBS: Final = (
+    "CREATE TEMP TABLE IF NOT EXISTS tephra_stage_jobs (id text, namespace text, name text, queue text,"
+    " phase text, phase_reason text, created timestamptz, seq bigint, spec jsonb) ON COMMIT DELETE ROWS"
+)
 _INSERT_JOBS: Final = (
     "INSERT INTO jobs (id, namespace, name, queue, phase, phase_reason, created, seq, spec)"
-    " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],"
-    " $6::text[], $7::timestamptz[], $8::bigint[], $9::jsonb[])"
+    " SELECT id, namespace, name, queue, phase, phase_reason, created, seq, spec FROM tephra_stage_jobs"
     " ON CONFLICT (id) DO UPDATE SET namespace = EXCLUDED.namespace, name = EXCLUDED.name,"
     " queue = EXCLUDED.queue, phase = EXCLUDED.phase, phase_reason = EXCLUDED.phase_reason,"
     " created = EXCLUDED.created, seq = EXCLUDED.seq, spec = EXCLUDED.spec"
@@ -163,7 +167,7 @@ async def create_staging(conn: asyncpg.Connection) -> None:
     trips a batch, each waiting for the event loop that folds the next one).
     """
     if conn not in _staging_ready:
-        await conn.execute(f"{_STAGE_TASKS}; {_STAGE_SESSIONS}")
+        await conn.execute(f"{_STAGE_TASKS}; {_STAGE_SESSIONS}; {_STAGE_JOBS}")
         _staging_ready.add(conn)
 
 
@@ -264,22 +268,12 @@ def _job_statements(
                 del spec[name]
             specs.append(_dumps(spec))
         if keep:
-            out.append(
-                (
-                    _INSERT_JOBS,
-                    (
-                        keep,
-                        [j.namespace for j in jobs],
-                        [j.name for j in jobs],
-                        [j.queue for j in jobs],
-                        [j.phase for j in jobs],
-                        [j.phase_reason for j in jobs],
-                        [j.created for j in jobs],
-                        [max(new[j.id], changed.get(j.id, 0)) for j in jobs],
-                        specs,
-                    ),
-                )
-            )
+            rows = [
+                (j.id, j.namespace, j.name, j.queue, j.phase, j.phase_reason, j.created,
+                 max(new[j.id], changed.get(j.id, 0)), spec)
+                for j, spec in zip(jobs, specs, strict=True)
+            ]  # fmt: skip
+            out.append(StagedRows(_STAGE_JOBS, "tephra_stage_jobs", _JOB_COLUMNS, rows, _INSERT_JOBS))
         _delete(out, "jobs", "id", gone)
     updates = {k: v for k, v in changed.items() if k not in new}
     if updates:
