@@ -29,6 +29,7 @@ import orjson
 from pydantic import AwareDatetime, TypeAdapter
 
 from events.models import EVENT_TYPES, Event
+from projector.jsonform import json_form
 
 __all__ = [
     "GENESIS_HASH",
@@ -117,7 +118,9 @@ def archived_form(event: Event) -> tuple[Event, str]:
     time = fields["time"]
     if time.utcoffset():  # not UTC (a zero offset is falsy)
         event = event.model_copy(update={"time": time.astimezone(UTC)})
-    return event, canonical_data(fields["type"], fields["data"].model_dump(mode="json"))
+    # json_form, not model_dump (measured on the bench stream: 15k instructions an
+    # event, model_dump 32k).
+    return event, canonical_data(fields["type"], json_form(fields["data"]))
 
 
 def canonical_envelope(
