@@ -42,6 +42,7 @@ from events.models import (
     TaskSpec,
     Toleration,
 )
+from projector.jsonform import json_form
 
 __all__ = [
     "JOB_PHASES",
@@ -453,7 +454,7 @@ def node_to_json(n: NodeState) -> dict[str, Any]:
         "name": n.name,
         "allocatable": n.allocatable,
         "labels": n.labels,
-        "taints": [t.model_dump(mode="json") for t in n.taints],
+        "taints": [json_form(t) for t in n.taints],
         "unschedulable": n.unschedulable,
         "ready": n.ready,
         "created": _time(n.created),
@@ -493,7 +494,7 @@ def job_to_json(j: JobState) -> dict[str, Any]:
 def _task_specs_json(j: JobState) -> list[dict[str, Any]]:
     cached = j.task_specs_json
     if cached is None:
-        cached = j.task_specs_json = [s.model_dump(mode="json") for s in j.task_specs]
+        cached = j.task_specs_json = [json_form(s) for s in j.task_specs]
     return cached
 
 
@@ -528,11 +529,6 @@ def _task_spec(doc: dict[str, Any], specs: dict[bytes, TaskSpec] | None) -> Task
     return spec
 
 
-# PendingJob.model_dump without its Python wrapper: half the cost, and every
-# session's document (one per committed session) carries a few.
-_pending_json: Final = PendingJob.__pydantic_serializer__.to_python
-
-
 def session_to_json(s: SessionRecord) -> dict[str, Any]:
     return {
         "session_id": s.session_id,
@@ -553,7 +549,7 @@ def session_to_json(s: SessionRecord) -> dict[str, Any]:
             }
             for v in s.voided
         ],
-        "pending": [_pending_json(p, mode="json") for p in s.pending],
+        "pending": [json_form(p) for p in s.pending],
         "pending_digest": s.pending_digest,
         "input_digest": s.input_digest,
         "logic_flags": list(s.logic_flags),
