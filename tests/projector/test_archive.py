@@ -27,7 +27,7 @@ def _with_arguments(arguments: dict[str, Any]) -> SchedulerConfigured:
 
 
 def _archived_canonical(event: Event) -> bytes:
-    archived, data, time = archived_form(event)
+    archived, data, time, _ = archived_form(event)
     assert time == format_time(archived.time)
     return canonical_envelope(
         cluster=archived.cluster,
@@ -121,7 +121,7 @@ def test_format_time_of_decoded_events() -> None:
 @pytest.mark.parametrize("offset", [timedelta(hours=5, minutes=30), timedelta(microseconds=-1), timedelta(0)])
 def test_the_archived_form_is_in_utc(offset: timedelta) -> None:
     event = queue_deleted_at(datetime(2026, 3, 1, 12, 0, 0, 250, tzinfo=timezone(offset)))
-    archived, _, time = archived_form(event)
+    archived, _, time, _ = archived_form(event)
     assert archived.time == event.time
     assert archived.time.utcoffset() == timedelta(0)
     assert time == format_time(archived.time) == format_time(event.time.astimezone(UTC))
