@@ -170,6 +170,10 @@ class JobState:
     #: Cache of ``task_specs`` as JSON values (they never change once submitted);
     #: every snapshot and the job's projection row need them.
     task_specs_json: list[dict[str, Any]] | None = field(default=None, compare=False, repr=False)
+    #: Cache of ``created``'s text: every snapshot writes every job's, and isoformat()
+    #: of a decoded time costs ~12k instructions (measured: a snapshot at 60k events
+    #: 333M -> 223M instructions).
+    created_json: str | None = field(default=None, compare=False, repr=False)
 
 
 # Not frozen (like the rest of the state): the fold builds one per refused decision,
@@ -484,11 +488,18 @@ def job_to_json(j: JobState) -> dict[str, Any]:
         "min_resources": j.min_resources,
         "phase": j.phase,
         "phase_reason": j.phase_reason,
-        "created": _time(j.created),
+        "created": _created_json(j),
         "annotations": j.annotations,
         "labels": j.labels,
         "task_specs": _task_specs_json(j),
     }
+
+
+def _created_json(j: JobState) -> str:
+    cached = j.created_json
+    if cached is None:
+        cached = j.created_json = _time(j.created)
+    return cached
 
 
 def _task_specs_json(j: JobState) -> list[dict[str, Any]]:
