@@ -37,6 +37,7 @@ from events.models import (
     TaskFinished,
     TaskStarted,
 )
+from projector.jsonform import json_form
 
 __all__ = [
     "GENESIS_HASH",
@@ -117,17 +118,29 @@ def format_time(value: datetime) -> str:
     if offset is None or offset:
         # (pydantic writes an offset under a second as "Z": checked here, not by the text)
         raise ValueError(f"archived timestamps are UTC, got {value!r}")
+    return _utc_text(value)
+
+
+def _utc_text(value: datetime) -> str:
+    """format_time's text of a datetime known to be UTC."""
     text: str = _time_text(value, mode="json")
     return text
 
 
-def archived_form(event: Event) -> tuple[Event, str]:
-    """The event as archived (time in UTC) and the canonical JSON text of its ``data``."""
+def archived_form(event: Event) -> tuple[Event, str, str]:
+    """The event as archived (time in UTC), the canonical JSON text of its ``data``
+    and its time's text (:func:`format_time`)."""
     fields = vars(event)  # the fields from __dict__ (measured: cheaper than attribute reads)
     time = fields["time"]
-    if time.utcoffset():  # not UTC (a zero offset is falsy)
-        event = event.model_copy(update={"time": time.astimezone(UTC)})
-    return event, canonical_data(fields["type"], fields["data"].model_dump(mode="json"))
+    # One utcoffset() for both the normalisation and the text: a call on a decoded
+    # time (pydantic's TzInfo) costs 2.1k instructions.
+    if time.utcoffset():  # not UTC (a zero offset is falsy; the models' times are aware)
+        time = time.astimezone(UTC)
+        event = event.model_copy(update={"time": time})
+    # json_form, not model_dump (measured on the bench stream: 15k instructions an
+    # event, model_dump 32k).
+    data = json_form(fields["data"])
+    return event, canonical_data(fields["type"], data), _utc_text(time)
 
 
 #: Types whose rows carry ``event_log.job``, the job the event is about (its id

@@ -40,14 +40,7 @@ import asyncpg
 
 from events.models import BindDecision, Decision, Event, EvictDecision
 from events.serde import EventDecodeError, decode
-from projector.archive import (
-    GENESIS_HASH,
-    JOB_EVENT_TYPES,
-    archived_form,
-    canonical_envelope,
-    chain_hash,
-    format_time,
-)
+from projector.archive import GENESIS_HASH, JOB_EVENT_TYPES, archived_form, canonical_envelope, chain_hash
 from projector.errors import ProjectionDriftError
 from projector.fold import apply
 from projector.projection import (
@@ -315,7 +308,7 @@ class BatchWriter:
             if item.cluster != self.cluster:
                 plan.foreign += 1
                 continue
-            event, data_text = archived_form(item)
+            event, data_text, time_text = archived_form(item)
             outcome = apply(state, seq + 1, event)
             if outcome.invalid is not None:
                 plan.rejections.append(
@@ -336,7 +329,7 @@ class BatchWriter:
                 event_id=event_id,
                 source=source,
                 subject=subject,
-                time=format_time(time),
+                time=time_text,
                 event_type=event_type,
             )
             digest = chain_hash(prev_hash, canonical)

@@ -175,7 +175,7 @@ class LiveRun:
 
     def append(self, event: Event) -> ArchivedRow:
         """Archive one event: fold it (it must apply) and chain it."""
-        archived, data = archived_form(event)
+        archived, data, time = archived_form(event)
         seq = len(self.rows) + 1
         outcome = apply(self.state, seq, archived)
         if not outcome.applied:
@@ -189,7 +189,7 @@ class LiveRun:
             event_id=archived.id,
             source=archived.source,
             subject=archived.subject,
-            time=format_time(archived.time),
+            time=time,
             event_type=archived.type,
         )
         row = ArchivedRow(seq, archived, data, prev, chain_hash(prev, canonical))

@@ -27,14 +27,15 @@ def _with_arguments(arguments: dict[str, Any]) -> SchedulerConfigured:
 
 
 def _archived_canonical(event: Event) -> bytes:
-    archived, data = archived_form(event)
+    archived, data, time = archived_form(event)
+    assert time == format_time(archived.time)
     return canonical_envelope(
         cluster=archived.cluster,
         data=data,
         event_id=archived.id,
         source=archived.source,
         subject=archived.subject,
-        time=format_time(archived.time),
+        time=time,
         event_type=archived.type,
     )
 
@@ -115,3 +116,17 @@ def test_format_time_of_decoded_events() -> None:
     for event in event_stream(5, 2_000):
         decoded = decode(encode(event))
         assert format_time(decoded.time) == _format_time_before(decoded.time)
+
+
+@pytest.mark.parametrize("offset", [timedelta(hours=5, minutes=30), timedelta(microseconds=-1), timedelta(0)])
+def test_the_archived_form_is_in_utc(offset: timedelta) -> None:
+    event = queue_deleted_at(datetime(2026, 3, 1, 12, 0, 0, 250, tzinfo=timezone(offset)))
+    archived, _, time = archived_form(event)
+    assert archived.time == event.time
+    assert archived.time.utcoffset() == timedelta(0)
+    assert time == format_time(archived.time) == format_time(event.time.astimezone(UTC))
+    assert _archived_canonical(event) == canonical_json(archived)
+
+
+def queue_deleted_at(time: datetime) -> QueueDeleted:
+    return QueueDeleted(id="q", source="s", time=time, cluster="c", data=QueueDeletedData(name="q"))

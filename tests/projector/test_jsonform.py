@@ -1,0 +1,120 @@
+"""json_form gives what model_dump(mode="json") gives, for every model of the catalogue."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import orjson
+import pytest
+from hypothesis import given
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, computed_field, field_serializer
+
+from events.models import Event, PendingJob, PendingReason, SessionPartData
+from projector.jsonform import json_form
+from tests.events.samples import sample_events
+from tests.events.test_properties import ROUND_TRIPS, jobs, nodes
+from tests.projector.streams import event_stream
+
+
+def _same(model: BaseModel) -> None:
+    expected = model.model_dump(mode="json")
+    found = json_form(model)
+    assert found == expected
+    # Equal text too: == would take True for 1.
+    assert orjson.dumps(found, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+        expected, option=orjson.OPT_SORT_KEYS
+    )
+
+
+@pytest.mark.parametrize("event", sample_events(), ids=lambda e: e.type)
+def test_samples(event: Event) -> None:
+    _same(event.data)
+
+
+def test_a_stream() -> None:
+    for event in event_stream(5, 3_000, invalid_rate=0.05):
+        _same(event.data)
+
+
+@ROUND_TRIPS
+@given(jobs)
+def test_jobs(event: Event) -> None:
+    _same(event.data)
+
+
+@ROUND_TRIPS
+@given(nodes)
+def test_nodes(event: Event) -> None:
+    _same(event.data)
+
+
+def test_a_wrap_serializer_still_edits_the_form() -> None:
+    with_pending = SessionPartData(
+        session_id="s",
+        index=0,
+        pending=[PendingJob(job="a/b", reasons=[PendingReason(code="c", message="m")])],
+    )
+    _same(with_pending)
+    _same(SessionPartData(session_id="s", index=1))
+    assert "pending" not in json_form(SessionPartData(session_id="s", index=1))
+
+
+class _Serialized(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    n: int
+
+    @field_serializer("n")
+    def _double(self, n: int) -> int:
+        return 2 * n
+
+
+class _Computed(BaseModel):
+    n: int
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def twice(self) -> int:
+        return 2 * self.n
+
+
+class _Aliased(BaseModel):
+    model_config = ConfigDict(serialize_by_alias=True)
+    n: int = Field(serialization_alias="N")
+
+
+class _Excluded(BaseModel):
+    n: int
+    secret: str = Field(default="x", exclude=True)
+
+
+class _Mixed(BaseModel):
+    when: datetime
+    free: dict[str, Any]
+    ratio: float
+    nested: list[_Serialized]
+    shouted: Annotated[str, PlainSerializer(str.upper)]
+    maybe: Annotated[dict[str, int], PlainSerializer(sorted)] | None = None
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        _Serialized(n=2),
+        _Computed(n=2),
+        _Aliased(n=2),
+        _Excluded(n=2),
+        _Mixed(
+            when=datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC),
+            free={"f": 1e-7, "d": datetime(2026, 1, 1, tzinfo=UTC), "b": b"x"},
+            ratio=float("inf"),
+            nested=[_Serialized(n=1)],
+            shouted="a",
+            maybe={"b": 1, "a": 2},
+        ),
+        _Mixed(when=datetime(2026, 1, 1, tzinfo=UTC), free={}, ratio=0.5, nested=[], shouted="b"),
+    ],
+    ids=lambda m: type(m).__name__,
+)
+def test_what_it_does_not_derive_pydantic_serialises(model: BaseModel) -> None:
+    assert json_form(model) == model.model_dump(mode="json")
