@@ -13,13 +13,14 @@ one life of the connections:
    in ``consumer_offsets`` — 0 when there is none;
 4. loop: gather a batch (by count, or after ``linger_ms``), decode and fold
    it, produce its rejections to the dead-letter topic, then commit it to
-   PostgreSQL in one transaction.  Two stages overlap: while batch N
-   commits (a task on the writer's connection), batch N+1 is gathered,
-   decoded and folded (handing the event loop back every
-   ``COOPERATIVE_CHUNK`` records, so the commit's round trips go on; the
-   duplicate check runs on a second connection while the batch decodes).  Batch N+1 starts committing
-   only after batch N has, so commits stay in order and one failure ends the
-   run before anything later is written.
+   PostgreSQL in one transaction.  Two stages overlap: while batches
+   commit (up to ``COMMITS_IN_FLIGHT``, a task each on the writer's
+   connection), the next batch is gathered, decoded and folded (handing the
+   event loop back every ``COOPERATIVE_CHUNK`` records, so the commits'
+   round trips go on; the duplicate check runs on a second connection while
+   the batch decodes).  Each commit starts only after the one before it has
+   ended, so commits stay in order and one failure ends the run before
+   anything later is written.
 
 Connection failures of either side end the run; the supervisor logs them,
 counts a reconnect, waits with capped backoff and starts a new run.  Nothing
