@@ -67,8 +67,7 @@ class StagedRows:
     more than the rows themselves; COPY encodes rows without that.
     """
 
-    create: str  # the staging table (per connection; emptied at commit)
-    stage: str
+    stage: str  # the staging table (see create_staging; emptied at commit)
     columns: tuple[str, ...]
     records: list[tuple[Any, ...]]
     upsert: str
@@ -161,10 +160,9 @@ _staging_ready: Final[weakref.WeakSet[asyncpg.Connection]] = weakref.WeakSet()
 async def create_staging(conn: asyncpg.Connection) -> None:
     """Create the temporary staging tables once per connection, outside any transaction.
 
-    A table created in the batch's transaction would go with a rollback, so
-    only tables created here are trusted to stay; :func:`execute_writes`
-    then skips the ``CREATE .. IF NOT EXISTS`` of each commit (two round
-    trips a batch, each waiting for the event loop that folds the next one).
+    Outside: a table created in the batch's transaction would go with a
+    rollback.  Once, not in every commit: each round trip of a commit waits
+    for the event loop, which folds the next batch meanwhile.
     """
     if conn not in _staging_ready:
         await conn.execute(f"{_STAGE_TASKS}; {_STAGE_SESSIONS}; {_STAGE_JOBS}")
@@ -172,12 +170,10 @@ async def create_staging(conn: asyncpg.Connection) -> None:
 
 
 async def execute_writes(conn: asyncpg.Connection, writes: list[ProjectionWrite]) -> None:
-    """Run what :func:`projection_statements` built (inside the caller's transaction)."""
-    staged = conn in _staging_ready
+    """Run what :func:`projection_statements` built (inside the caller's transaction,
+    after :func:`create_staging`)."""
     for write in writes:
         if isinstance(write, StagedRows):
-            if not staged:
-                await conn.execute(write.create)
             await conn.copy_records_to_table(write.stage, records=write.records, columns=write.columns)
             await conn.execute(write.upsert)
         else:
@@ -230,9 +226,7 @@ def projection_statements(state: ClusterState, touched: TouchedRows) -> list[Pro
                 (k, t.job, t.role, t.index, t.status, t.node, rows[k])
                 for k, t in zip(keep, tasks, strict=True)
             ]
-            out.append(
-                StagedRows(_STAGE_TASKS, "tephra_stage_tasks", _TASK_COLUMNS, task_rows, _UPSERT_TASKS)
-            )
+            out.append(StagedRows("tephra_stage_tasks", _TASK_COLUMNS, task_rows, _UPSERT_TASKS))
         _delete(out, "tasks", "id", gone)
     return out
 
@@ -252,7 +246,7 @@ def session_statement(records: Sequence[SessionRecord]) -> StagedRows | None:
         )
         for s in records
     ]  # fmt: skip
-    return StagedRows(_STAGE_SESSIONS, "tephra_stage_sessions", _SESSION_COLUMNS, rows, _UPSERT_SESSIONS)
+    return StagedRows("tephra_stage_sessions", _SESSION_COLUMNS, rows, _UPSERT_SESSIONS)
 
 
 def _job_statements(
@@ -273,7 +267,7 @@ def _job_statements(
                  max(new[j.id], changed.get(j.id, 0)), spec)
                 for j, spec in zip(jobs, specs, strict=True)
             ]  # fmt: skip
-            out.append(StagedRows(_STAGE_JOBS, "tephra_stage_jobs", _JOB_COLUMNS, rows, _INSERT_JOBS))
+            out.append(StagedRows("tephra_stage_jobs", _JOB_COLUMNS, rows, _INSERT_JOBS))
         _delete(out, "jobs", "id", gone)
     updates = {k: v for k, v in changed.items() if k not in new}
     if updates:
