@@ -225,7 +225,7 @@ async def test_offsets_beyond_the_broker_log_are_reported_and_nothing_is_skipped
 async def test_connections_dropped_with_batches_in_flight_lose_and_duplicate_nothing(
     kafka_bootstrap: str, database_url: str, topics: Topics
 ) -> None:
-    events = event_stream(15, 6_000)
+    events = event_stream(15, 30_000)
     await produce(kafka_bootstrap, topics, events)
     rng = random.Random(15)
     conn = await asyncpg.connect(database_url)
@@ -241,7 +241,9 @@ async def test_connections_dropped_with_batches_in_flight_lose_and_duplicate_not
                     "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                     " WHERE datname = current_database() AND pid <> pg_backend_pid()) AS dropped"
                 )
-            await wait_until(conn, "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets", 6_000)
+            await wait_until(
+                conn, "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets", len(events)
+            )
         ids = [r["event_id"] for r in await conn.fetch("SELECT event_id FROM event_log ORDER BY seq")]
         assert sorted(ids) == sorted(e.id for e in events)
         assert await conn.fetchval("SELECT count(*) FROM rejected_events") == 0
