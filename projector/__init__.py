@@ -10,15 +10,38 @@ Modules, one responsibility each:
 * :mod:`projector.writer` — one batch of records -> one PostgreSQL transaction;
 * :mod:`projector.reconstruct` — ``state_at``, ``load_projection``, ``verify_chain``;
 * :mod:`projector.progress` — read-your-writes: ``wait_for_session``, ``wait_for_event``, ``wait_for_seq``;
-* :mod:`projector.service` — the consumer service (``run_projector``); ``python -m projector``.
+* :mod:`projector.service` — the consumer service (``run_projector``); ``python -m projector``;
+* :mod:`projector.native` — whether compiled (mypyc) modules or their sources run.
 
 The scheduler builds its snapshot from :class:`~projector.state.ClusterState`
 (``load_projection`` at the live seq, ``state_at`` for replay) and, after
 publishing a SessionCommitted, calls ``wait_for_session`` before its next
 session.
+
+Importing the package first decides whether the per-event modules (archive,
+fold, jsonform, projection, state, writer), compiled by ``pip install``, run
+compiled or from their sources; :data:`PROJECTOR_FORM` says which and why.
 """
 
-from projector.fold import FoldOutcome, apply
-from projector.state import ClusterState
+from pathlib import Path
 
-__all__ = ["ClusterState", "FoldOutcome", "apply"]
+from projector.native import CompiledUnit, choose_form, loaded_compiled
+
+PROJECTOR = CompiledUnit("projector", Path(__file__).resolve().parent, every_module=False)
+"""The compiled unit: the modules setup.py lists (its build record names them)."""
+
+PROJECTOR_FORM = choose_form(PROJECTOR)
+
+# After the choice: these load the chosen form.
+from projector.fold import FoldOutcome, apply  # noqa: E402
+from projector.state import ClusterState  # noqa: E402
+
+
+def projector_compiled() -> bool:
+    """Whether the loaded per-event modules are the compiled extensions."""
+    from projector import fold  # noqa: PLC0415 - the question is about what this loads
+
+    return loaded_compiled(fold)
+
+
+__all__ = ["PROJECTOR_FORM", "ClusterState", "FoldOutcome", "apply", "projector_compiled"]

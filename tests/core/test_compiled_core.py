@@ -1,4 +1,4 @@
-"""The mypyc-compiled core (setup.py, scheduler/native.py): same sessions, and never stale."""
+"""The mypyc-compiled core (setup.py, projector/native.py): same sessions, and never stale."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import scheduler
-from scheduler import native
+from projector import native
+from projector.native import CompiledUnit
 from scheduler.native import core_compiled
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,7 +72,7 @@ def test_conformance_output_is_byte_identical_in_both_forms() -> None:
 
 
 @pytest.fixture
-def fake_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def fake_core(tmp_path: Path) -> CompiledUnit:
     """A core folder with two compiled modules and the build record setup.py writes."""
     (tmp_path / "plugins").mkdir()
     for name in ("session.py", "plugins/gang.py"):
@@ -85,63 +86,62 @@ def fake_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # A library that importlib finds (any importable top-level module will do).
     record = {"sources": sources, "libraries": ["json"]}
     (tmp_path / "compiled_sources.json").write_text(json.dumps(record))
-    monkeypatch.setattr(native, "_CORE", tmp_path)
-    monkeypatch.setattr(native, "_MANIFEST", tmp_path / "compiled_sources.json")
-    return tmp_path
+    return CompiledUnit("scheduler.core", tmp_path, every_module=True)
 
 
-def test_a_current_build_is_used(fake_core: Path) -> None:
-    assert native._compiled_state() == (True, "")
+def test_a_current_build_is_used(fake_core: CompiledUnit) -> None:
+    assert native.compiled_state(fake_core) == (True, "")
 
 
-def test_an_edited_source_is_loaded_from_source(fake_core: Path) -> None:
-    (fake_core / "plugins/gang.py").write_text("# edited\n")
-    compiled, why = native._compiled_state()
+def test_an_edited_source_is_loaded_from_source(fake_core: CompiledUnit) -> None:
+    (fake_core.root / "plugins/gang.py").write_text("# edited\n")
+    compiled, why = native.compiled_state(fake_core)
     assert not compiled
     assert why == "scheduler/core/plugins/gang.py changed since it was compiled (reinstall: pip install -e .)"
 
 
-def test_a_new_module_is_loaded_from_source(fake_core: Path) -> None:
-    (fake_core / "extra.py").write_text("")
-    assert native._compiled_state() == (
+def test_a_new_module_is_loaded_from_source(fake_core: CompiledUnit) -> None:
+    (fake_core.root / "extra.py").write_text("")
+    assert native.compiled_state(fake_core) == (
         False,
         "scheduler/core/extra.py is newer than the build (reinstall: pip install -e .)",
     )
 
 
-def test_a_missing_extension_means_sources(fake_core: Path) -> None:
-    (fake_core / ("session" + EXTENSION)).unlink()
-    compiled, why = native._compiled_state()
+def test_a_missing_extension_means_sources(fake_core: CompiledUnit) -> None:
+    (fake_core.root / ("session" + EXTENSION)).unlink()
+    compiled, why = native.compiled_state(fake_core)
     assert not compiled
     assert "no extension for session.py" in why
 
 
-def test_a_missing_shared_library_means_sources(fake_core: Path) -> None:
-    record = json.loads((fake_core / "compiled_sources.json").read_text())
+def test_a_missing_shared_library_means_sources(fake_core: CompiledUnit) -> None:
+    record = json.loads((fake_core.root / "compiled_sources.json").read_text())
     record["libraries"] = ["tephra_no_such_library__mypyc"]
-    (fake_core / "compiled_sources.json").write_text(json.dumps(record))
-    compiled, why = native._compiled_state()
+    (fake_core.root / "compiled_sources.json").write_text(json.dumps(record))
+    compiled, why = native.compiled_state(fake_core)
     assert not compiled
     assert "no extension for tephra_no_such_library__mypyc" in why
 
 
-def test_a_build_record_of_another_shape_means_sources(fake_core: Path) -> None:
-    (fake_core / "compiled_sources.json").write_text('{"session.py": "abc"}')
-    compiled, why = native._compiled_state()
+def test_a_build_record_of_another_shape_means_sources(fake_core: CompiledUnit) -> None:
+    (fake_core.root / "compiled_sources.json").write_text('{"session.py": "abc"}')
+    compiled, why = native.compiled_state(fake_core)
     assert not compiled
     assert why.startswith("unreadable build record")
 
 
-def test_no_build_record_means_sources(fake_core: Path) -> None:
-    (fake_core / "compiled_sources.json").unlink()
-    assert native._compiled_state() == (False, "not compiled (install with pip to compile it)")
+def test_no_build_record_means_sources(fake_core: CompiledUnit) -> None:
+    (fake_core.root / "compiled_sources.json").unlink()
+    assert native.compiled_state(fake_core) == (False, "not compiled (install with pip to compile it)")
 
 
-def test_the_source_finder_skips_packages_and_other_modules(fake_core: Path) -> None:
-    finder = native._CoreSourceFinder()
+def test_the_source_finder_skips_packages_and_other_modules(fake_core: CompiledUnit) -> None:
+    finder = native._SourceFinder()
+    finder.units.append(fake_core)
     spec = finder.find_spec("scheduler.core.plugins.gang", None)
     assert spec is not None
-    assert spec.origin == str(fake_core / "plugins/gang.py")
+    assert spec.origin == str(fake_core.root / "plugins/gang.py")
     assert finder.find_spec("scheduler.core.plugins", None) is None
     assert finder.find_spec("scheduler.service.loop", None) is None
     assert finder.find_spec("scheduler.core.absent", None) is None

@@ -1,0 +1,136 @@
+"""The mypyc-compiled projector (setup.py, projector/native.py): same plans, and never stale.
+
+The core's test (tests/core/test_compiled_core.py) covers the guard's checks
+in detail; the same code guards the projector's unit, which differs in that
+only the modules its build record lists are compiled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.machinery
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import projector
+from projector import native
+from projector.native import CompiledUnit
+
+REPO = Path(__file__).resolve().parents[2]
+EXTENSION = importlib.machinery.EXTENSION_SUFFIXES[0]
+COMPILED_MODULES = ("archive", "fold", "jsonform", "projection", "state", "writer")
+
+
+def _python(*args: str, interpreted: bool) -> str:
+    """stdout of ``python *args`` in the repository, with the projector in the chosen form."""
+    env = {k: v for k, v in os.environ.items() if k != "TEPHRA_INTERPRETED_CORE"}
+    if interpreted:
+        env["TEPHRA_INTERPRETED_CORE"] = "1"
+    result = subprocess.run(  # noqa: S603 - our own interpreter and modules
+        [sys.executable, *args], capture_output=True, text=True, cwd=REPO, env=env, check=True, timeout=300
+    )
+    return result.stdout
+
+
+def test_the_reported_form_is_the_loaded_one() -> None:
+    compiled = projector.projector_compiled()
+    assert compiled == projector.PROJECTOR_FORM.startswith("compiled"), projector.PROJECTOR_FORM
+    # One unit: all of its modules in the same form.
+    modules = {name: importlib.import_module(f"projector.{name}") for name in COMPILED_MODULES}
+    loaded = {name: native.loaded_compiled(module) for name, module in modules.items()}
+    assert loaded == dict.fromkeys(COMPILED_MODULES, compiled)
+
+
+def test_ci_runs_the_compiled_projector() -> None:
+    if os.environ.get("CI") != "true" or os.environ.get("TEPHRA_COMPILE_CORE") == "0":
+        pytest.skip("only CI promises a C compiler at install; elsewhere the sources are a valid form")
+    assert projector.projector_compiled(), projector.PROJECTOR_FORM
+
+
+def test_interpreted_form_on_request() -> None:
+    out = _python("-c", "import projector; print(projector.PROJECTOR_FORM)", interpreted=True)
+    assert out.strip() == "interpreted: TEPHRA_INTERPRETED_CORE=1"
+
+
+def test_compiled_and_interpreted_plans_are_identical() -> None:
+    if not projector.projector_compiled():
+        pytest.skip(f"the projector is not compiled here ({projector.PROJECTOR_FORM}); CI compiles it")
+    compiled = _python("-m", "tests.projector.prepare_digest", interpreted=False).splitlines()
+    interpreted = _python("-m", "tests.projector.prepare_digest", interpreted=True).splitlines()
+    assert compiled[1].endswith("projector compiled (mypyc)")
+    assert interpreted[1].endswith("projector interpreted: TEPHRA_INTERPRETED_CORE=1")
+    assert len(compiled[0]) == 64
+    # The digest of every plan and the chain heads.
+    assert compiled[0] == interpreted[0]
+    assert compiled[1].split(";")[0] == interpreted[1].split(";")[0]
+
+
+# ---------------------------------------------------------------- staleness, on a fake build
+
+
+@pytest.fixture
+def fake_projector(tmp_path: Path) -> CompiledUnit:
+    """A projector folder with two compiled modules of three, and its build record."""
+    for name in ("fold.py", "state.py", "service.py"):
+        (tmp_path / name).write_text(f"# {name}\n")
+    for name in ("fold", "state"):
+        (tmp_path / (name + EXTENSION)).write_bytes(b"")
+    (tmp_path / "__init__.py").write_text("")
+    sources = {n: hashlib.sha256((tmp_path / n).read_bytes()).hexdigest() for n in ("fold.py", "state.py")}
+    record = {"sources": sources, "libraries": ["json"]}
+    (tmp_path / "compiled_sources.json").write_text(json.dumps(record))
+    return CompiledUnit("projector", tmp_path, every_module=False)
+
+
+def test_a_current_build_is_used(fake_projector: CompiledUnit) -> None:
+    assert native.compiled_state(fake_projector) == (True, "")
+
+
+def test_an_edited_compiled_source_is_loaded_from_source(fake_projector: CompiledUnit) -> None:
+    (fake_projector.root / "state.py").write_text("# edited\n")
+    assert native.compiled_state(fake_projector) == (
+        False,
+        "projector/state.py changed since it was compiled (reinstall: pip install -e .)",
+    )
+
+
+def test_modules_that_are_not_compiled_do_not_matter(fake_projector: CompiledUnit) -> None:
+    (fake_projector.root / "service.py").write_text("# edited\n")
+    (fake_projector.root / "extra.py").write_text("")
+    assert native.compiled_state(fake_projector) == (True, "")
+
+
+def test_the_real_build_record_lists_the_compiled_modules() -> None:
+    record_path = projector.PROJECTOR.manifest
+    if not record_path.exists():
+        pytest.skip(f"the projector is not compiled here ({projector.PROJECTOR_FORM})")
+    record = json.loads(record_path.read_text())
+    assert sorted(record["sources"]) == [f"{name}.py" for name in COMPILED_MODULES]
+
+
+def test_an_edited_source_is_never_shadowed_by_its_stale_extension(tmp_path: Path) -> None:
+    """End to end, in a copy of the installed tree: edit fold.py, the edit runs."""
+    if not projector.projector_compiled():
+        pytest.skip(f"the projector is not compiled here ({projector.PROJECTOR_FORM}); CI compiles it")
+    copy = tmp_path / "projector"
+    copy.mkdir()
+    for path in projector.PROJECTOR.root.iterdir():
+        if path.is_file():
+            (copy / path.name).write_bytes(path.read_bytes())
+    fold = copy / "fold.py"
+    fold.write_text(fold.read_text() + "\nEDITED = True\n")
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import projector, projector.fold as f;"
+        " print(projector.PROJECTOR_FORM); print(getattr(f, 'EDITED', False), f.__file__)"
+    )
+    form, loaded = _python("-c", script, str(tmp_path), interpreted=False).splitlines()
+    assert form == (
+        "interpreted: projector/fold.py changed since it was compiled (reinstall: pip install -e .)"
+    )
+    assert loaded == f"True {fold}"
