@@ -34,6 +34,7 @@ import asyncpg
 
 from api.embedded import EmbeddedBroker, create_topics
 from events.topics import Topics
+from projector import PROJECTOR_FORM
 from projector.service import ProjectorConfig, ProjectorMetrics, run_projector, tune_gc
 from tests.projector.helpers import create_database, drop_database
 from tests.projector.streams import CLUSTER, event_stream
@@ -117,6 +118,8 @@ def _report(
     archived, rejected = metrics.events_archived, metrics.events_rejected
     per_event = 1e6 / max(archived, 1)
     p50, p99 = 1000 * _percentile(batches, 0.5), 1000 * _percentile(batches, 0.99)
+    # Compiled (mypyc) or from source: TEPHRA_INTERPRETED_CORE=1 forces the sources.
+    print(f"projector: {PROJECTOR_FORM}")
     print(f"archived {archived:,} events (rejected {rejected}) in {elapsed:.2f} s")
     print(f"throughput: {archived / elapsed:,.0f} events/s (start-up and migrations included)")
     if after_first is not None and archived > after_first[1]:
