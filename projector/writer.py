@@ -55,6 +55,7 @@ from projector.projection import (
     session_statement,
 )
 from projector.state import ClusterState, SessionRecord
+from projector.storable import nul_path
 
 __all__ = [
     "NOTIFY_CHANNEL",
@@ -115,7 +116,7 @@ class Rejection:
     partition: int
     offset: int
     raw: bytes | None
-    error: str  # stable code: a DecodeErrorCode, an invalid-event reason, or empty-record
+    error: str  # stable code: a DecodeErrorCode, an invalid-event reason, empty-record or unstorable-text
     detail: str
     event_id: str | None
     event_type: str | None
@@ -133,9 +134,16 @@ def decode_batch(records: Iterable[InboundRecord]) -> list[Decoded]:
             out.append((record, _rejection(record, "empty-record", "the record has no value", None, None)))
             continue
         try:
-            out.append((record, decode(value)))
+            event = decode(value)
         except EventDecodeError as exc:
             out.append((record, _rejection(record, exc.code, str(exc), exc.event_id, exc.event_type)))
+            continue
+        if (where := nul_path(value)) is not None:
+            detail = f"field {where}: contains U+0000 (NUL), which PostgreSQL text cannot store"
+            event_id = None if "\x00" in event.id else event.id  # nor the rejection's event_id
+            out.append((record, _rejection(record, "unstorable-text", detail, event_id, event.type)))
+            continue
+        out.append((record, event))
     return out
 
 
