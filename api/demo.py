@@ -73,7 +73,8 @@ class _Progress:
 
 
 async def _progress(con: asyncpg.Connection) -> _Progress:
-    transitional = await con.fetchval("SELECT count(*) FROM tasks WHERE status IN ('Bound', 'Releasing')")
+    # The Bound and Releasing tasks (kept by the projector; projector/migrations/0005).
+    transitional = await con.fetchval("SELECT count(*) FROM transitional_tasks")
     last = await con.fetchrow("SELECT seq, input_seq FROM sessions ORDER BY seq DESC LIMIT 1")
     if last is None:
         return _Progress(transitional, None, None, 0, 0)
@@ -181,7 +182,7 @@ async def _why_pending(con: asyncpg.Connection, job_id: str) -> list[str]:
     sessions = await con.fetch(
         """
         SELECT session_id, seq, p -> 'reasons' AS reasons
-          FROM sessions, jsonb_array_elements(doc -> 'pending') AS p
+          FROM sessions, json_array_elements(doc -> 'pending') AS p
          WHERE p ->> 'job' = $1
          ORDER BY seq
         """,

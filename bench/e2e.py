@@ -299,7 +299,7 @@ SELECT b.job_id,
   FROM bindings b
   JOIN event_log e ON e.seq = b.seq
   JOIN sessions s ON s.session_id = b.session_id
-  JOIN event_log j ON j.subject = 'job/' || b.job_id AND j.type = 'tephra.job.submitted.v1'
+  JOIN event_log j ON j.job = b.job_id AND j.type = 'tephra.job.submitted.v1'
 """
 
 

@@ -100,11 +100,23 @@ _STAGE_TASKS: Final = (
     "CREATE TEMP TABLE IF NOT EXISTS tephra_stage_tasks (id text, job_id text, role text, idx integer,"
     " status text, node text, seq bigint) ON COMMIT DELETE ROWS"
 )
+# One simple-protocol round trip: the upsert, then transitional_tasks (migration 0005) brought
+# in line with the new statuses.  That table, not an index on tasks, is what the simulated
+# cluster polls, so that no index of tasks covers status and most task updates are HOT.
 _UPSERT_TASKS: Final = (
     "INSERT INTO tasks (id, job_id, role, idx, status, node, seq)"
     " SELECT id, job_id, role, idx, status, node, seq FROM tephra_stage_tasks"
     " ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, node = EXCLUDED.node,"
-    " seq = EXCLUDED.seq"
+    " seq = EXCLUDED.seq;"
+    " DELETE FROM transitional_tasks w USING tephra_stage_tasks s"
+    " WHERE w.id = s.id AND s.status NOT IN ('Bound', 'Releasing');"
+    " INSERT INTO transitional_tasks (id) SELECT s.id FROM tephra_stage_tasks s"
+    " WHERE s.status IN ('Bound', 'Releasing')"
+    " AND NOT EXISTS (SELECT FROM transitional_tasks w WHERE w.id = s.id)"
+)
+_DELETE_TASKS: Final = (
+    "WITH transitional AS (DELETE FROM transitional_tasks WHERE id = ANY($1::text[]))"
+    " DELETE FROM tasks WHERE id = ANY($1::text[])"
 )
 _SESSION_COLUMNS: Final = (
     "session_id", "seq", "leader_epoch", "input_seq", "config_version", "now", "accepted", "voided", "doc",
@@ -112,7 +124,7 @@ _SESSION_COLUMNS: Final = (
 _STAGE_SESSIONS: Final = (
     "CREATE TEMP TABLE IF NOT EXISTS tephra_stage_sessions (session_id text, seq bigint,"
     " leader_epoch bigint, input_seq bigint, config_version integer, now timestamptz,"
-    " accepted integer, voided integer, doc jsonb) ON COMMIT DELETE ROWS"
+    " accepted integer, voided integer, doc json) ON COMMIT DELETE ROWS"
 )
 _UPSERT_SESSIONS: Final = (
     "INSERT INTO sessions (session_id, seq, leader_epoch, input_seq, config_version, now,"
@@ -227,7 +239,8 @@ def projection_statements(state: ClusterState, touched: TouchedRows) -> list[Pro
                 for k, t in zip(keep, tasks, strict=True)
             ]
             out.append(StagedRows("tephra_stage_tasks", _TASK_COLUMNS, task_rows, _UPSERT_TASKS))
-        _delete(out, "tasks", "id", gone)
+        if gone:
+            out.append((_DELETE_TASKS, (gone,)))
     return out
 
 

@@ -82,8 +82,8 @@ async def submit(endpoints: Endpoints, text: str) -> None:
 PHASE = "SELECT phase FROM jobs WHERE id = $1"
 # At least $2 sessions left job $1 pending with a reason.
 PENDING_IN_SESSIONS = """
-SELECT count(*) >= $2 FROM sessions, jsonb_array_elements(doc -> 'pending') AS p
- WHERE p ->> 'job' = $1 AND jsonb_array_length(p -> 'reasons') > 0
+SELECT count(*) >= $2 FROM sessions, json_array_elements(doc -> 'pending') AS p
+ WHERE p ->> 'job' = $1 AND json_array_length(p -> 'reasons') > 0
 """
 
 
@@ -159,7 +159,7 @@ async def _assert_every_decision_is_archived_and_executed_once(conn: asyncpg.Con
     )
     voided = await conn.fetchval(
         """
-        SELECT count(*) FROM sessions, jsonb_array_elements(doc -> 'voided') AS v
+        SELECT count(*) FROM sessions, json_array_elements(doc -> 'voided') AS v
          WHERE v ->> 'kind' IN ('bind', 'evict')
         """
     )

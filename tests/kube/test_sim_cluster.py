@@ -235,7 +235,7 @@ async def test_two_simulators_racing_on_the_same_projection_execute_each_decisio
     assert {e.id for e in started} == archived
 
 
-async def test_the_poll_reads_only_rows_with_work_through_partial_indexes(database_url: str) -> None:
+async def test_the_poll_reads_only_rows_with_work(database_url: str) -> None:
     conn = await asyncpg.connect(database_url)
     try:
         await apply_migrations(conn)
@@ -245,7 +245,7 @@ async def test_the_poll_reads_only_rows_with_work_through_partial_indexes(databa
         plan = "\n".join(r[0] for r in await conn.fetch(f"EXPLAIN {SIM_WORK_QUERY}"))
     finally:
         await conn.close()
-    assert "tasks_sim_work" in plan
+    assert "transitional_tasks" in plan
     assert "jobs_sim_runtime" in plan
     assert "Seq Scan on tasks" not in plan
     assert "Seq Scan on jobs" not in plan

@@ -47,7 +47,7 @@ async def test_an_archive_from_before_0004_gets_the_job_column_the_writer_writes
         )
         await old.execute("UPDATE projection_meta SET seq = $1", writer.state.seq)
 
-        assert await apply_migrations(old) == [4]
+        assert await apply_migrations(old) == [m.version for m in shipped if m.version >= 4]
         upgraded = {r["seq"]: r["job"] for r in await old.fetch("SELECT seq, job FROM event_log")}
         assert upgraded == written
         assert (await verify_chain(old)).ok
@@ -121,3 +121,77 @@ async def test_a_new_archive_is_not_analysed_as_empty(database_url: str) -> None
         assert await conn.fetchval("SELECT reltuples FROM pg_class WHERE relname = 'event_log'") < 0
     finally:
         await conn.close()
+
+
+# Every table the projector writes, in an order the copies below can follow.
+_PROJECTION_TABLES = (
+    "event_log", "consumer_offsets", "projection_meta", "queues", "priority_classes", "nodes", "jobs",
+    "tasks", "bindings", "evictions", "sessions", "state_snapshots",
+)  # fmt: skip
+
+
+async def _transitional(conn: asyncpg.Connection) -> set[str]:
+    return {r["id"] for r in await conn.fetch("SELECT id FROM transitional_tasks")}
+
+
+async def _session_docs(conn: asyncpg.Connection) -> dict[str, object]:
+    return {
+        r["session_id"]: json.loads(r["doc"])
+        for r in await conn.fetch("SELECT session_id, doc FROM sessions")
+    }
+
+
+async def _bound_or_releasing(conn: asyncpg.Connection) -> set[str]:
+    return {r["id"] for r in await conn.fetch("SELECT id FROM tasks WHERE status IN ('Bound', 'Releasing')")}
+
+
+async def test_a_projection_from_before_0005_upgrades_and_the_writer_carries_on(
+    database_url: str, postgres_admin_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    new = await asyncpg.connect(database_url)
+    old_dsn = await create_database(postgres_admin_dsn)
+    old = await asyncpg.connect(old_dsn)
+    try:
+        await apply_migrations(new)
+        writer = await BatchWriter.load(new, consumer="c", cluster=CLUSTER, snapshot_every=300)
+        await writer.write(new, records(event_stream(5, 600)))
+        assert await _bound_or_releasing(new)  # the stream leaves some tasks in transition
+
+        # The same rows in a database migrated only up to 0004 (sessions.doc still jsonb).
+        shipped = migrate.available_migrations()
+        monkeypatch.setattr(migrate, "available_migrations", lambda: [m for m in shipped if m.version <= 4])
+        assert await apply_migrations(old) == [1, 2, 3, 4]
+        monkeypatch.undo()
+        await old.execute("DELETE FROM projection_meta")
+        for table in _PROJECTION_TABLES:
+            rows = await new.fetch(f"SELECT * FROM {table}")
+            if rows:
+                await old.copy_records_to_table(
+                    table, records=[tuple(r) for r in rows], columns=list(rows[0].keys())
+                )
+        assert await old.fetchval("SELECT pg_typeof(doc)::text FROM sessions LIMIT 1") == "jsonb"
+
+        assert await apply_migrations(old) == [5]
+        assert await _transitional(old) == await _bound_or_releasing(old) == await _bound_or_releasing(new)
+        assert await old.fetchval("SELECT pg_typeof(doc)::text FROM sessions LIMIT 1") == "json"
+        assert await _session_docs(old) == await _session_docs(new)
+        indexes = {
+            r[0] for r in await old.fetch("SELECT indexname FROM pg_indexes WHERE schemaname = 'public'")
+        }
+        assert not indexes & {"event_log_subject", "bindings_task", "tasks_node", "tasks_sim_work"}
+        fillfactor = await old.fetchval("SELECT reloptions FROM pg_class WHERE relname = 'tasks'")
+        assert fillfactor == ["fillfactor=80"]
+
+        # The upgraded database loads, and takes the rest of the stream like the new one.
+        upgraded = await BatchWriter.load(old, consumer="c", cluster=CLUSTER, snapshot_every=300)
+        assert upgraded.state == writer.state
+        rest = records(event_stream(5, 1_200))[600:]
+        await upgraded.write(old, rest)
+        await writer.write(new, rest)
+        assert upgraded.state == writer.state
+        assert await _transitional(old) == await _bound_or_releasing(old) == await _transitional(new)
+        assert (await verify_chain(old)).ok
+    finally:
+        await old.close()
+        await new.close()
+        await drop_database(postgres_admin_dsn, old_dsn)

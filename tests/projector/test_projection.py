@@ -36,6 +36,10 @@ def scratch_dsn(postgres_admin_dsn: str) -> Iterator[str]:
     asyncio.run(drop_database(postgres_admin_dsn, dsn))
 
 
+async def _transitional_tasks(conn: asyncpg.Connection) -> set[str]:
+    return {r["id"] for r in await conn.fetch("SELECT id FROM transitional_tasks")}
+
+
 async def _check_stream(dsn: str, seed: int, count: int, cuts: list[int], snapshot_every: int) -> None:
     conn = await asyncpg.connect(dsn)
     try:
@@ -51,6 +55,9 @@ async def _check_stream(dsn: str, seed: int, count: int, cuts: list[int], snapsh
             assert projected == writer.state
             assert ClusterState.from_jsonable(projected.to_jsonable()) == projected
             assert await state_at(conn, projected.seq) == projected
+            assert await _transitional_tasks(conn) == {
+                task_id for task_id, task in projected.tasks.items() if task.status in ("Bound", "Releasing")
+            }
             seen[projected.seq] = projected
         for seq, projected in seen.items():
             assert await state_at(conn, seq) == projected, f"state_at({seq}) differs from the projection then"

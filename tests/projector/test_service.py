@@ -88,6 +88,12 @@ _MALFORMED = (
     b'{"type": "tephra.nope.v1", "id": "z"}',
     b'{"type": "tephra.job.submitted.v1", "id": "w", "source": "s", "time": "2026-01-01T00:00:00Z",'
     b' "data": {"namespace": "n", "name": "j", "tasks": []}}',
+    # PostgreSQL text cannot hold U+0000: events that could be neither archived nor
+    # looked up (projector.storable).
+    b'{"type": "tephra.node.removed.v1", "id": "nul\\u0000id", "source": "s", "cluster": "test-cluster",'
+    b' "time": "2026-01-01T00:00:00Z", "data": {"name": "n"}}',
+    b'{"type": "tephra.node.removed.v1", "id": "nul-data", "source": "s", "cluster": "test-cluster",'
+    b' "time": "2026-01-01T00:00:00Z", "data": {"name": "n\\u0000"}}',
 )
 
 
@@ -117,10 +123,11 @@ async def test_malformed_records_are_parked_and_the_projector_never_stops(
             ]
             fold_refusals = [r for r in rejected if r not in decode_errors]
             assert len(decode_errors) == 1000
+            assert "unstorable-text" in {r["error"] for r in decode_errors}
             assert all(r["error"] and r["detail"] for r in rejected)
             assert {r["error"] for r in decode_errors} <= {
                 "not-json", "invalid-utf8", "not-an-object", "missing-type", "unknown-type",
-                "unsupported-version", "invalid-field",
+                "unsupported-version", "invalid-field", "unstorable-text",
             }  # fmt: skip
             # Every valid event is archived, or refused by the fold (consumed across three
             # topics, an observation can overtake the job it names) -- never lost.
