@@ -8,7 +8,7 @@ Two units, each compiled as its own mypyc group:
 
 * ``scheduler/core``, every module: about 1.7x faster sessions (bench/session.py);
 * the projector's decode + fold + archive + prepare path (:data:`PROJECTOR`):
-  about 14 % fewer instructions per event (bench/projector.py, docs/projector.md).
+  about 9 % fewer instructions per event (bench/projector.py, docs/projector.md).
 
 * ``TEPHRA_COMPILE_CORE=0`` skips the compilation of both (pure Python install).
 * The extensions are optional: without a C compiler the install still
@@ -30,9 +30,13 @@ from setuptools import Extension, setup
 
 CORE = Path("scheduler/core")
 PROJECTOR = Path("projector")
-# The projector's modules on the per-event path.  The others (service, migrate,
-# reconstruct, ...) spend their time waiting on Kafka and PostgreSQL.
-PROJECTOR_MODULES = ("archive.py", "fold.py", "jsonform.py", "projection.py", "state.py", "writer.py")
+# The projector's modules on the per-event path that hold no coroutine.  The others
+# (service, migrate, reconstruct, ...) spend their time waiting on Kafka and
+# PostgreSQL.  projection and writer (5 % more of the instructions compiled, see
+# docs/projector.md) hold coroutines: a full test run with them compiled died once
+# of a segmentation fault while asyncio's debug mode printed a finished task's
+# result, and mypyc's coroutines are the youngest part of it, so they stay Python.
+PROJECTOR_MODULES = ("archive.py", "fold.py", "jsonform.py", "state.py")
 MANIFEST = "compiled_sources.json"
 
 

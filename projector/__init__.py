@@ -19,7 +19,7 @@ publishing a SessionCommitted, calls ``wait_for_session`` before its next
 session.
 
 Importing the package first decides whether the per-event modules (archive,
-fold, jsonform, projection, state, writer), compiled by ``pip install``, run
+fold, jsonform, state), compiled by ``pip install``, run
 compiled or from their sources; :data:`PROJECTOR_FORM` says which and why.
 """
 

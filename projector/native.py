@@ -1,7 +1,7 @@
 """Which form of a compiled unit runs: its mypyc extensions or its sources.
 
 ``pip install`` compiles two units with mypyc (setup.py): the scheduling core
-(``scheduler.core``, every module) and the projector's per-event path (six
+(``scheduler.core``, every module) and the projector's per-event path (four
 ``projector`` modules).  For each it records the hash of every source it
 compiled.  Python's import system prefers an extension module to the ``.py``
 beside it, so an edited source would silently lose to its stale extension;
@@ -68,16 +68,21 @@ class CompiledUnit:
 
 
 class _SourceFinder(importlib.abc.MetaPathFinder):
-    """Finds the modules of the units it holds as their ``.py`` sources, never as extensions."""
+    """Finds the modules of the units it holds as their ``.py`` sources, never as extensions.
+
+    Each unit comes with the modules it may still load compiled (none when the
+    unit runs from its sources): an extension left beside a module that the
+    current build did not compile (an older build's) is never loaded.
+    """
 
     def __init__(self) -> None:
-        self.units: list[CompiledUnit] = []
+        self.units: list[tuple[CompiledUnit, frozenset[str]]] = []
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
         del path, target
-        for unit in self.units:
+        for unit, compiled in self.units:
             prefix = unit.package + "."
             if not fullname.startswith(prefix):
                 continue
@@ -85,7 +90,7 @@ class _SourceFinder(importlib.abc.MetaPathFinder):
             if (base / "__init__.py").is_file():
                 return None  # packages are never compiled: the normal finders load them
             source = base.with_suffix(".py")
-            if not source.is_file():
+            if not source.is_file() or str(source.relative_to(unit.root)) in compiled:
                 return None
             return importlib.util.spec_from_file_location(fullname, source)
         return None
@@ -151,15 +156,22 @@ def choose_form(unit: CompiledUnit) -> str:
         compiled, why = compiled_state(unit)
     if compiled:
         form = COMPILED
+        if not unit.every_module:  # the modules outside the build load from source
+            _source_finder().units.append((unit, _recorded(unit)))
     elif any(_in_unit(unit, module) for module in list(sys.modules.values())):
         # Too late to choose (something imported the unit's modules first): report
         # what is loaded rather than mix both forms.
         form = f"as loaded ({why})"
     else:
-        _source_finder().units.append(unit)
+        _source_finder().units.append((unit, frozenset()))
         form = f"interpreted: {why}"
     _forms[unit] = form
     return form
+
+
+def _recorded(unit: CompiledUnit) -> frozenset[str]:
+    """The modules the unit's build record lists (read before, by compiled_state)."""
+    return frozenset(json.loads(unit.manifest.read_text())["sources"])
 
 
 def _in_unit(unit: CompiledUnit, module: ModuleType) -> bool:

@@ -138,7 +138,7 @@ def test_no_build_record_means_sources(fake_core: CompiledUnit) -> None:
 
 def test_the_source_finder_skips_packages_and_other_modules(fake_core: CompiledUnit) -> None:
     finder = native._SourceFinder()
-    finder.units.append(fake_core)
+    finder.units.append((fake_core, frozenset()))
     spec = finder.find_spec("scheduler.core.plugins.gang", None)
     assert spec is not None
     assert spec.origin == str(fake_core.root / "plugins/gang.py")

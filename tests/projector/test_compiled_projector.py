@@ -24,7 +24,7 @@ from projector.native import CompiledUnit
 
 REPO = Path(__file__).resolve().parents[2]
 EXTENSION = importlib.machinery.EXTENSION_SUFFIXES[0]
-COMPILED_MODULES = ("archive", "fold", "jsonform", "projection", "state", "writer")
+COMPILED_MODULES = ("archive", "fold", "jsonform", "state")
 
 
 def _python(*args: str, interpreted: bool) -> str:
@@ -134,3 +134,23 @@ def test_an_edited_source_is_never_shadowed_by_its_stale_extension(tmp_path: Pat
         "interpreted: projector/fold.py changed since it was compiled (reinstall: pip install -e .)"
     )
     assert loaded == f"True {fold}"
+
+
+def test_an_extension_of_a_module_the_build_did_not_compile_is_never_loaded(tmp_path: Path) -> None:
+    """In a copy of the installed tree, a stray extension (an older build's) beside service.py."""
+    if not projector.projector_compiled():
+        pytest.skip(f"the projector is not compiled here ({projector.PROJECTOR_FORM}); CI compiles it")
+    copy = tmp_path / "projector"
+    copy.mkdir()
+    for path in projector.PROJECTOR.root.iterdir():
+        if path.is_file():
+            (copy / path.name).write_bytes(path.read_bytes())
+    (copy / ("storable" + EXTENSION)).write_bytes(b"not a shared library")  # would fail to load
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import projector, projector.storable as s;"
+        " import projector.fold as f; print(projector.PROJECTOR_FORM); print(s.__file__); print(f.__file__)"
+    )
+    form, storable, fold = _python("-c", script, str(tmp_path), interpreted=False).splitlines()
+    assert form == "compiled (mypyc)"
+    assert storable == str(copy / "storable.py")
+    assert fold == str(copy / ("fold" + EXTENSION))
