@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.machinery
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,20 +13,7 @@ import scheduler
 from projector import native
 from projector.native import CompiledUnit
 from scheduler.native import core_compiled
-
-REPO = Path(__file__).resolve().parents[2]
-EXTENSION = importlib.machinery.EXTENSION_SUFFIXES[0]
-
-
-def _python(*args: str, interpreted: bool) -> str:
-    """stdout of ``python *args`` in the repository, with the core in the chosen form."""
-    env = {k: v for k, v in os.environ.items() if k != "TEPHRA_INTERPRETED_CORE"}
-    if interpreted:
-        env["TEPHRA_INTERPRETED_CORE"] = "1"
-    result = subprocess.run(  # noqa: S603 - our own interpreter and modules
-        [sys.executable, *args], capture_output=True, text=True, cwd=REPO, env=env, check=True, timeout=300
-    )
-    return result.stdout
+from tests.compiled_forms import EXTENSION, REPO, run_python
 
 
 def test_the_reported_form_is_the_loaded_one() -> None:
@@ -44,7 +28,7 @@ def test_ci_runs_the_compiled_core() -> None:
 
 def test_interpreted_form_on_request() -> None:
     assert (
-        _python("-c", "import scheduler; print(scheduler.CORE_FORM)", interpreted=True).strip()
+        run_python("-c", "import scheduler; print(scheduler.CORE_FORM)", interpreted=True).strip()
         == "interpreted: TEPHRA_INTERPRETED_CORE=1"
     )
 
@@ -52,8 +36,8 @@ def test_interpreted_form_on_request() -> None:
 def test_compiled_and_interpreted_sessions_are_byte_identical() -> None:
     if not core_compiled():
         pytest.skip(f"the core is not compiled here ({scheduler.CORE_FORM}); CI compiles it")
-    compiled = _python("-m", "tests.core.session_digest", interpreted=False)
-    interpreted = _python("-m", "tests.core.session_digest", interpreted=True)
+    compiled = run_python("-m", "tests.core.session_digest", interpreted=False)
+    interpreted = run_python("-m", "tests.core.session_digest", interpreted=True)
     assert len(compiled.strip()) == 64
     assert compiled == interpreted
 
@@ -63,9 +47,9 @@ def test_conformance_output_is_byte_identical_in_both_forms() -> None:
         pytest.skip(f"the core is not compiled here ({scheduler.CORE_FORM}); CI compiles it")
     scenarios = sorted(map(str, (REPO / "tests/conformance/scenarios").glob("*.yaml")))
     args = ("-m", "api.cli", "simulate", *scenarios, "--format", "json")
-    compiled = _python(*args, interpreted=False)
+    compiled = run_python(*args, interpreted=False)
     assert compiled
-    assert compiled == _python(*args, interpreted=True)
+    assert compiled == run_python(*args, interpreted=True)
 
 
 # ---------------------------------------------------------------- staleness, on a fake build

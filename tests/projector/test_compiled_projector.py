@@ -12,8 +12,6 @@ import importlib
 import importlib.machinery
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,21 +19,9 @@ import pytest
 import projector
 from projector import native
 from projector.native import CompiledUnit
+from tests.compiled_forms import EXTENSION, run_python
 
-REPO = Path(__file__).resolve().parents[2]
-EXTENSION = importlib.machinery.EXTENSION_SUFFIXES[0]
 COMPILED_MODULES = ("archive", "fold", "jsonform", "state")
-
-
-def _python(*args: str, interpreted: bool) -> str:
-    """stdout of ``python *args`` in the repository, with the projector in the chosen form."""
-    env = {k: v for k, v in os.environ.items() if k != "TEPHRA_INTERPRETED_CORE"}
-    if interpreted:
-        env["TEPHRA_INTERPRETED_CORE"] = "1"
-    result = subprocess.run(  # noqa: S603 - our own interpreter and modules
-        [sys.executable, *args], capture_output=True, text=True, cwd=REPO, env=env, check=True, timeout=300
-    )
-    return result.stdout
 
 
 def test_the_reported_form_is_the_loaded_one() -> None:
@@ -54,15 +40,15 @@ def test_ci_runs_the_compiled_projector() -> None:
 
 
 def test_interpreted_form_on_request() -> None:
-    out = _python("-c", "import projector; print(projector.PROJECTOR_FORM)", interpreted=True)
+    out = run_python("-c", "import projector; print(projector.PROJECTOR_FORM)", interpreted=True)
     assert out.strip() == "interpreted: TEPHRA_INTERPRETED_CORE=1"
 
 
 def test_compiled_and_interpreted_plans_are_identical() -> None:
     if not projector.projector_compiled():
         pytest.skip(f"the projector is not compiled here ({projector.PROJECTOR_FORM}); CI compiles it")
-    compiled = _python("-m", "tests.projector.prepare_digest", interpreted=False).splitlines()
-    interpreted = _python("-m", "tests.projector.prepare_digest", interpreted=True).splitlines()
+    compiled = run_python("-m", "tests.projector.prepare_digest", interpreted=False).splitlines()
+    interpreted = run_python("-m", "tests.projector.prepare_digest", interpreted=True).splitlines()
     assert compiled[1].endswith("projector compiled (mypyc)")
     assert interpreted[1].endswith("projector interpreted: TEPHRA_INTERPRETED_CORE=1")
     assert len(compiled[0]) == 64
@@ -114,8 +100,9 @@ def test_the_real_build_record_lists_the_compiled_modules() -> None:
     assert sorted(record["sources"]) == [f"{name}.py" for name in COMPILED_MODULES]
 
 
-def test_an_edited_source_is_never_shadowed_by_its_stale_extension(tmp_path: Path) -> None:
-    """End to end, in a copy of the installed tree: edit fold.py, the edit runs."""
+@pytest.fixture
+def installed_copy(tmp_path: Path) -> Path:
+    """A copy of the installed, compiled ``projector`` folder under ``tmp_path`` (returned)."""
     if not projector.projector_compiled():
         pytest.skip(f"the projector is not compiled here ({projector.PROJECTOR_FORM}); CI compiles it")
     copy = tmp_path / "projector"
@@ -123,34 +110,34 @@ def test_an_edited_source_is_never_shadowed_by_its_stale_extension(tmp_path: Pat
     for path in projector.PROJECTOR.root.iterdir():
         if path.is_file():
             (copy / path.name).write_bytes(path.read_bytes())
+    return copy
+
+
+def test_an_edited_source_is_never_shadowed_by_its_stale_extension(installed_copy: Path) -> None:
+    """End to end, in a copy of the installed tree: edit fold.py, the edit runs."""
+    copy = installed_copy
     fold = copy / "fold.py"
     fold.write_text(fold.read_text() + "\nEDITED = True\n")
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]); import projector, projector.fold as f;"
         " print(projector.PROJECTOR_FORM); print(getattr(f, 'EDITED', False), f.__file__)"
     )
-    form, loaded = _python("-c", script, str(tmp_path), interpreted=False).splitlines()
+    form, loaded = run_python("-c", script, str(copy.parent), interpreted=False).splitlines()
     assert form == (
         "interpreted: projector/fold.py changed since it was compiled (reinstall: pip install -e .)"
     )
     assert loaded == f"True {fold}"
 
 
-def test_an_extension_of_a_module_the_build_did_not_compile_is_never_loaded(tmp_path: Path) -> None:
-    """In a copy of the installed tree, a stray extension (an older build's) beside service.py."""
-    if not projector.projector_compiled():
-        pytest.skip(f"the projector is not compiled here ({projector.PROJECTOR_FORM}); CI compiles it")
-    copy = tmp_path / "projector"
-    copy.mkdir()
-    for path in projector.PROJECTOR.root.iterdir():
-        if path.is_file():
-            (copy / path.name).write_bytes(path.read_bytes())
+def test_an_extension_of_a_module_the_build_did_not_compile_is_never_loaded(installed_copy: Path) -> None:
+    """In a copy of the installed tree, a stray extension (an older build's) beside storable.py."""
+    copy = installed_copy
     (copy / ("storable" + EXTENSION)).write_bytes(b"not a shared library")  # would fail to load
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]); import projector, projector.storable as s;"
         " import projector.fold as f; print(projector.PROJECTOR_FORM); print(s.__file__); print(f.__file__)"
     )
-    form, storable, fold = _python("-c", script, str(tmp_path), interpreted=False).splitlines()
+    form, storable, fold = run_python("-c", script, str(copy.parent), interpreted=False).splitlines()
     assert form == "compiled (mypyc)"
     assert storable == str(copy / "storable.py")
     assert fold == str(copy / ("fold" + EXTENSION))

@@ -1,8 +1,10 @@
-"""Migration 0004: an archive written before it upgrades, and what it changes is used."""
+"""Migrations 0004 and 0005: a database written before each upgrades, and what it changes is used."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import asyncpg
 import pytest
@@ -23,13 +25,36 @@ _ARCHIVE_COLUMNS = (
 )
 
 
+@asynccontextmanager
+async def _new_and_old(database_url: str, admin_dsn: str) -> AsyncIterator[tuple[asyncpg.Connection, ...]]:
+    """Connections to the test's database and to a second, fresh one (dropped afterwards)."""
+    new = await asyncpg.connect(database_url)
+    old_dsn = await create_database(admin_dsn)
+    old = await asyncpg.connect(old_dsn)
+    try:
+        yield new, old
+    finally:
+        await old.close()
+        await new.close()
+        await drop_database(admin_dsn, old_dsn)
+
+
+async def _migrate_up_to(
+    conn: asyncpg.Connection, version: int, monkeypatch: pytest.MonkeyPatch
+) -> list[int]:
+    """Apply only the shipped migrations up to ``version``, as a release before the next one did."""
+    shipped = migrate.available_migrations()
+    monkeypatch.setattr(migrate, "available_migrations", lambda: [m for m in shipped if m.version <= version])
+    try:
+        return await apply_migrations(conn)
+    finally:
+        monkeypatch.undo()
+
+
 async def test_an_archive_from_before_0004_gets_the_job_column_the_writer_writes(
     database_url: str, postgres_admin_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    new = await asyncpg.connect(database_url)
-    old_dsn = await create_database(postgres_admin_dsn)
-    old = await asyncpg.connect(old_dsn)
-    try:
+    async with _new_and_old(database_url, postgres_admin_dsn) as (new, old):
         await apply_migrations(new)
         writer = await BatchWriter.load(new, consumer="c", cluster=CLUSTER)
         await writer.write(new, records(event_stream(5, 600)))
@@ -37,16 +62,14 @@ async def test_an_archive_from_before_0004_gets_the_job_column_the_writer_writes
         assert sum(job is not None for job in written.values()) > 100
 
         # The same archive rows in a database migrated only up to 0003.
-        shipped = migrate.available_migrations()
-        monkeypatch.setattr(migrate, "available_migrations", lambda: [m for m in shipped if m.version <= 3])
-        assert await apply_migrations(old) == [1, 2, 3]
-        monkeypatch.undo()
+        assert await _migrate_up_to(old, 3, monkeypatch) == [1, 2, 3]
         rows = await new.fetch(f"SELECT {_ARCHIVE_COLUMNS} FROM event_log ORDER BY seq")
         await old.copy_records_to_table(
             "event_log", records=[tuple(r) for r in rows], columns=_ARCHIVE_COLUMNS.split(", ")
         )
         await old.execute("UPDATE projection_meta SET seq = $1", writer.state.seq)
 
+        shipped = migrate.available_migrations()
         assert await apply_migrations(old) == [m.version for m in shipped if m.version >= 4]
         upgraded = {r["seq"]: r["job"] for r in await old.fetch("SELECT seq, job FROM event_log")}
         assert upgraded == written
@@ -56,10 +79,6 @@ async def test_an_archive_from_before_0004_gets_the_job_column_the_writer_writes
         }
         assert "event_log_job" in indexes
         assert not indexes & {"event_log_job_submitted", "event_log_job_events"}
-    finally:
-        await old.close()
-        await new.close()
-        await drop_database(postgres_admin_dsn, old_dsn)
 
 
 async def test_a_jobs_history_is_read_through_the_job_index(database_url: str) -> None:
@@ -148,20 +167,14 @@ async def _bound_or_releasing(conn: asyncpg.Connection) -> set[str]:
 async def test_a_projection_from_before_0005_upgrades_and_the_writer_carries_on(
     database_url: str, postgres_admin_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    new = await asyncpg.connect(database_url)
-    old_dsn = await create_database(postgres_admin_dsn)
-    old = await asyncpg.connect(old_dsn)
-    try:
+    async with _new_and_old(database_url, postgres_admin_dsn) as (new, old):
         await apply_migrations(new)
         writer = await BatchWriter.load(new, consumer="c", cluster=CLUSTER, snapshot_every=300)
         await writer.write(new, records(event_stream(5, 600)))
         assert await _bound_or_releasing(new)  # the stream leaves some tasks in transition
 
         # The same rows in a database migrated only up to 0004 (sessions.doc still jsonb).
-        shipped = migrate.available_migrations()
-        monkeypatch.setattr(migrate, "available_migrations", lambda: [m for m in shipped if m.version <= 4])
-        assert await apply_migrations(old) == [1, 2, 3, 4]
-        monkeypatch.undo()
+        assert await _migrate_up_to(old, 4, monkeypatch) == [1, 2, 3, 4]
         await old.execute("DELETE FROM projection_meta")
         for table in _PROJECTION_TABLES:
             rows = await new.fetch(f"SELECT * FROM {table}")
@@ -191,7 +204,3 @@ async def test_a_projection_from_before_0005_upgrades_and_the_writer_carries_on(
         assert upgraded.state == writer.state
         assert await _transitional(old) == await _bound_or_releasing(old) == await _transitional(new)
         assert (await verify_chain(old)).ok
-    finally:
-        await old.close()
-        await new.close()
-        await drop_database(postgres_admin_dsn, old_dsn)
