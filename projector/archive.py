@@ -95,9 +95,20 @@ _ORJSON_EXACT: Final = frozenset(
 )
 
 
+def _holds_float(value: Any) -> bool:
+    """Whether a float is anywhere in ``value`` (JSON-able values: dicts, lists, scalars)."""
+    if isinstance(value, dict):
+        return any(_holds_float(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_holds_float(item) for item in value)
+    return isinstance(value, float)
+
+
 def canonical_data(event_type: str, data: Any) -> str:
     """The canonical JSON text of an event's ``data`` (as JSON-able values)."""
-    if event_type in _ORJSON_EXACT:
+    # The types that may carry a float look for one first: most configurations have none,
+    # and the json module took ~20 us for one (a walk of its values: ~1 us).
+    if event_type in _ORJSON_EXACT or not _holds_float(data):
         try:
             # About five times faster than the json module for these documents.
             return orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode()

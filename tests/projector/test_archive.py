@@ -13,7 +13,14 @@ from pydantic_core import TzInfo
 
 from events.models import ActionConfiguration, Event, QueueDeleted, QueueDeletedData, SchedulerConfigured
 from events.serde import canonical_json, decode, encode
-from projector.archive import _ORJSON_EXACT, archived_form, canonical_data, canonical_envelope, format_time
+from projector.archive import (
+    _ORJSON_EXACT,
+    _holds_float,
+    archived_form,
+    canonical_data,
+    canonical_envelope,
+    format_time,
+)
 from tests.events.samples import sample_events, scheduler_configured
 from tests.projector.streams import event_stream
 
@@ -64,6 +71,21 @@ def test_types_that_may_carry_floats_keep_the_json_module() -> None:
     assert "tephra.job.submitted.v1" in _ORJSON_EXACT
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": [1, {"b": 1e-7}]},  # orjson writes 1e-7, the json module 1e-07
+        [{"c": "x"}, [[-2.5e-5]]],
+        {"d": 1e16, "e": True},
+        {"f": -0.0},
+    ],
+)
+def test_a_float_anywhere_takes_the_json_module(value: object) -> None:
+    expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert canonical_data("tephra.scheduler.configured.v1", value) == expected
+    assert _holds_float(value)
+
+
 _NO_FLOATS = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(st.characters(exclude_categories=())),
     lambda inner: (
@@ -79,6 +101,13 @@ def test_orjson_and_json_agree_on_everything_but_floats(value: object) -> None:
     # Lone surrogates and integers beyond 64 bits included: orjson refuses those and json decides.
     expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert canonical_data("tephra.job.submitted.v1", value) == expected
+
+
+@given(_NO_FLOATS)
+def test_without_floats_a_type_that_may_carry_them_writes_the_same_text(value: object) -> None:
+    expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert not _holds_float(value)
+    assert canonical_data("tephra.scheduler.configured.v1", value) == expected
 
 
 def _format_time_before(value: datetime) -> str:
