@@ -6,6 +6,7 @@ import asyncio
 import random
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 import asyncpg
 import pytest
@@ -259,3 +260,43 @@ async def test_connections_dropped_with_batches_in_flight_lose_and_duplicate_not
         assert await load_projection(conn) == await state_at(conn, len(ids))
     finally:
         await conn.close()
+
+
+async def test_a_connection_that_fails_to_close_leaves_no_writer_lock_behind(
+    kafka_bootstrap: str, database_url: str, topics: Topics, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A run ends when its duplicate-check connection drops; closing that connection
+    # then fails (injected: the real close runs, then raises).  The writer's connection
+    # must still be closed, or the writer lock it holds keeps the next run standing by.
+    events = event_stream(16, 4_000)
+    await produce(kafka_bootstrap, topics, events)
+    real_close = asyncpg.Connection.close
+    injected: list[asyncpg.Connection] = []
+    armed = False
+
+    async def close_failing_once(self: asyncpg.Connection, **kwargs: Any) -> None:  # asyncpg's signature
+        await real_close(self, **kwargs)
+        if armed and not injected:
+            injected.append(self)
+            raise ConnectionResetError("injected: closing the connection failed")
+
+    monkeypatch.setattr(asyncpg.Connection, "close", close_failing_once)
+    conn = await asyncpg.connect(database_url)
+    try:
+        async with running_projector(kafka_bootstrap, database_url, topics, batch_size=200) as metrics:
+            await wait_until(conn, "SELECT least(count(*), 1)::int FROM event_log", 1)
+            armed = True
+            dropped = await conn.fetchval(
+                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                " AND query LIKE '%json_array_elements_text%') AS dropped"
+            )
+            assert dropped == 1  # the duplicate check's connection, not the writer's
+            await wait_until(
+                conn, "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets", len(events)
+            )
+            assert injected, "the failing close was not exercised"
+            assert metrics.reconnects >= 1
+        assert await conn.fetchval("SELECT count(*) FROM event_log") == len(events)
+    finally:
+        await real_close(conn)
