@@ -7,8 +7,8 @@ the same semantics as the sources; the test suite runs both forms
 Two units, each compiled as its own mypyc group:
 
 * ``scheduler/core``, every module: about 1.7x faster sessions (bench/session.py);
-* the projector's decode + fold + archive + prepare path (:data:`PROJECTOR`):
-  about 9 % fewer instructions per event (bench/projector.py, docs/projector.md).
+* the projector's decode + fold + archive + prepare path (:data:`PROJECTOR_MODULES`):
+  about 20 % fewer instructions per event (bench/projector.py, docs/projector.md).
 
 * ``TEPHRA_COMPILE_CORE=0`` skips the compilation of both (pure Python install).
 * The extensions are optional: without a C compiler the install still
@@ -30,13 +30,14 @@ from setuptools import Extension, setup
 
 CORE = Path("scheduler/core")
 PROJECTOR = Path("projector")
-# The projector's modules on the per-event path that hold no coroutine.  The others
-# (service, migrate, reconstruct, ...) spend their time waiting on Kafka and
-# PostgreSQL.  projection and writer (5 % more of the instructions compiled, see
-# docs/projector.md) hold coroutines: a full test run with them compiled died once
-# of a segmentation fault while asyncio's debug mode printed a finished task's
-# result, and mypyc's coroutines are the youngest part of it, so they stay Python.
-PROJECTOR_MODULES = ("archive.py", "fold.py", "jsonform.py", "state.py")
+# The projector's modules on the per-event path, none of which holds a coroutine.  The
+# others (service, migrate, reconstruct, ...) spend their time waiting on Kafka and
+# PostgreSQL.  writer and projection keep only the batch's I/O, so they hold coroutines
+# and stay Python: a full test run with them compiled died once of a segmentation
+# fault while asyncio's debug mode printed a finished task's result, and mypyc's
+# coroutines are the youngest part of it.  Their per-event work moved to plan and
+# projection_rows to be compiled (docs/projector.md).
+PROJECTOR_MODULES = ("archive.py", "fold.py", "jsonform.py", "plan.py", "projection_rows.py", "state.py")
 MANIFEST = "compiled_sources.json"
 
 

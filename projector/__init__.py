@@ -6,7 +6,9 @@ Modules, one responsibility each:
 * :mod:`projector.fold` — ``apply(state, seq, event)``, THE pure fold;
 * :mod:`projector.archive` — the archived row format and the hash chain;
 * :mod:`projector.migrate` — versioned SQL migrations under an advisory lock;
-* :mod:`projector.projection` — the projection tables: write from the fold, load back;
+* :mod:`projector.projection_rows` — the projection's rows and statements as of a state;
+* :mod:`projector.projection` — the projection tables: run those statements, load back;
+* :mod:`projector.plan` — decode a batch, fold it, plan every value its commit writes;
 * :mod:`projector.writer` — one batch of records -> one PostgreSQL transaction;
 * :mod:`projector.reconstruct` — ``state_at``, ``load_projection``, ``verify_chain``;
 * :mod:`projector.progress` — read-your-writes: ``wait_for_session``, ``wait_for_event``, ``wait_for_seq``;
@@ -19,7 +21,7 @@ publishing a SessionCommitted, calls ``wait_for_session`` before its next
 session.
 
 Importing the package first decides whether the per-event modules (archive,
-fold, jsonform, state), compiled by ``pip install``, run
+fold, jsonform, plan, projection_rows, state), compiled by ``pip install``, run
 compiled or from their sources; :data:`PROJECTOR_FORM` says which and why.
 """
 

@@ -88,6 +88,7 @@ from projector.state import (
     VoidedDecision,
     new_task,
     place,
+    reduce_through_init,
     task_id_of,
     unplace,
 )
@@ -144,7 +145,6 @@ _DECISION_MODELS: Final[dict[str, type[Decision]]] = {
     "pipeline": PipelineDecision,
     "evict": EvictDecision,
 }
-_NO_TOUCH: Final[Touched] = ()
 _META: Final = ("meta", "")
 #: The ``kind`` of a pending job buffered with a part's decisions in ``ClusterState.session_parts``
 #: (not a decision kind; parts archived before SessionPart had ``pending`` have none).
@@ -153,7 +153,8 @@ PENDING_ITEM: Final = "pending"
 
 # Not frozen: a frozen dataclass's __init__ sets each field with object.__setattr__,
 # which cost ~7% of the fold (one outcome per event).  Read-only by convention;
-# unsafe_hash keeps the hash a frozen one had.
+# unsafe_hash keeps the hash a frozen one had.  __init__ spelled out, as in the state's
+# classes built per event (projector/state.py).
 @dataclass(slots=True, unsafe_hash=True)
 class FoldOutcome:
     """What one ``apply`` did (read-only).
@@ -166,8 +167,23 @@ class FoldOutcome:
 
     invalid: str | None = None
     detail: str = ""
-    touched: Touched = _NO_TOUCH
+    touched: Touched = ()
     decisions: tuple[tuple[int, Decision], ...] = ()
+
+    def __init__(
+        self,
+        invalid: str | None = None,
+        detail: str = "",
+        touched: Touched = (),
+        decisions: tuple[tuple[int, Decision], ...] = (),
+    ) -> None:
+        self.invalid = invalid
+        self.detail = detail
+        self.touched = touched
+        self.decisions = decisions
+
+    def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
+        return reduce_through_init(self)
 
     @property
     def applied(self) -> bool:

@@ -1,8 +1,8 @@
 """Which form of a compiled unit runs: its mypyc extensions or its sources.
 
 ``pip install`` compiles two units with mypyc (setup.py): the scheduling core
-(``scheduler.core``, every module) and the projector's per-event path (four
-``projector`` modules).  For each it records the hash of every source it
+(``scheduler.core``, every module) and the projector's per-event path (six
+``projector`` modules, setup.py's ``PROJECTOR_MODULES``).  For each it records the hash of every source it
 compiled.  Python's import system prefers an extension module to the ``.py``
 beside it, so an edited source would silently lose to its stale extension;
 :func:`choose_form`, called by the unit's package ``__init__`` before it

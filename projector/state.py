@@ -28,7 +28,7 @@ while ``NodeState.used`` does count it.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Final, Literal, TypeAlias
 
@@ -61,6 +61,7 @@ __all__ = [
     "TaskState",
     "TaskStatus",
     "VoidedDecision",
+    "reduce_through_init",
     "state_from_text",
     "task_id_of",
 ]
@@ -79,6 +80,16 @@ PODS: Final = "pods"
 #: bounded so snapshots do not grow with uptime.
 MAX_SESSIONS: Final = 256
 _FORMAT_VERSION: Final = 1
+
+
+def reduce_through_init(obj: Any) -> tuple[type[Any], tuple[Any, ...]]:
+    """``__reduce__`` of a dataclass that spells out its ``__init__``: copy and pickle
+    rebuild the object by calling it with the field values.
+
+    Compiled, mypyc's ``__new__`` of such a class calls its ``__init__``, so the
+    default reduction (``__new__`` without arguments, then the slots) would raise.
+    """
+    return type(obj), tuple(getattr(obj, f.name) for f in fields(obj))
 
 
 def task_id_of(namespace: str, job_name: str, role: str, index: int) -> str:
@@ -108,6 +119,13 @@ class PriorityClassState:
     preemption_policy: str
 
 
+# The classes the fold builds per event (a task, job, node report, session, refused
+# decision) spell out their __init__: compiled, it sets the slots directly, while the
+# one @dataclass generates stays interpreted bytecode in the compiled projector, as in
+# scheduler/core (see scheduler/core/trace.py).  @dataclass keeps an __init__ written
+# in the class; eq, repr and hash stay its own.  The spelled-out __init__ takes the
+# fields in order with the same defaults, and __reduce__ goes through it
+# (tests/projector/test_state_classes.py).
 @dataclass(slots=True)
 class NodeState:
     name: str
@@ -122,6 +140,32 @@ class NodeState:
     used: dict[str, int] = field(default_factory=dict)
     #: Derived: the ids of the tasks that occupy this node (never iterated unsorted).
     tasks: set[str] = field(default_factory=set)
+
+    # Spelled out (see above).
+    def __init__(  # noqa: PLR0917 - the dataclass fields, in order
+        self,
+        name: str,
+        allocatable: dict[str, int],
+        labels: dict[str, str],
+        taints: tuple[Taint, ...],
+        unschedulable: bool,
+        ready: bool,
+        created: datetime,
+        used: dict[str, int] | None = None,  # None: a new empty dict, as the default_factory
+        tasks: set[str] | None = None,
+    ) -> None:
+        self.name = name
+        self.allocatable = allocatable
+        self.labels = labels
+        self.taints = taints
+        self.unschedulable = unschedulable
+        self.ready = ready
+        self.created = created
+        self.used = {} if used is None else used
+        self.tasks = set() if tasks is None else tasks
+
+    def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
+        return reduce_through_init(self)
 
     def free(self, resource: str) -> int:
         return self.allocatable.get(resource, 0) - self.used.get(resource, 0)
@@ -144,6 +188,40 @@ class TaskState:
     tolerations: tuple[Toleration, ...]
     required_node_affinity: tuple[NodeSelectorTerm, ...]
     preemption_policy: str | None
+
+    # Spelled out: built per event (see above NodeState).
+    def __init__(  # noqa: PLR0917 - the dataclass fields, in order
+        self,
+        id: str,
+        job: str,
+        role: str,
+        index: int,
+        resources: dict[str, int],
+        status: TaskStatus,
+        node: str | None,
+        priority_class: str | None,
+        preemptable: bool,
+        node_selector: dict[str, str],
+        tolerations: tuple[Toleration, ...],
+        required_node_affinity: tuple[NodeSelectorTerm, ...],
+        preemption_policy: str | None,
+    ) -> None:
+        self.id = id
+        self.job = job
+        self.role = role
+        self.index = index
+        self.resources = resources
+        self.status = status
+        self.node = node
+        self.priority_class = priority_class
+        self.preemptable = preemptable
+        self.node_selector = node_selector
+        self.tolerations = tolerations
+        self.required_node_affinity = required_node_affinity
+        self.preemption_policy = preemption_policy
+
+    def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
+        return reduce_through_init(self)
 
 
 @dataclass(slots=True)
@@ -175,6 +253,46 @@ class JobState:
     #: 333M -> 223M instructions).
     created_json: str | None = field(default=None, compare=False, repr=False)
 
+    # Spelled out: built per event (see above NodeState).
+    def __init__(  # noqa: PLR0917 - the dataclass fields, in order
+        self,
+        id: str,
+        namespace: str,
+        name: str,
+        queue: str,
+        priority_class: str | None,
+        min_available: int,
+        min_resources: dict[str, int] | None,
+        phase: JobPhase,
+        created: datetime,
+        annotations: dict[str, str],
+        labels: dict[str, str],
+        task_specs: tuple[TaskSpec, ...],
+        tasks: list[str],
+        phase_reason: str = "",
+        task_specs_json: list[dict[str, Any]] | None = None,
+        created_json: str | None = None,
+    ) -> None:
+        self.id = id
+        self.namespace = namespace
+        self.name = name
+        self.queue = queue
+        self.priority_class = priority_class
+        self.min_available = min_available
+        self.min_resources = min_resources
+        self.phase = phase
+        self.created = created
+        self.annotations = annotations
+        self.labels = labels
+        self.task_specs = task_specs
+        self.tasks = tasks
+        self.phase_reason = phase_reason
+        self.task_specs_json = task_specs_json
+        self.created_json = created_json
+
+    def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
+        return reduce_through_init(self)
+
 
 # Not frozen (like the rest of the state): the fold builds one per refused decision,
 # most binds are refused, and a frozen dataclass's __init__ (object.__setattr__ per
@@ -189,6 +307,20 @@ class VoidedDecision:
     task: str | None
     node: str | None
     reason: str
+
+    # Spelled out: built per event (see above NodeState).
+    def __init__(  # noqa: PLR0917 - the dataclass fields, in order
+        self, index: int, kind: str, job: str, task: str | None, node: str | None, reason: str
+    ) -> None:
+        self.index = index
+        self.kind = kind
+        self.job = job
+        self.task = task
+        self.node = node
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
+        return reduce_through_init(self)
 
 
 @dataclass(slots=True)
@@ -205,6 +337,38 @@ class SessionRecord:
     pending_digest: str
     input_digest: str
     logic_flags: tuple[str, ...]
+
+    # Spelled out: built per event (see above NodeState).
+    def __init__(  # noqa: PLR0917 - the dataclass fields, in order
+        self,
+        session_id: str,
+        seq: int,
+        leader_epoch: int,
+        input_seq: int,
+        config_version: int,
+        now: datetime,
+        accepted: int,
+        voided: tuple[VoidedDecision, ...],
+        pending: tuple[PendingJob, ...],
+        pending_digest: str,
+        input_digest: str,
+        logic_flags: tuple[str, ...],
+    ) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        self.leader_epoch = leader_epoch
+        self.input_seq = input_seq
+        self.config_version = config_version
+        self.now = now
+        self.accepted = accepted
+        self.voided = voided
+        self.pending = pending
+        self.pending_digest = pending_digest
+        self.input_digest = input_digest
+        self.logic_flags = logic_flags
+
+    def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
+        return reduce_through_init(self)
 
 
 @dataclass(slots=True)

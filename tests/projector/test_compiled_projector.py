@@ -21,7 +21,7 @@ from projector import native
 from projector.native import CompiledUnit
 from tests.compiled_forms import EXTENSION, run_python
 
-COMPILED_MODULES = ("archive", "fold", "jsonform", "state")
+COMPILED_MODULES = ("archive", "fold", "jsonform", "plan", "projection_rows", "state")
 
 
 def test_the_reported_form_is_the_loaded_one() -> None:

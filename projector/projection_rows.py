@@ -1,0 +1,290 @@
+"""The projection's rows as of a state: the statements that bring the projection tables to it.
+
+Pure: every value is read from the state when the statements are built, so
+they stay right after the state moves on (the writer folds the next batch
+while one commits).  :mod:`projector.projection` runs them in a transaction
+and reads the tables back.
+
+Separate from :mod:`projector.projection`, and free of coroutines, so that
+``pip install`` compiles it with the rest of the per-event path (setup.py):
+mypyc's coroutines are kept out of the compiled unit (docs/projector.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from projector.state import (
+    ClusterState,
+    SessionRecord,
+    job_to_json,
+    node_to_json,
+    parts_to_json,
+    priority_class_to_json,
+    queue_to_json,
+    session_to_json,
+)
+
+__all__ = [
+    "STAGING_TABLES",
+    "ProjectionWrite",
+    "StagedRows",
+    "Statement",
+    "TouchedRows",
+    "document_json",
+    "meta_arguments",
+    "projection_statements",
+    "session_statement",
+]
+
+#: kind -> key -> seq of the last event in the batch that changed it.
+TouchedRows = dict[str, dict[str, int]]
+#: One SQL statement with its arguments, ready to execute.
+Statement = tuple[str, tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class StagedRows:
+    """Rows COPYed into a temporary staging table, then upserted from it in one statement.
+
+    For the many-row upserts (thousands of tasks per batch): asyncpg checks
+    every element of an array parameter against collections.abc, which cost
+    more than the rows themselves; COPY encodes rows without that.
+    """
+
+    stage: str  # the staging table (see STAGING_TABLES; emptied at commit)
+    columns: tuple[str, ...]
+    records: list[tuple[Any, ...]]
+    upsert: str
+
+
+#: What :func:`projection_statements` returns, in order.
+ProjectionWrite = Statement | StagedRows
+
+_json_dumps: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def document_json(value: Any) -> str:
+    """Compact JSON text of a projection document or snapshot (not hashed: any valid JSON will do)."""
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        return _json_dumps(value)  # beyond orjson (an integer over 64 bits in plugin arguments)
+
+
+_dumps: Final = document_json
+_MUTABLE_JOB_FIELDS: Final = ("phase", "phase_reason")
+_UPSERT_NODES: Final = (
+    "INSERT INTO nodes (name, seq, ready, unschedulable, doc)"
+    " SELECT * FROM unnest($1::text[], $2::bigint[], $3::boolean[], $4::boolean[], $5::jsonb[])"
+    " ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq, ready = EXCLUDED.ready,"
+    " unschedulable = EXCLUDED.unschedulable, doc = EXCLUDED.doc"
+)
+_TASK_COLUMNS: Final = ("id", "job_id", "role", "idx", "status", "node", "seq")
+_STAGE_TASKS: Final = (
+    "CREATE TEMP TABLE IF NOT EXISTS tephra_stage_tasks (id text, job_id text, role text, idx integer,"
+    " status text, node text, seq bigint) ON COMMIT DELETE ROWS"
+)
+# One simple-protocol round trip: the upsert, then transitional_tasks (migration 0005) brought
+# in line with the new statuses.  That table, not an index on tasks, is what the simulated
+# cluster polls, so that no index of tasks covers status and most task updates are HOT.
+_UPSERT_TASKS: Final = (
+    "INSERT INTO tasks (id, job_id, role, idx, status, node, seq)"
+    " SELECT id, job_id, role, idx, status, node, seq FROM tephra_stage_tasks"
+    " ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, node = EXCLUDED.node,"
+    " seq = EXCLUDED.seq;"
+    " DELETE FROM transitional_tasks w USING tephra_stage_tasks s"
+    " WHERE w.id = s.id AND s.status NOT IN ('Bound', 'Releasing');"
+    " INSERT INTO transitional_tasks (id) SELECT s.id FROM tephra_stage_tasks s"
+    " WHERE s.status IN ('Bound', 'Releasing')"
+    " AND NOT EXISTS (SELECT FROM transitional_tasks w WHERE w.id = s.id)"
+)
+_DELETE_TASKS: Final = (
+    "WITH transitional AS (DELETE FROM transitional_tasks WHERE id = ANY($1::text[]))"
+    " DELETE FROM tasks WHERE id = ANY($1::text[])"
+)
+_SESSION_COLUMNS: Final = (
+    "session_id", "seq", "leader_epoch", "input_seq", "config_version", "now", "accepted", "voided", "doc",
+)  # fmt: skip
+_STAGE_SESSIONS: Final = (
+    "CREATE TEMP TABLE IF NOT EXISTS tephra_stage_sessions (session_id text, seq bigint,"
+    " leader_epoch bigint, input_seq bigint, config_version integer, now timestamptz,"
+    " accepted integer, voided integer, doc json) ON COMMIT DELETE ROWS"
+)
+_UPSERT_SESSIONS: Final = (
+    "INSERT INTO sessions (session_id, seq, leader_epoch, input_seq, config_version, now,"
+    " accepted, voided, doc)"
+    " SELECT session_id, seq, leader_epoch, input_seq, config_version, now, accepted, voided, doc"
+    " FROM tephra_stage_sessions"
+    " ON CONFLICT (session_id) DO UPDATE SET seq = EXCLUDED.seq,"
+    " leader_epoch = EXCLUDED.leader_epoch, input_seq = EXCLUDED.input_seq,"
+    " config_version = EXCLUDED.config_version, now = EXCLUDED.now,"
+    " accepted = EXCLUDED.accepted, voided = EXCLUDED.voided, doc = EXCLUDED.doc"
+)
+_JOB_COLUMNS: Final = ("id", "namespace", "name", "queue", "phase", "phase_reason", "created", "seq", "spec")
+_STAGE_JOBS: Final = (
+    "CREATE TEMP TABLE IF NOT EXISTS tephra_stage_jobs (id text, namespace text, name text, queue text,"
+    " phase text, phase_reason text, created timestamptz, seq bigint, spec jsonb) ON COMMIT DELETE ROWS"
+)
+_INSERT_JOBS: Final = (
+    "INSERT INTO jobs (id, namespace, name, queue, phase, phase_reason, created, seq, spec)"
+    " SELECT id, namespace, name, queue, phase, phase_reason, created, seq, spec FROM tephra_stage_jobs"
+    " ON CONFLICT (id) DO UPDATE SET namespace = EXCLUDED.namespace, name = EXCLUDED.name,"
+    " queue = EXCLUDED.queue, phase = EXCLUDED.phase, phase_reason = EXCLUDED.phase_reason,"
+    " created = EXCLUDED.created, seq = EXCLUDED.seq, spec = EXCLUDED.spec"
+)
+_UPDATE_JOBS: Final = (
+    "UPDATE jobs SET phase = u.phase, phase_reason = u.phase_reason, seq = u.seq"
+    " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])"
+    " AS u(id, phase, phase_reason, seq)"
+    " WHERE jobs.id = u.id"
+)
+#: The temporary tables the StagedRows above are COPYed into, created once per
+#: connection by projection.create_staging.
+STAGING_TABLES: Final = f"{_STAGE_TASKS}; {_STAGE_SESSIONS}; {_STAGE_JOBS}"
+
+
+def _split(rows: dict[str, int], present: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Touched keys, sorted, as (still present, gone)."""
+    keep: list[str] = []
+    gone: list[str] = []
+    for key in sorted(rows):
+        (keep if key in present else gone).append(key)
+    return keep, gone
+
+
+def projection_statements(state: ClusterState, touched: TouchedRows) -> list[ProjectionWrite]:
+    """The statements that bring the rows behind ``touched`` to ``state``, in order.
+
+    Pure, and every value is read from ``state`` now: the statements stay
+    right after the state has moved on (the service folds the next batch
+    while this one commits).  Sessions are not among them: the state keeps
+    only the newest ``MAX_SESSIONS``, so the writer records each session as
+    it folds it and writes them with :func:`session_statement`.
+    """
+    out: list[ProjectionWrite] = []
+    if rows := touched.get("queue"):
+        keep, gone = _split(rows, state.queues)
+        _upsert_docs(out, "queues", keep, rows, [_dumps(queue_to_json(state.queues[k])) for k in keep])
+        _delete(out, "queues", "name", gone)
+    if rows := touched.get("priority_class"):
+        keep, gone = _split(rows, state.priority_classes)
+        docs = [_dumps(priority_class_to_json(state.priority_classes[k])) for k in keep]
+        _upsert_docs(out, "priority_classes", keep, rows, docs)
+        _delete(out, "priority_classes", "name", gone)
+    if rows := touched.get("node"):
+        keep, gone = _split(rows, state.nodes)
+        nodes = [state.nodes[k] for k in keep]
+        if keep:
+            out.append(
+                (
+                    _UPSERT_NODES,
+                    (
+                        keep,
+                        [rows[k] for k in keep],
+                        [n.ready for n in nodes],
+                        [n.unschedulable for n in nodes],
+                        [_dumps(node_to_json(n)) for n in nodes],
+                    ),
+                )
+            )
+        _delete(out, "nodes", "name", gone)
+    _job_statements(out, state, touched.get("new_job", {}), touched.get("job", {}))
+    if rows := touched.get("task"):
+        keep, gone = _split(rows, state.tasks)
+        tasks = [state.tasks[k] for k in keep]
+        if keep:
+            task_rows = [
+                (k, t.job, t.role, t.index, t.status, t.node, rows[k])
+                for k, t in zip(keep, tasks, strict=True)
+            ]
+            out.append(StagedRows("tephra_stage_tasks", _TASK_COLUMNS, task_rows, _UPSERT_TASKS))
+        if gone:
+            out.append((_DELETE_TASKS, (gone,)))
+    return out
+
+
+def session_statement(records: Sequence[SessionRecord]) -> StagedRows | None:
+    """The upsert of these sessions' rows (None when there are none).
+
+    Sessions are history: a row stays after its session leaves the state's
+    window of the newest ``MAX_SESSIONS``.
+    """
+    if not records:
+        return None
+    rows = [
+        (
+            s.session_id, s.seq, s.leader_epoch, s.input_seq, s.config_version, s.now, s.accepted,
+            len(s.voided), _dumps(session_to_json(s)),
+        )
+        for s in records
+    ]  # fmt: skip
+    return StagedRows("tephra_stage_sessions", _SESSION_COLUMNS, rows, _UPSERT_SESSIONS)
+
+
+def _job_statements(
+    out: list[ProjectionWrite], state: ClusterState, new: dict[str, int], changed: dict[str, int]
+) -> None:
+    if new:
+        keep, gone = _split(new, state.jobs)
+        jobs = [state.jobs[k] for k in keep]
+        specs = []
+        for job in jobs:
+            spec = job_to_json(job)
+            for name in _MUTABLE_JOB_FIELDS:
+                del spec[name]
+            specs.append(_dumps(spec))
+        if keep:
+            rows = [
+                (j.id, j.namespace, j.name, j.queue, j.phase, j.phase_reason, j.created,
+                 max(new[j.id], changed.get(j.id, 0)), spec)
+                for j, spec in zip(jobs, specs, strict=True)
+            ]  # fmt: skip
+            out.append(StagedRows("tephra_stage_jobs", _JOB_COLUMNS, rows, _INSERT_JOBS))
+        _delete(out, "jobs", "id", gone)
+    updates = {k: v for k, v in changed.items() if k not in new}
+    if updates:
+        keep, gone = _split(updates, state.jobs)
+        jobs = [state.jobs[k] for k in keep]
+        if keep:
+            out.append(
+                (
+                    _UPDATE_JOBS,
+                    (
+                        keep,
+                        [j.phase for j in jobs],
+                        [j.phase_reason for j in jobs],
+                        [updates[k] for k in keep],
+                    ),
+                )
+            )
+        _delete(out, "jobs", "id", gone)
+
+
+def _upsert_docs(
+    out: list[ProjectionWrite], table: str, keys: list[str], rows: dict[str, int], docs: list[str]
+) -> None:
+    if keys:
+        sql = (
+            f"INSERT INTO {table} (name, seq, doc)"  # noqa: S608 - fixed table names
+            " SELECT * FROM unnest($1::text[], $2::bigint[], $3::jsonb[])"
+            " ON CONFLICT (name) DO UPDATE SET seq = EXCLUDED.seq, doc = EXCLUDED.doc"
+        )
+        out.append((sql, (keys, [rows[k] for k in keys], docs)))
+
+
+def _delete(out: list[ProjectionWrite], table: str, column: str, keys: list[str]) -> None:
+    if keys:
+        out.append((f"DELETE FROM {table} WHERE {column} = ANY($1::text[])", (keys,)))  # noqa: S608
+
+
+def meta_arguments(state: ClusterState) -> tuple[str | None, int, int, str, str]:
+    """The projection_meta columns other than seq, in table order."""
+    config = None if state.config is None else _dumps(state.config.model_dump(mode="json"))
+    parts = _dumps(parts_to_json(state.session_parts))
+    return config, state.config_version, state.leader_epoch, parts, _dumps(state.early_observations)
