@@ -88,6 +88,11 @@ _RETRIABLE_DB: Final = (
     asyncpg.PostgresConnectionError,
     asyncpg.InterfaceError,
     asyncpg.exceptions.OperatorInterventionError,  # admin shutdown, crash shutdown
+    # A connection lost mid-statement can leave asyncpg's protocol consuming the error
+    # when the transaction's ROLLBACK starts ("cannot switch to state 15; another
+    # operation (2) is in progress"): that error replaced the outage's own, was not
+    # retried, and ended the projector (seen under load in the dropped-connections test).
+    asyncpg.exceptions.InternalClientError,
 )
 
 
