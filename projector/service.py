@@ -236,6 +236,8 @@ async def _decode_and_check(
         if query is not None:  # failing or cancelled: no query outlives the batch
             query.cancel()
             await asyncio.wait([query])
+            if not query.cancelled():
+                query.exception()  # retrieved (not logged as lost): the batch's own error is what counts
     return decoded, found
 
 
