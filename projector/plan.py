@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from events.models import BindDecision, Decision, Event, EvictDecision
 from events.serde import EventDecodeError, decode
@@ -42,6 +42,7 @@ __all__ = [
     "decode_batch",
     "finish_plan",
     "fold_records",
+    "id_hint",
 ]
 
 
@@ -70,6 +71,37 @@ class Rejection:
 
 
 Decoded = tuple[InboundRecord, Event | Rejection]
+
+_ID_MEMBER: Final = b'"id":"'
+
+
+def id_hint(value: bytes | None) -> str | None:
+    """The event id a record most likely holds, read off its bytes without decoding it.
+
+    The first ``"id":"`` member, when its string has no escape; None when there
+    is none.  Encoders that put the envelope's ``id`` before ``data`` (ours) or
+    that write no ``"id"`` key inside ``data`` (the catalogue's models have
+    none) are read right.  A hint is only a guess: the duplicate check asks
+    about hints before the batch decodes and asks again about any event whose
+    decoded id is not its hint, so a wrong hint costs a query, never a lost or
+    duplicated event.
+    """
+    if value is None:
+        return None
+    start = value.find(_ID_MEMBER)
+    if start < 0:
+        return None
+    start += len(_ID_MEMBER)
+    end = value.find(b'"', start)
+    if end < 0:
+        return None
+    text = value[start:end]
+    if b"\\" in text:
+        return None  # an escape: the decoded id is another string
+    try:
+        return text.decode()
+    except UnicodeDecodeError:
+        return None
 
 
 def decode_batch(records: Iterable[InboundRecord]) -> list[Decoded]:

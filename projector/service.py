@@ -15,12 +15,12 @@ one life of the connections:
    it, produce its rejections to the dead-letter topic, then commit it to
    PostgreSQL in one transaction.  Two stages overlap: while batches
    commit (up to ``COMMITS_IN_FLIGHT``, a task each on the writer's
-   connection), the next batch is gathered, decoded and folded (handing the
-   event loop back every ``COOPERATIVE_CHUNK`` records, so the commits'
-   round trips go on; the duplicate check runs on a second connection while
-   the batch decodes).  Each commit starts only after the one before it has
-   ended, so commits stay in order and one failure ends the run before
-   anything later is written.
+   connection), the next batch is gathered, then decoded and folded a chunk
+   at a time (handing the event loop back every ``COOPERATIVE_CHUNK``
+   records, so the commits' round trips go on; the duplicate check asks
+   about the batch's ids on a second connection meanwhile).  Each commit
+   starts only after the one before it has ended, so commits stay in order
+   and one failure ends the run before anything later is written.
 
 Connection failures of either side end the run; the supervisor logs them,
 counts a reconnect, waits with capped backoff and starts a new run.  Nothing
@@ -57,13 +57,13 @@ from events.topics import Topics
 from projector.errors import ProjectorError
 from projector.heap import BatchHeap
 from projector.migrate import apply_migrations
+from projector.plan import id_hint
 from projector.writer import (
     BatchPlan,
     BatchWriter,
     Decoded,
     InboundRecord,
     Rejection,
-    decode_batch,
     stored_offsets,
 )
 
@@ -142,7 +142,7 @@ class ProjectorConfig:
         return self.consumer or f"projector:{self.cluster}"
 
 
-STAGES: Final = ("gather", "decode", "fold", "heap", "commit_wait")
+STAGES: Final = ("gather", "prepare", "check_wait", "heap", "commit_wait")
 
 
 @dataclass(slots=True)
@@ -160,10 +160,11 @@ class ProjectorMetrics:
     last_batch_seconds: float = 0.0
     #: The newest batch latencies (decode, fold, dead-letter, commit), seconds.
     batch_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=10_000))
-    #: Wall seconds of the batch loop by stage: gather (Kafka), decode (with the
-    #: duplicate check, the event_log query), fold (fold and plan), heap (freezing
-    #: the batch's survivors, and the thaws: see projector.heap), and commit_wait
-    #: (waiting for the previous batch's commit to end).
+    #: Wall seconds of the batch loop by stage: gather (Kafka), prepare (decode,
+    #: fold and plan, with the commits in flight running in its hand-backs),
+    #: check_wait (the part of prepare spent waiting for the duplicate check's
+    #: event_log queries), heap (freezing the batch's survivors, and the thaws: see
+    #: projector.heap), and commit_wait (waiting for the previous batch's commit to end).
     stage_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
 
 
@@ -198,47 +199,86 @@ async def run_projector(
             backoff = min(backoff * 2, config.max_backoff_s)
 
 
-#: Decoded records whose ids go to the duplicate check together (a query each).
-_CHECK_AT_LEAST: Final = 1_000
+#: Records whose ids the duplicate check asks about in one query: the first
+#: query is small, so the batch's first chunk folds soon after it arrives.
+_CHECK_FIRST: Final = 256
+_CHECK_EVERY: Final = 1_000
 
 
-async def _decode_and_check(
-    records: list[InboundRecord], writer: BatchWriter, query_conn: asyncpg.Connection
-) -> tuple[list[Decoded], set[str]]:
-    """The batch decoded, and the ids among it already archived (``BatchWriter.archived_ids``).
+class _DuplicateCheck:
+    """Which of a batch's events are archived already, asked before the batch decodes.
 
-    The duplicate check runs while the rest of the batch decodes: each query
-    takes the ids decoded since the last one (at least ``_CHECK_AT_LEAST``),
-    one query at a time on ``query_conn``, so only the last waits.  Measured
-    waiting for one query after decoding: 0.34 s per 100k events.  Hands the
-    event loop back every ``COOPERATIVE_CHUNK`` records.
+    The batch is folded a chunk at a time as it decodes
+    (``BatchWriter.prepare_streaming``), so the ids must be known before the
+    events are: each record's id is read off its bytes (``plan.id_hint``) and
+    the hinted ids go to ``event_log`` in slices (``_CHECK_FIRST`` records,
+    then ``_CHECK_EVERY``), one query at a time on the duplicate check's own
+    connection, while the batch folds.  A chunk waits only for the slice that
+    covers it: after the first, the queries run ahead of the fold.  An event
+    whose decoded id is not its hint (an encoder with other key order or
+    escapes) is asked about on its own, once the slices are done (a
+    connection runs one query at a time).  Call :meth:`close` when the batch
+    is over, also when it failed.
     """
-    decoded: list[Decoded] = []
-    found: set[str] = set()
-    checked = 0  # decoded[:checked] is asked about
-    query: asyncio.Task[set[str]] | None = None
-    try:
-        for start in range(0, len(records), COOPERATIVE_CHUNK):
-            decoded += decode_batch(records[start : start + COOPERATIVE_CHUNK])
-            if query is not None and query.done():
-                found |= query.result()
-                query = None
-            if query is None and len(decoded) - checked >= _CHECK_AT_LEAST:
-                query = asyncio.create_task(writer.archived_ids(query_conn, decoded[checked:]))
-                checked = len(decoded)
-            await asyncio.sleep(0)
-        if query is not None:
-            found |= await query
-            query = None
-        if checked < len(decoded):
-            found |= await writer.archived_ids(query_conn, decoded[checked:])
-    finally:
-        if query is not None:  # failing or cancelled: no query outlives the batch
+
+    def __init__(
+        self, writer: BatchWriter, conn: asyncpg.Connection, records: Sequence[InboundRecord]
+    ) -> None:
+        self._writer = writer
+        self._conn = conn
+        self._hints = [id_hint(record.value) for record in records]
+        #: Archived ids among the batch's (more may be added; never one that is not archived).
+        self.found: set[str] = set()
+        #: Seconds the fold waited for queries.
+        self.waited = 0.0
+        # (end of the slice, its query): each query awaits the one before it.
+        self._slices: list[tuple[int, asyncio.Task[None]]] = []
+        previous: asyncio.Task[None] | None = None
+        start, size = 0, _CHECK_FIRST
+        while start < len(records):
+            end = min(start + size, len(records))
+            previous = asyncio.create_task(self._ask(previous, self._hints[start:end]))
+            self._slices.append((end, previous))
+            start, size = end, _CHECK_EVERY
+
+    async def _ask(self, previous: asyncio.Task[None] | None, hints: list[str | None]) -> None:
+        if previous is not None:
+            await previous
+        ids = [hint for hint in hints if hint is not None]
+        if ids:
+            self.found |= await self._writer.archived_among(self._conn, ids)
+
+    async def __call__(self, start: int, decoded: list[Decoded]) -> set[str]:
+        """The archived ids among ``decoded`` (the batch's records from ``start`` on)."""
+        began = time.perf_counter()
+        end = start + len(decoded)
+        for slice_end, query in self._slices:
+            if slice_end >= end:  # the queries run in order: this one's end means all before it ended
+                await query
+                break
+        hints = self._hints
+        unhinted = [
+            item.id
+            for index, (_, item) in enumerate(decoded, start)
+            if not isinstance(item, Rejection) and item.id != hints[index]
+        ]
+        if unhinted:
+            if self._slices:
+                await self._slices[-1][1]
+            self.found |= await self._writer.archived_among(self._conn, unhinted)
+        self.waited += time.perf_counter() - began
+        return self.found
+
+    async def close(self) -> None:
+        """End the queries still running (a failing batch); retrieve every query's error."""
+        queries = [query for _, query in self._slices]
+        for query in queries:
             query.cancel()
-            await asyncio.wait([query])
+        if queries:
+            await asyncio.wait(queries)
+        for query in queries:
             if not query.cancelled():
                 query.exception()  # retrieved (not logged as lost): the batch's own error is what counts
-    return decoded, found
 
 
 async def _close(conn: asyncpg.Connection | None) -> None:
@@ -457,16 +497,18 @@ class _Run:
                     continue
                 gathered = clock()
                 with self.heap.batch():
-                    decoded, archived = await _decode_and_check(records, writer, query_conn)
-                    checked = clock()
-                    plan = await writer.prepare_cooperatively(decoded, archived, chunk=COOPERATIVE_CHUNK)
+                    check = _DuplicateCheck(writer, query_conn, records)
+                    try:
+                        plan = await writer.prepare_streaming(records, check, chunk=COOPERATIVE_CHUNK)
+                    finally:
+                        await check.close()
                     prepared = clock()
                 frozen = clock()
                 while len(commits) >= COMMITS_IN_FLIGHT:
                     await commits.popleft()
                 stages["gather"] += gathered - began
-                stages["decode"] += checked - gathered
-                stages["fold"] += prepared - checked
+                stages["prepare"] += prepared - gathered
+                stages["check_wait"] += check.waited
                 stages["heap"] += frozen - prepared
                 stages["commit_wait"] += clock() - frozen
                 commit = self._commit(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -12,11 +13,12 @@ import asyncpg
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from events.models import Event
-from events.serde import encode
+from events.models import Event, NodeReported, NodeReportedData
+from events.serde import canonical_json, decode, encode
 from events.topics import Topics, kafka_key, topic_for
 from projector.errors import WaitTimeoutError
 from projector.migrate import apply_migrations, available_migrations
+from projector.plan import id_hint
 from projector.progress import wait_for_event, wait_for_seq, wait_for_session
 from projector.reconstruct import load_projection, state_at, verify_chain
 from projector.service import ProjectorConfig, ProjectorMetrics, run_projector
@@ -180,6 +182,62 @@ async def test_a_redelivered_event_is_a_no_op_and_read_your_writes_waits_work(
             assert len(ids) == len(set(ids))
             with pytest.raises(WaitTimeoutError):
                 await wait_for_session(conn, "never", 0.3, poll=0.1)
+        finally:
+            await conn.close()
+
+
+def _reencoded(event: Event, form: str) -> bytes:
+    """``event`` as another encoder might write it (same event, other bytes)."""
+    if form == "canonical":  # sorted keys: data before the envelope's id
+        return canonical_json(event)
+    document = json.loads(encode(event))
+    if form == "spaced":  # no compact "id":" member to read the id off
+        return json.dumps(document, indent=1).encode()
+    # The id's first character as a \u escape: the bytes hold no plain id.
+    raw = json.dumps(document, separators=(",", ":")).encode()
+    escaped = f"\\u{ord(event.id[0]):04x}{event.id[1:]}"
+    return raw.replace(b'"id":"' + event.id.encode() + b'"', b'"id":"' + escaped.encode() + b'"', 1)
+
+
+async def test_duplicates_are_recognised_whatever_their_encoding(
+    kafka_bootstrap: str, database_url: str, topics: Topics
+) -> None:
+    # The duplicate check asks about ids read off the records' bytes before they
+    # decode (projector.plan.id_hint); every event whose decoded id is not that hint
+    # must still be recognised, and one whose hint is an archived id still archived.
+    events = event_stream(24, 300)
+    first, rest = events[:200], events[200:]
+    forms = ("canonical", "spaced", "escaped")
+    again = [(topic_for(e, topics), _reencoded(e, forms[i % 3])) for i, e in enumerate(first[::3])]
+    for i, ((_, raw), event) in enumerate(zip(again, first[::3], strict=True)):
+        assert decode(raw).id == event.id
+        assert (id_hint(raw) == event.id) is (forms[i % 3] == "canonical")
+    node = NodeReported(
+        id="labelled-node-report",
+        source="tests",
+        cluster=CLUSTER,
+        time=events[-1].time,
+        data=NodeReportedData(name="labelled", labels={"id": first[0].id}),
+    )
+    labelled = (topic_for(node, topics), canonical_json(node))
+    assert id_hint(labelled[1]) == first[0].id  # the hint is an archived event's id, not its own
+    async with running_projector(kafka_bootstrap, database_url, topics, batch_size=64) as metrics:
+        await produce(kafka_bootstrap, topics, first)
+        conn = await asyncpg.connect(database_url)
+        try:
+            await wait_until(conn, "SELECT count(*)::int FROM event_log", len(first))
+            mixed = [*again[:30], labelled, *rest[:50], *again[30:], *rest[50:]]
+            await produce(kafka_bootstrap, topics, mixed)
+            await wait_until(
+                conn,
+                "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets",
+                len(events) + len(again) + 1,
+            )
+            ids = [r["event_id"] for r in await conn.fetch("SELECT event_id FROM event_log ORDER BY seq")]
+            assert sorted(ids) == sorted([*(e.id for e in events), node.id])
+            assert metrics.duplicates_skipped == len(again)
+            assert await conn.fetchval("SELECT count(*) FROM rejected_events") == 0
+            assert (await verify_chain(conn)).ok
         finally:
             await conn.close()
 
