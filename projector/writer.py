@@ -193,8 +193,8 @@ class BatchWriter:
         freed right after, so a batch's decoded events are never all alive at
         once.  Decoding all of a batch first (~15 MB of models for 5,000
         events) and folding it after made the fold, and the freeing one batch
-        later, miss the caches: decode + fold cost 51-56 us an event in the
-        service against 43-49 a chunk at a time (bench/projector.py, alternated;
+        later, miss the caches (callgrind with a 4 MB last-level cache: a third
+        fewer misses a chunk at a time; the service's figures are in
         docs/projector.md).  ``check`` says which of a chunk's events are
         archived already (the service asks PostgreSQL about the batch's ids
         before it decodes).  The event loop is handed back after every chunk:
