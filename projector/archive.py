@@ -48,6 +48,7 @@ __all__ = [
     "chain_hash",
     "format_time",
     "job_of_data",
+    "stdlib_utc",
 ]
 
 #: ``prev_hash`` of the first archived event.
@@ -136,6 +137,23 @@ def _utc_text(value: datetime) -> str:
     """format_time's text of a datetime known to be UTC."""
     text: str = _time_text(value, mode="json")
     return text
+
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+# The epoch as pydantic decodes it: its tzinfo is the TzInfo object decoded times share.
+_EPOCH_DECODED: Final[datetime] = TypeAdapter(AwareDatetime).validate_python("1970-01-01T00:00:00Z")
+
+
+def stdlib_utc(value: datetime) -> datetime:
+    """The same instant with the standard library's UTC as its tzinfo (for COPY).
+
+    asyncpg converts every aware datetime with ``astimezone`` (and compares it
+    with infinity) before COPY: on pydantic's ``TzInfo`` that took 0.83 us a
+    value, on ``datetime.UTC`` 0.15.  This costs 0.17 (the subtraction of two
+    datetimes sharing a tzinfo reads no offset); ``replace(tzinfo=UTC)`` 0.76.
+    Exact for any aware ``value``.
+    """
+    return _EPOCH + (value - _EPOCH_DECODED)
 
 
 def archived_form(event: Event) -> tuple[Event, str, str]:

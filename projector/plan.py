@@ -21,7 +21,7 @@ from typing import Any, Final, NamedTuple
 
 from events.models import BindDecision, Decision, Event, EvictDecision
 from events.serde import EventDecodeError, decode
-from projector.archive import JOB_EVENT_TYPES, archived_form, canonical_envelope, chain_hash
+from projector.archive import JOB_EVENT_TYPES, archived_form, canonical_envelope, chain_hash, stdlib_utc
 from projector.fold import apply
 from projector.projection_rows import (
     ProjectionWrite,
@@ -233,7 +233,7 @@ def fold_records(
         # The job the event is about, for replay's index (migration 0004).
         job = fields["data"].job_id if event_type in JOB_EVENT_TYPES else None
         row = (
-            seq, event_id, event_type, event_cluster, subject, source, time, data_text,
+            seq, event_id, event_type, event_cluster, subject, source, stdlib_utc(time), data_text,
             topic, partition, offset, prev_hash, digest, job,
         )  # fmt: skip
         archive_rows.append(row)

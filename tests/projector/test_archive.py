@@ -15,14 +15,19 @@ from events.models import ActionConfiguration, Event, QueueDeleted, QueueDeleted
 from events.serde import canonical_json, decode, encode
 from projector.archive import (
     _ORJSON_EXACT,
+    GENESIS_HASH,
     _holds_float,
     archived_form,
     canonical_data,
     canonical_envelope,
     format_time,
+    stdlib_utc,
 )
+from projector.state import ClusterState
+from projector.writer import _EVENT_LOG_COLUMNS, BatchWriter, decode_batch
 from tests.events.samples import sample_events, scheduler_configured
-from tests.projector.streams import event_stream
+from tests.projector.helpers import records
+from tests.projector.streams import CLUSTER, event_stream
 
 
 def _with_arguments(arguments: dict[str, Any]) -> SchedulerConfigured:
@@ -155,6 +160,24 @@ def test_the_archived_form_is_in_utc(offset: timedelta) -> None:
     assert archived.time.utcoffset() == timedelta(0)
     assert time == format_time(archived.time) == format_time(event.time.astimezone(UTC))
     assert _archived_canonical(event) == canonical_json(archived)
+
+
+@given(st.datetimes(timezones=st.sampled_from([UTC, TzInfo(0)])))
+def test_stdlib_utc_keeps_the_instant_and_gives_the_standard_utc(value: datetime) -> None:
+    converted = stdlib_utc(value)
+    assert converted == value
+    assert converted.tzinfo is UTC
+    assert (converted.year, converted.microsecond) == (value.year, value.microsecond)
+
+
+def test_archive_rows_carry_times_in_the_standard_utc() -> None:
+    # What COPY encodes (asyncpg converts each aware datetime with astimezone first).
+    events = event_stream(6, 300)
+    writer = BatchWriter(ClusterState(), GENESIS_HASH, consumer="c", cluster=CLUSTER)
+    plan = writer.prepare(decode_batch(records(events)), set())
+    times = [row[_EVENT_LOG_COLUMNS.index("time")] for row in plan.archive_rows]
+    assert times == [e.time for e in events]
+    assert {type(t.tzinfo) for t in times} == {type(UTC)}
 
 
 def queue_deleted_at(time: datetime) -> QueueDeleted:
