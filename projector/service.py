@@ -73,12 +73,15 @@ log = logging.getLogger("projector")
 
 #: Session-level advisory lock held by the active projector of a database.
 WRITER_LOCK: Final = 0x7E_9A_0002
-#: Records decoded or folded between two hand-backs of the event loop (1-3 ms of
-#: CPU).  Every statement of the commit in flight waits for the next hand-back
-#: to go on, and a commit is a dozen statements: with 500 records per chunk
-#: (~40 ms) the commit outlasted the fold and the loop waited for it for a
-#: quarter of the run (100k events: 10.1k events/s; 64 records: 12.8-13.1k).
-COOPERATIVE_CHUNK: Final = 64
+#: Records decoded and folded between two hand-backs of the event loop (~1-1.5 ms
+#: of CPU).  Every round trip of the commit in flight (about twenty: a COPY takes
+#: two) waits for the next hand-back to go on: with 500 records per chunk (~40 ms)
+#: the commit outlasted the fold and the loop waited for it for a quarter of the
+#: run (100k events: 10.1k events/s; 64 records: 12.8-13.1k).  Once the fold got
+#: faster, commits at 64 records took about as long as folds (150-270 ms a batch);
+#: 32 cut the loop's wait for them from 0.30-0.36 s to 0.07-0.17 s per 100k
+#: events (alternated, docs/projector.md).
+COOPERATIVE_CHUNK: Final = 32
 #: Batches prepared and waiting for (or in) their commit.  The fold of the next
 #: batch waits only when this many are.  Two absorb a slow commit (a snapshot,
 #: PostgreSQL sharing the cores) with the next fast one.
