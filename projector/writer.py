@@ -185,7 +185,7 @@ class BatchWriter:
         return plan
 
     async def prepare_streaming(
-        self, records: Sequence[InboundRecord], check: ArchivedCheck, *, chunk: int = 64
+        self, records: Sequence[InboundRecord], check: ArchivedCheck, *, chunk: int = 32
     ) -> BatchPlan:
         """:meth:`prepare` from the records: decode a chunk, fold it, drop it, and so on.
 
