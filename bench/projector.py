@@ -1,6 +1,7 @@
 """Projector throughput: real broker -> PostgreSQL (decode, COPY, fold, hash, projection, offsets).
 
-    python bench/projector.py [--events N] [--batch-size B] [--profile]
+    python bench/projector.py [--events N] [--batch-size B] [--snapshot-every S] [--snapshot-scale K]
+                              [--profile]
 
 Starts an embedded Tansu broker (or uses ``TEPHRA_BENCH_KAFKA``), uses
 ``TEPHRA_BENCH_DATABASE_URL`` (default: a fresh database on the local
@@ -111,6 +112,7 @@ def _report(
     cpu: float,
     servers: dict[str, float],
     size: str,
+    snapshots: list[int],
     after_first: tuple[float, int] | None,
 ) -> None:
     """Print the figures (``after_first``: seconds and events from the first commit to the end)."""
@@ -133,6 +135,11 @@ def _report(
     print(f"batches: {len(batches)} of <= {args.batch_size}; latency p50 {p50:.0f} ms, p99 {p99:.0f} ms,"
           f" max {1000 * max(batches):.0f} ms")  # fmt: skip
     print(f"peak RSS during the run: {_peak_rss_mb():,.0f} MiB (the bench process); database {size}")
+    where = ", ".join(f"{seq:,}" for seq in snapshots) or "none"
+    print(
+        f"state snapshots: {len(snapshots)}, at seq {where} (every {args.snapshot_every:,} events,"
+        f" scale {args.snapshot_scale})"
+    )
     # Where the batch loop's wall time went; commit_wait is the loop idle, waiting for PostgreSQL.
     stages = ", ".join(f"{name} {seconds:.2f}" for name, seconds in metrics.stage_seconds.items())
     print(f"batch loop seconds: {stages}")
@@ -150,6 +157,7 @@ async def _bench(bootstrap: str, admin_dsn: str, args: argparse.Namespace) -> No
         config = ProjectorConfig(
             bootstrap=bootstrap, dsn=dsn, topics=topics, cluster=CLUSTER,
             batch_size=args.batch_size, snapshot_every=args.snapshot_every,
+            snapshot_scale=args.snapshot_scale,
             freeze_state=not args.default_gc,
             freeze_batches=not (args.default_gc or args.no_freeze_batches),
             thaw_growth=args.thaw_growth,
@@ -181,10 +189,11 @@ async def _bench(bootstrap: str, admin_dsn: str, args: argparse.Namespace) -> No
         conn = await asyncpg.connect(dsn)
         try:
             size = await conn.fetchval("SELECT pg_size_pretty(pg_database_size(current_database()))")
+            stored = await conn.fetch("SELECT seq FROM state_snapshots ORDER BY seq")
         finally:
             await conn.close()
         _report(
-            args, metrics, elapsed=elapsed, cpu=cpu, size=size,
+            args, metrics, elapsed=elapsed, cpu=cpu, size=size, snapshots=[r["seq"] for r in stored],
             servers={name: servers[name] - servers_began[name] for name in _SERVERS},
             after_first=None if first_batch is None else (finished - first_batch[0], first_batch[1]),
         )  # fmt: skip
@@ -199,6 +208,12 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--batch-size", type=int, default=5_000)
     parser.add_argument("--snapshot-every", type=int, default=50_000)
+    parser.add_argument(
+        "--snapshot-scale",
+        type=float,
+        default=next(f.default for f in fields(ProjectorConfig) if f.name == "snapshot_scale"),
+        help="the service's default; 0 for a snapshot at every multiple of --snapshot-every (compare)",
+    )
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--default-gc", action="store_true", help="keep CPython's GC thresholds (compare)")

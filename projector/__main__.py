@@ -22,8 +22,19 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=5_000, help="max records per transaction")
     parser.add_argument("--linger-ms", type=int, default=50, help="how long a batch waits to fill up")
     parser.add_argument("--snapshot-every", type=int, default=10_000, help="events between state snapshots")
+    parser.add_argument(
+        "--snapshot-scale",
+        type=float,
+        default=1.0,
+        help="and at least this many events per job, task and node of the state (0: every --snapshot-every)",
+    )
     parser.add_argument("--log-level", default="INFO")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.snapshot_every <= 0:
+        parser.error(f"--snapshot-every must be a positive number of events, got {args.snapshot_every}")
+    if not args.snapshot_scale >= 0:
+        parser.error(f"--snapshot-scale must be zero or more, got {args.snapshot_scale}")
+    return args
 
 
 async def _main(args: argparse.Namespace) -> None:
@@ -40,6 +51,7 @@ async def _main(args: argparse.Namespace) -> None:
         batch_size=args.batch_size,
         linger_ms=args.linger_ms,
         snapshot_every=args.snapshot_every,
+        snapshot_scale=args.snapshot_scale,
         freeze_state=True,
         freeze_batches=True,
     )

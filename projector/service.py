@@ -127,7 +127,10 @@ class ProjectorConfig:
     #: expires, so aiokafka's 500 ms default added ~115 ms to every session's
     #: read-your-writes wait (measured by bench/e2e.py).
     fetch_max_wait_ms: int = 25
+    #: A state snapshot every ``snapshot_every`` events, and at least ``snapshot_scale``
+    #: events per job, task and node in the state (projector.plan.snapshot_interval).
     snapshot_every: int = 10_000
+    snapshot_scale: float = 1.0
     max_backoff_s: float = 5.0
     metrics_every_s: float = 30.0
     #: Freeze the loaded state out of the garbage collector (see tune_gc);
@@ -139,6 +142,13 @@ class ProjectorConfig:
     #: Process-wide: for processes that run the projector alone.
     freeze_batches: bool = False
     thaw_growth: float = 3.0
+
+    def __post_init__(self) -> None:
+        # Here, not only in the writer: a bad value would otherwise fail every reconnect.
+        if self.snapshot_every <= 0:
+            raise ValueError(f"snapshot_every must be positive, got {self.snapshot_every}")
+        if not self.snapshot_scale >= 0:  # also refuses NaN
+            raise ValueError(f"snapshot_scale must be zero or more, got {self.snapshot_scale}")
 
     @property
     def consumer_name(self) -> str:
@@ -329,6 +339,7 @@ class _Run:
                 consumer=config.consumer_name,
                 cluster=config.cluster,
                 snapshot_every=config.snapshot_every,
+                snapshot_scale=config.snapshot_scale,
             )
             self.metrics.last_seq = writer.state.seq
             if config.freeze_state:

@@ -17,7 +17,8 @@ For each batch, in this order:
 4. :meth:`BatchWriter.commit` — one transaction: guard the projection's seq
    (a second writer would be caught here), COPY into ``event_log``, the
    rejections, the projection rows, the consumer offsets, a snapshot every
-   ``snapshot_every`` events, and a NOTIFY for read-your-writes waiters.
+   ``snapshot_every`` events or more (:func:`~projector.plan.snapshot_due`),
+   and a NOTIFY for read-your-writes waiters.
    Only I/O: it reads nothing from the state.
 
 The service decodes and folds a batch a chunk at a time
@@ -122,14 +123,21 @@ class BatchWriter:
         consumer: str,
         cluster: str,
         snapshot_every: int = 10_000,
+        snapshot_scale: float = 1.0,
+        last_snapshot_seq: int = 0,
     ) -> None:
         if snapshot_every <= 0:
             raise ValueError(f"snapshot_every must be positive, got {snapshot_every}")
+        if not snapshot_scale >= 0:  # also refuses NaN
+            raise ValueError(f"snapshot_scale must be zero or more, got {snapshot_scale}")
         self.state = state
         self.last_hash = last_hash
         self.consumer = consumer
         self.cluster = cluster
         self.snapshot_every = snapshot_every
+        self.snapshot_scale = snapshot_scale
+        #: The seq of the newest snapshot, stored or in a plan in flight.
+        self.last_snapshot_seq = last_snapshot_seq
         self.poisoned = False
         #: The chain head and seq after the newest prepared batch (ahead of last_hash while in flight).
         self._head_hash = last_hash
@@ -139,7 +147,13 @@ class BatchWriter:
 
     @classmethod
     async def load(
-        cls, conn: asyncpg.Connection, *, consumer: str, cluster: str, snapshot_every: int = 10_000
+        cls,
+        conn: asyncpg.Connection,
+        *,
+        consumer: str,
+        cluster: str,
+        snapshot_every: int = 10_000,
+        snapshot_scale: float = 1.0,
     ) -> BatchWriter:
         """A writer positioned at what the database holds."""
         state = await load_projection(conn)
@@ -147,7 +161,16 @@ class BatchWriter:
         head_seq, head_hash = (0, GENESIS_HASH) if head is None else (head["seq"], bytes(head["hash"]))
         if head_seq != state.seq:
             raise ProjectionDriftError(expected_seq=head_seq, found_seq=state.seq)
-        return cls(state, head_hash, consumer=consumer, cluster=cluster, snapshot_every=snapshot_every)
+        last_snapshot = await conn.fetchval("SELECT coalesce(max(seq), 0) FROM state_snapshots")
+        return cls(
+            state,
+            head_hash,
+            consumer=consumer,
+            cluster=cluster,
+            snapshot_every=snapshot_every,
+            snapshot_scale=snapshot_scale,
+            last_snapshot_seq=last_snapshot,
+        )
 
     # ------------------------------------------------------------------ step 2
 
@@ -231,7 +254,15 @@ class BatchWriter:
 
     def _finish(self, plan: BatchPlan) -> None:
         """Read the rows the batch touched, and a snapshot when due, out of the state."""
-        finish_plan(self.state, plan, snapshot_every=self.snapshot_every)
+        finish_plan(
+            self.state,
+            plan,
+            snapshot_every=self.snapshot_every,
+            snapshot_scale=self.snapshot_scale,
+            last_snapshot_seq=self.last_snapshot_seq,
+        )
+        if plan.snapshot is not None:
+            self.last_snapshot_seq = plan.last_seq
         self._head_hash = plan.last_hash
 
     # ------------------------------------------------------------------ step 4

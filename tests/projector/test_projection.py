@@ -40,12 +40,16 @@ async def _transitional_tasks(conn: asyncpg.Connection) -> set[str]:
     return {r["id"] for r in await conn.fetch("SELECT id FROM transitional_tasks")}
 
 
-async def _check_stream(dsn: str, seed: int, count: int, cuts: list[int], snapshot_every: int) -> None:
+async def _check_stream(dsn: str, seed: int, count: int, cuts: list[int], spacing: tuple[int, float]) -> None:
+    """``spacing``: the writer's (snapshot_every, snapshot_scale)."""
+    snapshot_every, snapshot_scale = spacing
     conn = await asyncpg.connect(dsn)
     try:
         await reset_schema(conn)
         events = event_stream(seed, count, invalid_rate=0.03)
-        writer = await BatchWriter.load(conn, consumer="c", cluster=CLUSTER, snapshot_every=snapshot_every)
+        writer = await BatchWriter.load(
+            conn, consumer="c", cluster=CLUSTER, snapshot_every=snapshot_every, snapshot_scale=snapshot_scale
+        )
         seen: dict[int, ClusterState] = {}
         bounds = sorted({0, count, *(c % (count + 1) for c in cuts)})
         batch_records = records(events)
@@ -71,16 +75,18 @@ async def _check_stream(dsn: str, seed: int, count: int, cuts: list[int], snapsh
     seed=st.integers(0, 2**32 - 1),
     count=st.integers(1, 400),
     cuts=st.lists(st.integers(0, 400), max_size=12),
-    snapshot_every=st.sampled_from([7, 50, 1000]),
+    # Scale 0: a stored state every snapshot_every events; 0.05 and 1: spaced out as the state grows.
+    spacing=st.tuples(st.sampled_from([7, 50, 1000]), st.sampled_from([0.0, 0.05, 1.0])),
 )
 def test_projection_equals_state_at_the_same_seq(
-    scratch_dsn: str, seed: int, count: int, cuts: list[int], snapshot_every: int
+    scratch_dsn: str, seed: int, count: int, cuts: list[int], spacing: tuple[int, float]
 ) -> None:
-    asyncio.run(_check_stream(scratch_dsn, seed, count, cuts, snapshot_every))
+    asyncio.run(_check_stream(scratch_dsn, seed, count, cuts, spacing))
 
 
-def test_a_long_stream_agrees_at_many_seqs(scratch_dsn: str) -> None:
-    asyncio.run(_check_stream(scratch_dsn, 7, 3000, list(range(0, 3000, 97)), 500))
+@pytest.mark.parametrize("snapshot_scale", [0.0, 1.0])
+def test_a_long_stream_agrees_at_many_seqs(scratch_dsn: str, snapshot_scale: float) -> None:
+    asyncio.run(_check_stream(scratch_dsn, 7, 3000, list(range(0, 3000, 97)), (500, snapshot_scale)))
 
 
 def test_every_session_has_its_row_when_one_batch_commits_more_than_the_window(scratch_dsn: str) -> None:
