@@ -279,10 +279,11 @@ def snapshot_due(
     (at ``last_snapshot_seq``) is at least ``snapshot_scale`` events per job,
     task and node of the state behind.  A snapshot writes the whole state,
     which grows with history, so at a fixed interval the cost per event grows
-    without bound: at 10,000 (``python -m projector``'s default), a
-    200k-event state of the bench's stream (102k jobs, tasks and nodes, 25 MB
-    of JSON, ~0.2 s to build, ~0.4 s for PostgreSQL to store) cost ~60 us per
-    event, more than the rest of the projector.  At a scale of 1.0 each event
+    without bound: at 10,000 (``python -m projector``'s default), the bench's
+    stream paid ~26 us per event over its first 200k events (PostgreSQL 10.7,
+    the projector ~15), twice that by the end, where a snapshot is 102k jobs,
+    tasks and nodes (25 MB of JSON, ~0.2 s to build, ~0.4 s for PostgreSQL
+    to store).  At a scale of 1.0 each event
     pays for writing about one object of snapshot whatever the history, and
     ``state_at`` folds at most about one event per object of the snapshot it
     loads.  At 0, a snapshot at every multiple of ``snapshot_every``.

@@ -510,6 +510,13 @@ class _Run:
                         await commits.popleft()
                     continue
                 gathered = clock()
+                if writer.poisoned:
+                    # A commit in flight failed, which poisons the writer: end the run with
+                    # that commit's error (an outage, retried).  Preparing would end it with
+                    # the writer's refusal, which is not retried: the projector stopped for
+                    # good (seen in the dropped-connections test).
+                    while commits:
+                        await commits.popleft()
                 with self.heap.batch():
                     check = _DuplicateCheck(writer, query_conn, records)
                     try:

@@ -25,6 +25,7 @@ import secrets
 import shutil
 import tempfile
 import time
+import traceback
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,7 +204,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def _describe(context: dict[str, Any]) -> str:
     exc = context.get("exception")
     message = context.get("message", "unhandled exception in event loop")
-    return f"{message}: {exc!r}" if exc is not None else message
+    text = f"{message}: {exc!r}" if exc is not None else message
+    # The tests run the loop in debug mode, which records where each future was
+    # made: for a future nobody awaited, that names the code that left it.
+    created = context.get("source_traceback")
+    if created:
+        text += "\n  created at:\n" + "".join(traceback.format_list(created[-25:]))
+    return text
 
 
 @pytest.fixture(name=_LOOP_GUARD)

@@ -18,10 +18,11 @@ from events.serde import canonical_json, decode, encode
 from events.topics import Topics, kafka_key, topic_for
 from projector.errors import WaitTimeoutError
 from projector.migrate import apply_migrations, available_migrations
-from projector.plan import id_hint
+from projector.plan import BatchPlan, id_hint
 from projector.progress import wait_for_event, wait_for_seq, wait_for_session
 from projector.reconstruct import load_projection, state_at, verify_chain
 from projector.service import ProjectorConfig, ProjectorMetrics, run_projector
+from projector.writer import BatchWriter
 from tests.projector.streams import CLUSTER, event_stream
 from tests.service.helpers import stopped
 
@@ -316,6 +317,41 @@ async def test_connections_dropped_with_batches_in_flight_lose_and_duplicate_not
         report = await verify_chain(conn)
         assert report.ok, report
         assert await load_projection(conn) == await state_at(conn, len(ids))
+    finally:
+        await conn.close()
+
+
+async def test_a_commit_that_fails_while_the_next_batch_waits_is_retried(
+    kafka_bootstrap: str, database_url: str, topics: Topics, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first commit fails as a dropped connection makes it fail: it poisons the writer
+    # and raises an outage.  It runs as a task while the loop gathers the next batch, so
+    # the loop sees the poisoned writer before the commit's error; preparing then raised
+    # the writer's refusal, which is not retried, and the projector stopped for good.
+    events = event_stream(17, 1_000)
+    await produce(kafka_bootstrap, topics, events)
+    real_commit = BatchWriter.commit
+    failed: list[int] = []
+
+    async def commit_failing_once(self: BatchWriter, conn: asyncpg.Connection, plan: BatchPlan) -> None:
+        if not failed:
+            failed.append(plan.base_seq)
+            self.poisoned = True  # what BatchWriter.commit does when its transaction fails
+            raise asyncpg.exceptions.ConnectionDoesNotExistError("injected: a connection dropped mid-commit")
+        await real_commit(self, conn, plan)
+
+    monkeypatch.setattr(BatchWriter, "commit", commit_failing_once)
+    conn = await asyncpg.connect(database_url)
+    try:
+        async with running_projector(kafka_bootstrap, database_url, topics, batch_size=200) as metrics:
+            await wait_until(
+                conn, "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets", len(events)
+            )
+            assert failed == [0]
+            assert metrics.reconnects == 1
+        ids = [r["event_id"] for r in await conn.fetch("SELECT event_id FROM event_log ORDER BY seq")]
+        assert sorted(ids) == sorted(e.id for e in events)
+        assert (await verify_chain(conn)).ok
     finally:
         await conn.close()
 
