@@ -283,10 +283,10 @@ def snapshot_due(
     stream paid ~26 us per event over its first 200k events (PostgreSQL 10.7,
     the projector ~15), twice that by the end, where a snapshot is 102k jobs,
     tasks and nodes (25 MB of JSON, ~0.2 s to build, ~0.4 s for PostgreSQL
-    to store).  At a scale of 1.0 each event
-    pays for writing about one object of snapshot whatever the history, and
-    ``state_at`` folds at most about one event per object of the snapshot it
-    loads.  At 0, a snapshot at every multiple of ``snapshot_every``.
+    to store).  At a scale of 1.0 each event pays for writing about one object
+    of snapshot whatever the history, and ``state_at`` folds at most about one
+    event per object of the snapshot it loads.  At 0, a snapshot at every
+    multiple of ``snapshot_every``.
     """
     if plan.last_seq // snapshot_every <= plan.base_seq // snapshot_every:
         return False

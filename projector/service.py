@@ -64,6 +64,7 @@ from projector.writer import (
     Decoded,
     InboundRecord,
     Rejection,
+    check_snapshot_spacing,
     stored_offsets,
 )
 
@@ -128,7 +129,7 @@ class ProjectorConfig:
     #: read-your-writes wait (measured by bench/e2e.py).
     fetch_max_wait_ms: int = 25
     #: A state snapshot every ``snapshot_every`` events, and at least ``snapshot_scale``
-    #: events per job, task and node in the state (projector.plan.snapshot_interval).
+    #: events per job, task and node in the state apart (projector.plan.snapshot_due).
     snapshot_every: int = 10_000
     snapshot_scale: float = 1.0
     max_backoff_s: float = 5.0
@@ -145,10 +146,7 @@ class ProjectorConfig:
 
     def __post_init__(self) -> None:
         # Here, not only in the writer: a bad value would otherwise fail every reconnect.
-        if self.snapshot_every <= 0:
-            raise ValueError(f"snapshot_every must be positive, got {self.snapshot_every}")
-        if not self.snapshot_scale >= 0:  # also refuses NaN
-            raise ValueError(f"snapshot_scale must be zero or more, got {self.snapshot_scale}")
+        check_snapshot_spacing(self.snapshot_every, self.snapshot_scale)
 
     @property
     def consumer_name(self) -> str:

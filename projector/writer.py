@@ -70,6 +70,7 @@ __all__ = [
     "Decoded",
     "InboundRecord",
     "Rejection",
+    "check_snapshot_spacing",
     "decode_batch",
 ]
 
@@ -126,10 +127,7 @@ class BatchWriter:
         snapshot_scale: float = 1.0,
         last_snapshot_seq: int = 0,
     ) -> None:
-        if snapshot_every <= 0:
-            raise ValueError(f"snapshot_every must be positive, got {snapshot_every}")
-        if not snapshot_scale >= 0:  # also refuses NaN
-            raise ValueError(f"snapshot_scale must be zero or more, got {snapshot_scale}")
+        check_snapshot_spacing(snapshot_every, snapshot_scale)
         self.state = state
         self.last_hash = last_hash
         self.consumer = consumer
@@ -342,6 +340,14 @@ class BatchWriter:
     def committed_seq(self) -> int:
         """The seq of the newest committed batch (``state.seq`` runs ahead while plans are in flight)."""
         return self._committed_seq
+
+
+def check_snapshot_spacing(snapshot_every: int, snapshot_scale: float) -> None:
+    """Raise ValueError unless the spacing is valid (see :func:`~projector.plan.snapshot_due`)."""
+    if snapshot_every <= 0:
+        raise ValueError(f"snapshot_every must be positive, got {snapshot_every}")
+    if not snapshot_scale >= 0:  # also refuses NaN
+        raise ValueError(f"snapshot_scale must be zero or more, got {snapshot_scale}")
 
 
 async def stored_offsets(conn: asyncpg.Connection, consumer: str) -> dict[tuple[str, int], int]:
