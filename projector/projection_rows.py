@@ -86,9 +86,10 @@ _UPSERT_NODES: Final = (
     " unschedulable = EXCLUDED.unschedulable, doc = EXCLUDED.doc"
 )
 _TASK_COLUMNS: Final = ("id", "job_id", "role", "idx", "status", "node", "seq")
+# The staging tables' keys have the collation of the tables they are joined with (migration 0006).
 _STAGE_TASKS: Final = (
-    "CREATE TEMP TABLE IF NOT EXISTS tephra_stage_tasks (id text, job_id text, role text, idx integer,"
-    " status text, node text, seq bigint) ON COMMIT DELETE ROWS"
+    'CREATE TEMP TABLE IF NOT EXISTS tephra_stage_tasks (id text COLLATE "C", job_id text COLLATE "C",'
+    " role text, idx integer, status text, node text, seq bigint) ON COMMIT DELETE ROWS"
 )
 # One simple-protocol round trip: the upsert, then transitional_tasks (migration 0005) brought
 # in line with the new statuses.  That table, not an index on tasks, is what the simulated
@@ -112,7 +113,7 @@ _SESSION_COLUMNS: Final = (
     "session_id", "seq", "leader_epoch", "input_seq", "config_version", "now", "accepted", "voided", "doc",
 )  # fmt: skip
 _STAGE_SESSIONS: Final = (
-    "CREATE TEMP TABLE IF NOT EXISTS tephra_stage_sessions (session_id text, seq bigint,"
+    'CREATE TEMP TABLE IF NOT EXISTS tephra_stage_sessions (session_id text COLLATE "C", seq bigint,'
     " leader_epoch bigint, input_seq bigint, config_version integer, now timestamptz,"
     " accepted integer, voided integer, doc json) ON COMMIT DELETE ROWS"
 )
@@ -128,8 +129,9 @@ _UPSERT_SESSIONS: Final = (
 )
 _JOB_COLUMNS: Final = ("id", "namespace", "name", "queue", "phase", "phase_reason", "created", "seq", "spec")
 _STAGE_JOBS: Final = (
-    "CREATE TEMP TABLE IF NOT EXISTS tephra_stage_jobs (id text, namespace text, name text, queue text,"
-    " phase text, phase_reason text, created timestamptz, seq bigint, spec jsonb) ON COMMIT DELETE ROWS"
+    'CREATE TEMP TABLE IF NOT EXISTS tephra_stage_jobs (id text COLLATE "C", namespace text, name text,'
+    " queue text, phase text, phase_reason text, created timestamptz, seq bigint, spec jsonb)"
+    " ON COMMIT DELETE ROWS"
 )
 _INSERT_JOBS: Final = (
     "INSERT INTO jobs (id, namespace, name, queue, phase, phase_reason, created, seq, spec)"

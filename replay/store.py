@@ -33,6 +33,34 @@ __all__ = ["ArchiveReader", "open_archive"]
 _COLUMNS: Final = "seq, event_id, type, cluster, subject, source, time, data::text AS data, prev_hash, hash"
 _SESSION: Final = SessionCommitted.model_fields["type"].default
 _PART: Final = SessionPart.model_fields["type"].default
+
+
+def _type_literal(event_type: str) -> str:
+    """An event type as an SQL literal (a fixed name of the catalogue, never input).
+
+    Where rows are found by session type the types are literals: only then can
+    the planner use the partial index ``event_log_sessions`` (migration 0006),
+    whose predicate names them; with a parameter, a generic plan scans the archive.
+    """
+    if not event_type.replace(".", "").isalnum():
+        raise ValueError(f"event type {event_type!r} is not safe to write into SQL")
+    return f"'{event_type}'"
+
+
+_SESSION_SQL: Final = _type_literal(_SESSION)
+_PART_SQL: Final = _type_literal(_PART)
+# $1, $2: a seq range.
+_SESSION_MARKERS: Final = (
+    f"SELECT {_COLUMNS} FROM event_log WHERE type = {_SESSION_SQL} AND seq >= $1 AND seq <= $2 ORDER BY seq"  # noqa: S608
+)
+# $1: a session id (its marker; its parts).
+_SESSION_MARKER: Final = (
+    f"SELECT {_COLUMNS} FROM event_log WHERE type = {_SESSION_SQL} AND data::jsonb->>'session_id' = $1"  # noqa: S608
+)
+_SESSION_PARTS: Final = (
+    f"SELECT {_COLUMNS} FROM event_log WHERE type = {_PART_SQL} AND data::jsonb->>'session_id' = $1"  # noqa: S608
+    " ORDER BY seq"
+)
 _JOB_EVENTS: Final = sorted(JOB_EVENT_TYPES)
 _BATCH: Final = 5_000
 # $1 job id, $2 SessionCommitted, $3 {"job": id}, $4 {"preemptor_job": id}, $5 SessionPart.
@@ -44,7 +72,8 @@ _BATCH: Final = 5_000
 # marker) or a decision.  A split session's marker is trimmed too, as a candidate: it comes back
 # when one of its parts names the job, since the marker is what makes the parts a session.  Only
 # (seq, session id, the trimmed view) is kept per session row.  The other rows come back as archived.
-_JOB_HISTORY: Final = """
+_JOB_HISTORY: Final = (
+    """
     WITH sessions AS MATERIALIZED (
         SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, session_id, names, split,
                CASE WHEN names OR split THEN (doc || jsonb_build_object(
@@ -65,7 +94,7 @@ _JOB_HISTORY: Final = """
                        type = $2 AND coalesce((doc->>'parts')::int, 0) > 0 AS split
                   FROM (SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash,
                                data::jsonb AS doc
-                          FROM event_log WHERE type IN ($2, $5) OFFSET 0) AS s
+                          FROM event_log WHERE type IN ({session}, {part}) OFFSET 0) AS s
                 OFFSET 0) AS m
     )
     SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash,
@@ -78,6 +107,9 @@ _JOB_HISTORY: Final = """
      WHERE names OR (split AND session_id IN (SELECT session_id FROM sessions WHERE names AND type = $5))
     ORDER BY seq
 """.replace("{job_events}", ", ".join(f"'{t}'" for t in _JOB_EVENTS))
+    .replace("{session}", _SESSION_SQL)
+    .replace("{part}", _PART_SQL)
+)
 
 
 @contextmanager
@@ -169,8 +201,7 @@ class ArchiveReader:
         """The SessionCommitted events with ``first <= seq <= last``, in seq order."""
         upper = await self.last_seq() if last is None else last
         rows = await self._conn.fetch(
-            f"SELECT {_COLUMNS} FROM event_log WHERE type = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",  # noqa: S608
-            _SESSION,
+            _SESSION_MARKERS,
             first,
             upper,
         )
@@ -178,9 +209,7 @@ class ArchiveReader:
 
     async def session_parts(self, session_id: str) -> list[ArchivedEvent]:
         rows = await self._conn.fetch(
-            f"SELECT {_COLUMNS} FROM event_log"  # noqa: S608
-            " WHERE type = $1 AND data::jsonb->>'session_id' = $2 ORDER BY seq",
-            _PART,
+            _SESSION_PARTS,
             session_id,
         )
         return [row_to_event(r) for r in rows]
@@ -192,8 +221,7 @@ class ArchiveReader:
             UnknownSession: no such session in the archive.
         """
         row = await self._conn.fetchrow(
-            f"SELECT {_COLUMNS} FROM event_log WHERE type = $1 AND data::jsonb->>'session_id' = $2",  # noqa: S608
-            _SESSION,
+            _SESSION_MARKER,
             session_id,
         )
         if row is None:

@@ -1,8 +1,9 @@
-"""Migrations 0004 and 0005: a database written before each upgrades, and what it changes is used."""
+"""Migrations 0004 to 0006: a database written before each upgrades, and what it changes is used."""
 
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -13,7 +14,7 @@ from projector import migrate
 from projector.migrate import apply_migrations
 from projector.reconstruct import verify_chain
 from projector.writer import BatchWriter
-from replay.store import _JOB_HISTORY
+from replay.store import _JOB_HISTORY, _SESSION_MARKER, _SESSION_MARKERS, _SESSION_PARTS
 from tests.projector.helpers import create_database, drop_database, records
 from tests.projector.streams import CLUSTER, event_stream
 
@@ -184,7 +185,7 @@ async def test_a_projection_from_before_0005_upgrades_and_the_writer_carries_on(
                 )
         assert await old.fetchval("SELECT pg_typeof(doc)::text FROM sessions LIMIT 1") == "jsonb"
 
-        assert await apply_migrations(old) == [5]
+        assert await _migrate_up_to(old, 5, monkeypatch) == [5]
         assert await _transitional(old) == await _bound_or_releasing(old) == await _bound_or_releasing(new)
         assert await old.fetchval("SELECT pg_typeof(doc)::text FROM sessions LIMIT 1") == "json"
         assert await _session_docs(old) == await _session_docs(new)
@@ -194,6 +195,82 @@ async def test_a_projection_from_before_0005_upgrades_and_the_writer_carries_on(
         assert not indexes & {"event_log_subject", "bindings_task", "tasks_node", "tasks_sim_work"}
         fillfactor = await old.fetchval("SELECT reloptions FROM pg_class WHERE relname = 'tasks'")
         assert fillfactor == ["fillfactor=80"]
+
+        # The upgraded database loads, and takes the rest of the stream like the new one.
+        upgraded = await BatchWriter.load(old, consumer="c", cluster=CLUSTER, snapshot_every=300)
+        assert upgraded.state == writer.state
+        rest = records(event_stream(5, 1_200))[600:]
+        await upgraded.write(old, rest)
+        await writer.write(new, rest)
+        assert upgraded.state == writer.state
+        assert await _transitional(old) == await _bound_or_releasing(old) == await _transitional(new)
+        assert (await verify_chain(old)).ok
+
+
+# The key columns migration 0006 gives the "C" collation.
+_C_KEYS = {
+    ("event_log", "event_id"), ("event_log", "type"), ("event_log", "job"), ("tasks", "id"),
+    ("tasks", "job_id"), ("transitional_tasks", "id"), ("jobs", "id"), ("jobs", "queue"),
+    ("jobs", "phase"), ("sessions", "session_id"), ("nodes", "name"),
+}  # fmt: skip
+
+
+async def _c_keys(conn: asyncpg.Connection) -> set[tuple[str, str]]:
+    rows = await conn.fetch(
+        "SELECT table_name::text, column_name::text FROM information_schema.columns"
+        " WHERE table_schema = 'public' AND collation_name = 'C'"
+    )
+    return {(r[0], r[1]) for r in rows}
+
+
+async def _generic_plan(conn: asyncpg.Connection, query: str, *args: object) -> str:
+    """The plan PostgreSQL keeps for ``query`` once it plans it for any arguments (no sequential scans).
+
+    A prepared statement, not ``EXPLAIN query`` with arguments: that plans for the values given.
+    """
+    await conn.execute("SET enable_seqscan = off; SET plan_cache_mode = force_generic_plan")
+    name = f"probe_{secrets.token_hex(4)}"
+    await conn.execute(f"PREPARE {name} AS {query}")
+    # EXPLAIN EXECUTE takes no parameters: the arguments as literals.
+    literals = ", ".join(
+        str(a) if isinstance(a, int) else "'" + str(a).replace("'", "''") + "'" for a in args
+    )
+    return "\n".join(r[0] for r in await conn.fetch(f"EXPLAIN EXECUTE {name}({literals})"))
+
+
+async def test_a_database_from_before_0006_upgrades_and_sessions_are_found_through_their_index(
+    database_url: str, postgres_admin_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _new_and_old(database_url, postgres_admin_dsn) as (new, old):
+        await apply_migrations(new)
+        writer = await BatchWriter.load(new, consumer="c", cluster=CLUSTER, snapshot_every=300)
+        await writer.write(new, records(event_stream(5, 600)))
+        assert await _c_keys(new) == _C_KEYS
+
+        # The same rows in a database migrated only up to 0005 (keys in the server's collation).
+        assert await _migrate_up_to(old, 5, monkeypatch) == [1, 2, 3, 4, 5]
+        assert not await _c_keys(old)
+        await old.execute("DELETE FROM projection_meta")
+        for table in (*_PROJECTION_TABLES, "transitional_tasks"):
+            rows = await new.fetch(f"SELECT * FROM {table}")
+            if rows:
+                await old.copy_records_to_table(
+                    table, records=[tuple(r) for r in rows], columns=list(rows[0].keys())
+                )
+
+        assert await apply_migrations(old) == [6]
+        assert await _c_keys(old) == _C_KEYS
+        indexes = {
+            r[0] for r in await old.fetch("SELECT indexname FROM pg_indexes WHERE schemaname = 'public'")
+        }
+        assert "event_log_type_time" not in indexes
+        assert "event_log_sessions" in indexes
+        session_id = await old.fetchval("SELECT session_id FROM sessions ORDER BY seq LIMIT 1")
+        for query, args in ((_SESSION_MARKERS, (1, 600)), (_SESSION_MARKER, (session_id,)),
+                            (_SESSION_PARTS, (session_id,))):  # fmt: skip
+            plan = await _generic_plan(old, query, *args)
+            assert "event_log_sessions" in plan, plan
+        await old.execute("RESET ALL")
 
         # The upgraded database loads, and takes the rest of the stream like the new one.
         upgraded = await BatchWriter.load(old, consumer="c", cluster=CLUSTER, snapshot_every=300)
