@@ -6,9 +6,10 @@
 -- types, job and task ids, session ids, node names), and under a server's
 -- default collation (C.UTF-8 on the test machine, en_US.UTF-8 on many servers)
 -- every index comparison went through strcoll, with a copy of both strings:
--- ~13 % of the backend's samples during the projector's commits (perf).  "C" is
--- also the order Python's sorted() gives, which the scheduler's core uses, so
--- an ORDER BY over these columns now agrees with it on every server.  Each
+-- ~7 % of the backend's samples during the projector's commits, plus part of
+-- _bt_compare's 6 % (perf).  "C" is also the order Python's sorted() gives,
+-- which the scheduler's core uses, so an ORDER BY over these columns now
+-- agrees with it on every server.  Each
 -- ALTER rebuilds the indexes on the column (not the table).  The projector's
 -- staging tables (projector.projection_rows) declare the same collation: a
 -- comparison between columns of two collations is an error.
