@@ -9,10 +9,11 @@
 -- ~7 % of the backend's samples during the projector's commits, plus part of
 -- _bt_compare's 6 % (perf).  "C" is also the order Python's sorted() gives,
 -- which the scheduler's core uses, so an ORDER BY over these columns now
--- agrees with it on every server.  Each
--- ALTER rebuilds the indexes on the column (not the table).  The projector's
--- staging tables (projector.projection_rows) declare the same collation: a
--- comparison between columns of two collations is an error.
+-- agrees with it on every server.  Each ALTER rebuilds the indexes on the
+-- column (not the table).  A comparison with a column in the default collation
+-- (another table's, an ad hoc query's) is made in "C", which wins over the
+-- default; the projector's staging tables (projector.projection_rows) declare
+-- it all the same, to say so.
 ALTER TABLE event_log
     ALTER COLUMN event_id TYPE text COLLATE "C",
     ALTER COLUMN type TYPE text COLLATE "C",

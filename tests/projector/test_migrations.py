@@ -106,6 +106,7 @@ async def test_a_jobs_history_is_read_through_the_job_index(database_url: str) -
     finally:
         await conn.close()
     assert "event_log_job" in plan, plan
+    assert "event_log_sessions" in plan, plan  # the sessions that may name the job (0006)
 
 
 async def test_snapshots_are_compressed_with_lz4_where_the_server_has_it(database_url: str) -> None:
@@ -271,6 +272,12 @@ async def test_a_database_from_before_0006_upgrades_and_sessions_are_found_throu
             plan = await _generic_plan(old, query, *args)
             assert "event_log_sessions" in plan, plan
         await old.execute("RESET ALL")
+        # A key in "C" compared with a column in the default collation: "C" is used, no error.
+        joined = await old.fetchval(
+            "SELECT count(*) FROM bindings b"
+            " JOIN event_log j ON j.job = b.job_id AND j.type = 'tephra.job.submitted.v1'"
+        )
+        assert joined == await old.fetchval("SELECT count(*) FROM bindings") > 0
 
         # The upgraded database loads, and takes the rest of the stream like the new one.
         upgraded = await BatchWriter.load(old, consumer="c", cluster=CLUSTER, snapshot_every=300)
