@@ -151,6 +151,33 @@ _PROJECTION_TABLES = (
 )  # fmt: skip
 
 
+async def _copy_rows(new: asyncpg.Connection, old: asyncpg.Connection, tables: tuple[str, ...]) -> None:
+    """The rows of ``tables`` from ``new`` into ``old`` (projection_meta's singleton replaced)."""
+    await old.execute("DELETE FROM projection_meta")
+    for table in tables:
+        rows = await new.fetch(f"SELECT * FROM {table}")
+        if rows:
+            await old.copy_records_to_table(
+                table, records=[tuple(r) for r in rows], columns=list(rows[0].keys())
+            )
+
+
+async def _indexes(conn: asyncpg.Connection) -> set[str]:
+    return {r[0] for r in await conn.fetch("SELECT indexname FROM pg_indexes WHERE schemaname = 'public'")}
+
+
+async def _carries_on(new: asyncpg.Connection, old: asyncpg.Connection, writer: BatchWriter) -> None:
+    """The upgraded database loads, and takes the rest of the stream like the new one."""
+    upgraded = await BatchWriter.load(old, consumer="c", cluster=CLUSTER, snapshot_every=300)
+    assert upgraded.state == writer.state
+    rest = records(event_stream(5, 1_200))[600:]
+    await upgraded.write(old, rest)
+    await writer.write(new, rest)
+    assert upgraded.state == writer.state
+    assert await _transitional(old) == await _bound_or_releasing(old) == await _transitional(new)
+    assert (await verify_chain(old)).ok
+
+
 async def _transitional(conn: asyncpg.Connection) -> set[str]:
     return {r["id"] for r in await conn.fetch("SELECT id FROM transitional_tasks")}
 
@@ -177,35 +204,19 @@ async def test_a_projection_from_before_0005_upgrades_and_the_writer_carries_on(
 
         # The same rows in a database migrated only up to 0004 (sessions.doc still jsonb).
         assert await _migrate_up_to(old, 4, monkeypatch) == [1, 2, 3, 4]
-        await old.execute("DELETE FROM projection_meta")
-        for table in _PROJECTION_TABLES:
-            rows = await new.fetch(f"SELECT * FROM {table}")
-            if rows:
-                await old.copy_records_to_table(
-                    table, records=[tuple(r) for r in rows], columns=list(rows[0].keys())
-                )
+        await _copy_rows(new, old, _PROJECTION_TABLES)
         assert await old.fetchval("SELECT pg_typeof(doc)::text FROM sessions LIMIT 1") == "jsonb"
 
         assert await _migrate_up_to(old, 5, monkeypatch) == [5]
         assert await _transitional(old) == await _bound_or_releasing(old) == await _bound_or_releasing(new)
         assert await old.fetchval("SELECT pg_typeof(doc)::text FROM sessions LIMIT 1") == "json"
         assert await _session_docs(old) == await _session_docs(new)
-        indexes = {
-            r[0] for r in await old.fetch("SELECT indexname FROM pg_indexes WHERE schemaname = 'public'")
-        }
+        indexes = await _indexes(old)
         assert not indexes & {"event_log_subject", "bindings_task", "tasks_node", "tasks_sim_work"}
         fillfactor = await old.fetchval("SELECT reloptions FROM pg_class WHERE relname = 'tasks'")
         assert fillfactor == ["fillfactor=80"]
 
-        # The upgraded database loads, and takes the rest of the stream like the new one.
-        upgraded = await BatchWriter.load(old, consumer="c", cluster=CLUSTER, snapshot_every=300)
-        assert upgraded.state == writer.state
-        rest = records(event_stream(5, 1_200))[600:]
-        await upgraded.write(old, rest)
-        await writer.write(new, rest)
-        assert upgraded.state == writer.state
-        assert await _transitional(old) == await _bound_or_releasing(old) == await _transitional(new)
-        assert (await verify_chain(old)).ok
+        await _carries_on(new, old, writer)
 
 
 # The key columns migration 0006 gives the "C" collation.
@@ -251,19 +262,11 @@ async def test_a_database_from_before_0006_upgrades_and_sessions_are_found_throu
         # The same rows in a database migrated only up to 0005 (keys in the server's collation).
         assert await _migrate_up_to(old, 5, monkeypatch) == [1, 2, 3, 4, 5]
         assert not await _c_keys(old)
-        await old.execute("DELETE FROM projection_meta")
-        for table in (*_PROJECTION_TABLES, "transitional_tasks"):
-            rows = await new.fetch(f"SELECT * FROM {table}")
-            if rows:
-                await old.copy_records_to_table(
-                    table, records=[tuple(r) for r in rows], columns=list(rows[0].keys())
-                )
+        await _copy_rows(new, old, (*_PROJECTION_TABLES, "transitional_tasks"))
 
         assert await apply_migrations(old) == [6]
         assert await _c_keys(old) == _C_KEYS
-        indexes = {
-            r[0] for r in await old.fetch("SELECT indexname FROM pg_indexes WHERE schemaname = 'public'")
-        }
+        indexes = await _indexes(old)
         assert "event_log_type_time" not in indexes
         assert "event_log_sessions" in indexes
         session_id = await old.fetchval("SELECT session_id FROM sessions ORDER BY seq LIMIT 1")
@@ -279,12 +282,4 @@ async def test_a_database_from_before_0006_upgrades_and_sessions_are_found_throu
         )
         assert joined == await old.fetchval("SELECT count(*) FROM bindings") > 0
 
-        # The upgraded database loads, and takes the rest of the stream like the new one.
-        upgraded = await BatchWriter.load(old, consumer="c", cluster=CLUSTER, snapshot_every=300)
-        assert upgraded.state == writer.state
-        rest = records(event_stream(5, 1_200))[600:]
-        await upgraded.write(old, rest)
-        await writer.write(new, rest)
-        assert upgraded.state == writer.state
-        assert await _transitional(old) == await _bound_or_releasing(old) == await _transitional(new)
-        assert (await verify_chain(old)).ok
+        await _carries_on(new, old, writer)
