@@ -73,6 +73,7 @@ from events.models import (
     TaskFinished,
     TaskStarted,
 )
+from projector.jsonform import json_form
 from projector.state import (
     MAX_SESSIONS,
     OCCUPYING,
@@ -523,8 +524,10 @@ def _session_part(state: ClusterState, seq: int, event: SessionPart) -> FoldOutc
     parts = state.session_parts.get(d.session_id)
     if parts is not None and d.index in parts:
         return _invalid("duplicate-part", f"part {d.index} of session {d.session_id} arrived twice")
-    items = [decision.model_dump(mode="json") for decision in d.decisions]
-    items.extend({"kind": PENDING_ITEM, **p.model_dump(mode="json")} for p in d.pending)
+    # json_form, not model_dump (the same values, without pydantic's dispatch per model).
+    # A decision's may be its model's own __dict__: the buffer only reads it.
+    items = [json_form(decision) for decision in d.decisions]
+    items.extend({"kind": PENDING_ITEM, **json_form(p)} for p in d.pending)
     state.session_parts.setdefault(d.session_id, {})[d.index] = items
     return FoldOutcome(touched=(_META,))
 

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 import orjson
 
+from projector.archive import stdlib_utc
 from projector.state import (
     ClusterState,
     SessionRecord,
@@ -219,9 +220,10 @@ def session_statement(records: Sequence[SessionRecord]) -> StagedRows | None:
     """
     if not records:
         return None
+    # Times as stdlib UTC: asyncpg's COPY encodes them in a fifth of the time (archive.stdlib_utc).
     rows = [
         (
-            s.session_id, s.seq, s.leader_epoch, s.input_seq, s.config_version, s.now, s.accepted,
+            s.session_id, s.seq, s.leader_epoch, s.input_seq, s.config_version, stdlib_utc(s.now), s.accepted,
             len(s.voided), _dumps(session_to_json(s)),
         )
         for s in records
@@ -243,7 +245,7 @@ def _job_statements(
             specs.append(_dumps(spec))
         if keep:
             rows = [
-                (j.id, j.namespace, j.name, j.queue, j.phase, j.phase_reason, j.created,
+                (j.id, j.namespace, j.name, j.queue, j.phase, j.phase_reason, stdlib_utc(j.created),
                  max(new[j.id], changed.get(j.id, 0)), spec)
                 for j, spec in zip(jobs, specs, strict=True)
             ]  # fmt: skip
