@@ -47,6 +47,7 @@ __all__ = [
     "canonical_envelope",
     "chain_hash",
     "format_time",
+    "isoformat",
     "job_of_data",
     "stdlib_utc",
 ]
@@ -142,6 +143,8 @@ def _utc_text(value: datetime) -> str:
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 # The epoch as pydantic decodes it: its tzinfo is the TzInfo object decoded times share.
 _EPOCH_DECODED: Final[datetime] = TypeAdapter(AwareDatetime).validate_python("1970-01-01T00:00:00Z")
+# Naive on purpose: isoformat() of a naive time writes no offset (see isoformat below).
+_NAIVE_EPOCH: Final = _EPOCH.replace(tzinfo=None)
 #: The tzinfo of every time pydantic decodes with a zero offset (one shared object).
 _DECODED_UTC: Final = _EPOCH_DECODED.tzinfo
 
@@ -158,9 +161,23 @@ def stdlib_utc(value: datetime) -> datetime:
     return _EPOCH + (value - _EPOCH_DECODED)
 
 
-def archived_form(event: Event) -> tuple[Event, str, str]:
-    """The event as archived (time in UTC), the canonical JSON text of its ``data``
-    and its time's text (:func:`format_time`)."""
+def isoformat(value: datetime) -> str:
+    """``value.isoformat()``, the same text, for less on a UTC time (state documents).
+
+    An aware ``isoformat`` asks the tzinfo for its offset and formats it: about
+    half its cost (measured: 1.2-1.3 us against 0.6 for a naive time).  A UTC
+    time is formatted naive with the offset's text added.
+    """
+    zone = value.tzinfo
+    if zone is _DECODED_UTC or zone is UTC:
+        return (_NAIVE_EPOCH + (value - _EPOCH_DECODED)).isoformat() + "+00:00"
+    return value.isoformat()
+
+
+def archived_form(event: Event) -> tuple[Event, str, str, Any]:
+    """The event as archived (time in UTC), the canonical JSON text of its ``data``,
+    its time's text (:func:`format_time`) and the JSON value that text encodes (read
+    it, never mutate it: it may share lists and dicts with the event, see jsonform)."""
     fields = vars(event)  # the fields from __dict__ (measured: cheaper than attribute reads)
     time = fields["time"]
     # A time decoded in UTC has the tzinfo all such times share: known to be UTC without
@@ -172,7 +189,7 @@ def archived_form(event: Event) -> tuple[Event, str, str]:
     # json_form, not model_dump (measured on the bench stream: 15k instructions an
     # event, model_dump 32k).
     data = json_form(fields["data"])
-    return event, canonical_data(fields["type"], data), _utc_text(time)
+    return event, canonical_data(fields["type"], data), _utc_text(time), data
 
 
 #: Types whose rows carry ``event_log.job``, the job the event is about (its id

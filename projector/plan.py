@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
-from events.models import BindDecision, Decision, Event, EvictDecision
+from events.models import BindDecision, Decision, Event, EvictDecision, JobSubmitted
 from events.serde import EventDecodeError, decode
 from projector.archive import JOB_EVENT_TYPES, archived_form, canonical_envelope, chain_hash, stdlib_utc
 from projector.fold import apply
@@ -176,6 +176,9 @@ class BatchPlan:
         return len(self.archive_rows)
 
 
+_SUBMITTED: Final = JobSubmitted.model_fields["type"].default
+
+
 def fold_records(
     state: ClusterState,
     plan: BatchPlan,
@@ -208,7 +211,7 @@ def fold_records(
         if item.cluster != cluster:
             plan.foreign += 1
             continue
-        event, data_text, time_text = archived_form(item)
+        event, data_text, time_text, data_json = archived_form(item)
         outcome = apply(state, seq + 1, event)
         if outcome.invalid is not None:
             plan.rejections.append(_rejection(record, outcome.invalid, outcome.detail, event_id, event.type))
@@ -233,6 +236,10 @@ def fold_records(
         digest = chain_hash(prev_hash, canonical)
         # The job the event is about, for replay's index (migration 0004).
         job = fields["data"].job_id if event_type in JOB_EVENT_TYPES else None
+        if event_type == _SUBMITTED and job is not None:
+            # The new job's task specs in their JSON form (jobs.spec, snapshots) are part of
+            # its data's, made just now for the archive: not serialised a second time.
+            state.jobs[job].task_specs_json = data_json["tasks"]
         row = (
             seq, event_id, event_type, event_cluster, subject, source, stdlib_utc(time), data_text,
             topic, partition, offset, prev_hash, digest, job,

@@ -42,6 +42,7 @@ from events.models import (
     TaskSpec,
     Toleration,
 )
+from projector.archive import isoformat
 from projector.jsonform import json_form
 
 __all__ = [
@@ -578,7 +579,7 @@ def release(used: dict[str, int], resources: dict[str, int]) -> None:
 
 
 def _time(value: datetime) -> str:
-    return value.isoformat()
+    return isoformat(value)
 
 
 def _parse_time(text: str) -> datetime:

@@ -175,7 +175,7 @@ class LiveRun:
 
     def append(self, event: Event) -> ArchivedRow:
         """Archive one event: fold it (it must apply) and chain it."""
-        archived, data, time = archived_form(event)
+        archived, data, time, _ = archived_form(event)
         seq = len(self.rows) + 1
         outcome = apply(self.state, seq, archived)
         if not outcome.applied:

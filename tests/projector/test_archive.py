@@ -21,8 +21,10 @@ from projector.archive import (
     canonical_data,
     canonical_envelope,
     format_time,
+    isoformat,
     stdlib_utc,
 )
+from projector.jsonform import json_form
 from projector.state import ClusterState
 from projector.writer import _EVENT_LOG_COLUMNS, BatchWriter, decode_batch
 from tests.events.samples import sample_events, scheduler_configured
@@ -39,7 +41,7 @@ def _with_arguments(arguments: dict[str, Any]) -> SchedulerConfigured:
 
 
 def _archived_canonical(event: Event) -> bytes:
-    archived, data, time = archived_form(event)
+    archived, data, time, _ = archived_form(event)
     assert time == format_time(archived.time)
     return canonical_envelope(
         cluster=archived.cluster,
@@ -155,7 +157,7 @@ def test_format_time_of_decoded_events() -> None:
 @pytest.mark.parametrize("offset", [timedelta(hours=5, minutes=30), timedelta(microseconds=-1), timedelta(0)])
 def test_the_archived_form_is_in_utc(offset: timedelta) -> None:
     event = queue_deleted_at(datetime(2026, 3, 1, 12, 0, 0, 250, tzinfo=timezone(offset)))
-    archived, _, time = archived_form(event)
+    archived, _, time, _ = archived_form(event)
     assert archived.time == event.time
     assert archived.time.utcoffset() == timedelta(0)
     assert time == format_time(archived.time) == format_time(event.time.astimezone(UTC))
@@ -168,6 +170,42 @@ def test_stdlib_utc_keeps_the_instant_and_gives_the_standard_utc(value: datetime
     assert converted == value
     assert converted.tzinfo is UTC
     assert (converted.year, converted.microsecond) == (value.year, value.microsecond)
+
+
+@given(
+    st.datetimes(
+        timezones=st.sampled_from([UTC, TzInfo(0), timezone(timedelta(0)), timezone(timedelta(hours=-3))])
+        | st.builds(TzInfo, st.integers(min_value=-86_399, max_value=86_399))
+    )
+)
+def test_isoformat_writes_what_isoformat_writes(value: datetime) -> None:
+    # State documents (session and job times) are written with it, in any zone.
+    assert isoformat(value) == value.isoformat()
+
+
+@pytest.mark.parametrize(
+    "text", ["2026-03-01T12:00:00.000250+05:30", "2026-03-01T12:00:00-00:01", "2026-03-01T12:00:00Z"]
+)
+def test_a_decoded_time_is_archived_in_utc(text: str) -> None:
+    # Decoded UTC times skip the offset check (their tzinfo is one shared object); others do not.
+    event = decode(encode(queue_deleted_at(datetime.fromisoformat(text))))
+    archived, _, time, _ = archived_form(event)
+    assert archived.time == event.time
+    assert archived.time.utcoffset() == timedelta(0)
+    assert time == format_time(event.time.astimezone(UTC))
+    assert _archived_canonical(event) == canonical_json(archived)
+
+
+def test_the_job_specs_taken_from_the_archived_form_are_the_jobs_own() -> None:
+    # The writer keeps each new job's task specs as the archived form serialised them.
+    events = event_stream(7, 600)
+    writer = BatchWriter(ClusterState(), GENESIS_HASH, consumer="c", cluster=CLUSTER)
+    writer.prepare(decode_batch(records(events)), set())
+    jobs = list(writer.state.jobs.values())
+    assert len(jobs) > 20
+    for job in jobs:
+        assert job.task_specs_json is not None
+        assert job.task_specs_json == [json_form(spec) for spec in job.task_specs]
 
 
 def test_archive_rows_carry_times_in_the_standard_utc() -> None:
