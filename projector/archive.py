@@ -60,6 +60,11 @@ _dumps: Final = json.JSONEncoder(
 ).encode
 # What _dumps does for a str, without its per-call dispatch (the envelope has seven).
 _string: Final = encode_basestring
+# Bound once: compiled code looks a module's attribute up by name at every use
+# (callgrind: ~270 instructions each, two per event here).
+_orjson_dumps: Final = orjson.dumps
+_SORT_KEYS: Final = orjson.OPT_SORT_KEYS
+_sha256: Final = hashlib.sha256
 _SCHEMA_MAPS: Final = ("properties", "$defs", "patternProperties")
 _SCHEMA_LISTS: Final = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SCHEMA_KINDS: Final = ("type", "$ref", "anyOf", "oneOf", "allOf", "enum", "const")
@@ -113,7 +118,7 @@ def canonical_data(event_type: str, data: Any) -> str:
     if event_type in _ORJSON_EXACT or not _holds_float(data):
         try:
             # About five times faster than the json module for these documents.
-            return orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode()
+            return _orjson_dumps(data, option=_SORT_KEYS).decode()
         except orjson.JSONEncodeError:
             pass  # beyond what orjson encodes (an integer over 64 bits): json decides
     return _dumps(data)
@@ -178,7 +183,8 @@ def archived_form(event: Event) -> tuple[Event, str, str, Any]:
     """The event as archived (time in UTC), the canonical JSON text of its ``data``,
     its time's text (:func:`format_time`) and the JSON value that text encodes (read
     it, never mutate it: it may share lists and dicts with the event, see jsonform)."""
-    fields = vars(event)  # the fields from __dict__ (measured: cheaper than attribute reads)
+    # The fields from __dict__ (cheaper than attribute reads; not vars(), a lookup by name).
+    fields = event.__dict__
     time = fields["time"]
     # A time decoded in UTC has the tzinfo all such times share: known to be UTC without
     # utcoffset(), a call that costs 2.1k instructions on pydantic's TzInfo.  Any other
@@ -239,4 +245,4 @@ def canonical_envelope(
 
 def chain_hash(prev_hash: bytes, canonical: bytes) -> bytes:
     """``sha256(prev_hash || canonical JSON)``."""
-    return hashlib.sha256(prev_hash + canonical).digest()
+    return _sha256(prev_hash + canonical).digest()

@@ -87,7 +87,9 @@ def _derive(cls: type[BaseModel]) -> Callable[[BaseModel], Any]:
 
     def plain(model: BaseModel) -> dict[str, Any]:
         # __dict__ holds exactly the fields (extras and private attributes live elsewhere).
-        out = vars(model).copy()
+        # Read as an attribute, not with vars(): compiled, vars is looked up among the
+        # builtins by name at every call (callgrind: ~270 instructions).
+        out = model.__dict__.copy()
         for name, convert in fields:
             out[name] = convert(out[name])
         return out
@@ -155,13 +157,13 @@ def _list_converter(item_type: Any) -> _Convert | None:
     if item is None:
         return None
     # Without a Python frame per item where the items' converter is C (measured: a
-    # session's decisions 21k -> 11k instructions).
+    # session's decisions 21k -> 11k instructions); __dict__, not vars (see plain()).
     if item is vars:
-        return lambda value: list(map(vars, value))
+        return lambda value: [v.__dict__ for v in value]
     flat = _flat_union(item_type)
     if flat is not None:
         classes, fallback = flat
-        return lambda value: [vars(v) if type(v) in classes else fallback(v) for v in value]
+        return lambda value: [v.__dict__ if type(v) in classes else fallback(v) for v in value]
     return lambda value: [item(v) for v in value]
 
 

@@ -68,12 +68,14 @@ class StagedRows:
 ProjectionWrite = Statement | StagedRows
 
 _json_dumps: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# Bound once: compiled code looks a module's attribute up by name at every use.
+_orjson_dumps: Final = orjson.dumps
 
 
 def document_json(value: Any) -> str:
     """Compact JSON text of a projection document or snapshot (not hashed: any valid JSON will do)."""
     try:
-        return orjson.dumps(value).decode()
+        return _orjson_dumps(value).decode()
     except orjson.JSONEncodeError:
         return _json_dumps(value)  # beyond orjson (an integer over 64 bits in plugin arguments)
 
