@@ -166,6 +166,14 @@ async def _indexes(conn: asyncpg.Connection) -> set[str]:
     return {r[0] for r in await conn.fetch("SELECT indexname FROM pg_indexes WHERE schemaname = 'public'")}
 
 
+async def _projected_stream(conn: asyncpg.Connection) -> BatchWriter:
+    """A database at the newest migration with a stream's first 600 events projected, and its writer."""
+    await apply_migrations(conn)
+    writer = await BatchWriter.load(conn, consumer="c", cluster=CLUSTER, snapshot_every=300)
+    await writer.write(conn, records(event_stream(5, 600)))
+    return writer
+
+
 async def _carries_on(new: asyncpg.Connection, old: asyncpg.Connection, writer: BatchWriter) -> None:
     """The upgraded database loads, and takes the rest of the stream like the new one."""
     upgraded = await BatchWriter.load(old, consumer="c", cluster=CLUSTER, snapshot_every=300)
@@ -197,9 +205,7 @@ async def test_a_projection_from_before_0005_upgrades_and_the_writer_carries_on(
     database_url: str, postgres_admin_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with _new_and_old(database_url, postgres_admin_dsn) as (new, old):
-        await apply_migrations(new)
-        writer = await BatchWriter.load(new, consumer="c", cluster=CLUSTER, snapshot_every=300)
-        await writer.write(new, records(event_stream(5, 600)))
+        writer = await _projected_stream(new)
         assert await _bound_or_releasing(new)  # the stream leaves some tasks in transition
 
         # The same rows in a database migrated only up to 0004 (sessions.doc still jsonb).
@@ -254,9 +260,7 @@ async def test_a_database_from_before_0006_upgrades_and_sessions_are_found_throu
     database_url: str, postgres_admin_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with _new_and_old(database_url, postgres_admin_dsn) as (new, old):
-        await apply_migrations(new)
-        writer = await BatchWriter.load(new, consumer="c", cluster=CLUSTER, snapshot_every=300)
-        await writer.write(new, records(event_stream(5, 600)))
+        writer = await _projected_stream(new)
         assert await _c_keys(new) == _C_KEYS
 
         # The same rows in a database migrated only up to 0005 (keys in the server's collation).
