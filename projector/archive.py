@@ -42,6 +42,7 @@ from projector.jsonform import json_form
 __all__ = [
     "GENESIS_HASH",
     "JOB_EVENT_TYPES",
+    "JOB_SUBMITTED",
     "archived_form",
     "canonical_data",
     "canonical_envelope",
@@ -203,7 +204,8 @@ JOB_EVENT_TYPES: Final = frozenset(
     model.model_fields["type"].default
     for model in (JobSubmitted, JobCancelled, JobRejected, TaskStarted, TaskFinished)
 )
-_SUBMITTED: Final = JobSubmitted.model_fields["type"].default
+#: The type of a job's submission (its job id is a property of the data, not a field).
+JOB_SUBMITTED: Final = JobSubmitted.model_fields["type"].default
 
 
 def job_of_data(event_type: str, data: Any) -> str | None:
@@ -214,7 +216,7 @@ def job_of_data(event_type: str, data: Any) -> str | None:
     """
     if event_type not in JOB_EVENT_TYPES or not isinstance(data, dict):
         return None
-    if event_type == _SUBMITTED:
+    if event_type == JOB_SUBMITTED:
         namespace, name = data.get("namespace"), data.get("name")
         return f"{namespace}/{name}" if isinstance(namespace, str) and isinstance(name, str) else None
     job = data.get("job_id")

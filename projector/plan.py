@@ -19,9 +19,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
-from events.models import BindDecision, Decision, Event, EvictDecision, JobSubmitted
+from events.models import BindDecision, Decision, Event, EvictDecision
 from events.serde import EventDecodeError, decode
-from projector.archive import JOB_EVENT_TYPES, archived_form, canonical_envelope, chain_hash, stdlib_utc
+from projector.archive import (
+    JOB_EVENT_TYPES,
+    JOB_SUBMITTED,
+    archived_form,
+    canonical_envelope,
+    chain_hash,
+    stdlib_utc,
+)
 from projector.fold import apply
 from projector.projection_rows import (
     ProjectionWrite,
@@ -176,9 +183,6 @@ class BatchPlan:
         return len(self.archive_rows)
 
 
-_SUBMITTED: Final = JobSubmitted.model_fields["type"].default
-
-
 def fold_records(
     state: ClusterState,
     plan: BatchPlan,
@@ -239,7 +243,7 @@ def fold_records(
         digest = chain_hash(prev_hash, canonical)
         # The job the event is about, for replay's index (migration 0004).
         job = fields["data"].job_id if event_type in JOB_EVENT_TYPES else None
-        if event_type == _SUBMITTED and job is not None:
+        if event_type == JOB_SUBMITTED and job is not None:
             # The new job's task specs in their JSON form (jobs.spec, snapshots) are part of
             # its data's, made just now for the archive: not serialised a second time.
             state.jobs[job].task_specs_json = data_json["tasks"]
