@@ -20,6 +20,7 @@ import asyncio
 import cProfile
 import gc
 import os
+import platform
 import pstats
 import resource
 import secrets
@@ -83,6 +84,17 @@ def _server_cpu_seconds(names: tuple[str, ...]) -> dict[str, float]:
 _SERVERS: Final = ("postgres", "tansu")
 
 
+def _interpreter() -> str:
+    """The CPython that runs the bench: its build moves the figures (docs/projector.md, twelfth
+    session: a build without PGO and LTO, on a shared libpython, ran 10 % more instructions)."""
+    try:
+        shared: bool | None = "libpython" in Path("/proc/self/maps").read_text()
+    except OSError:
+        shared = None  # not Linux
+    linkage = {True: "shared libpython", False: "static", None: "linkage unknown"}[shared]
+    return f"{platform.python_implementation()} {platform.python_version()}, {sys.executable} ({linkage})"
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -122,6 +134,7 @@ def _report(
     p50, p99 = 1000 * _percentile(batches, 0.5), 1000 * _percentile(batches, 0.99)
     # Compiled (mypyc) or from source: TEPHRA_INTERPRETED_CORE=1 forces the sources.
     print(f"projector: {PROJECTOR_FORM}")
+    print(f"python: {_interpreter()}")
     print(f"archived {archived:,} events (rejected {rejected}) in {elapsed:.2f} s")
     print(f"throughput: {archived / elapsed:,.0f} events/s (start-up and migrations included)")
     if after_first is not None and archived > after_first[1]:
