@@ -283,6 +283,9 @@ class _DuplicateCheck:
     async def close(self) -> None:
         """End the queries still running (a failing batch); retrieve every query's error."""
         queries = [query for _, query in self._slices]
+        if any(not query.done() for query in queries):
+            # The run is failing (a batch that folded whole has awaited every slice).
+            _drop_before_cancelling(self._conn)
         for query in queries:
             query.cancel()
         if queries:
@@ -290,6 +293,22 @@ class _DuplicateCheck:
         for query in queries:
             if not query.cancelled():
                 query.exception()  # retrieved (not logged as lost): the batch's own error is what counts
+
+
+def _drop_before_cancelling(conn: asyncpg.Connection) -> None:
+    """Drop ``conn`` so that cancelling the tasks running its statements sends no cancel request.
+
+    Cancelling an asyncpg statement in progress sends PostgreSQL a CancelRequest
+    over a new connection, under ``sslmode=prefer`` after a TLS negotiation.  When
+    the server is going away (an outage: the case where a run ends with statements
+    in flight) that connection is lost mid-negotiation, and asyncpg leaves the
+    error in a future nobody reads: "Future exception was never retrieved:
+    ConnectionError('unexpected connection_lost() call')", from
+    ``connect_utils.TLSUpgradeProto``.  Dropped first, the statements fail at once
+    with the connection's error and nothing is sent; the server rolls back what a
+    dropped connection had begun, as a cancel would have.
+    """
+    conn.terminate()
 
 
 async def _close(conn: asyncpg.Connection | None) -> None:
@@ -538,6 +557,7 @@ class _Run:
                 await commits.popleft()
         finally:
             if commits:  # the run is failing: drop the batches in flight, they are redone
+                _drop_before_cancelling(conn)
                 for task in commits:
                     task.cancel()
                 await asyncio.gather(*commits, return_exceptions=True)

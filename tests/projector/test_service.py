@@ -16,12 +16,14 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from events.models import Event, NodeReported, NodeReportedData
 from events.serde import canonical_json, decode, encode
 from events.topics import Topics, kafka_key, topic_for
+from projector.archive import GENESIS_HASH
 from projector.errors import WaitTimeoutError
 from projector.migrate import apply_migrations, available_migrations
-from projector.plan import BatchPlan, id_hint
+from projector.plan import BatchPlan, InboundRecord, id_hint
 from projector.progress import wait_for_event, wait_for_seq, wait_for_session
 from projector.reconstruct import load_projection, state_at, verify_chain
-from projector.service import ProjectorConfig, ProjectorMetrics, run_projector
+from projector.service import ProjectorConfig, ProjectorMetrics, _DuplicateCheck, run_projector
+from projector.state import ClusterState
 from projector.writer import BatchWriter
 from tests.projector.streams import CLUSTER, event_stream
 from tests.service.helpers import stopped
@@ -394,3 +396,41 @@ async def test_a_connection_that_fails_to_close_leaves_no_writer_lock_behind(
         assert await conn.fetchval("SELECT count(*) FROM event_log") == len(events)
     finally:
         await real_close(conn)
+
+
+async def test_a_failing_batch_ends_its_duplicate_queries_without_sending_cancel_requests(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Cancelling a running asyncpg statement sends PostgreSQL a CancelRequest over a new
+    # connection (a TLS negotiation first, under sslmode=prefer).  With the server going
+    # away, asyncpg left that connection's error unread: "Future exception was never
+    # retrieved" failed the dropped-connections test's teardown now and then.  A batch
+    # that fails with the check's queries running drops their connection instead.
+    sent: list[int] = []
+    real_cancel = asyncpg.connect_utils._cancel
+
+    async def counting_cancel(**kwargs: Any) -> None:  # asyncpg's keyword-only signature
+        sent.append(kwargs["backend_pid"])
+        await real_cancel(**kwargs)
+
+    monkeypatch.setattr(asyncpg.connect_utils, "_cancel", counting_cancel)
+    locker = await asyncpg.connect(database_url)
+    query_conn = await asyncpg.connect(database_url)
+    try:
+        await apply_migrations(locker)
+        writer = BatchWriter(ClusterState(), GENESIS_HASH, consumer="test", cluster=CLUSTER)
+        records = [InboundRecord("t", 0, i, encode(e)) for i, e in enumerate(event_stream(17, 300))]
+        async with locker.transaction():
+            await locker.execute("LOCK TABLE event_log IN ACCESS EXCLUSIVE MODE")
+            check = _DuplicateCheck(writer, query_conn, records)
+            # The first slice's query is running, blocked on the lock.
+            blocked = "SELECT count(*)::int FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            await wait_until(locker, blocked, 1)
+            await check.close()
+        assert sent == []
+        assert query_conn.is_closed()
+        await asyncio.sleep(0.2)  # time for a cancel request in flight to have been counted
+        assert sent == []
+    finally:
+        await locker.close()
+        await query_conn.close()
