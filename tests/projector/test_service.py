@@ -424,7 +424,10 @@ async def test_a_failing_batch_ends_its_duplicate_queries_without_sending_cancel
             await locker.execute("LOCK TABLE event_log IN ACCESS EXCLUSIVE MODE")
             check = _DuplicateCheck(writer, query_conn, records)
             # The first slice's query is running, blocked on the lock.
-            blocked = "SELECT count(*)::int FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            blocked = (
+                "SELECT count(*)::int FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
             await wait_until(locker, blocked, 1)
             await check.close()
         assert sent == []
