@@ -26,7 +26,6 @@ from json.encoder import encode_basestring
 from typing import Any, Final
 
 import orjson
-from pydantic import AwareDatetime, TypeAdapter
 
 from events.models import (
     EVENT_TYPES,
@@ -37,7 +36,7 @@ from events.models import (
     TaskFinished,
     TaskStarted,
 )
-from projector.jsonform import json_form
+from projector.jsonform import DECODED_UTC, json_form, time_text
 
 __all__ = [
     "GENESIS_HASH",
@@ -61,6 +60,11 @@ _dumps: Final = json.JSONEncoder(
 ).encode
 # What _dumps does for a str, without its per-call dispatch (the envelope has seven).
 _string: Final = encode_basestring
+# The quoted text of the envelope's repeated values (cluster, source, type): a dict
+# read costs a fifth of a call of _string (callgrind).  Bounded: sources are many
+# only on a misconfigured fleet, and then the ones past the bound are quoted each time.
+_quoted: Final[dict[str, str]] = {}
+_QUOTED_MAX: Final = 1_024
 # Bound once: compiled code looks a module's attribute up by name at every use
 # (callgrind: ~270 instructions each, two per event here).
 _orjson_dumps: Final = orjson.dumps
@@ -125,32 +129,18 @@ def canonical_data(event_type: str, data: Any) -> str:
     return _dumps(data)
 
 
-# pydantic's own text of a datetime, which is what the event models (and so
-# canonical_json) write: about a third of the cost of isoformat() on the
-# datetimes pydantic decodes, whose tzinfo is pydantic's TzInfo.
-_time_text: Final = TypeAdapter(AwareDatetime).serializer.to_python
-
-
 def format_time(value: datetime) -> str:
     """A UTC timestamp exactly as the event models serialise it (ISO 8601, ``Z``)."""
     offset = value.utcoffset()
     if offset is None or offset:
         # (pydantic writes an offset under a second as "Z": checked here, not by the text)
         raise ValueError(f"archived timestamps are UTC, got {value!r}")
-    return _utc_text(value)
-
-
-def _utc_text(value: datetime) -> str:
-    """format_time's text of a datetime known to be UTC."""
-    text: str = _time_text(value, mode="json")
-    return text
+    return time_text(value)
 
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 # The epoch as pydantic decodes it: its tzinfo is the TzInfo object decoded times share.
-_EPOCH_DECODED: Final[datetime] = TypeAdapter(AwareDatetime).validate_python("1970-01-01T00:00:00Z")
-#: The tzinfo of every time pydantic decodes with a zero offset (one shared object).
-_DECODED_UTC: Final = _EPOCH_DECODED.tzinfo
+_EPOCH_DECODED: Final[datetime] = datetime(1970, 1, 1, tzinfo=DECODED_UTC)
 
 
 def stdlib_utc(value: datetime) -> datetime:
@@ -174,8 +164,8 @@ def isoformat(value: datetime) -> str:
     agree on everything else (``test_format_time_writes_the_text_it_always_wrote...``).
     """
     zone = value.tzinfo
-    if zone is _DECODED_UTC or zone is UTC:
-        return _utc_text(value)[:-1] + "+00:00"
+    if zone is DECODED_UTC or zone is UTC:
+        return time_text(value)[:-1] + "+00:00"
     return value.isoformat()
 
 
@@ -189,13 +179,13 @@ def archived_form(event: Event) -> tuple[Event, str, str, Any]:
     # A time decoded in UTC has the tzinfo all such times share: known to be UTC without
     # utcoffset(), a call that costs 2.1k instructions on pydantic's TzInfo.  Any other
     # time asks once, for both the normalisation and the text.
-    if time.tzinfo is not _DECODED_UTC and time.utcoffset():  # not UTC (a zero offset is falsy)
+    if time.tzinfo is not DECODED_UTC and time.utcoffset():  # not UTC (a zero offset is falsy)
         time = time.astimezone(UTC)
         event = event.model_copy(update={"time": time})
     # json_form, not model_dump (measured on the bench stream: 15k instructions an
     # event, model_dump 32k).
     data = json_form(fields["data"])
-    return event, canonical_data(fields["type"], data), _utc_text(time), data
+    return event, canonical_data(fields["type"], data), time_text(time), data
 
 
 #: Types whose rows carry ``event_log.job``, the job the event is about (its id
@@ -233,15 +223,29 @@ def canonical_envelope(
     time: str,
     event_type: str,
 ) -> bytes:
-    """The canonical JSON of an event from its archived columns (keys in sorted order)."""
+    """The canonical JSON of an event from its archived columns (keys in sorted order).
+
+    ``time`` is :func:`format_time`'s text: digits and ISO 8601's separators,
+    which JSON writes as they are, so it is not escaped again.
+    """
     # An absent subject is left out, as events.serde does.
     subject_member = "" if subject is None else ',"subject":' + _string(subject)
     # One f-string: a chain of + would copy the growing text (data included) a dozen times.
     return (
-        f'{{"cluster":{_string(cluster)},"data":{data},"datacontenttype":"application/json",'
-        f'"id":{_string(event_id)},"source":{_string(source)},"specversion":"1.0"{subject_member},'
-        f'"time":{_string(time)},"type":{_string(event_type)}}}'
+        f'{{"cluster":{_repeated(cluster)},"data":{data},"datacontenttype":"application/json",'
+        f'"id":{_string(event_id)},"source":{_repeated(source)},"specversion":"1.0"{subject_member},'
+        f'"time":"{time}","type":{_repeated(event_type)}}}'
     ).encode()
+
+
+def _repeated(value: str) -> str:
+    """``_string(value)`` for a value many events share."""
+    text = _quoted.get(value)
+    if text is None:
+        text = _string(value)
+        if len(_quoted) < _QUOTED_MAX:
+            _quoted[value] = text
+    return text
 
 
 def chain_hash(prev_hash: bytes, canonical: bytes) -> bytes:

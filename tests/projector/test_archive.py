@@ -72,6 +72,27 @@ def test_a_stream_archives_canonical_json() -> None:
         assert _archived_canonical(event) == canonical_json(event)
 
 
+_NAMES = st.text(min_size=1) | st.sampled_from(['a"b', "a\\b", "é\u2028🎉", "\x00\x1f"])
+
+
+@given(cluster=_NAMES, source=_NAMES, event_id=_NAMES, subject=st.none() | _NAMES)
+def test_envelope_strings_are_escaped_whether_quoted_before_or_not(
+    cluster: str, source: str, event_id: str, subject: str | None
+) -> None:
+    # cluster, source and type are quoted once and kept (archive._repeated): the second
+    # event with the same values takes them from there.
+    for n in range(2):
+        event = QueueDeleted(
+            id=f"{event_id}{n}",
+            source=source,
+            cluster=cluster,
+            subject=subject,
+            time=datetime(2026, 1, 1, tzinfo=UTC),
+            data=QueueDeletedData(name="q"),
+        )
+        assert _archived_canonical(event) == canonical_json(event)
+
+
 def test_types_that_may_carry_floats_keep_the_json_module() -> None:
     # Free-form plugin arguments may hold floats; every other type is integers and strings.
     assert "tephra.scheduler.configured.v1" not in _ORJSON_EXACT

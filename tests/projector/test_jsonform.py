@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Annotated, Any
 
 import orjson
 import pytest
 from hypothesis import given
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, computed_field, field_serializer
+from hypothesis import strategies as st
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    TypeAdapter,
+    computed_field,
+    field_serializer,
+)
+from pydantic_core import TzInfo
 
 from events.models import Event, PendingJob, PendingReason, SessionPartData
-from projector.jsonform import json_form
+from projector.jsonform import DECODED_UTC, json_form, time_text
 from tests.events.samples import sample_events
 from tests.events.test_properties import ROUND_TRIPS, jobs, nodes
 from tests.projector.streams import event_stream
@@ -118,3 +129,39 @@ class _Mixed(BaseModel):
 )
 def test_what_it_does_not_derive_pydantic_serialises(model: BaseModel) -> None:
     assert json_form(model) == model.model_dump(mode="json")
+
+
+_AWARE: TypeAdapter[datetime] = TypeAdapter(AwareDatetime)
+
+
+@given(
+    st.datetimes(
+        timezones=st.sampled_from(
+            [UTC, DECODED_UTC, TzInfo(0), timezone(timedelta(0)), timezone(timedelta(hours=-3))]
+        )
+        | st.builds(TzInfo, st.integers(min_value=-86_399, max_value=86_399))
+    )
+)
+def test_time_text_is_the_models_text_in_every_zone(value: datetime) -> None:
+    # UTC times are written by time_text itself (fractions of 0 dropped, years under 1000
+    # padded), the others by pydantic: both must be pydantic's text.
+    assert time_text(value) == _AWARE.serializer.to_python(value, mode="json")
+
+
+@given(st.datetimes(timezones=st.just(UTC)).map(lambda v: v.isoformat()))
+def test_time_text_of_decoded_times(text: str) -> None:
+    decoded = _AWARE.validate_python(text)
+    assert decoded.tzinfo is DECODED_UTC  # the zone time_text writes itself
+    assert time_text(decoded) == _AWARE.serializer.to_python(decoded, mode="json")
+
+
+@pytest.mark.parametrize(
+    "start",
+    [datetime(2026, 2, 27, 23, 59, 59, 999_999, tzinfo=UTC), datetime(2028, 2, 28, 0, 0, 1, tzinfo=UTC)],
+)
+def test_time_text_across_midnights(start: datetime) -> None:
+    # The date's text is remembered by day (jsonform._dates): each day must get its own.
+    for step in range(0, 4 * 86_400_000_000, 3_600_000_001):  # a little over an hour apart
+        value = start + timedelta(microseconds=step)
+        for v in (value, _AWARE.validate_python(value.isoformat())):
+            assert time_text(v) == _AWARE.serializer.to_python(v, mode="json")
