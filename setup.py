@@ -3,18 +3,21 @@
 The project's metadata lives in pyproject.toml; this file only adds the
 compiled modules.  mypyc turns type-annotated modules into C extensions with
 the same semantics as the sources; the test suite runs both forms
-(tests/core/test_compiled_core.py, tests/projector/test_compiled_projector.py).
-Two units, each compiled as its own mypyc group:
+(tests/core/test_compiled_core.py, tests/projector/test_compiled_projector.py,
+tests/events/test_compiled_events.py).  Three units, each compiled as its own
+mypyc group:
 
 * ``scheduler/core``, every module: about 1.7x faster sessions (bench/session.py);
 * the projector's decode + fold + archive + prepare path (:data:`PROJECTOR_MODULES`):
-  about 20 % fewer instructions per event (bench/projector.py, docs/projector.md).
+  about 20 % fewer instructions per event (bench/projector.py, docs/projector.md);
+* ``events/quantity.py`` (:data:`EVENTS_MODULES`): pydantic calls it for every
+  resource list an event holds, when it decodes and when the archive serialises.
 
-* ``TEPHRA_COMPILE_CORE=0`` skips the compilation of both (pure Python install).
+* ``TEPHRA_COMPILE_CORE=0`` skips the compilation of all three (pure Python install).
 * The extensions are optional: without a C compiler the install still
   succeeds and the sources run.
 * Each unit's ``compiled_sources.json`` records the hash of every source
-  compiled and the shared library they load; ``projector/native.py`` loads a
+  compiled and the shared library they load; ``events/native.py`` loads a
   unit's sources instead of its extensions when one of them no longer matches
   (an edit since the last install) or an extension is missing.
 """
@@ -38,15 +41,22 @@ PROJECTOR = Path("projector")
 # coroutines are the youngest part of it.  Their per-event work moved to plan and
 # projection_rows to be compiled (docs/projector.md).
 PROJECTOR_MODULES = ("archive.py", "fold.py", "jsonform.py", "plan.py", "projection_rows.py", "state.py")
+EVENTS = Path("events")
+# The rest of events is models (pydantic does their work), the wire format and schemas.
+EVENTS_MODULES = ("quantity.py",)
 MANIFEST = "compiled_sources.json"
 
 
 def compiled_units() -> dict[Path, list[Path]]:
     """Each unit's folder -> the modules compiled in it (one mypyc group per unit)."""
     # Package __init__ modules stay interpreted: they choose between the compiled
-    # and the source form of the others (projector/native.py).
+    # and the source form of the others (events/native.py).
     core = sorted(p for p in CORE.rglob("*.py") if p.name != "__init__.py")
-    return {CORE: core, PROJECTOR: [PROJECTOR / name for name in PROJECTOR_MODULES]}
+    return {
+        CORE: core,
+        PROJECTOR: [PROJECTOR / name for name in PROJECTOR_MODULES],
+        EVENTS: [EVENTS / name for name in EVENTS_MODULES],
+    }
 
 
 def compile_unit(root: Path, modules: list[Path]) -> list[Extension]:

@@ -6,9 +6,23 @@ The catalogue (:mod:`events.models`), the wire format (:func:`encode`,
 (``JobSubmittedData`` ...), upcasters (:mod:`events.upcast`), trace headers
 (:mod:`events.tracing`) and JSON Schemas (:mod:`events.schemas`) are imported
 from their modules.
+
+Importing the package first decides whether :mod:`events.quantity`, compiled
+by ``pip install``, runs compiled or from its source (:mod:`events.native`);
+:data:`EVENTS_FORM` says which and why.
 """
 
-from events.models import (
+from pathlib import Path
+
+from events.native import CompiledUnit, choose_form
+
+EVENTS = CompiledUnit("events", Path(__file__).resolve().parent, every_module=False)
+"""The compiled unit: ``events.quantity`` (setup.py's ``EVENTS_MODULES``)."""
+
+EVENTS_FORM = choose_form(EVENTS)
+
+# After the choice: the models load the chosen form of events.quantity.
+from events.models import (  # noqa: E402
     EVENT_TYPES,
     Event,
     JobCancelled,
@@ -25,10 +39,11 @@ from events.models import (
     TaskFinished,
     TaskStarted,
 )
-from events.serde import EventDecodeError, canonical_json, decode, encode
-from events.topics import Topics, kafka_key, topic_for
+from events.serde import EventDecodeError, canonical_json, decode, encode  # noqa: E402
+from events.topics import Topics, kafka_key, topic_for  # noqa: E402
 
 __all__ = [
+    "EVENTS_FORM",
     "EVENT_TYPES",
     "Event",
     "EventDecodeError",

@@ -13,7 +13,6 @@ Modules, one responsibility each:
 * :mod:`projector.reconstruct` — ``state_at``, ``load_projection``, ``verify_chain``;
 * :mod:`projector.progress` — read-your-writes: ``wait_for_session``, ``wait_for_event``, ``wait_for_seq``;
 * :mod:`projector.service` — the consumer service (``run_projector``); ``python -m projector``;
-* :mod:`projector.native` — whether compiled (mypyc) modules or their sources run.
 
 The scheduler builds its snapshot from :class:`~projector.state.ClusterState`
 (``load_projection`` at the live seq, ``state_at`` for replay) and, after
@@ -27,7 +26,7 @@ compiled or from their sources; :data:`PROJECTOR_FORM` says which and why.
 
 from pathlib import Path
 
-from projector.native import CompiledUnit, choose_form, loaded_compiled
+from events.native import CompiledUnit, choose_form, loaded_compiled
 
 PROJECTOR = CompiledUnit("projector", Path(__file__).resolve().parent, every_module=False)
 """The compiled unit: the modules setup.py lists (its build record names them)."""

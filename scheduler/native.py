@@ -1,7 +1,7 @@
 """Which form of the scheduling core runs: mypyc-compiled extensions or the sources.
 
 ``pip install`` compiles every module of ``scheduler/core`` with mypyc
-(setup.py).  :mod:`projector.native` chooses, once per process and before any
+(setup.py).  :mod:`events.native` chooses, once per process and before any
 core module is imported (the ``scheduler`` package imports this module
 first), between the compiled form and the sources: the sources when
 ``TEPHRA_INTERPRETED_CORE=1`` asks for them or a core source changed since it
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from projector.native import CompiledUnit, choose_form, loaded_compiled
+from events.native import CompiledUnit, choose_form, loaded_compiled
 
 __all__ = ["CORE", "CORE_FORM", "choose_core_form", "core_compiled"]
 

@@ -1,4 +1,4 @@
-"""Running code in a chosen form of the compiled units (setup.py, projector/native.py), for their tests."""
+"""Running code in a chosen form of the compiled units (setup.py, events/native.py), for their tests."""
 
 from __future__ import annotations
 

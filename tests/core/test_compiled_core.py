@@ -1,4 +1,4 @@
-"""The mypyc-compiled core (setup.py, projector/native.py): same sessions, and never stale."""
+"""The mypyc-compiled core (setup.py, events/native.py): same sessions, and never stale."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import scheduler
-from projector import native
-from projector.native import CompiledUnit
+from events import native
+from events.native import CompiledUnit
 from scheduler.native import core_compiled
 from tests.compiled_forms import EXTENSION, REPO, run_python
 

@@ -7,6 +7,7 @@ import events
 
 def test_all_is_pinned() -> None:
     assert events.__all__ == [
+        "EVENTS_FORM",  # compiled events.quantity or its source (events.native)
         "EVENT_TYPES",
         "Event",
         "EventDecodeError",

@@ -1,4 +1,4 @@
-"""The mypyc-compiled projector (setup.py, projector/native.py): same plans, and never stale.
+"""The mypyc-compiled projector (setup.py, events/native.py): same plans, and never stale.
 
 The core's test (tests/core/test_compiled_core.py) covers the guard's checks
 in detail; the same code guards the projector's unit, which differs in that
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import projector
-from projector import native
-from projector.native import CompiledUnit
+from events import native
+from events.native import CompiledUnit
 from tests.compiled_forms import EXTENSION, run_python
 
 COMPILED_MODULES = ("archive", "fold", "jsonform", "plan", "projection_rows", "state")

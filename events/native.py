@@ -1,9 +1,11 @@
 """Which form of a compiled unit runs: its mypyc extensions or its sources.
 
-``pip install`` compiles two units with mypyc (setup.py): the scheduling core
-(``scheduler.core``, every module) and the projector's per-event path (six
-``projector`` modules, setup.py's ``PROJECTOR_MODULES``).  For each it records the hash of every source it
-compiled.  Python's import system prefers an extension module to the ``.py``
+``pip install`` compiles three units with mypyc (setup.py): the scheduling
+core (``scheduler.core``, every module), the projector's per-event path (six
+``projector`` modules, setup.py's ``PROJECTOR_MODULES``) and the events'
+resource quantities (``events.quantity``, which pydantic calls for every
+resource list it validates or serialises).  For each it records the hash of
+every source it compiled.  Python's import system prefers an extension module to the ``.py``
 beside it, so an edited source would silently lose to its stale extension;
 :func:`choose_form`, called by the unit's package ``__init__`` before it
 imports any of the unit's modules, therefore loads the unit's sources instead
@@ -15,14 +17,15 @@ whenever
 
 A unit is all or nothing: its modules form one mypyc group, whose compiled
 calls between them bypass the import system, so an edited module must take
-the other modules of its unit with it.  The two units do not import each
-other and choose independently.  Both forms compute the same results
-(tests/core/test_compiled_core.py, tests/projector/test_compiled_projector.py);
+the other modules of its unit with it.  Each unit chooses on its own.  Both
+forms compute the same results (tests/core/test_compiled_core.py,
+tests/projector/test_compiled_projector.py, tests/events/test_compiled_events.py);
 the compiled one is faster.  The returned form says which one is in use and
 why; bench scripts print it.
 
-This module lives in ``projector`` because it is the lowest package with a
-compiled unit, and the scheduler may import the projector (not the reverse).
+This module lives in ``events`` because that is the lowest package with a
+compiled unit: every other package may import it, and it imports nothing of
+Tephra's.
 """
 
 from __future__ import annotations
