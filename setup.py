@@ -40,7 +40,9 @@ PROJECTOR = Path("projector")
 # fault while asyncio's debug mode printed a finished task's result, and mypyc's
 # coroutines are the youngest part of it.  Their per-event work moved to plan and
 # projection_rows to be compiled (docs/projector.md).
-PROJECTOR_MODULES = ("archive.py", "fold.py", "jsonform.py", "plan.py", "projection_rows.py", "state.py")
+PROJECTOR_MODULES = (
+    "archive.py", "fold.py", "jsonform.py", "plan.py", "projection_rows.py", "state.py", "storable.py",
+)  # fmt: skip
 EVENTS = Path("events")
 # The rest of events is models (pydantic does their work), the wire format and schemas.
 EVENTS_MODULES = ("quantity.py",)

@@ -1,7 +1,7 @@
 """Which form of a compiled unit runs: its mypyc extensions or its sources.
 
 ``pip install`` compiles three units with mypyc (setup.py): the scheduling
-core (``scheduler.core``, every module), the projector's per-event path (six
+core (``scheduler.core``, every module), the projector's per-event path (seven
 ``projector`` modules, setup.py's ``PROJECTOR_MODULES``) and the events'
 resource quantities (``events.quantity``, which pydantic calls for every
 resource list it validates or serialises).  For each it records the hash of

@@ -20,7 +20,7 @@ publishing a SessionCommitted, calls ``wait_for_session`` before its next
 session.
 
 Importing the package first decides whether the per-event modules (archive,
-fold, jsonform, plan, projection_rows, state), compiled by ``pip install``, run
+fold, jsonform, plan, projection_rows, state, storable), compiled by ``pip install``, run
 compiled or from their sources; :data:`PROJECTOR_FORM` says which and why.
 """
 

@@ -21,7 +21,7 @@ from events import native
 from events.native import CompiledUnit
 from tests.compiled_forms import EXTENSION, run_python
 
-COMPILED_MODULES = ("archive", "fold", "jsonform", "plan", "projection_rows", "state")
+COMPILED_MODULES = ("archive", "fold", "jsonform", "plan", "projection_rows", "state", "storable")
 
 
 def test_the_reported_form_is_the_loaded_one() -> None:
@@ -130,14 +130,14 @@ def test_an_edited_source_is_never_shadowed_by_its_stale_extension(installed_cop
 
 
 def test_an_extension_of_a_module_the_build_did_not_compile_is_never_loaded(installed_copy: Path) -> None:
-    """In a copy of the installed tree, a stray extension (an older build's) beside storable.py."""
+    """In a copy of the installed tree, a stray extension (an older build's) beside errors.py."""
     copy = installed_copy
-    (copy / ("storable" + EXTENSION)).write_bytes(b"not a shared library")  # would fail to load
+    (copy / ("errors" + EXTENSION)).write_bytes(b"not a shared library")  # would fail to load
     script = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import projector, projector.storable as s;"
+        "import sys; sys.path.insert(0, sys.argv[1]); import projector, projector.errors as s;"
         " import projector.fold as f; print(projector.PROJECTOR_FORM); print(s.__file__); print(f.__file__)"
     )
-    form, storable, fold = run_python("-c", script, str(copy.parent), interpreted=False).splitlines()
+    form, errors, fold = run_python("-c", script, str(copy.parent), interpreted=False).splitlines()
     assert form == "compiled (mypyc)"
-    assert storable == str(copy / "storable.py")
+    assert errors == str(copy / "errors.py")
     assert fold == str(copy / ("fold" + EXTENSION))
