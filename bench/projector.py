@@ -10,7 +10,9 @@ events to the three topics first, then runs the projector service in this
 process and times it from start to the last committed offset.  Prints
 events/s, the process's CPU time per event (steadier than wall time on a
 shared machine), p50/p99/max batch latency, peak RSS during the run, and
-with ``--profile`` the service's top functions.  See docs/projector.md.
+with ``--profile`` the service's top functions.  It prints the host's
+reference figures first (bench/host.py): the same build's figures move by
+up to 2x with the machine's state.  See docs/projector.md.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import asyncpg
 
 from api.embedded import EmbeddedBroker, create_topics
+from bench.host import cpu_loop_seconds, memory_walk_seconds
 from events.topics import Topics
 from projector import PROJECTOR_FORM
 from projector.service import ProjectorConfig, ProjectorMetrics, run_projector, tune_gc
@@ -241,6 +244,11 @@ def main() -> None:
     )
     parser.add_argument("--sort", default="tottime", help="profile order: tottime or cumulative")
     args = parser.parse_args()
+    # The machine's speed moves between sessions: figures compare only next to these.
+    print(
+        f"host reference: integer loop {cpu_loop_seconds():.2f} s, dict walk {memory_walk_seconds():.2f} s"
+        " (bench/host.py; not measured)"
+    )
     admin_dsn = os.environ.get("TEPHRA_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
     external = os.environ.get("TEPHRA_BENCH_KAFKA")
     if external:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the project, not bench/projector.py
 
+from bench.host import cpu_loop_seconds
 from projector.service import tune_gc
 from scheduler import CORE_FORM
 from scheduler.core.config import DEFAULT_CONFIG
@@ -85,16 +86,6 @@ def run(nodes: int, tasks: int) -> None:
     )
 
 
-def machine_reference() -> float:
-    """Seconds of CPU for a fixed pure-Python loop: figures from different machines (this
-    one's speed varies between sessions) compare only relative to it."""
-    start = time.process_time()
-    total = 0
-    for i in range(10_000_000):
-        total += i
-    return time.process_time() - start
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="only the 1k-node cases")
@@ -114,7 +105,7 @@ def main() -> None:
         cProfile.runctx("run_session(snapshot, DEFAULT_CONFIG, NOW)", globals(), locals(), PROFILE)
         pstats.Stats(PROFILE).sort_stats("tottime").print_stats(20)
         return
-    print(f"core: {CORE_FORM}; machine reference loop: {machine_reference():.2f} s")
+    print(f"core: {CORE_FORM}; machine reference loop: {cpu_loop_seconds():.2f} s")
     cases = [(1000, 10000), (1000, 50000)]
     if not args.quick:
         cases += [(5000, 10000), (5000, 50000), (10000, 10000), (10000, 50000), (10000, 100000)]
