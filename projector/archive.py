@@ -36,7 +36,7 @@ from events.models import (
     TaskFinished,
     TaskStarted,
 )
-from projector.jsonform import DECODED_UTC, json_form, time_text
+from projector.jsonform import DECODED_EPOCH, DECODED_UTC, EPOCH, json_form, time_text
 
 __all__ = [
     "GENESIS_HASH",
@@ -138,11 +138,6 @@ def format_time(value: datetime) -> str:
     return time_text(value)
 
 
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-# The epoch as pydantic decodes it: its tzinfo is the TzInfo object decoded times share.
-_EPOCH_DECODED: Final[datetime] = datetime(1970, 1, 1, tzinfo=DECODED_UTC)
-
-
 def stdlib_utc(value: datetime) -> datetime:
     """The same instant with the standard library's UTC as its tzinfo (for COPY).
 
@@ -152,7 +147,7 @@ def stdlib_utc(value: datetime) -> datetime:
     datetimes sharing a tzinfo reads no offset); ``replace(tzinfo=UTC)`` 0.76.
     Exact for any aware ``value``.
     """
-    return _EPOCH + (value - _EPOCH_DECODED)
+    return EPOCH + (value - DECODED_EPOCH)
 
 
 def isoformat(value: datetime) -> str:

@@ -32,7 +32,7 @@ from pydantic import AwareDatetime, BaseModel, BeforeValidator, PlainSerializer,
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-__all__ = ["DECODED_UTC", "json_form", "time_text"]
+__all__ = ["DECODED_EPOCH", "DECODED_UTC", "EPOCH", "json_form", "time_text"]
 
 #: A value's JSON form from the value; None where the value is its own JSON form.
 _Convert = Callable[[Any], Any]
@@ -50,8 +50,9 @@ _converters: Final[dict[type[BaseModel], Callable[[BaseModel], Any]]] = {}
 DECODED_UTC: Final = TypeAdapter(AwareDatetime).validate_python("1970-01-01T00:00:00Z").tzinfo
 _pydantic_time_text: Final = TypeAdapter(datetime).serializer.to_python
 _TWO_DIGITS: Final = tuple(f"{n:02d}" for n in range(100))
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-_EPOCH_DECODED: Final = datetime(1970, 1, 1, tzinfo=DECODED_UTC)
+EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+#: The epoch as pydantic decodes it (subtracting it from a decoded UTC time asks no offset).
+DECODED_EPOCH: Final = datetime(1970, 1, 1, tzinfo=DECODED_UTC)
 #: Days since the epoch -> the date's text with its "T" (time_text): events come
 #: days at a time.  Bounded, as any memo the input fills.
 _dates: Final[dict[int, str]] = {}
@@ -72,24 +73,23 @@ def time_text(value: datetime) -> str:
     """
     zone = value.tzinfo
     if zone is DECODED_UTC:
-        since = value - _EPOCH_DECODED  # one zone: no offsets are asked for
+        since = value - DECODED_EPOCH  # one zone: no offsets are asked for
     elif zone is UTC:
-        since = value - _EPOCH
+        since = value - EPOCH
     else:
         return _time_text_of_pydantic(value)
+    two = _TWO_DIGITS
     days = since.days
     date = _dates.get(days)
     if date is None:
         year = value.year
         if year < 1000:
             return _time_text_of_pydantic(value)  # pydantic pads the year
-        two = _TWO_DIGITS
         date = f"{year}-{two[value.month]}-{two[value.day]}T"
         if len(_dates) < _DATES_MAX:
             _dates[days] = date
     seconds = since.seconds
     micro = since.microseconds
-    two = _TWO_DIGITS
     # One f-string each: every piece joined by one allocation (mypyc's CPyStr_Build).
     if micro:
         return (
