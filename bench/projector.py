@@ -41,9 +41,8 @@ from bench.host import cpu_loop_seconds, memory_walk_seconds
 from events.topics import Topics
 from projector import PROJECTOR_FORM
 from projector.service import ProjectorConfig, ProjectorMetrics, run_projector, tune_gc
-from tests.projector.helpers import create_database, drop_database
+from tests.projector.helpers import create_database, drop_database, produce
 from tests.projector.streams import CLUSTER, event_stream
-from tests.projector.test_service import produce
 
 
 def _reset_peak_rss() -> None:

@@ -18,21 +18,30 @@ So, per batch (:meth:`BatchHeap.batch`):
   until its commit frees it) moves to the permanent generation, which no
   collection walks;
 * once the frozen heap has grown by ``thaw_growth`` (to four times its size,
-  by default) since the last thaw, and is at least ``thaw_floor`` objects (its size is
-  estimated from the collector's allocation count, which freezing resets,
-  because counting the frozen heap walks it; the estimate runs high, so it
-  is checked by counting before a thaw):
-  ``gc.unfreeze()``, a full collection, and ``gc.freeze()`` again, so the
-  cyclic garbage frozen since (made during a paused batch, or frozen objects
-  that became cyclic garbage later) is freed.  A full collection walks the
-  whole heap (~1 us per object), so tying it to the heap's growth keeps its
-  amortised cost at about 1/g visits per surviving object for a growth
-  factor g (here 4: a third, against a whole visit when doubling; measured
-  4-6 us less projector CPU per event at 100k events), whatever the batch
-  size (a count of batches would thaw every few seconds when batches are
-  small).  The projector makes almost no cyclic garbage (~15 objects per
-  100k events), and cyclic garbage is frozen heap too, so it cannot pile up
-  without triggering a thaw;
+  by default) since the last thaw, and is at least ``thaw_floor`` objects, a
+  thaw is due: ``gc.unfreeze()``, a full collection, and ``gc.freeze()``
+  again, so the cyclic garbage frozen since (made during a paused batch, or
+  frozen objects that became cyclic garbage later) is freed.  A due thaw
+  waits for the service to be idle (:meth:`BatchHeap.idle`: a fetch came
+  back empty); only if the heap grows by ``busy_thaw_growth`` (to sixteen
+  times its size, by default) without an idle moment does a batch thaw.
+  Its size is estimated from the collector's allocation count, which
+  freezing resets, because counting the frozen heap walks it; the estimate
+  runs high, so it is checked by counting before a thaw.
+
+  Why wait.  A full collection visits every object, each visit a cache
+  miss (measured: 0.43-0.63 s for a heap of 625k objects, the bench's after
+  200k events), and finds next to nothing: the fold makes no cyclic garbage
+  per event (116 objects in 200k events, all made once at start-up;
+  ``tests/projector/test_heap.py`` keeps it so), the service a handful.  In
+  a batch it stalls the pipeline for that long.  A projector that keeps up
+  with its topics is idle most of the time, and one catching up after an
+  outage is not, so the collection waits for the former.  Under load that
+  never lets up, each surviving object is visited about (1 + b) / b times
+  over its life for a busy growth b (1.07 at 15), no more than a thaw at
+  every fourfold growth costs (1.33); the pauses are rarer and longer.  The
+  cyclic garbage left waiting is what the process made since the last
+  thaw: a few objects, not a fraction of the heap.
 * when a run ends, :meth:`BatchHeap.thaw`: unfreeze and collect.
 
 Acyclic objects are freed by reference counting as usual, frozen or not.
@@ -55,20 +64,40 @@ __all__ = ["BatchHeap"]
 
 class BatchHeap:
     def __init__(
-        self, *, enabled: bool = True, thaw_growth: float = 3.0, thaw_floor: int = 1_000_000
+        self,
+        *,
+        enabled: bool = True,
+        thaw_growth: float = 3.0,
+        busy_thaw_growth: float = 15.0,
+        thaw_floor: int = 1_000_000,
     ) -> None:
         if thaw_growth <= 0:
             raise ValueError(f"thaw_growth must be positive, got {thaw_growth}")
+        if busy_thaw_growth < thaw_growth:
+            raise ValueError(
+                f"busy_thaw_growth ({busy_thaw_growth}) must be at least thaw_growth ({thaw_growth}):"
+                " a batch thaws only past the point where an idle moment would have"
+            )
         self.enabled = enabled
         self.thaw_growth = thaw_growth
+        self.busy_thaw_growth = busy_thaw_growth
         self.thaw_floor = thaw_floor
-        #: Thaw when the frozen heap reaches this many objects.
-        self._thaw_at = thaw_floor
+        #: A thaw is due at the next idle moment once the frozen heap reaches this many
+        #: objects, and a batch thaws at the other: set by _rebase after each thaw.
+        self._due_at = 0
+        self._forced_at = 0
+        self._rebase(0)
         #: The frozen heap's size: exact after a thaw, estimated in between (see batch()).
         self._frozen = gc.get_freeze_count() if enabled else 0
-        #: Thaws during batches so far, and the seconds the last one took.
+        #: Thaws so far (at idle moments and in batches), and the seconds the last one took.
         self.thaws = 0
+        self.busy_thaws = 0
         self.last_thaw_seconds = 0.0
+
+    def _rebase(self, frozen: int) -> None:
+        """The thresholds after a thaw that left ``frozen`` objects (0: none yet, the floor's)."""
+        self._due_at = max(self.thaw_floor, int(frozen * (1 + self.thaw_growth)))
+        self._forced_at = int(self._due_at * (1 + self.busy_thaw_growth) / (1 + self.thaw_growth))
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -89,22 +118,37 @@ class BatchHeap:
             gc.freeze()
             if was_enabled:
                 gc.enable()
-        if self._frozen >= self._thaw_at:
-            # The estimate runs high: frozen objects freed while the count is zero
-            # (a plan freed by its commit between batches) are not subtracted.  In
-            # the service it reached 2.7x the heap and thawed 0.5 s too early per
-            # 100k events.  Counting walks the heap too, but at ~8 ns an object
-            # against ~1 us for a collection.
-            self._frozen = gc.get_freeze_count()
-        if self._frozen >= self._thaw_at:
-            began = time.perf_counter()
-            gc.unfreeze()
-            gc.collect()
-            gc.freeze()
-            self._frozen = gc.get_freeze_count()  # exact again (a walk, as the collection was)
-            self._thaw_at = max(self.thaw_floor, int(self._frozen * (1 + self.thaw_growth)))
-            self.thaws += 1
-            self.last_thaw_seconds = time.perf_counter() - began
+        if self._frozen >= self._forced_at and self._counted() >= self._forced_at:
+            self._thaw()
+            self.busy_thaws += 1
+
+    def idle(self) -> bool:
+        """The service has nothing to do: thaw if one is due.  True when it thawed."""
+        if not self.enabled or self._frozen < self._due_at or self._counted() < self._due_at:
+            return False
+        self._thaw()
+        return True
+
+    def _counted(self) -> int:
+        """The frozen heap's exact size, which becomes the estimate.
+
+        The estimate runs high: frozen objects freed while the count is zero (a
+        plan freed by its commit between batches) are not subtracted.  In the
+        service it reached 2.7x the heap and thawed 0.5 s too early per 100k
+        events.  Counting walks the heap too, but at ~8 ns an object against
+        ~1 us for a collection.
+        """
+        self._frozen = gc.get_freeze_count()
+        return self._frozen
+
+    def _thaw(self) -> None:
+        began = time.perf_counter()
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+        self._rebase(self._counted())  # exact again (a walk, as the collection was)
+        self.thaws += 1
+        self.last_thaw_seconds = time.perf_counter() - began
 
     def thaw(self) -> None:
         """Unfreeze everything and collect it all (when a run ends)."""

@@ -138,11 +138,13 @@ class ProjectorConfig:
     #: for processes that run the projector alone.
     freeze_state: bool = False
     #: Pause the collector while a batch is decoded and folded and freeze what
-    #: survives it; unfreeze and collect everything once the frozen heap has
-    #: grown by ``thaw_growth`` since the last time (see projector.heap).
+    #: survives it; unfreeze and collect everything at the first idle moment once
+    #: the frozen heap has grown by ``thaw_growth`` since the last time, or in a
+    #: batch once it has grown by ``busy_thaw_growth`` (see projector.heap).
     #: Process-wide: for processes that run the projector alone.
     freeze_batches: bool = False
     thaw_growth: float = 3.0
+    busy_thaw_growth: float = 15.0
 
     def __post_init__(self) -> None:
         # Here, not only in the writer: a bad value would otherwise fail every reconnect.
@@ -166,6 +168,8 @@ class ProjectorMetrics:
     duplicates_skipped: int = 0
     other_cluster_skipped: int = 0
     offsets_went_backwards: int = 0
+    #: Full collections of the frozen heap (projector.heap), at idle moments or in batches.
+    heap_thaws: int = 0
     reconnects: int = 0
     last_seq: int = 0
     last_batch_seconds: float = 0.0
@@ -341,7 +345,11 @@ class _Run:
         #: (topic, partition) -> the next offset this run expects to read.
         self.positions: dict[tuple[str, int], int] = {}
         self._last_report = time.monotonic()
-        self.heap = BatchHeap(enabled=config.freeze_batches, thaw_growth=config.thaw_growth)
+        self.heap = BatchHeap(
+            enabled=config.freeze_batches,
+            thaw_growth=config.thaw_growth,
+            busy_thaw_growth=config.busy_thaw_growth,
+        )
 
     async def run(self) -> None:
         config = self.config
@@ -525,6 +533,10 @@ class _Run:
                 if not records:
                     while commits:  # idle: let the batches in flight land (and surface a failure)
                         await commits.popleft()
+                    idle = clock()
+                    if self.heap.idle():  # a due thaw, now that nothing waits for the loop
+                        self.metrics.heap_thaws = self.heap.thaws
+                        stages["heap"] += clock() - idle
                     continue
                 gathered = clock()
                 if writer.poisoned:
@@ -542,6 +554,7 @@ class _Run:
                         await check.close()
                     prepared = clock()
                 frozen = clock()
+                self.metrics.heap_thaws = self.heap.thaws
                 while len(commits) >= COMMITS_IN_FLIGHT:
                     await commits.popleft()
                 stages["gather"] += gathered - began

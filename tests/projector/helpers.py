@@ -1,19 +1,27 @@
-"""Shared helpers for the projector tests: throw-away databases and encoded records."""
+"""Shared helpers for the projector tests and benches: throw-away databases, encoded records, producing.
+
+Light on purpose: ``bench/projector.py`` imports it, and the process it measures
+should hold the projector's modules only (no pytest, no scheduler, no numpy).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+from aiokafka import AIOKafkaProducer
 
 from events.models import Event
 from events.serde import encode
+from events.topics import Topics, kafka_key, topic_for
 from projector.migrate import apply_migrations
 from projector.writer import InboundRecord
+from tests.projector.streams import CLUSTER
 
-__all__ = ["create_database", "drop_database", "records", "reset_schema"]
+__all__ = ["create_database", "drop_database", "produce", "records", "reset_schema"]
 
 
 def _with_database(dsn: str, database: str) -> str:
@@ -49,3 +57,21 @@ def records(
     events: Iterable[Event], topic: str = "t", partition: int = 0, start: int = 0
 ) -> list[InboundRecord]:
     return [InboundRecord(topic, partition, start + i, encode(e)) for i, e in enumerate(events)]
+
+
+async def produce(bootstrap: str, topics: Topics, items: Sequence[Event | tuple[str, bytes]]) -> None:
+    """Events to their topics; (topic, raw bytes) pairs as they are."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    await producer.start()
+    try:
+        futures = []
+        for item in items:
+            if isinstance(item, tuple):
+                futures.append(await producer.send(item[0], value=item[1], key=CLUSTER.encode()))
+            else:
+                futures.append(
+                    await producer.send(topic_for(item, topics), value=encode(item), key=kafka_key(item))
+                )
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()

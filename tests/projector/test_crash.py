@@ -26,8 +26,8 @@ import pytest
 from events.topics import Topics, topic_for
 from projector.migrate import apply_migrations
 from projector.reconstruct import load_projection, state_at, verify_chain
+from tests.projector.helpers import produce
 from tests.projector.streams import CLUSTER, event_stream
-from tests.projector.test_service import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

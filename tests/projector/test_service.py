@@ -5,17 +5,17 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from events.models import Event, NodeReported, NodeReportedData
 from events.serde import canonical_json, decode, encode
-from events.topics import Topics, kafka_key, topic_for
+from events.topics import Topics, topic_for
 from projector.archive import GENESIS_HASH
 from projector.errors import WaitTimeoutError
 from projector.migrate import apply_migrations, available_migrations
@@ -25,6 +25,7 @@ from projector.reconstruct import load_projection, state_at, verify_chain
 from projector.service import ProjectorConfig, ProjectorMetrics, _DuplicateCheck, run_projector
 from projector.state import ClusterState
 from projector.writer import BatchWriter
+from tests.projector.helpers import produce
 from tests.projector.streams import CLUSTER, event_stream
 from tests.service.helpers import stopped
 
@@ -55,24 +56,6 @@ async def running_projector(
     finally:
         stop.set()
         await stopped(task)
-
-
-async def produce(bootstrap: str, topics: Topics, items: Sequence[Event | tuple[str, bytes]]) -> None:
-    """Events to their topics; (topic, raw bytes) pairs as they are."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
-    await producer.start()
-    try:
-        futures = []
-        for item in items:
-            if isinstance(item, tuple):
-                futures.append(await producer.send(item[0], value=item[1], key=CLUSTER.encode()))
-            else:
-                futures.append(
-                    await producer.send(topic_for(item, topics), value=encode(item), key=kafka_key(item))
-                )
-        await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
 
 
 async def wait_until(conn: asyncpg.Connection, query: str, expected: int, limit_s: float = 60) -> None:
