@@ -1,7 +1,7 @@
 """Projector throughput: real broker -> PostgreSQL (decode, COPY, fold, hash, projection, offsets).
 
     python bench/projector.py [--events N] [--batch-size B] [--snapshot-every S] [--snapshot-scale K]
-                              [--profile]
+                              [--rounds R] [--profile]
 
 Starts an embedded Tansu broker (or uses ``TEPHRA_BENCH_KAFKA``), uses
 ``TEPHRA_BENCH_DATABASE_URL`` (default: a fresh database on the local
@@ -10,7 +10,9 @@ events to the three topics first, then runs the projector service in this
 process and times it from start to the last committed offset.  Prints
 events/s, the process's CPU time per event (steadier than wall time on a
 shared machine), p50/p99/max batch latency, peak RSS during the run, and
-with ``--profile`` the service's top functions.  It prints the host's
+with ``--profile`` the service's top functions.  ``--rounds R`` runs the
+projector R times over the same topics (a fresh database each time) and
+prints the median.  It prints the host's
 reference figures first (bench/host.py): the same build's figures move by
 up to 2x with the machine's state.  See docs/projector.md.
 """
@@ -26,6 +28,7 @@ import platform
 import pstats
 import resource
 import secrets
+import statistics
 import sys
 import time
 from dataclasses import fields
@@ -127,9 +130,9 @@ def _report(
     servers: dict[str, float],
     size: str,
     snapshots: list[int],
-    after_first: tuple[float, int] | None,
+    sustained: float | None,
 ) -> None:
-    """Print the figures (``after_first``: seconds and events from the first commit to the end)."""
+    """Print the figures (``sustained``: events/s from the first commit to the end)."""
     batches = list(metrics.batch_seconds)
     archived, rejected = metrics.events_archived, metrics.events_rejected
     per_event = 1e6 / max(archived, 1)
@@ -139,9 +142,7 @@ def _report(
     print(f"python: {_interpreter()}")
     print(f"archived {archived:,} events (rejected {rejected}) in {elapsed:.2f} s")
     print(f"throughput: {archived / elapsed:,.0f} events/s (start-up and migrations included)")
-    if after_first is not None and archived > after_first[1]:
-        # The sustained rate: without start-up, migrations and filling the pipeline.
-        sustained = (archived - after_first[1]) / after_first[0]
+    if sustained is not None:
         print(f"sustained: {sustained:,.0f} events/s (after the first commit)")
     # Less sensitive to other load on the machine than the wall clock.
     print(f"projector CPU (this process): {cpu:.2f} s, {cpu * per_event:.0f} us per event")
@@ -164,7 +165,27 @@ async def _bench(bootstrap: str, admin_dsn: str, args: argparse.Namespace) -> No
     topics = Topics(prefix=f"bench-{secrets.token_hex(4)}")
     await create_topics(bootstrap, topics.all(), partitions=1)
     produced = await _produce_stream(bootstrap, topics, args)
+    rounds: list[tuple[float | None, float]] = []
+    for number in range(1, args.rounds + 1):
+        if args.rounds > 1:
+            print(f"-- round {number} of {args.rounds}")
+            _reset_peak_rss()
+        rounds.append(await _round(bootstrap, admin_dsn, topics, produced, args))
+    if args.rounds > 1:
+        # One figure from several: the machine moves between runs a minute apart (docs/projector.md).
+        sustained = sorted(r[0] for r in rounds if r[0] is not None)
+        per_event = sorted(r[1] for r in rounds)
+        print(
+            f"rounds: sustained events/s {', '.join(f'{v:,.0f}' for v in sustained)}"
+            f" (median {statistics.median(sustained):,.0f});"
+            f" projector us/event median {statistics.median(per_event):.0f}"
+        )
 
+
+async def _round(
+    bootstrap: str, admin_dsn: str, topics: Topics, produced: int, args: argparse.Namespace
+) -> tuple[float | None, float]:
+    """One projector run over the topics into a fresh database: (sustained events/s, CPU us/event)."""
     dsn = await create_database(admin_dsn)
     try:
         metrics = ProjectorMetrics()
@@ -207,15 +228,20 @@ async def _bench(bootstrap: str, admin_dsn: str, args: argparse.Namespace) -> No
             stored = await conn.fetch("SELECT seq FROM state_snapshots ORDER BY seq")
         finally:
             await conn.close()
+        sustained = None
+        if first_batch is not None and metrics.events_archived > first_batch[1]:
+            # The sustained rate: without start-up, migrations and filling the pipeline.
+            sustained = (metrics.events_archived - first_batch[1]) / (finished - first_batch[0])
         _report(
             args, metrics, elapsed=elapsed, cpu=cpu, size=size, snapshots=[r["seq"] for r in stored],
             servers={name: servers[name] - servers_began[name] for name in _SERVERS},
-            after_first=None if first_batch is None else (finished - first_batch[0], first_batch[1]),
+            sustained=sustained,
         )  # fmt: skip
         if profiler:
             pstats.Stats(profiler).sort_stats(args.sort).print_stats(25)
     finally:
         await drop_database(admin_dsn, dsn)
+    return sustained, cpu * 1e6 / max(metrics.events_archived, 1)
 
 
 def main() -> None:
@@ -230,6 +256,12 @@ def main() -> None:
         help="the service's default; 0 for a snapshot at every multiple of --snapshot-every (compare)",
     )
     parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="projector runs over the same produced topics, each into a fresh database; prints the median",
+    )
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--default-gc", action="store_true", help="keep CPython's GC thresholds (compare)")
     parser.add_argument(
