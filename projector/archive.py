@@ -33,6 +33,7 @@ from events.models import (
     JobCancelled,
     JobRejected,
     JobSubmitted,
+    SessionCommitted,
     TaskFinished,
     TaskStarted,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "GENESIS_HASH",
     "JOB_EVENT_TYPES",
     "JOB_SUBMITTED",
+    "SESSION_COMMITTED",
     "archived_form",
     "canonical_data",
     "canonical_envelope",
@@ -191,6 +193,8 @@ JOB_EVENT_TYPES: Final = frozenset(
 )
 #: The type of a job's submission (its job id is a property of the data, not a field).
 JOB_SUBMITTED: Final = JobSubmitted.model_fields["type"].default
+#: The type of a session's commit (its data's pending jobs are the session record's).
+SESSION_COMMITTED: Final = SessionCommitted.model_fields["type"].default
 
 
 def job_of_data(event_type: str, data: Any) -> str | None:

@@ -24,6 +24,7 @@ from events.serde import EventDecodeError, decode
 from projector.archive import (
     JOB_EVENT_TYPES,
     JOB_SUBMITTED,
+    SESSION_COMMITTED,
     archived_form,
     canonical_envelope,
     chain_hash,
@@ -255,7 +256,12 @@ def fold_records(
         prev_hash = digest
         for kind, key in outcome.touched:
             if kind == "session":
-                plan.sessions.append(state.sessions[key])
+                session = state.sessions[key]
+                if event_type == SESSION_COMMITTED and not data_json["parts"]:
+                    # An unsplit session's pending jobs are its data's, in the JSON form just
+                    # made for the archive: the sessions' rows do not serialise them again.
+                    session.pending_json = data_json["pending"]
+                plan.sessions.append(session)
             else:
                 touched.setdefault(kind, {})[key] = seq
         if outcome.decisions:

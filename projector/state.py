@@ -338,6 +338,9 @@ class SessionRecord:
     pending_digest: str
     input_digest: str
     logic_flags: tuple[str, ...]
+    #: Cache of ``pending`` as JSON values (never changes once committed); the sessions'
+    #: rows and every snapshot need them.  An unsplit session's are its archived data's.
+    pending_json: list[dict[str, Any]] | None = field(default=None, compare=False, repr=False)
 
     # Spelled out: built per event (see above NodeState).
     def __init__(  # noqa: PLR0917 - the dataclass fields, in order
@@ -354,6 +357,7 @@ class SessionRecord:
         pending_digest: str,
         input_digest: str,
         logic_flags: tuple[str, ...],
+        pending_json: list[dict[str, Any]] | None = None,
     ) -> None:
         self.session_id = session_id
         self.seq = seq
@@ -367,6 +371,7 @@ class SessionRecord:
         self.pending_digest = pending_digest
         self.input_digest = input_digest
         self.logic_flags = logic_flags
+        self.pending_json = pending_json
 
     def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
         return reduce_through_init(self)
@@ -725,11 +730,18 @@ def session_to_json(s: SessionRecord) -> dict[str, Any]:
             }
             for v in s.voided
         ],
-        "pending": [json_form(p) for p in s.pending],
+        "pending": _pending_json(s),
         "pending_digest": s.pending_digest,
         "input_digest": s.input_digest,
         "logic_flags": list(s.logic_flags),
     }
+
+
+def _pending_json(s: SessionRecord) -> list[dict[str, Any]]:
+    cached = s.pending_json
+    if cached is None:
+        cached = s.pending_json = [json_form(p) for p in s.pending]
+    return cached
 
 
 def session_from_json(d: dict[str, Any]) -> SessionRecord:
