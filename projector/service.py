@@ -534,7 +534,9 @@ class _Run:
                     while commits:  # idle: let the batches in flight land (and surface a failure)
                         await commits.popleft()
                     idle = clock()
-                    if self.heap.idle():  # a due thaw, now that nothing waits for the loop
+                    # A due thaw, now that nothing waits for the loop (not when stopping: the
+                    # run's end thaws everything anyway).
+                    if not self.stop.is_set() and self.heap.idle():
                         self.metrics.heap_thaws = self.heap.thaws
                         stages["heap"] += clock() - idle
                     continue
