@@ -43,13 +43,19 @@ def _baseline(heap: BatchHeap) -> None:
     assert heap.thaws == heap.busy_thaws == 1
 
 
-def test_cyclic_garbage_of_a_batch_is_freed_at_the_first_idle_moment_once_the_frozen_heap_has_grown() -> None:
-    heap = BatchHeap(thaw_growth=1.0, busy_thaw_growth=1_000.0, thaw_floor=0)
-    _baseline(heap)
+def _cyclic_garbage_of_a_batch(heap: BatchHeap) -> weakref.ref[Node]:
+    """A reference to a cycle made and dropped in a batch, while the collector is paused."""
     with heap.batch():
         made = cycle()
         garbage = weakref.ref(made)
-        del made  # cyclic garbage, made while the collector is paused
+        del made
+    return garbage
+
+
+def test_cyclic_garbage_of_a_batch_is_freed_at_the_first_idle_moment_once_the_frozen_heap_has_grown() -> None:
+    heap = BatchHeap(thaw_growth=1.0, busy_thaw_growth=1_000.0, thaw_floor=0)
+    _baseline(heap)
+    garbage = _cyclic_garbage_of_a_batch(heap)
     gc.collect()
     assert garbage() is not None  # frozen: no collection sees it
     assert not heap.idle()  # the heap has not grown: nothing is due
@@ -70,10 +76,7 @@ def test_cyclic_garbage_of_a_batch_is_freed_at_the_first_idle_moment_once_the_fr
 def test_a_batch_thaws_once_the_heap_has_grown_by_the_busy_growth_without_an_idle_moment() -> None:
     heap = BatchHeap(thaw_growth=1.0, busy_thaw_growth=3.0, thaw_floor=0)
     _baseline(heap)
-    with heap.batch():
-        made = cycle()
-        garbage = weakref.ref(made)
-        del made
+    garbage = _cyclic_garbage_of_a_batch(heap)
     with heap.batch():
         grown = [[] for _ in range(gc.get_freeze_count() + 1)]  # x2: due at idle, not forced
     assert heap.busy_thaws == 1
