@@ -52,6 +52,7 @@ __all__ = [
     "run_services",
     "run_until_signalled",
     "scheduler_command",
+    "settings_for",
     "sigterm_unwinds",
     "sim_cluster_command",
     "up_command",
@@ -197,17 +198,23 @@ SERVICES: dict[str, ServiceFactory] = {
 }
 
 
+def settings_for(settings: TephraSettings, names: tuple[str, ...]) -> TephraSettings:
+    """The settings a process running the named services uses: as given, but for the collector."""
+    if len(names) == 1:
+        return settings
+    # The projector's freezing (projector.heap) is process-wide: beside other services it would
+    # freeze their heaps too, and the scheduler's per-session thaws would undo it.  So a shared
+    # process (`tephra up`, the demo) keeps the collector on, with tune_gc's thresholds.
+    return settings.model_copy(update={"projector_freeze": False})
+
+
 async def run_services(settings: TephraSettings, endpoints: Endpoints, names: tuple[str, ...]) -> None:
     """Run the named services until one fails or the caller cancels.
 
     The schema is brought up to date first (idempotent, under the migrations'
     own lock), so no service starts against a database without its tables.
     """
-    if len(names) > 1:
-        # The projector's freezing (projector.heap) is process-wide: beside other services it
-        # would freeze their heaps too, and the scheduler's per-session thaws would undo it.
-        # So a shared process keeps the collector on, with tune_gc's thresholds.
-        settings = settings.model_copy(update={"projector_freeze": False})
+    settings = settings_for(settings, names)
     await _migrate(endpoints.database_url)
     async with asyncio.TaskGroup() as group:
         for name in names:

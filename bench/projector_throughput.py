@@ -14,7 +14,7 @@ docs/configuration.md).  Everything is measured from outside the child:
 * progress: the offsets the projector committed (``consumer_offsets``), polled;
 * throughput from the child's start, and sustained from its first commit;
 * the child's CPU time per event and its peak RSS (``/proc/<pid>``), and the
-  CPU the PostgreSQL and Tansu servers used meanwhile;
+  CPU the PostgreSQL server (and the embedded broker) used meanwhile;
 * the batch latencies and the batch loop's stages from the projector's own
   metrics line, which it logs when it stops.
 
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import os
 import platform
 import secrets
@@ -55,7 +56,6 @@ from tests.projector.streams import CLUSTER, event_stream
 ROOT = Path(__file__).resolve().parents[1]
 #: The deployed runner: the ``tephra`` console script's own entry point.
 RUNNER: Final = (sys.executable, "-m", "api.cli", "projector")
-_SERVERS: Final = ("postgres", "tansu")
 _ENDPOINTS: Final = (
     "TEPHRA_KAFKA_BOOTSTRAP",
     "TEPHRA_DATABASE_URL",
@@ -63,6 +63,7 @@ _ENDPOINTS: Final = (
     "TEPHRA_CLUSTER",
 )
 _POLL: Final = 0.1
+_FINAL_METRICS: Final = "projector stopped; metrics "
 _TICKS: Final = os.sysconf("SC_CLK_TCK")
 
 
@@ -84,19 +85,27 @@ def _child_peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def _server_cpu_seconds(names: tuple[str, ...]) -> dict[str, float]:
-    """CPU seconds used so far by the processes with these command names (a server's exited
-    children, PostgreSQL's backends, are in its cutime/cstime)."""
-    totals = dict.fromkeys(names, 0.0)
+def _tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a server so far: its own, its exited children's (PostgreSQL's ended backends)
+    and its live children's."""
+    total = sum(_cpu_seconds(Path(f"/proc/{pid}/stat").read_text()))
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
         except OSError:
             continue  # exited meanwhile
-        comm = text[text.index("(") + 1 : text.rindex(")")]
-        if comm in totals:
-            totals[comm] += sum(_cpu_seconds(text))
-    return totals
+        if int(text[text.rindex(")") + 2 :].split()[1]) == pid:  # its parent
+            total += _cpu_seconds(text)[0]
+    return total
+
+
+def _parent(pid: int) -> int:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return int(text[text.rindex(")") + 2 :].split()[1])
+
+
+def _servers(pids: dict[str, int]) -> dict[str, float]:
+    return {name: _tree_cpu_seconds(pid) for name, pid in pids.items()}
 
 
 def _interpreter() -> str:
@@ -149,7 +158,7 @@ class _Mark:
     cpu: float
 
 
-async def _bench(bootstrap: str, admin_dsn: str, args: argparse.Namespace) -> None:
+async def _bench(bootstrap: str, admin_dsn: str, broker_pid: int | None, args: argparse.Namespace) -> None:
     topics = Topics(prefix=f"bench-{secrets.token_hex(4)}")
     await create_topics(bootstrap, topics.all(), partitions=1)
     produced = await _produce_stream(bootstrap, topics, args)
@@ -161,7 +170,7 @@ async def _bench(bootstrap: str, admin_dsn: str, args: argparse.Namespace) -> No
     for number in range(1, args.rounds + 1):
         if args.rounds > 1:
             print(f"-- round {number} of {args.rounds}")
-        rounds.append(await _round(bootstrap, admin_dsn, topics, produced))
+        rounds.append(await _round(bootstrap, admin_dsn, broker_pid, topics, produced))
     if args.rounds > 1:
         # One figure from several: the machine moves between runs a minute apart.
         sustained = sorted(r[0] for r in rounds if r[0] is not None)
@@ -173,7 +182,9 @@ async def _bench(bootstrap: str, admin_dsn: str, args: argparse.Namespace) -> No
         )
 
 
-async def _round(bootstrap: str, admin_dsn: str, topics: Topics, produced: int) -> tuple[float | None, float]:
+async def _round(
+    bootstrap: str, admin_dsn: str, broker_pid: int | None, topics: Topics, produced: int
+) -> tuple[float | None, float]:
     """One run of the runner over the topics into a fresh database: (sustained events/s, CPU us/event)."""
     dsn = await create_database(admin_dsn)
     env = {
@@ -186,9 +197,12 @@ async def _round(bootstrap: str, admin_dsn: str, topics: Topics, produced: int) 
         "TEPHRA_CLUSTER": CLUSTER,
     }
     conn = await asyncpg.connect(dsn)
+    # The PostgreSQL server that holds the database: the parent of our backend (on this machine).
+    postmaster = _parent(int(await conn.fetchval("SELECT pg_backend_pid()")))
+    pids = {"postgres": postmaster} | ({"tansu": broker_pid} if broker_pid is not None else {})
     try:
         with tempfile.NamedTemporaryFile(prefix="projector-", suffix=".log") as log:
-            servers_began = _server_cpu_seconds(_SERVERS)
+            servers_began = _servers(pids)
             began = time.perf_counter()
             child = await asyncio.create_subprocess_exec(*RUNNER, env=env, cwd=ROOT, stdout=log, stderr=log)
             try:
@@ -198,7 +212,7 @@ async def _round(bootstrap: str, admin_dsn: str, topics: Topics, produced: int) 
                 if child.returncode is None:
                     child.send_signal(signal.SIGTERM)
                     await child.wait()
-            servers = _server_cpu_seconds(_SERVERS)
+            servers = _servers(pids)
             log.seek(0)
             output = log.read().decode(errors="replace")
         if child.returncode != 0:
@@ -224,16 +238,32 @@ async def _round(bootstrap: str, admin_dsn: str, topics: Topics, produced: int) 
     print(
         f"projector CPU (its process): {last.cpu:.2f} s, {last.cpu * per_event:.0f} us per event{cpu_after}"
     )
-    for name in _SERVERS:
-        used = servers[name] - servers_began[name]
-        print(f"{name} CPU (same machine): {used:.2f} s, {used * per_event:.0f} us per event")
+    for name, total in servers.items():
+        used = total - servers_began[name]
+        print(f"{name} CPU (its server, all its clients): {used:.2f} s, {used * per_event:.0f} us per event")
     print(f"projector peak RSS: {peak_rss:,.0f} MiB; database {size}")
     where = ", ".join(f"{seq:,}" for seq in snapshots) or "none"
     print(f"state snapshots: {len(snapshots)}, at seq {where}")
-    # Batch latencies and stage seconds are in-process figures: the projector logs them when it stops.
-    final = [line for line in output.splitlines() if "projector stopped; metrics" in line]
-    print(f"the projector's own metrics: {final[-1].split('metrics ', 1)[1] if final else 'not logged'}")
+    _print_own_metrics(output)
     return sustained, cpu_us if cpu_us is not None else last.cpu * per_event
+
+
+def _print_own_metrics(log: str) -> None:
+    """Batch latencies and the batch loop's stages: in-process figures the projector logs as it stops."""
+    final = [line for line in log.splitlines() if _FINAL_METRICS in line]
+    if not final:
+        print("the projector logged no final metrics (TEPHRA_LOG_LEVEL above INFO?)")
+        return
+    metrics = json.loads(final[-1].split(_FINAL_METRICS, 1)[1])
+    latency = metrics.get("batch_seconds_p50_p99_max")
+    if latency:
+        p50, p99, worst = (1000 * v for v in latency)
+        print(
+            f"batches: {metrics['batches']}; latency p50 {p50:.0f} ms, p99 {p99:.0f} ms, max {worst:.0f} ms"
+        )
+    # Where the batch loop's wall time went; commit_wait is the loop idle, waiting for PostgreSQL.
+    stages = ", ".join(f"{name} {seconds:.2f}" for name, seconds in metrics["stage_seconds"].items())
+    print(f"batch loop seconds: {stages}; heap thaws {metrics['heap_thaws']}")
 
 
 async def _follow(
@@ -274,10 +304,10 @@ def main() -> None:
     admin_dsn = os.environ.get("TEPHRA_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
     external = os.environ.get("TEPHRA_BENCH_KAFKA")
     if external:
-        asyncio.run(_bench(external, admin_dsn, args))
+        asyncio.run(_bench(external, admin_dsn, None, args))
         return
     with EmbeddedBroker() as broker:
-        asyncio.run(_bench(broker.bootstrap, admin_dsn, args))
+        asyncio.run(_bench(broker.bootstrap, admin_dsn, broker.pid, args))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ one life of the connections:
 3. assign every partition of the intents, observations and decisions topics
    (no consumer group, no Kafka commits) and seek each to the offset stored
    in ``consumer_offsets`` — 0 when there is none;
-4. loop: gather a batch (by count, or after ``linger_ms``), decode and fold
+4. loop: gather a batch (by count, or after ``projector_linger_ms``), decode and fold
    it, produce its rejections to the dead-letter topic, then commit it to
    PostgreSQL in one transaction.  Two stages overlap: while batches
    commit (up to ``COMMITS_IN_FLIGHT``, a task each on the writer's
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections import deque
@@ -182,13 +183,12 @@ async def _supervise(
 
 
 def _log_metrics(what: str, metrics: ProjectorMetrics) -> None:
-    summary = {k: v for k, v in asdict(metrics).items() if k != "batch_seconds"}
+    """One log line of the counters, as JSON (the newest batch latencies as p50, p99 and max)."""
+    summary: dict[str, object] = {k: v for k, v in asdict(metrics).items() if k != "batch_seconds"}
     if metrics.batch_seconds:
         ordered = sorted(metrics.batch_seconds)
-        summary["batch_seconds_p50_p99_max"] = [
-            ordered[int(q * (len(ordered) - 1))] for q in (0.5, 0.99, 1.0)
-        ]
-    log.info("%s %s", what, summary)
+        summary["batch_seconds_p50_p99_max"] = [ordered[int(q * (len(ordered) - 1))] for q in (0.5, 0.99, 1)]
+    log.info("%s %s", what, json.dumps(summary))
 
 
 #: Records whose ids the duplicate check asks about in one query: the first

@@ -20,6 +20,7 @@ from api.settings import (
     flag_name,
     load_settings,
 )
+from api.stack import SERVICES, settings_for
 from kube.settings import SimClusterSettings
 from projector.settings import ProjectorSettings
 from scheduler.service.settings import SchedulerSettings
@@ -112,3 +113,11 @@ def test_the_commands_refuse_an_invalid_value_with_exit_code_2(
     result = CliRunner().invoke(app, [command, *flags])
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+def test_the_projector_freezes_the_heap_only_in_a_process_of_its_own() -> None:
+    settings = load_settings(TephraSettings)
+    assert settings.projector_freeze  # the default: what tephra projector and compose.yaml run
+    assert settings_for(settings, ("projector",)).projector_freeze
+    assert not settings_for(settings, tuple(SERVICES)).projector_freeze
+    assert not settings_for(settings, ("projector", "sim-cluster")).projector_freeze
