@@ -29,6 +29,8 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from events.models import DEFAULT_CLUSTER
+from events.topics import Topics
 from kube.settings import SimClusterSettings
 from projector.settings import ProjectorSettings
 from scheduler.service.settings import SchedulerSettings
@@ -72,8 +74,10 @@ class CommonSettings(BaseSettings):
     database_url: str | None = Field(
         default=None, description="postgresql://user@host:port/db (unset: the embedded stack)"
     )
-    cluster: str = Field(default="default", description="cluster id: the Kafka key and the leader scope")
-    topics_prefix: str = Field(default="tephra", description="prefix of the Kafka topic names")
+    cluster: str = Field(
+        default=DEFAULT_CLUSTER, description="cluster id: the Kafka key and the leader scope"
+    )
+    topics_prefix: str = Field(default=Topics().prefix, description="prefix of the Kafka topic names")
     data_dir: Path = Field(default=Path(".tephra"), description="where the embedded stack keeps its data")
     log_level: LogLevel = Field(default=LogLevel.INFO, description="the services' log level")
 
@@ -103,6 +107,11 @@ class CommonSettings(BaseSettings):
         if not _CLUSTER_RE.match(value):
             raise ValueError(f"expected a DNS label (lowercase letters, digits, '-'), got {value!r}")
         return value
+
+    @field_validator("topics_prefix")
+    @classmethod
+    def _topics_prefix(cls, value: str) -> str:
+        return Topics(value).prefix  # its own check of Kafka's topic names
 
     @model_validator(mode="after")
     def _both_or_neither(self) -> Self:

@@ -103,6 +103,7 @@ def test_an_invalid_value_names_where_it_came_from(monkeypatch: pytest.MonkeyPat
         ("sim-cluster", {"TEPHRA_SIM_BIND_DELAY": "-1"}, [], "TEPHRA_SIM_BIND_DELAY: Input should be"),
         ("up", {"TEPHRA_PROJECTOR_THAW_GROWTH": "20"}, [], "must be at least TEPHRA_PROJECTOR_THAW_GROWTH"),
         ("get", {}, ["--cluster", "Not_A_Label", "jobs"], "--cluster: Value error, expected a DNS label"),
+        ("submit", {"TEPHRA_TOPICS_PREFIX": "a/b"}, ["x.yaml"], "TEPHRA_TOPICS_PREFIX: Value error, invalid"),
     ],
 )  # fmt: skip
 def test_the_commands_refuse_an_invalid_value_with_exit_code_2(
