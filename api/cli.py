@@ -2,7 +2,9 @@
 
 Each command is a thin shell: parse arguments, call one function of the
 package that owns the capability, map its errors to an exit code.  Heavy
-imports happen inside the commands so ``tephra --help`` stays fast.
+imports happen inside the commands so ``tephra --help`` stays fast; only the
+settings models load up front, as every command's setting flags are made
+from them (:func:`settings_flags`).
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ from pydantic_settings import BaseSettings
 from api.settings import (
     COMMAND_SETTINGS,
     CommonSettings,
+    SettingsError,
     TephraSettings,
     default_text,
     env_name,
     flag_name,
+    load_settings,
     type_name,
 )
+from projector.heap import tune_gc
 
 if TYPE_CHECKING:
     from api.endpoints import Endpoints
@@ -123,8 +128,6 @@ S = TypeVar("S", bound=BaseSettings)
 
 def _settings(model: type[S], flags: dict[str, str], *, log: bool = True) -> S:
     """The settings, validated once (a bad value: its message, exit 2); logging set up at their level."""
-    from api.settings import SettingsError, load_settings
-
     try:
         settings = load_settings(model, flags)
     except SettingsError as exc:
@@ -281,8 +284,6 @@ def demo(
 
 
 def main() -> None:
-    from projector.heap import tune_gc
-
     tune_gc()  # the collector policy of every Tephra process (projector.heap)
     app()
 
