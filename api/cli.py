@@ -2,21 +2,39 @@
 
 Each command is a thin shell: parse arguments, call one function of the
 package that owns the capability, map its errors to an exit code.  Heavy
-imports happen inside the commands so ``tephra --help`` stays fast.
+imports happen inside the commands so ``tephra --help`` stays fast; only the
+settings models load up front, as every command's setting flags are made
+from them (:func:`settings_flags`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import inspect
+import logging
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
+from pydantic_settings import BaseSettings
+
+from api.settings import (
+    COMMAND_SETTINGS,
+    CommonSettings,
+    SettingsError,
+    TephraSettings,
+    default_text,
+    env_name,
+    flag_name,
+    load_settings,
+    type_name,
+)
+from projector.heap import tune_gc
 
 if TYPE_CHECKING:
     from api.endpoints import Endpoints
-    from api.settings import TephraSettings
 
 app = typer.Typer(
     name="tephra",
@@ -63,14 +81,64 @@ def simulate(
 # --------------------------------------------------------------------------- the live stack
 
 
-def _settings() -> TephraSettings:
-    from api.settings import SettingsError, load_settings
+def settings_flags(command: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command a ``--flag`` for every field of its settings models (``COMMAND_SETTINGS``).
 
+    The command keeps its own parameters and receives the flags given, by field name, as
+    ``flags``.  Each flag is taken as text and validated by the model, as its variable is.
+    """
+    fields = {name: info for model in COMMAND_SETTINGS[command] for name, info in model.model_fields.items()}
+
+    def decorate(function: Callable[..., None]) -> Callable[..., None]:
+        own = inspect.signature(function, eval_str=True).parameters.values()
+        options = [
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
+                annotation=Annotated[
+                    str | None,
+                    typer.Option(
+                        f"--{flag_name(name)}",
+                        help=f"{info.description} ({env_name(name)}; default: {default_text(info)})",
+                        metavar=type_name(info).upper(),
+                        show_default=False,
+                        rich_help_panel="Settings",
+                    ),
+                ],
+            )
+            for name, info in fields.items()
+        ]
+
+        @functools.wraps(function)
+        def run(**values: object) -> None:
+            flags = {name: str(value) for name in fields if (value := values.pop(name)) is not None}
+            function(**values, flags=flags)
+
+        # Typer reads the command's options from its signature.
+        signature = inspect.Signature([p for p in own if p.name != "flags"] + options)
+        run.__signature__ = signature  # type: ignore[attr-defined]
+        return run
+
+    return decorate
+
+
+S = TypeVar("S", bound=BaseSettings)
+
+
+def _settings(model: type[S], flags: dict[str, str], *, log: bool = True) -> S:
+    """The settings, validated once (a bad value: its message, exit 2); logging set up at their level."""
     try:
-        return load_settings()
+        settings = load_settings(model, flags)
     except SettingsError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
+    if log and isinstance(settings, CommonSettings):
+        level = logging.getLevelNamesMapping()[settings.log_level.value]
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        # aiokafka's INFO and DEBUG lines are about its own connections, many per second.
+        logging.getLogger("aiokafka").setLevel(max(logging.WARNING, level))
+    return settings
 
 
 @contextmanager
@@ -85,7 +153,7 @@ def _embedded_stack_errors() -> Iterator[None]:
         raise typer.Exit(2) from None
 
 
-def _endpoints(settings: TephraSettings) -> Endpoints:
+def _endpoints(settings: CommonSettings) -> Endpoints:
     from api.endpoints import NoStackError, resolve_endpoints
 
     try:
@@ -96,6 +164,7 @@ def _endpoints(settings: TephraSettings) -> Endpoints:
 
 
 @app.command()
+@settings_flags("submit")
 def submit(
     files: Annotated[
         list[Path],
@@ -104,6 +173,7 @@ def submit(
             "manifests (YAML or JSON, multi-document)."
         ),
     ],
+    flags: dict[str, str],
 ) -> None:
     """Validate every file, then produce the events; prints the ids (job/<ns>/<name>, queue/<name> ...)."""
     import asyncio
@@ -112,7 +182,7 @@ def submit(
     from api.submit import load_submission, produce_manifests
     from api.telemetry import configure_tracing
 
-    settings = _settings()
+    settings = _settings(CommonSettings, flags)
     try:
         manifests = load_submission(files, cluster=settings.cluster)
     except InvalidManifests as exc:
@@ -139,15 +209,17 @@ def submit(
 
 
 @app.command()
+@settings_flags("get")
 def get(
     what: Annotated[str, typer.Argument(help="jobs, queues, nodes or sessions")],
+    flags: dict[str, str],
     output: Annotated[str, typer.Option("--output", "-o", help="table, json or yaml")] = "table",
     limit: Annotated[int, typer.Option(help="sessions: how many of the newest to show")] = 20,
 ) -> None:
     """Show the projected state, kubectl-style."""
     from api.views import ViewError, get_command
 
-    settings = _settings()
+    settings = _settings(CommonSettings, flags)
     endpoints = _endpoints(settings)
     try:
         raise typer.Exit(get_command(what, output, endpoints, limit=limit))
@@ -157,40 +229,44 @@ def get(
 
 
 @app.command()
-def up() -> None:
+@settings_flags("up")
+def up(flags: dict[str, str]) -> None:
     """Run projector + scheduler + simulated cluster in one process (embedded servers when none are set)."""
     from api.stack import up_command
 
-    settings = _settings()
+    settings = _settings(TephraSettings, flags)
     with _embedded_stack_errors():
         code = up_command(settings)
     raise typer.Exit(code)
 
 
 @app.command("sim-cluster")
-def sim_cluster() -> None:
+@settings_flags("sim-cluster")
+def sim_cluster(flags: dict[str, str]) -> None:
     """Run only the simulated cluster: start bound tasks, finish evicted ones, after the configured delays."""
     from api.stack import sim_cluster_command
 
-    settings = _settings()
+    settings = _settings(TephraSettings, flags)
     raise typer.Exit(sim_cluster_command(settings, _endpoints(settings)))
 
 
 @app.command()
-def projector() -> None:
+@settings_flags("projector")
+def projector(flags: dict[str, str]) -> None:
     """Run only the projector (Kafka -> PostgreSQL)."""
     from api.stack import projector_command
 
-    settings = _settings()
+    settings = _settings(TephraSettings, flags)
     raise typer.Exit(projector_command(settings, _endpoints(settings)))
 
 
 @app.command()
-def scheduler() -> None:
-    """Run only the scheduler service (one leader per cluster)."""
+@settings_flags("scheduler")
+def scheduler(flags: dict[str, str]) -> None:
+    """Run only the scheduler service (one leader per cluster); prints `leader epoch=<n>` when it leads."""
     from api.stack import scheduler_command
 
-    settings = _settings()
+    settings = _settings(TephraSettings, flags)
     raise typer.Exit(scheduler_command(settings, _endpoints(settings)))
 
 
@@ -201,17 +277,14 @@ def demo(
     """Run a small GPU cluster end to end: gang scheduling, a gang that cannot fit, a preemption."""
     from api.demo import demo_command
 
-    settings = _settings()
+    settings = _settings(TephraSettings, {}, log=False)  # the demo prints its own account
     with _embedded_stack_errors():
         code = demo_command(settings, keep=keep)
     raise typer.Exit(code)
 
 
 def main() -> None:
-    from projector.service import tune_gc
-
-    # Every command here folds or schedules large, long-lived object graphs.
-    tune_gc()
+    tune_gc()  # the collector policy of every Tephra process (projector.heap)
     app()
 
 

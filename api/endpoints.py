@@ -22,7 +22,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from api.settings import TephraSettings
+from api.settings import CommonSettings
 from events.topics import Topics
 
 __all__ = [
@@ -99,7 +99,7 @@ def remove_stack_record(data_dir: Path, pid: int) -> None:
         (data_dir / STACK_FILE).unlink(missing_ok=True)
 
 
-def resolve_endpoints(settings: TephraSettings) -> Endpoints:
+def resolve_endpoints(settings: CommonSettings) -> Endpoints:
     if settings.kafka_bootstrap and settings.database_url:
         return Endpoints(
             settings.kafka_bootstrap, settings.database_url, Topics(settings.topics_prefix), settings.cluster

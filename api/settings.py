@@ -1,48 +1,85 @@
-"""Tephra's settings: one pydantic-settings object, built once per process.
+"""Tephra's settings: one model per service, composed here, built once per process.
 
-Every variable is ``TEPHRA_*`` (plus the standard ``OTEL_*`` variables, which
-the OpenTelemetry SDK reads itself).  With neither ``TEPHRA_KAFKA_BOOTSTRAP``
-nor ``TEPHRA_DATABASE_URL`` set, commands use the embedded dev stack kept
-under ``TEPHRA_DATA_DIR``.
+Each service package owns the model of its own settings
+(:class:`~projector.settings.ProjectorSettings`,
+:class:`~scheduler.service.settings.SchedulerSettings`,
+:class:`~kube.settings.SimClusterSettings`); :class:`CommonSettings` holds
+what every command shares: where the stack is, and the log level.
+:class:`TephraSettings` is all of them in one object, the one the service
+commands build; each service is handed it as its own model (a base class).
+
+One name per setting: field ``x_y`` is the variable ``TEPHRA_X_Y`` and the
+flag ``--x-y`` of the commands in :data:`COMMAND_SETTINGS`; a flag wins over
+the variable.  The standard ``OTEL_*`` variables are read by the
+OpenTelemetry SDK itself.  With neither ``TEPHRA_KAFKA_BOOTSTRAP`` nor
+``TEPHRA_DATABASE_URL`` set, commands use the embedded dev stack kept under
+``TEPHRA_DATA_DIR``.  ``python -m api.settings`` prints docs/configuration.md.
 """
 
 from __future__ import annotations
 
 import re
+import types
+from collections.abc import Mapping
+from enum import StrEnum
 from pathlib import Path
+from typing import Any, Self, TypeVar, get_args
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["SettingsError", "TephraSettings", "load_settings"]
+from events.models import DEFAULT_CLUSTER
+from events.topics import Topics
+from kube.settings import SimClusterSettings
+from projector.settings import ProjectorSettings
+from scheduler.service.settings import SchedulerSettings
 
+__all__ = [
+    "COMMAND_SETTINGS",
+    "ENV_PREFIX",
+    "CommonSettings",
+    "LogLevel",
+    "SettingsError",
+    "TephraSettings",
+    "configuration_markdown",
+    "default_text",
+    "env_name",
+    "flag_name",
+    "load_settings",
+    "type_name",
+]
+
+ENV_PREFIX = "TEPHRA_"
 _CLUSTER_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 class SettingsError(ValueError):
-    """A setting that cannot be used; the message names the variable."""
+    """A setting that cannot be used; the message names the variable or the flag."""
 
 
-class TephraSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="TEPHRA_", extra="ignore", frozen=True)
+class LogLevel(StrEnum):
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+
+
+class CommonSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, allow_inf_nan=False)
 
     kafka_bootstrap: str | None = Field(
-        default=None, description="host:port[,host:port] of the Kafka brokers"
+        default=None, description="host:port[,host:port] of the Kafka brokers (unset: the embedded stack)"
     )
-    database_url: str | None = Field(default=None, description="postgresql://user@host:port/db")
-    cluster: str = Field(default="default", description="cluster id: the Kafka key and the leader scope")
-    schedule_period: float = Field(default=1.0, gt=0, le=3600, description="seconds between sessions")
+    database_url: str | None = Field(
+        default=None, description="postgresql://user@host:port/db (unset: the embedded stack)"
+    )
+    cluster: str = Field(
+        default=DEFAULT_CLUSTER, description="cluster id: the Kafka key and the leader scope"
+    )
+    topics_prefix: str = Field(default=Topics().prefix, description="prefix of the Kafka topic names")
     data_dir: Path = Field(default=Path(".tephra"), description="where the embedded stack keeps its data")
-    topics_prefix: str = Field(default="tephra", description="prefix of the Kafka topic names")
-    session_budget: float = Field(
-        default=30.0, gt=0, description="seconds a session may run before it is abandoned"
-    )
-    sim_bind_delay: float = Field(
-        default=0.5, ge=0, description="simulated cluster: seconds from binding to TaskStarted"
-    )
-    sim_evict_delay: float = Field(
-        default=0.5, ge=0, description="simulated cluster: seconds from eviction to TaskFinished"
-    )
+    log_level: LogLevel = Field(default=LogLevel.INFO, description="the services' log level")
 
     @field_validator("kafka_bootstrap")
     @classmethod
@@ -71,26 +108,135 @@ class TephraSettings(BaseSettings):
             raise ValueError(f"expected a DNS label (lowercase letters, digits, '-'), got {value!r}")
         return value
 
+    @field_validator("topics_prefix")
+    @classmethod
+    def _topics_prefix(cls, value: str) -> str:
+        return Topics(value).prefix  # its own check of Kafka's topic names
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> Self:
+        if (self.kafka_bootstrap is None) != (self.database_url is None):
+            missing = "database_url" if self.database_url is None else "kafka_bootstrap"
+            raise ValueError(
+                f"{env_name(missing)} (--{flag_name(missing)}) is not set; set both TEPHRA_KAFKA_BOOTSTRAP"
+                " and TEPHRA_DATABASE_URL to use external services, or neither to use the embedded stack"
+            )
+        return self
+
     @property
     def embedded(self) -> bool:
         """True when the embedded dev stack is to be used (no external services configured)."""
         return self.kafka_bootstrap is None and self.database_url is None
 
 
-def load_settings() -> TephraSettings:
-    """Build the settings from the environment, with errors that name the variable."""
+class TephraSettings(CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings):
+    """Every setting: what ``tephra up`` runs with; each service reads its own base class."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, allow_inf_nan=False)
+
+
+#: The models whose fields each command accepts as flags.  Every service command builds the
+#: whole :class:`TephraSettings` (one environment, checked as a whole); its flags are its own.
+COMMAND_SETTINGS: Mapping[str, tuple[type[BaseSettings], ...]] = {
+    "up": (CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings),
+    "projector": (CommonSettings, ProjectorSettings),
+    "scheduler": (CommonSettings, SchedulerSettings),
+    "sim-cluster": (CommonSettings, SimClusterSettings),
+    "submit": (CommonSettings,),
+    "get": (CommonSettings,),
+}
+
+
+def env_name(field: str) -> str:
+    return ENV_PREFIX + field.upper()
+
+
+def flag_name(field: str) -> str:
+    """The flag without its dashes: ``projector_batch_size`` -> ``projector-batch-size``."""
+    return field.replace("_", "-")
+
+
+S = TypeVar("S", bound=BaseSettings)
+
+
+def load_settings(model: type[S], flags: Mapping[str, str] | None = None) -> S:
+    """Build ``model`` from the environment and the given flags (by field name), validated once.
+
+    Raises :class:`SettingsError` naming each bad value by the flag or the variable it came from.
+    """
+    flags = flags or {}
+    # Init keywords outrank the environment (pydantic-settings' order of sources).
+    values: dict[str, Any] = dict(flags)  # BaseSettings takes its fields as **Any
     try:
-        settings = TephraSettings()
+        return model(**values)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            name = "TEPHRA_" + ".".join(str(p) for p in err["loc"]).upper()
-            problems.append(f"{name}: {err['msg']}")
+            if not err["loc"]:  # a rule over several settings: its message names them
+                problems.append(err["msg"].removeprefix("Value error, "))
+                continue
+            field = str(err["loc"][0])
+            source = f"--{flag_name(field)}" if field in flags else env_name(field)
+            problems.append(f"{source}: {err['msg']} (got {err['input']!r})")
         raise SettingsError("invalid settings: " + "; ".join(problems)) from None
-    if (settings.kafka_bootstrap is None) != (settings.database_url is None):
-        missing = "TEPHRA_DATABASE_URL" if settings.database_url is None else "TEPHRA_KAFKA_BOOTSTRAP"
-        raise SettingsError(
-            f"invalid settings: {missing} is not set; set both TEPHRA_KAFKA_BOOTSTRAP and "
-            "TEPHRA_DATABASE_URL to use external services, or neither to use the embedded stack"
-        )
-    return settings
+
+
+# --------------------------------------------------------------------------- docs/configuration.md
+
+
+def type_name(info: FieldInfo) -> str:
+    """What a setting's value is, for people: ``integer``, ``true|false``, ``DEBUG|INFO|...``."""
+    kinds = [kind for kind in get_args(info.annotation) if kind is not types.NoneType] or [info.annotation]
+    (kind,) = kinds
+    if isinstance(kind, type) and issubclass(kind, StrEnum):
+        return "|".join(member.value for member in kind)
+    names = {bool: "true|false", int: "integer", float: "number", str: "text", Path: "path"}
+    return names[kind] if isinstance(kind, type) and kind in names else str(kind)
+
+
+def default_text(info: FieldInfo) -> str:
+    value = info.default
+    if value is None or value == "":
+        return "unset"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def configuration_markdown() -> str:
+    """docs/configuration.md: every setting, from the models (a test keeps the file equal to this)."""
+    lines = [
+        "# Configuration",
+        "",
+        "<!-- Generated by `python -m api.settings > docs/configuration.md` from the settings models;",
+        "     tests/api/test_settings.py fails when this file and the models disagree. -->",
+        "",
+        "Every setting has one name: the field `x_y` of its model is the environment",
+        "variable `TEPHRA_X_Y` and the flag `--x-y` of the commands listed beside it.",
+        "A flag wins over the variable; every value is checked once, at start-up, and a",
+        "bad one stops the command with exit code 2 and a message naming the variable",
+        "or the flag.  Every service command (`up`, `projector`, `scheduler`,",
+        "`sim-cluster`) checks the whole environment, as compose.yaml gives all its",
+        "services the same one; `tephra demo` reads the variables and takes no flags.",
+        "With neither `TEPHRA_KAFKA_BOOTSTRAP` nor `TEPHRA_DATABASE_URL` set, commands",
+        "use the embedded dev stack under `TEPHRA_DATA_DIR`.  OpenTelemetry reads the",
+        "standard `OTEL_*` variables itself.",
+        "",
+        "| Variable | Flag | Type | Default | Commands | Description |",
+        "|---|---|---|---|---|---|",
+    ]
+    models = dict.fromkeys(model for group in COMMAND_SETTINGS.values() for model in group)
+    for model in models:
+        commands = ", ".join(f"`{name}`" for name, group in COMMAND_SETTINGS.items() if model in group)
+        for field, info in model.model_fields.items():
+            description = (info.description or "").replace("|", "\\|")
+            kind = type_name(info).replace("|", " \\| ")
+            lines.append(
+                f"| `{env_name(field)}` | `--{flag_name(field)}` | {kind} | `{default_text(info)}`"
+                f" | {commands} | {description} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(configuration_markdown(), end="")

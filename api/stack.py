@@ -40,7 +40,7 @@ from api.endpoints import (
     remove_stack_record,
     write_stack_record,
 )
-from api.settings import TephraSettings
+from api.settings import CommonSettings, TephraSettings
 from events.topics import Topics
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "run_services",
     "run_until_signalled",
     "scheduler_command",
+    "settings_for",
     "sigterm_unwinds",
     "sim_cluster_command",
     "up_command",
@@ -87,7 +88,7 @@ def _next_epoch(data_dir: Path) -> int:
 
 
 @contextlib.contextmanager
-def embedded_stack(settings: TephraSettings, *, durable: bool = True) -> Iterator[EmbeddedStack]:
+def embedded_stack(settings: CommonSettings, *, durable: bool = True) -> Iterator[EmbeddedStack]:
     """Start the embedded broker and PostgreSQL under ``settings.data_dir``; publish ``stack.json``."""
     data_dir = settings.data_dir.absolute()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -128,28 +129,29 @@ ServiceFactory = Callable[[TephraSettings, Endpoints], Coroutine[Any, Any, None]
 
 
 async def _projector_service(settings: TephraSettings, endpoints: Endpoints) -> None:
-    from projector.service import ProjectorConfig, run_projector  # noqa: PLC0415 - composed here, once
+    from projector.service import run_projector  # noqa: PLC0415 - the service is composed here, once
 
     await run_projector(
-        ProjectorConfig(
-            bootstrap=endpoints.kafka_bootstrap,
-            dsn=endpoints.database_url,
-            topics=endpoints.topics,
-            cluster=endpoints.cluster,
-        )
-    )
-
-
-async def _scheduler_service(settings: TephraSettings, endpoints: Endpoints) -> None:
-    from scheduler.service import run_scheduler  # noqa: PLC0415 - the service is composed here, once
-
-    await run_scheduler(
+        settings,
         kafka_bootstrap=endpoints.kafka_bootstrap,
         database_url=endpoints.database_url,
         topics=endpoints.topics,
         cluster=endpoints.cluster,
-        schedule_period=settings.schedule_period,
-        session_budget=settings.session_budget,
+    )
+
+
+async def _scheduler_service(
+    settings: TephraSettings, endpoints: Endpoints, on_leader: Callable[[int], None] | None = None
+) -> None:
+    from scheduler.service import run_scheduler  # noqa: PLC0415 - the service is composed here, once
+
+    await run_scheduler(
+        settings,
+        kafka_bootstrap=endpoints.kafka_bootstrap,
+        database_url=endpoints.database_url,
+        topics=endpoints.topics,
+        cluster=endpoints.cluster,
+        on_leader=on_leader,
     )
 
 
@@ -157,12 +159,11 @@ async def _sim_service(settings: TephraSettings, endpoints: Endpoints) -> None:
     from kube.sim_service import run_sim_service  # noqa: PLC0415 - the service is composed here, once
 
     await run_sim_service(
+        settings,
         kafka_bootstrap=endpoints.kafka_bootstrap,
         database_url=endpoints.database_url,
         topics=endpoints.topics,
         cluster=endpoints.cluster,
-        bind_delay=settings.sim_bind_delay,
-        evict_delay=settings.sim_evict_delay,
     )
 
 
@@ -197,12 +198,23 @@ SERVICES: dict[str, ServiceFactory] = {
 }
 
 
+def settings_for(settings: TephraSettings, names: tuple[str, ...]) -> TephraSettings:
+    """The settings a process running the named services uses: as given, but for the collector."""
+    if len(names) == 1:
+        return settings
+    # The projector's freezing (projector.heap) is process-wide: beside other services it would
+    # freeze their heaps too, and the scheduler's per-session thaws would undo it.  So a shared
+    # process (`tephra up`, the demo) keeps the collector on, with tune_gc's thresholds.
+    return settings.model_copy(update={"projector_freeze": False})
+
+
 async def run_services(settings: TephraSettings, endpoints: Endpoints, names: tuple[str, ...]) -> None:
     """Run the named services until one fails or the caller cancels.
 
     The schema is brought up to date first (idempotent, under the migrations'
     own lock), so no service starts against a database without its tables.
     """
+    settings = settings_for(settings, names)
     await _migrate(endpoints.database_url)
     async with asyncio.TaskGroup() as group:
         for name in names:
@@ -309,7 +321,16 @@ def projector_command(settings: TephraSettings, endpoints: Endpoints) -> int:
 
 
 def scheduler_command(settings: TephraSettings, endpoints: Endpoints) -> int:
-    return run_until_signalled(lambda: run_services(settings, endpoints, ("scheduler",)))
+    """Run the scheduler; print ``leader epoch=<n>`` each time it leads (for supervisors and tests)."""
+
+    def announce(epoch: int) -> None:
+        print(f"leader epoch={epoch}", flush=True)
+
+    async def main() -> None:
+        await _migrate(endpoints.database_url)
+        await _scheduler_service(settings, endpoints, on_leader=announce)
+
+    return run_until_signalled(main)
 
 
 def sim_cluster_command(settings: TephraSettings, endpoints: Endpoints) -> int:

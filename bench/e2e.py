@@ -1,8 +1,10 @@
 """End to end: submission -> binding latency at a steady rate, and bindings/s at saturation.
 
-Runs the real pieces in their own processes (``python -m projector``,
-``python -m scheduler``) on the embedded broker and PostgreSQL, and prints
-figures; it asserts nothing.
+Runs the deployed runners in their own processes (``tephra projector``,
+``tephra scheduler``, as compose.yaml starts them: endpoints in ``TEPHRA_*``
+variables, every other setting at its default unless this bench sets it:
+the schedule period and a session budget that no backlog session overruns)
+on the embedded broker and PostgreSQL, and prints figures; it asserts nothing.
 
 * **latency**: ``--rate`` single-task jobs per second for ``--seconds``
   against ``--nodes`` nodes; latency is from just before the JobSubmitted is
@@ -14,8 +16,8 @@ figures; it asserts nothing.
   is the number of bindings over the time from its leadership to the last
   applied binding.  Goal: >= 5,000 bindings/s.
 
-Run from the project root: ``python -m bench.e2e`` (about 2-3 minutes), or
-e.g. ``python -m bench.e2e --seconds 10 --backlog-jobs 1000`` for a quick look.
+Run ``python bench/e2e.py`` (about 2-3 minutes), or e.g.
+``python bench/e2e.py --seconds 10 --backlog-jobs 1000`` for a quick look.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's packages, whatever is installed
+
 import asyncpg
 from aiokafka import AIOKafkaProducer
 
@@ -56,6 +60,8 @@ from events.topics import Topics, kafka_key, topic_for
 from projector.migrate import apply_migrations
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The deployed runners: the ``tephra`` console script's own entry point.
+TEPHRA = ("-m", "api.cli")
 
 
 def _envelope(subject: str) -> dict[str, object]:
@@ -109,15 +115,14 @@ async def _database(admin_dsn: str) -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def _process(args: Sequence[str], log: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+async def _process(
+    command: str, settings: dict[str, str], log: Path
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``tephra <command>`` with these TEPHRA_* settings (the rest: this environment's, or the defaults)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OTEL_SDK_DISABLED": "true", **settings}
     with log.open("wb") as stderr:
         process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            *args,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT), "OTEL_SDK_DISABLED": "true"},
-            stdout=asyncio.subprocess.PIPE,
-            stderr=stderr,
+            sys.executable, *TEPHRA, command, cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=stderr
         )
     try:
         yield process
@@ -131,15 +136,25 @@ async def _process(args: Sequence[str], log: Path) -> AsyncIterator[asyncio.subp
                 await process.wait()
 
 
-def _projector_args(bootstrap: str, dsn: str, topics: Topics) -> list[str]:
-    return ["-m", "projector", "--bootstrap", bootstrap, "--dsn", dsn, "--topics-prefix", topics.prefix,
-            "--linger-ms", "5", "--log-level", "WARNING"]  # fmt: skip
+def _endpoints(bootstrap: str, dsn: str, topics: Topics) -> dict[str, str]:
+    return {
+        "TEPHRA_KAFKA_BOOTSTRAP": bootstrap,
+        "TEPHRA_DATABASE_URL": dsn,
+        "TEPHRA_TOPICS_PREFIX": topics.prefix,
+    }
 
 
-def _scheduler_args(bootstrap: str, dsn: str, topics: Topics, period: float) -> list[str]:
-    return ["-m", "scheduler", "--kafka-bootstrap", bootstrap, "--database-url", dsn,
-            "--topics-prefix", topics.prefix, "--schedule-period", str(period),
-            "--session-budget", "300", "--log-level", "WARNING"]  # fmt: skip
+def _projector(
+    bootstrap: str, dsn: str, topics: Topics, log: Path
+) -> contextlib.AbstractAsyncContextManager[asyncio.subprocess.Process]:
+    return _process("projector", _endpoints(bootstrap, dsn, topics), log)
+
+
+def _scheduler(
+    bootstrap: str, dsn: str, topics: Topics, period: float, log: Path
+) -> contextlib.AbstractAsyncContextManager[asyncio.subprocess.Process]:
+    settings = {"TEPHRA_SCHEDULE_PERIOD": str(period), "TEPHRA_SESSION_BUDGET": "300"}
+    return _process("scheduler", {**_endpoints(bootstrap, dsn, topics), **settings}, log)
 
 
 async def _leader_at(process: asyncio.subprocess.Process) -> float:
@@ -221,10 +236,8 @@ async def latency(bootstrap: str, admin_dsn: str, logs: Path, opts: argparse.Nam
     total = int(opts.rate * opts.seconds)
     async with (
         _database(admin_dsn) as dsn,
-        _process(_projector_args(bootstrap, dsn, topics), logs / "latency-projector.log"),
-        _process(
-            _scheduler_args(bootstrap, dsn, topics, opts.period), logs / "latency-scheduler.log"
-        ) as sched,
+        _projector(bootstrap, dsn, topics, logs / "latency-projector.log"),
+        _scheduler(bootstrap, dsn, topics, opts.period, logs / "latency-scheduler.log") as sched,
     ):
         await _leader_at(sched)
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=1)
@@ -315,7 +328,7 @@ async def saturation(bootstrap: str, admin_dsn: str, logs: Path, opts: argparse.
     nodes = max(opts.nodes, -(-total // 100))  # room for every task (110 pods per node)
     async with (
         _database(admin_dsn) as dsn,
-        _process(_projector_args(bootstrap, dsn, topics), logs / "saturation-projector.log"),
+        _projector(bootstrap, dsn, topics, logs / "saturation-projector.log"),
     ):
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
         await producer.start()
@@ -328,8 +341,8 @@ async def saturation(bootstrap: str, admin_dsn: str, logs: Path, opts: argparse.
             projected = await _wait_count(conn, "SELECT count(*) FROM tasks", total, 300)
             if projected < total:
                 raise RuntimeError(f"only {projected}/{total} tasks were projected")
-            async with _process(
-                _scheduler_args(bootstrap, dsn, topics, opts.period), logs / "saturation-scheduler.log"
+            async with _scheduler(
+                bootstrap, dsn, topics, opts.period, logs / "saturation-scheduler.log"
             ) as sched:
                 led = await _leader_at(sched)
                 bound = await _wait_count(conn, "SELECT count(*) FROM bindings", total, 600)

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from events.serde import decode, encode
 from projector.fold import apply
-from projector.service import tune_gc
+from projector.heap import tune_gc
 from projector.state import ClusterState
 from tests.projector.streams import event_stream
 
@@ -43,7 +43,7 @@ def main() -> None:
     print("mix: " + ", ".join(f"{k} {100 * v / len(events):.1f}%" for k, v in mix.most_common()))
 
     if not args.default_gc:
-        tune_gc()  # as python -m projector does
+        tune_gc()  # as every Tephra process does (projector.heap)
         gc.collect()
         gc.freeze()  # the stream itself is long-lived input, not garbage
     print(f"gc thresholds {gc.get_threshold()}")

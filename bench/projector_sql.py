@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import asyncpg
 
 from events.serde import encode
+from projector.heap import tune_gc
 from projector.migrate import apply_migrations
-from projector.service import tune_gc
 from projector.writer import BatchWriter, InboundRecord, decode_batch
 from tests.projector.helpers import create_database, drop_database
 from tests.projector.streams import CLUSTER, event_stream
@@ -134,7 +134,7 @@ if __name__ == "__main__":
     parser.add_argument("--snapshot-scale", type=float, default=1.0, help="0: every --snapshot-every")
     parser.add_argument("--keep", action="store_true", help="keep the database and print its DSN")
     options = parser.parse_args()
-    tune_gc()  # the projector's own settings (python -m projector)
+    tune_gc()  # as every Tephra process does (projector.heap)
     asyncio.run(
         main(options.events, options.batch_size, options.snapshot_every, options.snapshot_scale, options.keep)
     )

@@ -21,10 +21,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the project, not bench/projector.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's packages, whatever is installed
 
 from bench.host import cpu_loop_seconds
-from projector.service import tune_gc
+from projector.heap import tune_gc
 from scheduler import CORE_FORM
 from scheduler.core.config import DEFAULT_CONFIG
 from scheduler.core.decisions import Bind
@@ -73,7 +73,7 @@ def build(nodes: int, tasks: int, seed: int = 7) -> ClusterSnapshot:
 
 
 def run(nodes: int, tasks: int) -> None:
-    tune_gc()  # as every tephra process does (api/cli.py, python -m scheduler)
+    tune_gc()  # as every Tephra process does (projector.heap)
     snapshot = build(nodes, tasks)
     start = time.perf_counter()
     result = run_session(snapshot, DEFAULT_CONFIG, NOW)

@@ -194,7 +194,7 @@ async def run_sim_cluster(
     read_tasks: Callable[[], Awaitable[Sequence[TaskView]]],
     publish: Callable[[Sequence[Event]], Awaitable[None]],
     planner: SimPlanner,
-    poll_interval: float = 0.1,
+    poll_interval: float,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> None:
     """Reconcile forever: read the projected tasks, publish what is due, sleep until the next due time.

@@ -24,6 +24,7 @@ from aiokafka.errors import KafkaError
 from events.models import Event
 from events.serde import encode
 from events.topics import Topics, kafka_key, topic_for
+from kube.settings import SimClusterSettings
 from kube.sim import SimPlanner, TaskView, run_sim_cluster
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
 
@@ -95,17 +96,17 @@ async def _publish(producer: AIOKafkaProducer, topics: Topics, events: Sequence[
 
 
 async def run_sim_service(
+    settings: SimClusterSettings,
     *,
     kafka_bootstrap: str,
     database_url: str,
     topics: Topics,
     cluster: str,
-    bind_delay: float,
-    evict_delay: float,
-    poll_interval: float = 0.1,
 ) -> None:
     """Run the simulated cluster until cancelled."""
-    planner = SimPlanner(bind_delay=bind_delay, evict_delay=evict_delay, cluster=cluster)
+    planner = SimPlanner(
+        bind_delay=settings.sim_bind_delay, evict_delay=settings.sim_evict_delay, cluster=cluster
+    )
     failures = 0
     while True:
         began = time.monotonic()
@@ -118,7 +119,7 @@ async def run_sim_service(
                         read_tasks=functools.partial(read_sim_tasks, pool),
                         publish=functools.partial(_publish, producer, topics),
                         planner=planner,
-                        poll_interval=poll_interval,
+                        poll_interval=settings.sim_poll_interval,
                     )
                 finally:
                     await producer.stop()

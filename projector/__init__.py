@@ -12,7 +12,8 @@ Modules, one responsibility each:
 * :mod:`projector.writer` — one batch of records -> one PostgreSQL transaction;
 * :mod:`projector.reconstruct` — ``state_at``, ``load_projection``, ``verify_chain``;
 * :mod:`projector.progress` — read-your-writes: ``wait_for_session``, ``wait_for_event``, ``wait_for_seq``;
-* :mod:`projector.service` — the consumer service (``run_projector``); ``python -m projector``;
+* :mod:`projector.service` — the consumer service (``run_projector``), run by ``tephra projector``;
+* :mod:`projector.settings` — its settings; :mod:`projector.heap` — the collector policy;
 
 The scheduler builds its snapshot from :class:`~projector.state.ClusterState`
 (``load_projection`` at the live seq, ``state_at`` for replay) and, after

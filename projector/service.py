@@ -11,7 +11,7 @@ one life of the connections:
 3. assign every partition of the intents, observations and decisions topics
    (no consumer group, no Kafka commits) and seek each to the offset stored
    in ``consumer_offsets`` — 0 when there is none;
-4. loop: gather a batch (by count, or after ``linger_ms``), decode and fold
+4. loop: gather a batch (by count, or after ``projector_linger_ms``), decode and fold
    it, produce its rejections to the dead-letter topic, then commit it to
    PostgreSQL in one transaction.  Two stages overlap: while batches
    commit (up to ``COMMITS_IN_FLIGHT``, a task each on the writer's
@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
+import json
 import logging
 import time
 from collections import deque
@@ -52,23 +52,22 @@ import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, OffsetOutOfRangeError
 
-from events.models import DEFAULT_CLUSTER
 from events.topics import Topics
 from projector.errors import ProjectorError
 from projector.heap import BatchHeap
 from projector.migrate import apply_migrations
 from projector.plan import id_hint
+from projector.settings import ProjectorSettings
 from projector.writer import (
     BatchPlan,
     BatchWriter,
     Decoded,
     InboundRecord,
     Rejection,
-    check_snapshot_spacing,
     stored_offsets,
 )
 
-__all__ = ["WRITER_LOCK", "ProjectorConfig", "ProjectorMetrics", "run_projector", "tune_gc"]
+__all__ = ["WRITER_LOCK", "ProjectorMetrics", "run_projector"]
 
 log = logging.getLogger("projector")
 
@@ -100,61 +99,6 @@ _RETRIABLE_DB: Final = (
 )
 
 
-def tune_gc() -> None:
-    """Collect garbage less often: for a process whose main job is the projector.
-
-    The folded state is a large, long-lived object graph and every batch
-    allocates tens of thousands of short-lived objects, so CPython's default
-    thresholds run full collections that re-scan the whole state over and
-    over (measured: decoding is 2.5x slower).  A larger first threshold
-    keeps collections rare; the state, once loaded, is frozen out of them.
-    """
-    gc.set_threshold(50_000, 20, 100)
-
-
-@dataclass(frozen=True, slots=True)
-class ProjectorConfig:
-    bootstrap: str
-    dsn: str
-    topics: Topics = field(default_factory=Topics)
-    cluster: str = DEFAULT_CLUSTER
-    #: Offsets in consumer_offsets are stored under this name.
-    consumer: str = ""
-    batch_size: int = 5_000
-    #: How long a batch may wait for more records once it has one.
-    linger_ms: int = 50
-    #: The longest a fetch may wait at the broker for records.  Kafka answers as
-    #: soon as a record is there; the embedded broker (Tansu) only when this
-    #: expires, so aiokafka's 500 ms default added ~115 ms to every session's
-    #: read-your-writes wait (measured by bench/e2e.py).
-    fetch_max_wait_ms: int = 25
-    #: A state snapshot every ``snapshot_every`` events, and at least ``snapshot_scale``
-    #: events per job, task and node in the state apart (projector.plan.snapshot_due).
-    snapshot_every: int = 10_000
-    snapshot_scale: float = 1.0
-    max_backoff_s: float = 5.0
-    metrics_every_s: float = 30.0
-    #: Freeze the loaded state out of the garbage collector (see tune_gc);
-    #: for processes that run the projector alone.
-    freeze_state: bool = False
-    #: Pause the collector while a batch is decoded and folded and freeze what
-    #: survives it; unfreeze and collect everything at the first idle moment once
-    #: the frozen heap has grown by ``thaw_growth`` since the last time, or in a
-    #: batch once it has grown by ``busy_thaw_growth`` (see projector.heap).
-    #: Process-wide: for processes that run the projector alone.
-    freeze_batches: bool = False
-    thaw_growth: float = 3.0
-    busy_thaw_growth: float = 15.0
-
-    def __post_init__(self) -> None:
-        # Here, not only in the writer: a bad value would otherwise fail every reconnect.
-        check_snapshot_spacing(self.snapshot_every, self.snapshot_scale)
-
-    @property
-    def consumer_name(self) -> str:
-        return self.consumer or f"projector:{self.cluster}"
-
-
 STAGES: Final = ("gather", "prepare", "check_wait", "heap", "commit_wait")
 
 
@@ -183,20 +127,44 @@ class ProjectorMetrics:
     stage_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
 
 
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """Where the projector reads and writes (resolved by ``api``: an external stack or the embedded one)."""
+
+    kafka_bootstrap: str
+    database_url: str
+    topics: Topics
+    cluster: str
+
+
 async def run_projector(
-    config: ProjectorConfig,
+    settings: ProjectorSettings,
     *,
+    kafka_bootstrap: str,
+    database_url: str,
+    topics: Topics,
+    cluster: str,
     stop: asyncio.Event | None = None,
     metrics: ProjectorMetrics | None = None,
 ) -> None:
     """Run until ``stop`` is set, reconnecting after broker or database outages."""
     stop = stop or asyncio.Event()
     metrics = metrics if metrics is not None else ProjectorMetrics()
+    target = _Target(kafka_bootstrap, database_url, topics, cluster)
+    try:
+        await _supervise(settings, target, metrics, stop)
+    finally:
+        _log_metrics("projector stopped; metrics", metrics)
+
+
+async def _supervise(
+    settings: ProjectorSettings, target: _Target, metrics: ProjectorMetrics, stop: asyncio.Event
+) -> None:
     backoff = 0.2
     while not stop.is_set():
         began = time.monotonic()
         try:
-            await _Run(config, metrics, stop).run()
+            await _Run(settings, target, metrics, stop).run()
         except (*_RETRIABLE_DB, KafkaError, ProjectorError) as exc:
             if isinstance(exc, ProjectorError) and not exc.retriable:
                 raise
@@ -211,7 +179,16 @@ async def run_projector(
                     backoff
                 ):  # not wait_for, which on 3.11 can swallow our cancellation
                     await stop.wait()
-            backoff = min(backoff * 2, config.max_backoff_s)
+            backoff = min(backoff * 2, settings.projector_max_backoff)
+
+
+def _log_metrics(what: str, metrics: ProjectorMetrics) -> None:
+    """One log line of the counters, as JSON (the newest batch latencies as p50, p99 and max)."""
+    summary: dict[str, object] = {k: v for k, v in asdict(metrics).items() if k != "batch_seconds"}
+    if metrics.batch_seconds:
+        ordered = sorted(metrics.batch_seconds)
+        summary["batch_seconds_p50_p99_max"] = [ordered[int(q * (len(ordered) - 1))] for q in (0.5, 0.99, 1)]
+    log.info("%s %s", what, json.dumps(summary))
 
 
 #: Records whose ids the duplicate check asks about in one query: the first
@@ -321,7 +298,7 @@ async def _close(conn: asyncpg.Connection | None) -> None:
     Each independently and never raising: a failed close of the duplicate
     check's connection used to skip closing the writer's.  Nothing closed that
     one then but the garbage collector (a connection and its protocol refer to
-    each other; frozen, in ``python -m projector``, it is never collected), and
+    each other; frozen, in ``tephra projector``, it is never collected), and
     meanwhile it held the writer lock: the next run stood by
     (``test_a_connection_that_fails_to_close_leaves_no_writer_lock_behind``
     waited in vain for 60 s).
@@ -338,22 +315,26 @@ async def _close(conn: asyncpg.Connection | None) -> None:
 class _Run:
     """One life of the database connection, the consumer and the producer."""
 
-    def __init__(self, config: ProjectorConfig, metrics: ProjectorMetrics, stop: asyncio.Event) -> None:
-        self.config = config
+    def __init__(
+        self, settings: ProjectorSettings, target: _Target, metrics: ProjectorMetrics, stop: asyncio.Event
+    ) -> None:
+        self.settings = settings
+        self.target = target
+        self.consumer_name = settings.consumer_name(target.cluster)
         self.metrics = metrics
         self.stop = stop
         #: (topic, partition) -> the next offset this run expects to read.
         self.positions: dict[tuple[str, int], int] = {}
         self._last_report = time.monotonic()
         self.heap = BatchHeap(
-            enabled=config.freeze_batches,
-            thaw_growth=config.thaw_growth,
-            busy_thaw_growth=config.busy_thaw_growth,
+            enabled=settings.projector_freeze,
+            thaw_growth=settings.projector_thaw_growth,
+            busy_thaw_growth=settings.projector_busy_thaw_growth,
         )
 
     async def run(self) -> None:
-        config = self.config
-        conn = await asyncpg.connect(config.dsn)
+        settings, target = self.settings, self.target
+        conn = await asyncpg.connect(target.database_url)
         query_conn: asyncpg.Connection | None = None
         try:
             await apply_migrations(conn)
@@ -361,30 +342,28 @@ class _Run:
                 return
             writer = await BatchWriter.load(
                 conn,
-                consumer=config.consumer_name,
-                cluster=config.cluster,
-                snapshot_every=config.snapshot_every,
-                snapshot_scale=config.snapshot_scale,
+                consumer=self.consumer_name,
+                cluster=target.cluster,
+                snapshot_every=settings.snapshot_every,
+                snapshot_scale=settings.snapshot_scale,
             )
             self.metrics.last_seq = writer.state.seq
-            if config.freeze_state:
-                gc.collect()
-                gc.freeze()
+            self.heap.loaded()
             consumer = AIOKafkaConsumer(
-                bootstrap_servers=config.bootstrap,
+                bootstrap_servers=target.kafka_bootstrap,
                 group_id=None,
                 enable_auto_commit=False,
                 auto_offset_reset="none",  # an out-of-range position is reported, not skipped
                 max_partition_fetch_bytes=8 * 1024 * 1024,
-                fetch_max_wait_ms=config.fetch_max_wait_ms,
+                fetch_max_wait_ms=settings.projector_fetch_max_wait_ms,
             )
-            producer = AIOKafkaProducer(bootstrap_servers=config.bootstrap, acks="all")
+            producer = AIOKafkaProducer(bootstrap_servers=target.kafka_bootstrap, acks="all")
             # Duplicate checks of the next batch run while the writer's connection commits.
             # Planned for its ids every time: a generic plan made while event_log was
             # small stayed a sequential scan, comparing every row with 1,000 ids
             # (seconds a query at 100k events; measured 1.1k events/s).
             query_conn = await asyncpg.connect(
-                config.dsn, server_settings={"plan_cache_mode": "force_custom_plan"}
+                target.database_url, server_settings={"plan_cache_mode": "force_custom_plan"}
             )
             await consumer.start()
             try:
@@ -417,7 +396,7 @@ class _Run:
         return False
 
     async def _assign(self, conn: asyncpg.Connection, consumer: AIOKafkaConsumer) -> None:
-        topics = self.config.topics
+        topics = self.target.topics
         wanted = (topics.intents, topics.observations, topics.decisions)
         await consumer.topics()  # fetch metadata
         partitions: list[TopicPartition] = []
@@ -425,14 +404,14 @@ class _Run:
             for number in sorted(consumer.partitions_for_topic(topic) or ()):
                 partitions.append(TopicPartition(topic, number))
         consumer.assign(partitions)
-        stored = await stored_offsets(conn, self.config.consumer_name)
+        stored = await stored_offsets(conn, self.consumer_name)
         for tp in partitions:
             position = stored.get((tp.topic, tp.partition), 0)
             consumer.seek(tp, position)
             self.positions[(tp.topic, tp.partition)] = position
         log.info(
             "projector %s assigned %d partitions: %s",
-            self.config.consumer_name,
+            self.consumer_name,
             len(partitions),
             ", ".join(
                 f"{tp.topic}[{tp.partition}]@{self.positions[(tp.topic, tp.partition)]}" for tp in partitions
@@ -440,10 +419,10 @@ class _Run:
         )
 
     async def _gather(self, consumer: AIOKafkaConsumer) -> list[InboundRecord]:
-        config = self.config
+        batch_size, linger_ms = self.settings.projector_batch_size, self.settings.projector_linger_ms
         records: list[InboundRecord] = []
         deadline: float | None = None
-        while len(records) < config.batch_size and not self.stop.is_set():
+        while len(records) < batch_size and not self.stop.is_set():
             if deadline is None:
                 timeout_ms = 200
             else:
@@ -451,9 +430,7 @@ class _Run:
                 if timeout_ms <= 0:
                     break
             try:
-                fetched = await consumer.getmany(
-                    timeout_ms=timeout_ms, max_records=config.batch_size - len(records)
-                )
+                fetched = await consumer.getmany(timeout_ms=timeout_ms, max_records=batch_size - len(records))
             except OffsetOutOfRangeError as exc:
                 await self._went_backwards(consumer, exc)
                 continue
@@ -478,7 +455,7 @@ class _Run:
                 if not records:
                     break  # idle: the caller finishes the commit in flight meanwhile
             if records and deadline is None:
-                deadline = time.monotonic() + config.linger_ms / 1000
+                deadline = time.monotonic() + linger_ms / 1000
         return records
 
     async def _check_high_watermarks(self, consumer: AIOKafkaConsumer) -> None:
@@ -606,13 +583,12 @@ class _Run:
                 "rejected %s[%d]@%d: %s: %s",
                 rejection.topic, rejection.partition, rejection.offset, rejection.error, rejection.detail,
             )  # fmt: skip
-        if time.monotonic() - self._last_report >= self.config.metrics_every_s:
+        if time.monotonic() - self._last_report >= self.settings.projector_metrics_period:
             self._last_report = time.monotonic()
-            summary = {k: v for k, v in asdict(metrics).items() if k != "batch_seconds"}
-            log.info("projector metrics %s", summary)
+            _log_metrics("projector metrics", metrics)
 
     async def _dead_letter(self, producer: AIOKafkaProducer, rejections: Sequence[Rejection]) -> None:
-        topic = self.config.topics.rejected
+        topic = self.target.topics.rejected
         futures = []
         for r in rejections:
             headers = [

@@ -248,7 +248,7 @@ def preemptions(
 
 
 def main() -> None:
-    from projector.service import tune_gc  # noqa: PLC0415 - only for the console script
+    from projector.heap import tune_gc  # noqa: PLC0415 - only for the console script
 
     # Replay folds the archive and re-runs sessions: large, long-lived object graphs.
     tune_gc()

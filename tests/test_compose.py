@@ -64,6 +64,15 @@ def test_tephra_services_are_built_and_configured(
         assert dependency in compose["services"], f"{service} depends on unknown {dependency}"
 
 
+def test_every_tephra_variable_in_compose_is_a_setting(compose: dict[str, Any]) -> None:
+    from api.settings import TephraSettings, env_name
+
+    known = {env_name(name) for name in TephraSettings.model_fields}
+    for name in TEPHRA_SERVICES:
+        given = {key for key in compose["services"][name]["environment"] if key.startswith("TEPHRA_")}
+        assert given <= known, f"{name}: unknown settings {sorted(given - known)}"
+
+
 def test_the_topic_job_creates_the_deployments_topics(compose: dict[str, Any]) -> None:
     from events.topics import Topics
 

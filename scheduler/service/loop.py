@@ -64,6 +64,7 @@ from scheduler.service.session_events import (
     session_events,
     session_id_for,
 )
+from scheduler.service.settings import SchedulerSettings
 from scheduler.service.telemetry import (
     SchedulerMetrics,
     SubmissionTraces,
@@ -72,25 +73,12 @@ from scheduler.service.telemetry import (
 )
 from scheduler.snapshot_builder import config_in_force
 
-__all__ = ["TIME_DEPENDENT_PLUGINS", "LoopSettings", "SessionLoop"]
+__all__ = ["TIME_DEPENDENT_PLUGINS", "SessionLoop"]
 
 log = logging.getLogger("tephra.scheduler")
 
 #: Plugins whose verdicts depend on ``now``: with one enabled, an unchanged state is no reason to skip.
 TIME_DEPENDENT_PLUGINS: Final = frozenset({"sla"})
-
-
-@dataclass(frozen=True, slots=True)
-class LoopSettings:
-    cluster: str
-    schedule_period: float = 1.0
-    session_budget: float = 30.0
-    #: How long to wait for the projection to apply our session before scheduling stops.
-    apply_timeout: float = 30.0
-    max_message_bytes: int = 1_000_000
-    logic_flags: frozenset[str] = frozenset()
-    #: Freeze the long-lived heap before each session (see :mod:`scheduler.service.heap`).
-    freeze_heap: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +115,10 @@ class SessionLoop:
         traces: SubmissionTraces,
         tracer: Tracer,
         metrics: SchedulerMetrics,
-        settings: LoopSettings,
+        settings: SchedulerSettings,
+        cluster: str,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        logic_flags: frozenset[str] = frozenset(),
     ) -> None:
         self.leadership = leadership
         self.reader = reader
@@ -139,10 +129,13 @@ class SessionLoop:
         self.tracer = tracer
         self.metrics = metrics
         self.settings = settings
+        self.cluster = cluster
         self.clock = clock
+        #: Logic flags this process enables (recorded in every session, see scheduler.core).
+        self.logic_flags = logic_flags
         self._counter = 0
         self._last: _Last | None = None
-        self.heap = HeapGuard(enabled=settings.freeze_heap)
+        self.heap = HeapGuard(enabled=settings.scheduler_freeze_heap)
 
     async def run(self) -> None:
         """Schedule until cancelled (the term ends) or a non-retriable error."""
@@ -181,7 +174,7 @@ class SessionLoop:
     async def run_once(self) -> int:
         """One session: read, compute, publish, wait until applied; returns the seq it was applied at."""
         epoch = self.leadership.epoch
-        session_id = session_id_for(self.settings.cluster, epoch, self._counter)
+        session_id = session_id_for(self.cluster, epoch, self._counter)
         self._counter += 1
         began = time.perf_counter()
         state = await self.reader.state()
@@ -191,7 +184,7 @@ class SessionLoop:
             "tephra.session",
             attributes={
                 "tephra.session.id": session_id,
-                "tephra.cluster": self.settings.cluster,
+                "tephra.cluster": self.cluster,
                 "tephra.leader_epoch": epoch,
                 "tephra.session.input_seq": state.seq,
             },
@@ -237,7 +230,7 @@ class SessionLoop:
         )
         timing = SessionTiming(
             session_id=session_id,
-            cluster=self.settings.cluster,
+            cluster=self.cluster,
             leader_epoch=epoch,
             input_seq=state.seq,
             applied_seq=applied.seq,
@@ -272,24 +265,24 @@ class SessionLoop:
         # The state and the snapshot cache are long-lived; the session's objects are not.
         self.heap.before_session()
         config, config_version = config_in_force(state)
-        result = run_session(snapshot, config, now, logic_flags=self.settings.logic_flags)
+        result = run_session(snapshot, config, now, logic_flags=self.logic_flags)
         decisions = tuple(result.events())
         pending = pending_jobs(result.pending)
         pending_digest = digest_pending(pending)
         header = SessionHeader(
             session_id=session_id,
-            cluster=self.settings.cluster,
+            cluster=self.cluster,
             leader_epoch=self.leadership.epoch,
             input_seq=state.seq,
             config_version=config_version,
             now=now,
             input_digest=digest,
-            logic_flags=tuple(sorted(self.settings.logic_flags)),
+            logic_flags=tuple(sorted(self.logic_flags)),
             pending=pending,
             pending_digest=pending_digest,
         )
         events = session_events(
-            header, decisions, time=now, max_message_bytes=self.settings.max_message_bytes
+            header, decisions, time=now, max_message_bytes=self.settings.scheduler_max_message_bytes
         )
         return _Computed(
             events=events,
@@ -305,7 +298,7 @@ class SessionLoop:
 
     async def _wait_applied(self, session_id: str) -> AppliedSession:
         """Read-your-writes; past the timeout, report the stall and keep waiting (never schedule stale)."""
-        timeout = self.settings.apply_timeout
+        timeout = self.settings.scheduler_apply_timeout
         applied = await self.reader.wait_for_session(session_id, timeout)
         if applied is not None:
             return applied

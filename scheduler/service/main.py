@@ -27,14 +27,14 @@ from aiokafka.errors import KafkaError
 from opentelemetry import trace
 from opentelemetry.trace import Tracer
 
-from events.models import DEFAULT_CLUSTER
 from events.topics import Topics
 from scheduler.service.errors import LeadershipLost
 from scheduler.service.leader import Leadership, campaign
-from scheduler.service.loop import LoopSettings, SessionLoop
+from scheduler.service.loop import SessionLoop
 from scheduler.service.projection import ProjectionReader
-from scheduler.service.publisher import DEFAULT_MAX_MESSAGE_BYTES, SessionPublisher
+from scheduler.service.publisher import SessionPublisher
 from scheduler.service.runner import SessionRunner
+from scheduler.service.settings import SchedulerSettings
 from scheduler.service.telemetry import SchedulerMetrics, SubmissionTraces
 
 __all__ = ["run_scheduler"]
@@ -54,36 +54,24 @@ _TERM_ENDING = (
 
 
 async def run_scheduler(
+    settings: SchedulerSettings,
     *,
     kafka_bootstrap: str,
     database_url: str,
-    topics: Topics | None = None,
-    cluster: str = DEFAULT_CLUSTER,
-    schedule_period: float = 1.0,
-    session_budget: float = 30.0,
-    apply_timeout: float = 30.0,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-    holder: str | None = None,
+    topics: Topics,
+    cluster: str,
     tracer: Tracer | None = None,
     metrics: SchedulerMetrics | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     on_leader: Callable[[int], None] | None = None,
 ) -> None:
     """Schedule the cluster while this process leads it; stand by while another does. Runs until cancelled."""
-    topics = topics or Topics()
-    holder = holder or f"{socket.gethostname()}:{os.getpid()}"
-    settings = LoopSettings(
-        cluster=cluster,
-        schedule_period=schedule_period,
-        session_budget=session_budget,
-        apply_timeout=apply_timeout,
-        max_message_bytes=max_message_bytes,
-    )
     service = _Service(
         bootstrap=kafka_bootstrap,
         dsn=database_url,
         topics=topics,
-        holder=holder,
+        cluster=cluster,
+        holder=settings.scheduler_holder or f"{socket.gethostname()}:{os.getpid()}",
         settings=settings,
         traces=SubmissionTraces(),
         tracer=tracer or trace.get_tracer("tephra.scheduler"),
@@ -101,8 +89,9 @@ class _Service:
     bootstrap: str
     dsn: str
     topics: Topics
+    cluster: str
     holder: str
-    settings: LoopSettings
+    settings: SchedulerSettings
     traces: SubmissionTraces
     tracer: Tracer
     metrics: SchedulerMetrics
@@ -121,7 +110,7 @@ class _Service:
 
     async def lead(self) -> None:
         backoff = 0.5
-        cluster = self.settings.cluster
+        cluster = self.cluster
         while True:
             try:
                 leadership = await campaign(self.dsn, cluster, self.holder)
@@ -149,7 +138,7 @@ class _Service:
         producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap,
             acks="all",
-            max_request_size=settings.max_message_bytes + 64 * 1024,
+            max_request_size=settings.scheduler_max_message_bytes + 64 * 1024,
         )
         runner = SessionRunner(settings.session_budget)
         reader = await ProjectionReader.connect(self.dsn)
@@ -167,6 +156,7 @@ class _Service:
                 tracer=self.tracer,
                 metrics=self.metrics,
                 settings=settings,
+                cluster=self.cluster,
                 clock=self.clock,
             )
             async with asyncio.TaskGroup() as group:

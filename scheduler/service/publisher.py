@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Final
 
 from aiokafka import AIOKafkaProducer
 
@@ -19,10 +18,7 @@ from events.serde import encode
 from events.topics import Topics, kafka_key, topic_for
 from events.tracing import headers_from_carrier
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "SessionPublisher"]
-
-#: Kafka's default ``message.max.bytes`` is 1 MiB + 12; leave room for key, headers and batch framing.
-DEFAULT_MAX_MESSAGE_BYTES: Final = 1_000_000
+__all__ = ["SessionPublisher"]
 
 
 class SessionPublisher:

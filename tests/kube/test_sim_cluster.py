@@ -34,6 +34,7 @@ from events.models import (
 )
 from events.serde import decode
 from events.topics import Topics
+from kube.settings import SimClusterSettings
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION
 from kube.sim_service import SIM_WORK_QUERY, run_sim_service
 from projector.migrate import apply_migrations
@@ -97,13 +98,11 @@ async def running_sim(
     tasks = [
         asyncio.create_task(
             run_sim_service(
+                SimClusterSettings(sim_bind_delay=0.2, sim_evict_delay=0.2, sim_poll_interval=0.05),
                 kafka_bootstrap=kafka_bootstrap,
                 database_url=database_url,
                 topics=topics,
                 cluster=CLUSTER,
-                bind_delay=0.2,
-                evict_delay=0.2,
-                poll_interval=0.05,
             )
         )
         for _ in range(copies)

@@ -1,7 +1,6 @@
 """Shared helpers for the projector tests and benches: throw-away databases, encoded records, producing.
 
-Light on purpose: ``bench/projector.py`` imports it, and the process it measures
-should hold the projector's modules only (no pytest, no scheduler, no numpy).
+Light on purpose: the benches import it (no pytest, no scheduler, no numpy).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Crash safety: SIGKILL the projector process at random moments; nothing is lost or doubled.
 
-50,000 mixed events go to the real broker while a ``python -m projector``
+50,000 mixed events go to the real broker while a ``tephra projector``
 subprocess is killed with SIGKILL at random moments (at least five times)
 and restarted.  Afterwards every produced event was consumed exactly once
 (archived, or refused by the fold and parked with its reason), the archive
@@ -40,9 +40,10 @@ async def _start(
     kafka_bootstrap: str, database_url: str, topics: Topics, log: BinaryIO
 ) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "projector",
-        "--bootstrap", kafka_bootstrap, "--dsn", database_url, "--topics-prefix", topics.prefix,
-        "--cluster", CLUSTER, "--batch-size", "2000", "--snapshot-every", "5000", "--log-level", "WARNING",
+        sys.executable, "-m", "api.cli", "projector",
+        "--kafka-bootstrap", kafka_bootstrap, "--database-url", database_url,
+        "--topics-prefix", topics.prefix, "--cluster", CLUSTER,
+        "--projector-batch-size", "2000", "--snapshot-every", "5000", "--log-level", "WARNING",
         stdout=log, stderr=asyncio.subprocess.STDOUT,
         env={**os.environ, "PYTHONPATH": str(_REPO)}, cwd=_REPO,
     )  # fmt: skip

@@ -22,7 +22,8 @@ from projector.migrate import apply_migrations, available_migrations
 from projector.plan import BatchPlan, InboundRecord, id_hint
 from projector.progress import wait_for_event, wait_for_seq, wait_for_session
 from projector.reconstruct import load_projection, state_at, verify_chain
-from projector.service import ProjectorConfig, ProjectorMetrics, _DuplicateCheck, run_projector
+from projector.service import ProjectorMetrics, _DuplicateCheck, run_projector
+from projector.settings import ProjectorSettings
 from projector.state import ClusterState
 from projector.writer import BatchWriter
 from tests.projector.helpers import produce
@@ -36,13 +37,7 @@ pytestmark = pytest.mark.integration
 async def running_projector(
     kafka_bootstrap: str, database_url: str, topics: Topics, **overrides: object
 ) -> AsyncIterator[ProjectorMetrics]:
-    config = ProjectorConfig(
-        bootstrap=kafka_bootstrap,
-        dsn=database_url,
-        topics=topics,
-        cluster=CLUSTER,
-        **overrides,  # type: ignore[arg-type]
-    )
+    settings = ProjectorSettings(**overrides)  # type: ignore[arg-type]
     conn = await asyncpg.connect(database_url)
     try:
         await apply_migrations(conn)  # so the test can read the tables at once; the service's run is a no-op
@@ -50,7 +45,17 @@ async def running_projector(
         await conn.close()
     metrics = ProjectorMetrics()
     stop = asyncio.Event()
-    task = asyncio.create_task(run_projector(config, stop=stop, metrics=metrics))
+    task = asyncio.create_task(
+        run_projector(
+            settings,
+            kafka_bootstrap=kafka_bootstrap,
+            database_url=database_url,
+            topics=topics,
+            cluster=CLUSTER,
+            stop=stop,
+            metrics=metrics,
+        )
+    )
     try:
         yield metrics
     finally:
@@ -97,7 +102,7 @@ async def test_malformed_records_are_parked_and_the_projector_never_stops(
     for item in malformed:
         mixed.insert(rng.randrange(len(mixed) + 1), item)
 
-    async with running_projector(kafka_bootstrap, database_url, topics, batch_size=500) as metrics:
+    async with running_projector(kafka_bootstrap, database_url, topics, projector_batch_size=500) as metrics:
         await produce(kafka_bootstrap, topics, mixed)
         conn = await asyncpg.connect(database_url)
         try:
@@ -207,7 +212,7 @@ async def test_duplicates_are_recognised_whatever_their_encoding(
     )
     labelled = (topic_for(node, topics), canonical_json(node))
     assert id_hint(labelled[1]) == first[0].id  # the hint is an archived event's id, not its own
-    async with running_projector(kafka_bootstrap, database_url, topics, batch_size=64) as metrics:
+    async with running_projector(kafka_bootstrap, database_url, topics, projector_batch_size=64) as metrics:
         await produce(kafka_bootstrap, topics, first)
         conn = await asyncpg.connect(database_url)
         try:
@@ -283,7 +288,9 @@ async def test_connections_dropped_with_batches_in_flight_lose_and_duplicate_not
     conn = await asyncpg.connect(database_url)
     try:
         # Small batches: several are prepared and waiting for their commits when a drop comes.
-        async with running_projector(kafka_bootstrap, database_url, topics, batch_size=200) as metrics:
+        async with running_projector(
+            kafka_bootstrap, database_url, topics, projector_batch_size=200
+        ) as metrics:
             drops = 0
             while drops < 3 or metrics.reconnects < 3:
                 archived = await conn.fetchval("SELECT count(*) FROM event_log")
@@ -328,7 +335,9 @@ async def test_a_commit_that_fails_while_the_next_batch_waits_is_retried(
     monkeypatch.setattr(BatchWriter, "commit", commit_failing_once)
     conn = await asyncpg.connect(database_url)
     try:
-        async with running_projector(kafka_bootstrap, database_url, topics, batch_size=200) as metrics:
+        async with running_projector(
+            kafka_bootstrap, database_url, topics, projector_batch_size=200
+        ) as metrics:
             await wait_until(
                 conn, "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets", len(events)
             )
@@ -362,7 +371,9 @@ async def test_a_connection_that_fails_to_close_leaves_no_writer_lock_behind(
     monkeypatch.setattr(asyncpg.Connection, "close", close_failing_once)
     conn = await asyncpg.connect(database_url)
     try:
-        async with running_projector(kafka_bootstrap, database_url, topics, batch_size=200) as metrics:
+        async with running_projector(
+            kafka_bootstrap, database_url, topics, projector_batch_size=200
+        ) as metrics:
             await wait_until(conn, "SELECT least(count(*), 1)::int FROM event_log", 1)
             armed = True
             dropped = await conn.fetchval(

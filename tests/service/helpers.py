@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 import pytest
 from aiokafka import AIOKafkaProducer
+from opentelemetry.trace import Tracer
 
 from events.models import (
     Event,
@@ -26,8 +27,10 @@ from events.models import (
 from events.serde import encode
 from events.topics import Topics, kafka_key, topic_for
 from projector.migrate import apply_migrations
-from projector.service import ProjectorConfig, run_projector
+from projector.service import run_projector
+from projector.settings import ProjectorSettings
 from scheduler.service.main import run_scheduler
+from scheduler.service.settings import SchedulerSettings
 from scheduler.service.telemetry import SchedulerMetrics
 
 CLUSTER = "default"
@@ -110,10 +113,16 @@ async def running_projector(kafka_bootstrap: str, database_url: str, topics: Top
     finally:
         await conn.close()
     stop = asyncio.Event()
-    config = ProjectorConfig(
-        bootstrap=kafka_bootstrap, dsn=database_url, topics=topics, cluster=CLUSTER, linger_ms=5
+    task = asyncio.create_task(
+        run_projector(
+            ProjectorSettings(projector_linger_ms=5),
+            kafka_bootstrap=kafka_bootstrap,
+            database_url=database_url,
+            topics=topics,
+            cluster=CLUSTER,
+            stop=stop,
+        )
     )
-    task = asyncio.create_task(run_projector(config, stop=stop))
     try:
         yield
     finally:
@@ -123,17 +132,18 @@ async def running_projector(kafka_bootstrap: str, database_url: str, topics: Top
 
 @asynccontextmanager
 async def running_scheduler(
-    kafka_bootstrap: str, database_url: str, topics: Topics, **options: Any
+    kafka_bootstrap: str, database_url: str, topics: Topics, *, tracer: Tracer | None = None, **settings: Any
 ) -> AsyncIterator[SchedulerMetrics]:
     metrics = SchedulerMetrics()
     task = asyncio.create_task(
         run_scheduler(
+            SchedulerSettings(**settings),
             kafka_bootstrap=kafka_bootstrap,
             database_url=database_url,
             topics=topics,
             cluster=CLUSTER,
             metrics=metrics,
-            **options,
+            tracer=tracer,
         )
     )
     try:

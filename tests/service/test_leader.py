@@ -47,6 +47,7 @@ async def scheduler_process(
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
+            "api.cli",
             "scheduler",
             "--kafka-bootstrap",
             kafka_bootstrap,
@@ -56,7 +57,7 @@ async def scheduler_process(
             topics.prefix,
             "--schedule-period",
             "0.2",
-            "--holder",
+            "--scheduler-holder",
             name,
             "--log-level",
             "DEBUG",

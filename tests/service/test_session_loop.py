@@ -17,10 +17,11 @@ from opentelemetry import trace
 from events.topics import Topics
 from projector.progress import wait_for_event
 from scheduler.service.leader import campaign
-from scheduler.service.loop import LoopSettings, SessionLoop
+from scheduler.service.loop import SessionLoop
 from scheduler.service.projection import ProjectionReader
 from scheduler.service.publisher import SessionPublisher
 from scheduler.service.runner import SessionRunner
+from scheduler.service.settings import SchedulerSettings
 from scheduler.service.telemetry import SchedulerMetrics, SubmissionTraces
 from tests.service.helpers import (
     CLUSTER,
@@ -198,7 +199,8 @@ async def test_input_archived_while_a_session_ran_gets_the_next_session_at_once(
                 traces=SubmissionTraces(),
                 tracer=trace.get_tracer("test"),
                 metrics=SchedulerMetrics(),
-                settings=LoopSettings(cluster=CLUSTER, schedule_period=300.0),
+                settings=SchedulerSettings(schedule_period=300.0),
+                cluster=CLUSTER,
             )
             sessions = asyncio.create_task(loop.run())
             try:
@@ -239,7 +241,7 @@ async def test_pending_reasons_larger_than_a_message_reach_the_projection_throug
         try:
             await wait_for(conn, "SELECT count(*) FROM tasks", 40)
             async with running_scheduler(
-                kafka_bootstrap, database_url, topics, schedule_period=0.2, max_message_bytes=4_000
+                kafka_bootstrap, database_url, topics, schedule_period=0.2, scheduler_max_message_bytes=4_000
             ):
                 await wait_for(conn, "SELECT count(*) FROM sessions", 1)
             row = await conn.fetchrow("SELECT seq, doc FROM sessions ORDER BY seq LIMIT 1")

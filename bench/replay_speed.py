@@ -1,6 +1,6 @@
 """Replay speed: fold rate over a 1,000,000-event archive, and ``replay explain`` in the last session.
 
-    python bench/replay.py [--events 1000000] [--database-url URL] [--reuse]
+    python bench/replay_speed.py [--events 1000000] [--database-url URL] [--reuse]
 
 Builds the archive the way the live stack writes it (tests/golden/history.py:
 the production fold, snapshot builder, session and publisher; a simulated

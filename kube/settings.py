@@ -1,0 +1,23 @@
+"""The simulated cluster's settings: ``TEPHRA_<FIELD>`` variables, ``--<field>`` on ``tephra sim-cluster``.
+
+Where it connects (Kafka, PostgreSQL, topics, cluster) is not here: ``api``
+resolves the endpoints and passes them to
+:func:`~kube.sim_service.run_sim_service` alongside these.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["SimClusterSettings"]
+
+
+class SimClusterSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TEPHRA_", extra="ignore", frozen=True, allow_inf_nan=False)
+
+    sim_bind_delay: float = Field(default=0.5, ge=0, description="seconds from binding to TaskStarted")
+    sim_evict_delay: float = Field(default=0.5, ge=0, description="seconds from eviction to TaskFinished")
+    sim_poll_interval: float = Field(
+        default=0.1, gt=0, description="seconds between two reads of the tasks it has work for"
+    )

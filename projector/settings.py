@@ -1,0 +1,77 @@
+"""The projector's settings: ``TEPHRA_<FIELD>`` in the environment, ``--<field>`` on ``tephra projector``.
+
+Where the projector connects (Kafka, PostgreSQL, topics, cluster) is not
+here: ``api`` resolves the endpoints (an external stack or the embedded one)
+and passes them to :func:`~projector.service.run_projector` alongside these.
+"""
+
+from __future__ import annotations
+
+from typing import Self
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from projector.heap import BUSY_THAW_GROWTH, THAW_GROWTH
+
+__all__ = ["ProjectorSettings"]
+
+
+class ProjectorSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TEPHRA_", extra="ignore", frozen=True, allow_inf_nan=False)
+
+    projector_consumer: str = Field(
+        default="",
+        description="name the consumed offsets are stored under (empty: projector:<cluster>)",
+    )
+    projector_batch_size: int = Field(default=5_000, gt=0, description="most records per transaction")
+    projector_linger_ms: int = Field(
+        default=50, ge=0, description="how long a batch may wait for more records once it has one"
+    )
+    # Kafka answers a fetch as soon as records are there; the embedded broker (Tansu) only
+    # when this expires, so aiokafka's 500 ms default added ~115 ms to every session's
+    # read-your-writes wait (bench/e2e.py).
+    projector_fetch_max_wait_ms: int = Field(
+        default=25, gt=0, description="the longest a fetch waits at the broker for records"
+    )
+    snapshot_every: int = Field(default=10_000, gt=0, description="events between two state snapshots")
+    snapshot_scale: float = Field(
+        default=1.0,
+        ge=0,
+        description="and at least this many events per job, task and node of the state between two"
+        " snapshots (0: every snapshot_every events exactly)",
+    )
+    projector_max_backoff: float = Field(
+        default=5.0, gt=0, description="seconds: the longest wait before reconnecting after an outage"
+    )
+    projector_metrics_period: float = Field(
+        default=30.0, gt=0, description="seconds between two metrics log lines"
+    )
+    projector_freeze: bool = Field(
+        default=True,
+        description="keep the collector off the folded state and the batches (projector.heap);"
+        " process-wide, so `tephra up` leaves it off",
+    )
+    projector_thaw_growth: float = Field(
+        default=THAW_GROWTH,
+        gt=0,
+        description="a full collection is due at an idle moment once the frozen heap grew by this factor",
+    )
+    projector_busy_thaw_growth: float = Field(
+        default=BUSY_THAW_GROWTH,
+        gt=0,
+        description="a batch runs the full collection once the frozen heap grew by this factor"
+        " without an idle moment",
+    )
+
+    @model_validator(mode="after")
+    def _thaws_in_order(self) -> Self:
+        if self.projector_busy_thaw_growth < self.projector_thaw_growth:
+            raise ValueError(
+                f"TEPHRA_PROJECTOR_BUSY_THAW_GROWTH ({self.projector_busy_thaw_growth}) must be at least"
+                f" TEPHRA_PROJECTOR_THAW_GROWTH ({self.projector_thaw_growth})"
+            )
+        return self
+
+    def consumer_name(self, cluster: str) -> str:
+        return self.projector_consumer or f"projector:{cluster}"

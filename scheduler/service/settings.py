@@ -1,0 +1,43 @@
+"""The scheduler's settings: ``TEPHRA_<FIELD>`` in the environment, ``--<field>`` on ``tephra scheduler``.
+
+Where the scheduler connects (Kafka, PostgreSQL, topics, cluster) is not
+here: ``api`` resolves the endpoints and passes them to
+:func:`~scheduler.service.main.run_scheduler` alongside these.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["SchedulerSettings"]
+
+
+class SchedulerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TEPHRA_", extra="ignore", frozen=True, allow_inf_nan=False)
+
+    schedule_period: float = Field(
+        default=1.0, gt=0, le=3600, description="seconds: the longest interval between two sessions"
+    )
+    session_budget: float = Field(
+        default=30.0, gt=0, description="seconds a session may run before it is abandoned"
+    )
+    scheduler_apply_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        description="seconds to wait for the projection to apply a session before reporting a stall",
+    )
+    # Kafka's default message.max.bytes is 1 MiB + 12: room is left for key, headers and framing.
+    scheduler_max_message_bytes: int = Field(
+        default=1_000_000,
+        ge=4_000,
+        description="largest session message; bigger sessions are split into parts (the broker's limit)",
+    )
+    scheduler_holder: str = Field(
+        default="", description="name recorded as the leader in scheduler_leaders (empty: host:pid)"
+    )
+    scheduler_freeze_heap: bool = Field(
+        default=True,
+        description="freeze the long-lived heap out of the collector before each session"
+        " (scheduler.service.heap)",
+    )
