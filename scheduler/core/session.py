@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from scheduler.core.config import SchedulerConfig
+from scheduler.core.config import ActionName, PluginName, SchedulerConfig
 from scheduler.core.decisions import Bind, Decision, Evict, Pipeline
 from scheduler.core.framework import Session
 from scheduler.core.reasons import Reason, rank
@@ -63,12 +63,12 @@ def run_session(
     plugins = []
     for tier_index, tier in enumerate(config.tiers):
         for option in tier.plugins:
-            plugin = registry.plugins[option.name](option, tier_index)
+            plugin = registry.plugin(option, tier_index)
             plugin.on_session_open(ssn)
             plugins.append(plugin)
     for name in config.actions:
         ssn.step(ActionRan(name))
-        registry.actions[name]().execute(ssn)
+        registry.action(name).execute(ssn)
     for plugin in plugins:
         plugin.on_session_close(ssn)
     return _close(ssn, snapshot)
@@ -78,7 +78,7 @@ _PENDING: Final = str(PodGroupPhase.PENDING)
 
 
 def _close(ssn: Session, snapshot: ClusterSnapshot) -> SessionResult:
-    gang = "gang" in ssn.config.plugin_names()
+    gang = PluginName.GANG in ssn.config.plugin_names()
     phases: dict[str, str] = {}
     # str() of a StrEnum member is its value; ``.value`` is a Python-level property
     # (enum.property), a function call per job in compiled code.
@@ -141,7 +141,7 @@ def _not_evaluated(ssn: Session, job: JobState) -> Reason:
     actions = ", ".join(ssn.config.actions)
     if job.phase is PodGroupPhase.PENDING:
         why = "the job is still Pending (not admitted by enqueue)"
-    elif "allocate" not in ssn.config.actions and "backfill" not in ssn.config.actions:
+    elif ActionName.ALLOCATE not in ssn.config.actions and ActionName.BACKFILL not in ssn.config.actions:
         why = "no placing action is configured"
     else:
         why = "no action reached the job's pending tasks this session"
