@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from fractions import Fraction
 from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeAlias, TypeVar
 
 import numpy as np
@@ -239,6 +240,9 @@ class Session:
         self.predicate_reasons: list[PredicateReason] = [PredicateReason("", False)]
         self._reason_ids: dict[str, int] = {}
         self.annotations: dict[str, dict[str, str]] = {}
+        #: queue -> dimension -> deserved amount, as the first quota plugin computed it
+        #: (:meth:`set_deserved`); None while no plugin has.
+        self.deserved: dict[str, dict[str, Fraction]] | None = None
         self._build(snapshot)
         self._placement: PlacementIndex | None = None
 
@@ -401,6 +405,21 @@ class Session:
 
     def add_job_valid(self, plugin: PluginSlot, fn: Callable[[JobState], Reason | None]) -> None:
         self._job_valid.add(plugin, fn)
+
+    def set_deserved(self, deserved: dict[str, dict[str, Fraction]]) -> None:
+        """Publish each queue's deserved amounts (the result's ``QueueShares``); the
+        first quota plugin to open wins, as the audit reads one plugin's figures."""
+        if self.deserved is None:
+            self.deserved = {queue: dict(amounts) for queue, amounts in deserved.items()}
+
+    def queue_allocation(self) -> dict[str, dict[str, int]]:
+        """Per queue with jobs, the requests of its tasks in allocated states now."""
+        totals: dict[str, dict[str, int]] = {}
+        for job in self.jobs.values():
+            bucket = totals.setdefault(job.queue, {})
+            for name, amount in job.allocated.items():
+                bucket[name] = bucket.get(name, 0) + amount
+        return totals
 
     def on_allocate(self, fn: Callable[[TaskState], None]) -> None:
         self._allocate_handlers.append(fn)

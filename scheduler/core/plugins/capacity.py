@@ -61,6 +61,7 @@ class CapacityPlugin(QuotaPlugin):
             attr.deserved = deserved
             attr.deserved_float = tuple((d, float(v)) for d, v in sorted(deserved.items()) if v > 0)
             attr.share = _share(attr)
+        ssn.set_deserved({name: attr.deserved for name, attr in self.attrs.items()})
         ssn.add_queue_order(self, self._queue_key)
         ssn.add_allocatable(self, self._allocatable)
         ssn.add_preemptive(self, self._preemptive)

@@ -109,6 +109,7 @@ class ProportionPlugin(QuotaPlugin):
         self._dims: dict[int, tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]] = {}
         #: queues known not to be overused at their current allocation (membership only).
         self._not_overused: set[str] = set()
+        ssn.set_deserved({name: attr.deserved for name, attr in self.attrs.items()})
         ssn.add_queue_order(self, self._queue_key)
         ssn.add_overused(self, self._overused)
         ssn.add_allocatable(self, self._allocatable)
