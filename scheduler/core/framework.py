@@ -36,7 +36,7 @@ Divergences from Volcano are listed in docs/scheduling.md.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
 from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeAlias, TypeVar
@@ -141,15 +141,16 @@ class Verdict:
     rule: str
 
 
-@dataclass(slots=True)
 class _Point(Generic[_F]):
     """The callbacks of one extension point, per tier, with the plugin that registered each."""
 
-    #: the ``enable*`` switch that gates the point (None: never gated).
-    flag: str | None
-    tiers: list[list[tuple[str, _F]]] = field(default_factory=list)
-    #: every callback in tier order (flattened at registration: read on hot paths).
-    calls: list[_F] = field(default_factory=list)
+    # A plain class: mypyc cannot compile a generic dataclass with slots.
+    def __init__(self, flag: str | None) -> None:
+        #: the ``enable*`` switch that gates the point (None: never gated).
+        self.flag = flag
+        self.tiers: list[list[tuple[str, _F]]] = []
+        #: every callback in tier order (flattened at registration: read on hot paths).
+        self.calls: list[_F] = []
 
     def add(self, plugin: PluginSlot, fn: _F) -> bool:
         """Add ``fn`` for ``plugin`` if its flag is on; returns whether it was added."""
@@ -163,15 +164,15 @@ class _Point(Generic[_F]):
         return True
 
 
-@dataclass(slots=True)
 class _NodePoint(Generic[_B, _R]):
     """A node function point: the batch forms, their scalar forms and shape purity."""
 
-    batch: _Point[_B]
-    #: the scalar forms in combination order (None where a plugin gave none).
-    rows: list[list[_R | None]] = field(default_factory=list)
-    #: plugins whose function here is not shape-pure.
-    impure: list[str] = field(default_factory=list)
+    def __init__(self, flag: str) -> None:
+        self.batch: _Point[_B] = _Point(flag)
+        #: the scalar forms in combination order (None where a plugin gave none).
+        self.rows: list[list[_R | None]] = []
+        #: plugins whose function here is not shape-pure.
+        self.impure: list[str] = []
 
     def add(self, plugin: PluginSlot, fn: _B, row: _R | None, *, shape_pure: bool) -> None:
         if not self.batch.add(plugin, fn):
@@ -222,8 +223,8 @@ class Session:
         self._job_order: _Point[Callable[[JobState], OrderKey]] = _Point("enableJobOrder")
         self._queue_order: _Point[Callable[[QueueState], OrderKey]] = _Point("enableQueueOrder")
         self._task_order: _Point[Callable[[TaskState], OrderKey]] = _Point("enableTaskOrder")
-        self._predicate: _NodePoint[PredicateFn, RowPredicateFn] = _NodePoint(_Point("enablePredicate"))
-        self._node_order: _NodePoint[NodeOrderFn, RowScoreFn] = _NodePoint(_Point("enableNodeOrder"))
+        self._predicate: _NodePoint[PredicateFn, RowPredicateFn] = _NodePoint("enablePredicate")
+        self._node_order: _NodePoint[NodeOrderFn, RowScoreFn] = _NodePoint("enableNodeOrder")
         self._preemptable: _Point[VictimsFn] = _Point("enablePreemptable")
         self._reclaimable: _Point[VictimsFn] = _Point("enableReclaimable")
         self._overused: _Point[Callable[[QueueState], bool]] = _Point("enableOverused")
