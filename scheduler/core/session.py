@@ -17,7 +17,7 @@ placements are forgotten, PodGroup phases are taken from the result.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
 from typing import Any, Final
@@ -45,8 +45,8 @@ class QueueShares:
     over the dimensions with a deserved amount.
     """
 
-    allocated: dict[str, dict[str, int]] = field(default_factory=dict)
-    deserved: dict[str, dict[str, Fraction]] = field(default_factory=dict)
+    allocated: dict[str, dict[str, int]]
+    deserved: dict[str, dict[str, Fraction]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +60,9 @@ class SessionResult:
     #: job -> ranked reasons, for every job with tasks that did not move.
     pending: dict[str, tuple[Reason, ...]]
     trace: tuple[TraceStep, ...]
-    shares: QueueShares = field(default_factory=QueueShares)
+    shares: QueueShares
     #: job -> the priority the session gave it (PriorityClass value, else the default).
-    priorities: dict[str, int] = field(default_factory=dict)
+    priorities: dict[str, int]
 
     def events(self) -> list[Any]:
         """Decisions followed by pipelines, as ``events.models`` decision models."""
