@@ -12,13 +12,14 @@ One :class:`EvictionRow` per ``evict`` decision recorded in a SessionCommitted
   evictions, plus its accepted bindings and pipelined placements, against the
   deserved share the session computed (proportion's water-filling, or
   capacity's ``deserved``; the queue's own ``deserved`` when neither plugin
-  is configured).  ``share`` is Volcano's: the largest allocated/deserved
-  ratio over the dimensions that have a deserved amount;
+  is configured), all read from the re-run's result (``SessionResult.shares``).
+  ``share`` is Volcano's: the largest allocated/deserved ratio over the
+  dimensions that have a deserved amount;
 * ``verified``: the re-run of the session produced this very decision at this
   very position; ``voided``: the fold's reason when it refused the decision.
 
 Priorities are the job priorities the priority plugin compares (the
-PriorityClass value, else the global default, else 0).
+PriorityClass value, else the global default, else 0; ``SessionResult.priorities``).
 """
 
 from __future__ import annotations
@@ -28,20 +29,16 @@ import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from fractions import Fraction
 from typing import Any
 
 from events.models import Decision, EvictDecision
+from replay import engine
 from replay.archive import RecordedSession
 from scheduler.core.config import SchedulerConfig
-from scheduler.core.framework import Session
-from scheduler.core.registry import build_registry
+from scheduler.core.session import SessionResult
 from scheduler.core.snapshot import ClusterSnapshot
-from scheduler.core.state import ALLOCATED_STATUSES
 
 __all__ = ["CSV_COLUMNS", "EvictionRow", "QueueShare", "audit_session", "rows_to_csv"]
-
-_SHARE_PLUGINS = ("proportion", "capacity")
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,34 +151,18 @@ class _Opened:
     deserved: dict[str, dict[str, float]]
 
 
-def _open(snapshot: ClusterSnapshot, config: SchedulerConfig, now: datetime) -> _Opened:
-    """Open the session the way ``run_session`` does, only far enough to read the queue accounting."""
-    ssn = Session(snapshot, config, now)
-    registry = build_registry()
-    deserved: dict[str, dict[str, float]] = {}
-    for tier_index, tier in enumerate(config.tiers):
-        for option in tier.plugins:
-            if option.name not in _SHARE_PLUGINS or deserved:
-                continue
-            plugin: Any = registry.plugins[option.name](option, tier_index)
-            plugin.on_session_open(ssn)
-            for name, attr in getattr(plugin, "attrs", {}).items():
-                deserved[name] = {d: float(Fraction(v)) for d, v in sorted(attr.deserved.items())}
-    allocated: dict[str, dict[str, int]] = {}
-    for job in ssn.jobs.values():
-        bucket = allocated.setdefault(job.queue, {})
-        for task in job.tasks:
-            if task.status in ALLOCATED_STATUSES:
-                for d, v in task.request.items():
-                    bucket[d] = bucket.get(d, 0) + v
-    if not deserved:
-        deserved = {q.name: {d: float(v) for d, v in sorted(q.deserved.items())} for q in snapshot.queues}
+def _open(snapshot: ClusterSnapshot, result: SessionResult) -> _Opened:
+    """The queue accounting the session reported (``SessionResult.shares``), with the
+    snapshot's jobs and task requests."""
+    shares = result.shares
     return _Opened(
-        priority={uid: job.priority for uid, job in ssn.jobs.items()},
-        queue_of={uid: job.queue for uid, job in ssn.jobs.items()},
-        requests={uid: dict(task.request) for uid, task in ssn.tasks.items()},
-        allocated=allocated,
-        deserved=deserved,
+        priority=result.priorities,
+        queue_of={job.uid: job.queue for job in snapshot.jobs},
+        requests={task.uid: task.request for job in snapshot.jobs for task in job.tasks},
+        allocated=shares.allocated,
+        deserved={
+            q: {d: float(v) for d, v in sorted(amounts.items())} for q, amounts in shares.deserved.items()
+        },
     )
 
 
@@ -207,14 +188,18 @@ def audit_session(
     session: RecordedSession,
     snapshot: ClusterSnapshot,
     config: SchedulerConfig,
-    rederived: Sequence[Decision] | None,
+    rerun: SessionResult | None,
     voided: Mapping[int, str],
 ) -> list[EvictionRow]:
-    """The eviction rows of one session; ``rederived`` is the re-run's decisions (None: not re-run)."""
+    """The eviction rows of one session; ``rerun`` is its re-run (None: not re-run, as
+    its input or configuration diverged: the shares are then taken from a run of
+    ``snapshot`` that verifies nothing)."""
     evictions = [(i, d) for i, d in enumerate(session.decisions) if isinstance(d, EvictDecision)]
     if not evictions:
         return []
-    opened = _open(snapshot, config, session.now)
+    rederived = engine.decisions_of(rerun) if rerun is not None else None
+    result = rerun if rerun is not None else engine.run(snapshot, config, session.now, ())
+    opened = _open(snapshot, result)
     after = _after(opened, session.decisions, voided)
 
     def share(queue: str, allocated: Mapping[str, dict[str, int]]) -> QueueShare:

@@ -360,8 +360,9 @@ async def audit_preemptions(
     rows: list[EvictionRow] = []
 
     def on_check(check: SessionCheck, voided: dict[int, str]) -> bool:
-        rederived = engine.decisions_of(check.result) if check.result is not None else None
-        rows.extend(audit_session(check.session, check.input.snapshot, check.input.config, rederived, voided))
+        rows.extend(
+            audit_session(check.session, check.input.snapshot, check.input.config, check.result, voided)
+        )
         return True
 
     await _replay_sessions(reader, sessions, on_check=on_check, progress=progress)

@@ -16,37 +16,55 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from events.models import ActionConfiguration, PluginSpec, SchedulerConfigSpec, TierSpec
 
 __all__ = [
-    "ACTION_NAMES",
     "DEFAULT_CONFIG",
     "EXTENSION_FLAGS",
     "MODE_FLAGS",
-    "PLUGIN_NAMES",
+    "ActionName",
     "ConfigError",
+    "PluginName",
     "PluginOption",
     "SchedulerConfig",
     "Tier",
     "parse_scheduler_config",
 ]
 
-ACTION_NAMES: tuple[str, ...] = ("enqueue", "allocate", "backfill", "preempt", "reclaim")
-PLUGIN_NAMES: tuple[str, ...] = (
-    "binpack",
-    "capacity",
-    "conformance",
-    "drf",
-    "gang",
-    "nodeorder",
-    "overcommit",
-    "predicates",
-    "priority",
-    "proportion",
-    "sla",
-)
+
+class ActionName(StrEnum):
+    """Every action; the one declaration the config, the registry and the trace use."""
+
+    ENQUEUE = "enqueue"
+    ALLOCATE = "allocate"
+    BACKFILL = "backfill"
+    PREEMPT = "preempt"
+    RECLAIM = "reclaim"
+
+
+class PluginName(StrEnum):
+    """Every plugin; the one declaration the config, the registry and the trace use."""
+
+    BINPACK = "binpack"
+    CAPACITY = "capacity"
+    CONFORMANCE = "conformance"
+    DRF = "drf"
+    GANG = "gang"
+    NODEORDER = "nodeorder"
+    OVERCOMMIT = "overcommit"
+    PREDICATES = "predicates"
+    PRIORITY = "priority"
+    PROPORTION = "proportion"
+    SLA = "sla"
+
+
+_ACTION_VALUES: frozenset[str] = frozenset(ActionName)
+_PLUGIN_VALUES: frozenset[str] = frozenset(PluginName)
+_VALID_ACTIONS = ", ".join(ActionName)
+_VALID_PLUGINS = ", ".join(PluginName)
 
 #: Every extension-point switch of Volcano's ``PluginOption`` (default true).
 EXTENSION_FLAGS: tuple[str, ...] = (
@@ -101,6 +119,7 @@ def _canonical_flag(key: str) -> str | None:
 class PluginOption:
     """One plugin of a tier with every flag resolved."""
 
+    #: a :class:`PluginName` value (checked by the parser), kept as the plain text.
     name: str
     flags: Mapping[str, bool] = field(default_factory=dict)
     arguments: Mapping[str, Any] = field(default_factory=dict)
@@ -188,8 +207,8 @@ def _parse_actions(value: object) -> tuple[str, ...]:
     if not names:
         raise ConfigError("actions", "at least one action is required")
     for name in names:
-        if name not in ACTION_NAMES:
-            raise ConfigError("actions", f"unknown action {name!r}; valid actions: {', '.join(ACTION_NAMES)}")
+        if name not in _ACTION_VALUES:
+            raise ConfigError("actions", f"unknown action {name!r}; valid actions: {_VALID_ACTIONS}")
     return tuple(names)
 
 
@@ -199,10 +218,8 @@ def _parse_plugin(where: str, raw: object) -> PluginOption:
     name = raw.get("name")
     if not isinstance(name, str) or not name:
         raise ConfigError(f"{where}.name", "expected a plugin name")
-    if name not in PLUGIN_NAMES:
-        raise ConfigError(
-            f"{where}.name", f"unknown plugin {name!r}; valid plugins: {', '.join(PLUGIN_NAMES)}"
-        )
+    if name not in _PLUGIN_VALUES:
+        raise ConfigError(f"{where}.name", f"unknown plugin {name!r}; valid plugins: {_VALID_PLUGINS}")
     flags: dict[str, bool] = {}
     arguments: dict[str, Any] = {}
     for key in raw:
@@ -264,10 +281,9 @@ def parse_scheduler_config(mapping: Mapping[str, Any]) -> SchedulerConfig:  # no
         if not isinstance(conf, Mapping) or not isinstance(conf.get("name"), str):
             raise ConfigError(f"configurations[{i}]", "expected a mapping with 'name' and 'arguments'")
         cname = conf["name"]
-        if cname not in ACTION_NAMES:
+        if cname not in _ACTION_VALUES:
             raise ConfigError(
-                f"configurations[{i}].name",
-                f"unknown action {cname!r}; valid actions: {', '.join(ACTION_NAMES)}",
+                f"configurations[{i}].name", f"unknown action {cname!r}; valid actions: {_VALID_ACTIONS}"
             )
         args = conf.get("arguments") or {}
         if not isinstance(args, Mapping):

@@ -22,6 +22,14 @@ combines the callbacks exactly as Volcano does (semantics.md §2):
   inside that tier); nobody → false;
 * job valid: the first failing result.
 
+Each extension point has its own typed registration method (``add_job_order``,
+``add_predicate``, ...), so ``mypy --strict`` checks a plugin's callbacks
+against the point's signature.  Node functions (predicates, node order) also
+declare whether they are *shape-pure*: a function of the task's shape and of
+the node's spec and resource state only.  The placement index caches node
+results per task shape only while every registered node function is
+shape-pure (placement.py).
+
 Divergences from Volcano are listed in docs/scheduling.md.
 """
 
@@ -30,7 +38,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from fractions import Fraction
+from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeAlias, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -60,9 +69,17 @@ __all__ = [
     "PERMIT",
     "REJECT",
     "Action",
+    "NodeOrderFn",
+    "OrderKey",
     "Plugin",
+    "PluginSlot",
+    "PredicateFn",
+    "RowPredicateFn",
+    "RowScoreFn",
     "Session",
+    "SortKey",
     "Verdict",
+    "VictimsFn",
 ]
 
 PERMIT: Final = 1
@@ -74,16 +91,44 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
 
-class Plugin(Protocol):
-    name: str
+#: What an ordering callback returns for one item; two items' keys from the same
+#: plugin compare like Volcano's comparator (lower first, equal = undecided).
+OrderKey: TypeAlias = int | float | tuple[int | float, ...]
+#: A composite ordering key: the plugins' keys in tier order, then the fallback.
+SortKey: TypeAlias = tuple[OrderKey | str, ...]
+#: Per node row, the predicate reason id (0 = passes) / the score.
+PredicateFn: TypeAlias = Callable[[TaskState, IntArray], IntArray]
+NodeOrderFn: TypeAlias = Callable[[TaskState, IntArray], FloatArray]
+#: The scalar (one row, plain Python numbers) forms of the two above.
+RowPredicateFn: TypeAlias = Callable[[TaskState, int], int]
+RowScoreFn: TypeAlias = Callable[[TaskState, int], float]
+#: Victims a plugin accepts among the candidates; None abstains, [] vetoes.
+VictimsFn: TypeAlias = Callable[[TaskState, Sequence[TaskState]], list[TaskState] | None]
 
+_F = TypeVar("_F")
+_B = TypeVar("_B")
+_R = TypeVar("_R")
+
+
+class PluginSlot(Protocol):
+    """Where a plugin sits in the configuration: its option (name, flags) and tier."""
+
+    @property
+    def option(self) -> PluginOption: ...
+
+    @property
+    def tier(self) -> int: ...
+
+
+class Plugin(PluginSlot, Protocol):
     def on_session_open(self, ssn: Session) -> None: ...
 
     def on_session_close(self, ssn: Session) -> None: ...
 
 
 class Action(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def execute(self, ssn: Session) -> None: ...
 
@@ -96,25 +141,57 @@ class Verdict:
     rule: str
 
 
-#: extension point -> the flag that gates it (None: never gated).
-_POINT_FLAGS: Final[dict[str, str | None]] = {
-    "job_order": "enableJobOrder",
-    "queue_order": "enableQueueOrder",
-    "task_order": "enableTaskOrder",
-    "predicate": "enablePredicate",
-    "node_order": "enableNodeOrder",
-    "preemptable": "enablePreemptable",
-    "reclaimable": "enableReclaimable",
-    "overused": "enableOverused",
-    "allocatable": "enableAllocatable",
-    "preemptive": "enablePreemptive",
-    "job_ready": "enableJobReady",
-    "job_pipelined": "enableJobPipelined",
-    "job_enqueueable": "enableJobEnqueued",
-    "job_enqueued": "enableJobEnqueued",
-    "job_starving": "enableJobStarving",
-    "job_valid": None,
-}
+class _Point(Generic[_F]):
+    """The callbacks of one extension point, per tier, with the plugin that registered each."""
+
+    # A plain class: mypyc cannot compile a generic dataclass with slots.
+    def __init__(self, flag: str | None) -> None:
+        #: the ``enable*`` switch that gates the point (None: never gated).
+        self.flag = flag
+        self.tiers: list[list[tuple[str, _F]]] = []
+        #: every callback in tier order (flattened at registration: read on hot paths).
+        self.calls: list[_F] = []
+
+    def add(self, plugin: PluginSlot, fn: _F) -> bool:
+        """Add ``fn`` for ``plugin`` if its flag is on; returns whether it was added."""
+        option = plugin.option
+        if self.flag is not None and not option.enabled(self.flag):
+            return False
+        while len(self.tiers) <= plugin.tier:
+            self.tiers.append([])
+        self.tiers[plugin.tier].append((option.name, fn))
+        self.calls = [f for tier_fns in self.tiers for _, f in tier_fns]
+        return True
+
+
+class _NodePoint(Generic[_B, _R]):
+    """A node function point: the batch forms, their scalar forms and shape purity."""
+
+    def __init__(self, flag: str) -> None:
+        self.batch: _Point[_B] = _Point(flag)
+        #: the scalar forms in combination order (None where a plugin gave none).
+        self.rows: list[list[_R | None]] = []
+        #: plugins whose function here is not shape-pure.
+        self.impure: list[str] = []
+
+    def add(self, plugin: PluginSlot, fn: _B, row: _R | None, *, shape_pure: bool) -> None:
+        if not self.batch.add(plugin, fn):
+            return
+        while len(self.rows) <= plugin.tier:
+            self.rows.append([])
+        self.rows[plugin.tier].append(row)
+        if not shape_pure:
+            self.impure.append(plugin.option.name)
+
+    def row_functions(self) -> list[_R] | None:
+        """The scalar forms in combination order, or None if one is missing."""
+        fns: list[_R] = []
+        for tier in self.rows:
+            for fn in tier:
+                if fn is None:
+                    return None
+                fns.append(fn)
+        return fns
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,16 +220,30 @@ class Session:
         #: read through :meth:`job_reasons`.
         self.reasons: dict[str, dict[str, Reason | Callable[[], Reason]]] = {}
         self._seq = 0
-        self._fns: dict[str, list[list[tuple[str, Any]]]] = {p: [] for p in _POINT_FLAGS}
-        #: per point, the scalar (one node row) form of each registered fn, None when absent.
-        self._row_fns: dict[str, list[list[Any]]] = {p: [] for p in _POINT_FLAGS}
-        #: per point, the fns in tier order (flattened at registration: read on hot paths).
-        self._calls: dict[str, list[Any]] = {p: [] for p in _POINT_FLAGS}
+        self._job_order: _Point[Callable[[JobState], OrderKey]] = _Point("enableJobOrder")
+        self._queue_order: _Point[Callable[[QueueState], OrderKey]] = _Point("enableQueueOrder")
+        self._task_order: _Point[Callable[[TaskState], OrderKey]] = _Point("enableTaskOrder")
+        self._predicate: _NodePoint[PredicateFn, RowPredicateFn] = _NodePoint("enablePredicate")
+        self._node_order: _NodePoint[NodeOrderFn, RowScoreFn] = _NodePoint("enableNodeOrder")
+        self._preemptable: _Point[VictimsFn] = _Point("enablePreemptable")
+        self._reclaimable: _Point[VictimsFn] = _Point("enableReclaimable")
+        self._overused: _Point[Callable[[QueueState], bool]] = _Point("enableOverused")
+        self._allocatable: _Point[Callable[[QueueState, TaskState], bool]] = _Point("enableAllocatable")
+        self._preemptive: _Point[Callable[[QueueState, TaskState], bool]] = _Point("enablePreemptive")
+        self._job_ready: _Point[Callable[[JobState], bool]] = _Point("enableJobReady")
+        self._job_pipelined: _Point[Callable[[JobState], int]] = _Point("enableJobPipelined")
+        self._job_enqueueable: _Point[Callable[[JobState], int]] = _Point("enableJobEnqueued")
+        self._job_enqueued: _Point[Callable[[JobState], None]] = _Point("enableJobEnqueued")
+        self._job_starving: _Point[Callable[[JobState], bool]] = _Point("enableJobStarving")
+        self._job_valid: _Point[Callable[[JobState], Reason | None]] = _Point(None)
         self._allocate_handlers: list[Callable[[TaskState], None]] = []
         self._deallocate_handlers: list[Callable[[TaskState], None]] = []
         self.predicate_reasons: list[PredicateReason] = [PredicateReason("", False)]
         self._reason_ids: dict[str, int] = {}
         self.annotations: dict[str, dict[str, str]] = {}
+        #: queue -> dimension -> deserved amount, as the first quota plugin computed it
+        #: (:meth:`set_deserved`); None while no plugin has.
+        self.deserved: dict[str, dict[str, Fraction]] | None = None
         self._build(snapshot)
         self._placement: PlacementIndex | None = None
 
@@ -248,36 +339,94 @@ class Session:
 
     # ------------------------------------------------------------------ registration
 
-    def register(self, option: PluginOption, point: str, fn: Any, tier: int, row_fn: Any = None) -> None:
-        """Add ``fn`` at ``point`` for plugin ``option`` in ``tier`` if its flag is on.
+    # Each method adds ``fn`` for ``plugin`` (at its tier) if the point's flag is on.
 
-        ``row_fn`` is the optional scalar form of a node function (one row, plain
-        Python numbers); it must return exactly what ``fn`` returns for that row, and
-        depend only on the task, the node's spec (allocatable, labels, taints,
-        unschedulable) and its resource state (idle, releasing, pipelined, pod count),
-        never on the node's name or row: the placement index memoises row results by
-        that state (``NodeTable.row_state``).
+    def add_job_order(self, plugin: PluginSlot, fn: Callable[[JobState], OrderKey]) -> None:
+        self._job_order.add(plugin, fn)
+
+    def add_queue_order(self, plugin: PluginSlot, fn: Callable[[QueueState], OrderKey]) -> None:
+        self._queue_order.add(plugin, fn)
+
+    def add_task_order(self, plugin: PluginSlot, fn: Callable[[TaskState], OrderKey]) -> None:
+        self._task_order.add(plugin, fn)
+
+    def add_predicate(
+        self, plugin: PluginSlot, fn: PredicateFn, *, row: RowPredicateFn | None = None, shape_pure: bool
+    ) -> None:
+        """A node filter: per row, a reason id from :meth:`reason_id` or 0 (passes).
+
+        ``row`` is the optional scalar form: it must return exactly what ``fn``
+        returns for that row.  ``shape_pure``: the result depends only on the
+        task's shape (request, selector, tolerations, affinity), the node's spec
+        (allocatable, labels, taints, unschedulable) and its resource state (idle,
+        releasing, pipelined, pod count), never on which tasks or jobs are where
+        nor on the node's name or row; only then may the placement index reuse a
+        result for another task of the same shape or a node in the same state.
         """
-        flag = _POINT_FLAGS[point]
-        if flag is not None and not option.enabled(flag):
-            return
-        tiers = self._fns[point]
-        row_tiers = self._row_fns[point]
-        while len(tiers) <= tier:
-            tiers.append([])
-            row_tiers.append([])
-        tiers[tier].append((option.name, fn))
-        row_tiers[tier].append(row_fn)
-        self._calls[point] = [f for tier_fns in tiers for _, f in tier_fns]
+        self._predicate.add(plugin, fn, row, shape_pure=shape_pure)
+
+    def add_node_order(
+        self, plugin: PluginSlot, fn: NodeOrderFn, *, row: RowScoreFn | None = None, shape_pure: bool
+    ) -> None:
+        """A node score per row (summed over plugins); ``row`` and ``shape_pure`` as
+        for :meth:`add_predicate`."""
+        self._node_order.add(plugin, fn, row, shape_pure=shape_pure)
+
+    def add_preemptable(self, plugin: PluginSlot, fn: VictimsFn) -> None:
+        self._preemptable.add(plugin, fn)
+
+    def add_reclaimable(self, plugin: PluginSlot, fn: VictimsFn) -> None:
+        self._reclaimable.add(plugin, fn)
+
+    def add_overused(self, plugin: PluginSlot, fn: Callable[[QueueState], bool]) -> None:
+        self._overused.add(plugin, fn)
+
+    def add_allocatable(self, plugin: PluginSlot, fn: Callable[[QueueState, TaskState], bool]) -> None:
+        self._allocatable.add(plugin, fn)
+
+    def add_preemptive(self, plugin: PluginSlot, fn: Callable[[QueueState, TaskState], bool]) -> None:
+        self._preemptive.add(plugin, fn)
+
+    def add_job_ready(self, plugin: PluginSlot, fn: Callable[[JobState], bool]) -> None:
+        self._job_ready.add(plugin, fn)
+
+    def add_job_pipelined(self, plugin: PluginSlot, fn: Callable[[JobState], int]) -> None:
+        """A vote: PERMIT, ABSTAIN or REJECT."""
+        self._job_pipelined.add(plugin, fn)
+
+    def add_job_enqueueable(self, plugin: PluginSlot, fn: Callable[[JobState], int]) -> None:
+        """A vote: PERMIT, ABSTAIN or REJECT."""
+        self._job_enqueueable.add(plugin, fn)
+
+    def add_job_enqueued(self, plugin: PluginSlot, fn: Callable[[JobState], None]) -> None:
+        self._job_enqueued.add(plugin, fn)
+
+    def add_job_starving(self, plugin: PluginSlot, fn: Callable[[JobState], bool]) -> None:
+        self._job_starving.add(plugin, fn)
+
+    def add_job_valid(self, plugin: PluginSlot, fn: Callable[[JobState], Reason | None]) -> None:
+        self._job_valid.add(plugin, fn)
+
+    def set_deserved(self, deserved: dict[str, dict[str, Fraction]]) -> None:
+        """Publish each queue's deserved amounts (the result's ``QueueShares``); the
+        first quota plugin to open wins, as the audit reads one plugin's figures."""
+        if self.deserved is None:
+            self.deserved = {queue: dict(amounts) for queue, amounts in deserved.items()}
+
+    def queue_allocation(self) -> dict[str, dict[str, int]]:
+        """Per queue with jobs, the requests of its tasks in allocated states now."""
+        totals: dict[str, dict[str, int]] = {}
+        for job in self.jobs.values():
+            bucket = totals.setdefault(job.queue, {})
+            for name, amount in job.allocated.items():
+                bucket[name] = bucket.get(name, 0) + amount
+        return totals
 
     def on_allocate(self, fn: Callable[[TaskState], None]) -> None:
         self._allocate_handlers.append(fn)
 
     def on_deallocate(self, fn: Callable[[TaskState], None]) -> None:
         self._deallocate_handlers.append(fn)
-
-    def has(self, point: str) -> bool:
-        return any(self._fns[point])
 
     # ------------------------------------------------------------------ explanations
 
@@ -322,15 +471,15 @@ class Session:
 
     # ------------------------------------------------------------------ orderings
 
-    def job_key(self, job: JobState) -> tuple[Any, ...]:
+    def job_key(self, job: JobState) -> SortKey:
         # job.rank orders exactly as (job.created, job.uid) (set in _build).
-        return (*[fn(job) for fn in self._calls["job_order"]], job.rank)
+        return (*[fn(job) for fn in self._job_order.calls], job.rank)
 
-    def queue_key(self, queue: QueueState) -> tuple[Any, ...]:
-        return (*[fn(queue) for fn in self._calls["queue_order"]], queue.created, queue.name)
+    def queue_key(self, queue: QueueState) -> SortKey:
+        return (*[fn(queue) for fn in self._queue_order.calls], queue.created, queue.name)
 
-    def task_key(self, task: TaskState) -> tuple[Any, ...]:
-        fns = self._calls["task_order"]
+    def task_key(self, task: TaskState) -> SortKey:
+        fns = self._task_order.calls
         # Volcano's CompareTask: the pod-name index when both names carry one,
         # else creation time then UID.  Indexed names sort first so the order
         # stays total when a job mixes both forms (Volcano leaves that to chance).
@@ -350,20 +499,21 @@ class Session:
     # ------------------------------------------------------------------ job-level votes
 
     def job_valid(self, job: JobState) -> Reason | None:
-        for fn in self._calls["job_valid"]:
-            result: Reason | None = fn(job)
+        for fn in self._job_valid.calls:
+            result = fn(job)
             if result is not None:
                 return result
         return None
 
     def job_ready(self, job: JobState) -> bool:
-        for fn in self._calls["job_ready"]:
+        for fn in self._job_ready.calls:
             if not fn(job):
                 return False
         return True
 
-    def _vote(self, point: str, job: JobState) -> bool:
-        for tier in self._fns[point]:
+    @staticmethod
+    def _vote(point: _Point[Callable[[JobState], int]], job: JobState) -> bool:
+        for tier in point.tiers:
             permitted = False
             for _, fn in tier:
                 vote = fn(job)
@@ -376,17 +526,17 @@ class Session:
         return True
 
     def job_pipelined(self, job: JobState) -> bool:
-        return self._vote("job_pipelined", job)
+        return self._vote(self._job_pipelined, job)
 
     def job_enqueueable(self, job: JobState) -> bool:
-        return self._vote("job_enqueueable", job)
+        return self._vote(self._job_enqueueable, job)
 
     def job_enqueued(self, job: JobState) -> None:
-        for fn in self._calls["job_enqueued"]:
+        for fn in self._job_enqueued.calls:
             fn(job)
 
     def job_starving(self, job: JobState) -> bool:
-        for tier in self._fns["job_starving"]:
+        for tier in self._job_starving.tiers:
             if tier:
                 return all(fn(job) for _, fn in tier)
         return False
@@ -394,28 +544,29 @@ class Session:
     # ------------------------------------------------------------------ queue-level votes
 
     def overused(self, queue: QueueState) -> bool:
-        for fn in self._calls["overused"]:
+        for fn in self._overused.calls:
             if fn(queue):
                 return True
         return False
 
     def allocatable(self, queue: QueueState, task: TaskState) -> bool:
-        for fn in self._calls["allocatable"]:
+        for fn in self._allocatable.calls:
             if not fn(queue, task):
                 return False
         return True
 
     def preemptive(self, queue: QueueState, task: TaskState) -> bool:
-        return all(fn(queue, task) for fn in self._calls["preemptive"])
+        return all(fn(queue, task) for fn in self._preemptive.calls)
 
     # ------------------------------------------------------------------ victims
 
-    def _victims(self, point: str, preemptor: TaskState, candidates: Sequence[TaskState]) -> Verdict:
-        for tier in self._fns[point]:
+    @staticmethod
+    def _victims(point: _Point[VictimsFn], preemptor: TaskState, candidates: Sequence[TaskState]) -> Verdict:
+        for tier in point.tiers:
             chosen: list[TaskState] | None = None
             voters: list[str] = []
             for name, fn in tier:
-                result: list[TaskState] | None = fn(preemptor, candidates)
+                result = fn(preemptor, candidates)
                 if result is None:
                     continue  # abstain
                 if not result:
@@ -432,10 +583,10 @@ class Session:
         return Verdict((), "")
 
     def preemptable(self, preemptor: TaskState, candidates: Sequence[TaskState]) -> Verdict:
-        return self._victims("preemptable", preemptor, candidates)
+        return self._victims(self._preemptable, preemptor, candidates)
 
     def reclaimable(self, reclaimer: TaskState, candidates: Sequence[TaskState]) -> Verdict:
-        return self._victims("reclaimable", reclaimer, candidates)
+        return self._victims(self._reclaimable, reclaimer, candidates)
 
     def victim_order(self, victims: Iterable[TaskState], preemptor: TaskState) -> list[TaskState]:
         """Volcano's BuildVictimsPriorityQueue order: first element is evicted first.
@@ -445,7 +596,7 @@ class Session:
         3. otherwise reverse job order, ties by reverse task order.
         """
 
-        def sort_key(task: TaskState) -> tuple[Any, ...]:
+        def sort_key(task: TaskState) -> tuple[_Reverse, _Reverse, _Reverse]:
             queue = self.queues[task.job.queue]
             return (
                 _Reverse(self.queue_key(queue)),
@@ -461,21 +612,25 @@ class Session:
     def node_predicate(self, task: TaskState, rows: IntArray) -> IntArray:
         """Per-row predicate reason id (0 = pass); the first failing plugin wins."""
         result: IntArray = np.zeros(len(rows), dtype=np.int64)
-        for fn in self._calls["predicate"]:
-            failed: IntArray = fn(task, rows)
-            result = np.where(result == 0, failed, result)
+        for fn in self._predicate.batch.calls:
+            result = np.where(result == 0, fn(task, rows), result)
         return result
 
-    def row_functions(self, point: str) -> list[Any] | None:
-        """The scalar forms of ``point``'s fns in combination order, or None if one lacks it."""
-        fns = [fn for tier in self._row_fns[point] for fn in tier]
-        if any(fn is None for fn in fns):
-            return None
-        return fns
+    def row_predicates(self) -> list[RowPredicateFn] | None:
+        """The predicates' scalar forms in combination order, or None if one lacks it."""
+        return self._predicate.row_functions()
+
+    def row_scores(self) -> list[RowScoreFn] | None:
+        """The node-order scalar forms in combination order, or None if one lacks it."""
+        return self._node_order.row_functions()
+
+    def placement_dependent(self) -> list[str]:
+        """Plugins with a node function that is not shape-pure (see :meth:`add_predicate`)."""
+        return [*self._predicate.impure, *self._node_order.impure]
 
     def node_scores(self, task: TaskState, rows: IntArray) -> FloatArray:
         total: FloatArray = np.zeros(len(rows), dtype=np.float64)
-        for fn in self._calls["node_order"]:
+        for fn in self._node_order.batch.calls:
             total = total + fn(task, rows)
         return total
 
@@ -573,7 +728,7 @@ class _Reverse:
 
     __slots__ = ("key",)
 
-    def __init__(self, key: tuple[Any, ...]) -> None:
+    def __init__(self, key: SortKey) -> None:
         self.key = key
 
     def __lt__(self, other: _Reverse) -> bool:

@@ -16,6 +16,13 @@ score ties uniformly at random; we take the first node in name order
 (``argmax`` returns the lowest index and rows are sorted by node name).
 Volcano also stops scanning after ``numNodesToFind`` feasible nodes when the
 cluster has more than 100 nodes; we always consider every node.
+
+The cache is only valid for node functions that are *shape-pure* (a function
+of the task's shape and the node's spec and resource state, declared at
+registration: ``Session.add_predicate``).  A plugin whose answer depends on
+where other tasks are (pod anti-affinity, topology spread) or on the task's
+job declares otherwise, and then every query evaluates every node afresh: no
+per-shape cache, no row memo.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from typing import Any, Final, cast
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.core.framework import Session
+from scheduler.core.framework import RowPredicateFn, RowScoreFn, Session
 from scheduler.core.reasons import Reason, fit_error_message
 from scheduler.core.state import RowState, TaskState
 
@@ -44,8 +51,8 @@ FloatArray = npt.NDArray[np.float64]
 # the scalar path for every partial refresh made the session ~12% faster than a
 # 64-row cap).
 _FULL_REFRESH_FRACTION: Final = 0.25
-# Row functions are functions of the node's spec and resource state (their contract,
-# Session.register), so a shape's row result is memoised by the row's state key; the
+# Shape-pure row functions are functions of the node's spec and resource state (their
+# contract, Session.add_predicate), so a shape's row result is memoised by the row's state key; the
 # memo is cleared when it reaches this size.
 _MEMO_LIMIT: Final = 65_536
 
@@ -102,7 +109,6 @@ class _ShapeFit:
     synced: int = 0
     errors: FitErrors | None = None
     errors_synced: int = -1
-    extra: dict[str, Any] = field(default_factory=dict)
     #: row state key id -> the row functions' result (``PlacementIndex._row_result``).
     memo: dict[int, _RowResult] = field(default_factory=dict)
     #: Per row, why the shape fails there (the fit-error histogram's bucket): -1 none,
@@ -119,11 +125,14 @@ class PlacementIndex:
         self.ssn = ssn
         self._shapes: dict[int, _ShapeFit] = {}
         self._all_rows: IntArray = np.arange(len(ssn.nodes), dtype=np.int64)
-        predicates = ssn.row_functions("predicate")
-        scores = ssn.row_functions("node_order")
+        #: plugins with a node function that is not shape-pure: while there is one, the
+        #: index caches nothing (each query evaluates every node).
+        self.uncached_for: tuple[str, ...] = tuple(ssn.placement_dependent())
+        predicates = ssn.row_predicates()
+        scores = ssn.row_scores()
         self._scalar = predicates is not None and scores is not None
-        self._row_predicates: list[Any] = predicates or []
-        self._row_scores: list[Any] = scores or []
+        self._row_predicates: list[RowPredicateFn] = predicates or []
+        self._row_scores: list[RowScoreFn] = scores or []
 
     def _evaluate_rows(self, task: TaskState, fit: _ShapeFit, rows: list[int]) -> None:
         """``_evaluate`` for a few rows with the plugins' scalar forms (identical results)."""
@@ -168,8 +177,8 @@ class PlacementIndex:
             # Not a candidate: its score is only needed by ``scores`` (NaN = not computed).
             return reason, _NAN, label, _NEG_INF, _NEG_INF
         score = 0.0
-        for fn in self._row_scores:
-            score = score + fn(task, row)
+        for score_fn in self._row_scores:
+            score = score + score_fn(task, row)
         return (
             reason,
             score,
@@ -195,33 +204,41 @@ class PlacementIndex:
         if fit.labels is not None:
             _relabel_rows(fit.labels, fit.label_counts, rows, _labels(future, vec, reason))
 
+    def _fresh(self, task: TaskState) -> _ShapeFit:
+        """A fit of ``task`` on every node, evaluated now."""
+        n = len(self._all_rows)
+        reason = np.zeros(n, dtype=np.int64)
+        score = np.zeros(n, dtype=np.float64)
+        best_idle = np.full(n, -np.inf)
+        best_future = np.full(n, -np.inf)
+        fit = _ShapeFit(
+            vec=task.vec,
+            reason=reason,
+            score=score,
+            best_idle=best_idle,
+            best_future=best_future,
+            items=(
+                reason.data,
+                cast("memoryview[float]", score.data),
+                cast("memoryview[float]", best_idle.data),
+                cast("memoryview[float]", best_future.data),
+            ),
+        )
+        if n:
+            self._evaluate(task, fit, self._all_rows)
+        fit.synced = len(self.ssn.nodes.changes)
+        return fit
+
     def view(self, task: TaskState) -> _ShapeFit:
-        """The shape's cache, refreshed for every node changed since the last read."""
+        """The shape's cache, refreshed for every node changed since the last read
+        (a fresh evaluation, not kept, while a node function is not shape-pure)."""
+        if self.uncached_for:
+            return self._fresh(task)
         changes = self.ssn.nodes.changes
         fit = self._shapes.get(task.shape_id)
         n = len(self._all_rows)
         if fit is None:
-            reason = np.zeros(n, dtype=np.int64)
-            score = np.zeros(n, dtype=np.float64)
-            best_idle = np.full(n, -np.inf)
-            best_future = np.full(n, -np.inf)
-            fit = _ShapeFit(
-                vec=task.vec,
-                reason=reason,
-                score=score,
-                best_idle=best_idle,
-                best_future=best_future,
-                items=(
-                    reason.data,
-                    cast("memoryview[float]", score.data),
-                    cast("memoryview[float]", best_idle.data),
-                    cast("memoryview[float]", best_future.data),
-                ),
-            )
-            self._shapes[task.shape_id] = fit
-            if n:
-                self._evaluate(task, fit, self._all_rows)
-            fit.synced = len(changes)
+            fit = self._shapes[task.shape_id] = self._fresh(task)
             return fit
         if fit.synced < len(changes):
             pending = changes[fit.synced :]

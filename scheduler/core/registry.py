@@ -1,8 +1,9 @@
 """The plugin and action registry, built in one place.
 
 No import-time registration: :func:`build_registry` returns the name →
-factory maps, so tests can assemble any plugin set and the configuration can
-be validated against them.
+factory maps.  The names are declared once, as :class:`~scheduler.core.config.PluginName`
+and :class:`~scheduler.core.config.ActionName` (the configuration is validated
+against them); the maps must cover every member.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from scheduler.core.actions.backfill import BackfillAction
 from scheduler.core.actions.enqueue import EnqueueAction
 from scheduler.core.actions.preempt import PreemptAction
 from scheduler.core.actions.reclaim import ReclaimAction
-from scheduler.core.config import ACTION_NAMES, PLUGIN_NAMES, PluginOption
+from scheduler.core.config import ActionName, PluginName, PluginOption
 from scheduler.core.framework import Action, Plugin
 from scheduler.core.plugins.binpack import BinpackPlugin
 from scheduler.core.plugins.capacity import CapacityPlugin
@@ -37,32 +38,38 @@ ActionFactory = Callable[[], Action]
 
 @dataclass(frozen=True, slots=True)
 class Registry:
-    plugins: dict[str, PluginFactory]
-    actions: dict[str, ActionFactory]
+    plugins: dict[PluginName, PluginFactory]
+    actions: dict[ActionName, ActionFactory]
+
+    def plugin(self, option: PluginOption, tier: int) -> Plugin:
+        """The plugin ``option`` names (a validated :class:`PluginName` value) at ``tier``."""
+        return self.plugins[PluginName(option.name)](option, tier)
+
+    def action(self, name: str) -> Action:
+        return self.actions[ActionName(name)]()
 
 
 def build_registry() -> Registry:
-    plugins: dict[str, PluginFactory] = {
-        "binpack": BinpackPlugin,
-        "capacity": CapacityPlugin,
-        "conformance": ConformancePlugin,
-        "drf": DrfPlugin,
-        "gang": GangPlugin,
-        "nodeorder": NodeOrderPlugin,
-        "overcommit": OvercommitPlugin,
-        "predicates": PredicatesPlugin,
-        "priority": PriorityPlugin,
-        "proportion": ProportionPlugin,
-        "sla": SlaPlugin,
+    plugins: dict[PluginName, PluginFactory] = {
+        PluginName.BINPACK: BinpackPlugin,
+        PluginName.CAPACITY: CapacityPlugin,
+        PluginName.CONFORMANCE: ConformancePlugin,
+        PluginName.DRF: DrfPlugin,
+        PluginName.GANG: GangPlugin,
+        PluginName.NODEORDER: NodeOrderPlugin,
+        PluginName.OVERCOMMIT: OvercommitPlugin,
+        PluginName.PREDICATES: PredicatesPlugin,
+        PluginName.PRIORITY: PriorityPlugin,
+        PluginName.PROPORTION: ProportionPlugin,
+        PluginName.SLA: SlaPlugin,
     }
-    actions: dict[str, ActionFactory] = {
-        "enqueue": EnqueueAction,
-        "allocate": AllocateAction,
-        "backfill": BackfillAction,
-        "preempt": PreemptAction,
-        "reclaim": ReclaimAction,
+    actions: dict[ActionName, ActionFactory] = {
+        ActionName.ENQUEUE: EnqueueAction,
+        ActionName.ALLOCATE: AllocateAction,
+        ActionName.BACKFILL: BackfillAction,
+        ActionName.PREEMPT: PreemptAction,
+        ActionName.RECLAIM: ReclaimAction,
     }
-    # The config module validates names against these tuples; keep them in step.
-    if sorted(plugins) != sorted(PLUGIN_NAMES) or sorted(actions) != sorted(ACTION_NAMES):
-        raise RuntimeError("registry and config.PLUGIN_NAMES / ACTION_NAMES disagree")
+    if len(plugins) != len(PluginName) or len(actions) != len(ActionName):
+        raise RuntimeError("the registry lacks a declared plugin or action")
     return Registry(plugins=plugins, actions=actions)

@@ -4,7 +4,9 @@ Opening: build the working state, instantiate every configured plugin (tier
 by tier, in order) and let it register its callbacks.  Then the configured
 actions run in order.  Closing computes, for every job, the PodGroup phase
 (semantics.md §3.3), the tasks left pipelined, and the ranked reasons of every
-job that did not fully move.
+job that did not fully move; the result also carries each queue's allocation
+at opening and deserved amounts, and each job's priority (what an audit of
+the session's evictions reads).
 
 :func:`advance` applies a session's outcome to its input snapshot the way the
 conformance scenarios define it between sessions: bindings complete (Running),
@@ -17,9 +19,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
+from fractions import Fraction
 from typing import Any, Final
 
-from scheduler.core.config import SchedulerConfig
+from scheduler.core.config import ActionName, PluginName, SchedulerConfig
 from scheduler.core.decisions import Bind, Decision, Evict, Pipeline
 from scheduler.core.framework import Session
 from scheduler.core.reasons import Reason, rank
@@ -28,7 +31,22 @@ from scheduler.core.snapshot import ClusterSnapshot, Job, PodGroupPhase, Task, T
 from scheduler.core.state import SCHEDULED_STATUSES, JobState, TaskState
 from scheduler.core.trace import ActionRan, TraceStep, trace_to_json
 
-__all__ = ["SessionResult", "advance", "run_session", "trace_to_json"]
+__all__ = ["QueueShares", "SessionResult", "advance", "run_session", "trace_to_json"]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueShares:
+    """The inputs of the queues' shares in a session.
+
+    ``allocated``: per queue with jobs, the requests of its allocated tasks when the
+    session opened.  ``deserved``: per queue, the deserved amounts of the first quota
+    plugin configured (proportion's water-filling or capacity's ``deserved``), else the
+    queue's own ``deserved``.  A queue's share is its largest allocated / deserved ratio
+    over the dimensions with a deserved amount.
+    """
+
+    allocated: dict[str, dict[str, int]]
+    deserved: dict[str, dict[str, Fraction]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +60,9 @@ class SessionResult:
     #: job -> ranked reasons, for every job with tasks that did not move.
     pending: dict[str, tuple[Reason, ...]]
     trace: tuple[TraceStep, ...]
+    shares: QueueShares
+    #: job -> the priority the session gave it (PriorityClass value, else the default).
+    priorities: dict[str, int]
 
     def events(self) -> list[Any]:
         """Decisions followed by pipelines, as ``events.models`` decision models."""
@@ -59,26 +80,27 @@ def run_session(
     logic_flags: frozenset[str] = frozenset(),
 ) -> SessionResult:
     ssn = Session(snapshot, config, now, logic_flags)
+    allocated = ssn.queue_allocation()
     registry = build_registry()
     plugins = []
     for tier_index, tier in enumerate(config.tiers):
         for option in tier.plugins:
-            plugin = registry.plugins[option.name](option, tier_index)
+            plugin = registry.plugin(option, tier_index)
             plugin.on_session_open(ssn)
             plugins.append(plugin)
     for name in config.actions:
         ssn.step(ActionRan(name))
-        registry.actions[name]().execute(ssn)
+        registry.action(name).execute(ssn)
     for plugin in plugins:
         plugin.on_session_close(ssn)
-    return _close(ssn, snapshot)
+    return _close(ssn, snapshot, allocated)
 
 
 _PENDING: Final = str(PodGroupPhase.PENDING)
 
 
-def _close(ssn: Session, snapshot: ClusterSnapshot) -> SessionResult:
-    gang = "gang" in ssn.config.plugin_names()
+def _close(ssn: Session, snapshot: ClusterSnapshot, allocated: dict[str, dict[str, int]]) -> SessionResult:
+    gang = PluginName.GANG in ssn.config.plugin_names()
     phases: dict[str, str] = {}
     # str() of a StrEnum member is its value; ``.value`` is a Python-level property
     # (enum.property), a function call per job in compiled code.
@@ -134,14 +156,25 @@ def _close(ssn: Session, snapshot: ClusterSnapshot) -> SessionResult:
         phases=phases,
         pending=pending,
         trace=tuple(ssn.trace),
+        shares=QueueShares(allocated, _deserved(ssn)),
+        priorities={uid: job.priority for uid, job in ssn.jobs.items()},
     )
+
+
+def _deserved(ssn: Session) -> dict[str, dict[str, Fraction]]:
+    if ssn.deserved is not None:
+        return ssn.deserved
+    return {
+        name: {d: Fraction(v) for d, v in sorted(queue.deserved.items())}
+        for name, queue in ssn.queues.items()
+    }
 
 
 def _not_evaluated(ssn: Session, job: JobState) -> Reason:
     actions = ", ".join(ssn.config.actions)
     if job.phase is PodGroupPhase.PENDING:
         why = "the job is still Pending (not admitted by enqueue)"
-    elif "allocate" not in ssn.config.actions and "backfill" not in ssn.config.actions:
+    elif ActionName.ALLOCATE not in ssn.config.actions and ActionName.BACKFILL not in ssn.config.actions:
         why = "no placing action is configured"
     else:
         why = "no action reached the job's pending tasks this session"

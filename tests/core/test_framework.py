@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pytest
@@ -26,16 +27,24 @@ def session() -> Session:
     )
 
 
-def opt(name: str, **flags: bool) -> PluginOption:
-    return PluginOption(name, flags)
+@dataclass(frozen=True)
+class Slot:
+    """A plugin's place in the configuration (PluginSlot), without a plugin."""
+
+    option: PluginOption
+    tier: int
+
+
+def opt(name: str, tier: int = 0, **flags: bool) -> Slot:
+    return Slot(PluginOption(name, flags), tier)
 
 
 def test_first_plugin_that_orders_wins_then_identity() -> None:
     ssn = session()
     a, b = ssn.jobs["ns/a"], ssn.jobs["ns/b"]
-    ssn.register(opt("p1"), "job_order", lambda j: 0, 0)  # cannot tell them apart
-    ssn.register(opt("p2"), "job_order", lambda j: 0 if j is b else 1, 1)  # b first
-    ssn.register(opt("p3"), "job_order", lambda j: 0 if j is a else 1, 1)  # would say a
+    ssn.add_job_order(opt("p1"), lambda j: 0)  # cannot tell them apart
+    ssn.add_job_order(opt("p2", 1), lambda j: 0 if j is b else 1)  # b first
+    ssn.add_job_order(opt("p3", 1), lambda j: 0 if j is a else 1)  # would say a
     assert sorted([a, b], key=ssn.job_key) == [b, a]
 
 
@@ -47,15 +56,15 @@ def test_ordering_falls_back_to_identity() -> None:
 
 def test_disabled_flag_means_not_registered() -> None:
     ssn = session()
-    ssn.register(opt("p", enableJobReady=False), "job_ready", lambda j: False, 0)
+    ssn.add_job_ready(opt("p", enableJobReady=False), lambda j: False)
     assert ssn.job_ready(ssn.jobs["ns/a"])
 
 
 def test_victims_intersect_within_a_tier() -> None:
     ssn = session()
     tasks = ssn.jobs["ns/a"].tasks
-    ssn.register(opt("x"), "preemptable", lambda p, c: list(c[:2]), 0)
-    ssn.register(opt("y"), "preemptable", lambda p, c: list(c[1:]), 0)
+    ssn.add_preemptable(opt("x"), lambda p, c: list(c[:2]))
+    ssn.add_preemptable(opt("y"), lambda p, c: list(c[1:]))
     verdict = ssn.preemptable(ssn.jobs["ns/b"].tasks[0], tasks)
     assert [t.uid for t in verdict.victims] == [tasks[1].uid]
     assert verdict.rule == "x+y"
@@ -64,10 +73,10 @@ def test_victims_intersect_within_a_tier() -> None:
 def test_empty_vote_falls_through_to_next_tier() -> None:
     ssn = session()
     tasks = ssn.jobs["ns/a"].tasks
-    ssn.register(opt("x"), "preemptable", lambda p, c: list(c), 0)
-    ssn.register(opt("veto"), "preemptable", lambda p, c: [], 0)
-    ssn.register(opt("abstain"), "preemptable", lambda p, c: None, 1)
-    ssn.register(opt("z"), "preemptable", lambda p, c: [c[2]], 1)
+    ssn.add_preemptable(opt("x"), lambda p, c: list(c))
+    ssn.add_preemptable(opt("veto"), lambda p, c: [])
+    ssn.add_preemptable(opt("abstain", 1), lambda p, c: None)
+    ssn.add_preemptable(opt("z", 1), lambda p, c: [c[2]])
     verdict = ssn.preemptable(ssn.jobs["ns/b"].tasks[0], tasks)
     assert [t.uid for t in verdict.victims] == [tasks[2].uid]
     assert verdict.rule == "z"
@@ -91,15 +100,15 @@ def test_votes(tiers: list[list[int]], expected: bool) -> None:
     ssn = session()
     for t, votes in enumerate(tiers):
         for i, vote in enumerate(votes):
-            ssn.register(opt(f"p{t}{i}"), "job_pipelined", lambda j, v=vote: v, t)
+            ssn.add_job_pipelined(opt(f"p{t}{i}", t), lambda j, v=vote: v)
     assert ssn.job_pipelined(ssn.jobs["ns/a"]) is expected
 
 
 def test_starving_decided_by_first_tier_with_functions() -> None:
     ssn = session()
-    ssn.register(opt("a"), "job_starving", lambda j: True, 1)
-    ssn.register(opt("b"), "job_starving", lambda j: False, 1)
-    ssn.register(opt("c"), "job_starving", lambda j: True, 2)
+    ssn.add_job_starving(opt("a", 1), lambda j: True)
+    ssn.add_job_starving(opt("b", 1), lambda j: False)
+    ssn.add_job_starving(opt("c", 2), lambda j: True)
     assert ssn.job_starving(ssn.jobs["ns/a"]) is False
 
 

@@ -60,7 +60,7 @@ def _session(nodes: int, tasks: int, selector_every: int) -> Session:
     registry = build_registry()
     for tier_index, tier in enumerate(DEFAULT_CONFIG.tiers):
         for option in tier.plugins:
-            registry.plugins[option.name](option, tier_index).on_session_open(ssn)
+            registry.plugin(option, tier_index).on_session_open(ssn)
     return ssn
 
 

@@ -8,12 +8,20 @@ from datetime import UTC, datetime
 import pytest
 
 from events.models import SchedulerConfigSpec
-from scheduler.core.config import DEFAULT_CONFIG, ConfigError, SchedulerConfig, parse_scheduler_config
+from scheduler.core.config import (
+    DEFAULT_CONFIG,
+    ActionName,
+    ConfigError,
+    PluginName,
+    SchedulerConfig,
+    parse_scheduler_config,
+)
 from scheduler.core.decisions import Bind
 from scheduler.core.reasons import fit_error_message
+from scheduler.core.registry import build_registry
 from scheduler.core.session import advance, run_session
 from scheduler.core.snapshot import PodGroupPhase, Queue, TaskStatus, snapshot_digest
-from tests.core.builders import job, node, snapshot, task
+from tests.core.builders import GI, job, node, snapshot, task
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -122,3 +130,41 @@ def test_config_spec_round_trip() -> None:
     assert isinstance(spec, SchedulerConfigSpec)
     assert spec.tiers[0].plugins[1].flags == {"enablePreemptable": False}
     assert SchedulerConfig.from_spec(spec) == DEFAULT_CONFIG
+
+
+def test_every_declared_name_is_registered_and_named_alike() -> None:
+    registry = build_registry()
+    assert list(registry.plugins) == list(PluginName)
+    assert list(registry.actions) == list(ActionName)
+    for name, factory in registry.plugins.items():
+        option = parse_scheduler_config({"actions": "allocate", "tiers": [{"plugins": [{"name": name}]}]})
+        plugin = registry.plugin(option.tiers[0].plugins[0], 0)
+        assert type(plugin).name is name  # type: ignore[attr-defined]
+        assert factory is type(plugin)
+    for action_name in ActionName:
+        assert registry.action(action_name).name is action_name
+
+
+@pytest.mark.parametrize("quota", ["proportion", "capacity", None])
+def test_result_reports_queue_shares_at_opening(quota: str | None) -> None:
+    """The queues' allocation when the session opened and the deserved amounts it used."""
+    running = [task("a", i, cpu=2, status=TaskStatus.RUNNING, on="n1") for i in range(2)]
+    jobs = [
+        job("a", [*running, task("a", 2, cpu=2)], min_member=1),
+        job("b", [task("b", 0, cpu=4)], queue="r"),
+    ]
+    queues = [Queue("q", weight=1, deserved={"cpu": 3000}), Queue("r", weight=1, capability={"cpu": 6000})]
+    plugins = [{"name": "gang"}, *([{"name": quota}] if quota else [])]
+    config = parse_scheduler_config({"actions": "enqueue, allocate", "tiers": [{"plugins": plugins}]})
+    result = run_session(snapshot([node("n1", cpu=8)], jobs, queues), config, NOW)
+    assert [d for d in result.decisions if isinstance(d, Bind)]  # allocation moved on after opening
+    assert result.shares.allocated == {"q": {"cpu": 4000, "memory": 2 * GI, "pods": 2}, "r": {}}
+    assert result.priorities == {"ns/a": 0, "ns/b": 0}
+    deserved = result.shares.deserved
+    if quota == "proportion":  # water-filled: q asks for 6 cpu, r for 4, of 8
+        assert (deserved["q"]["cpu"], deserved["r"]["cpu"]) == (4000, 4000)
+    elif quota == "capacity":  # capacity's own deserved (capped by capability)
+        assert deserved["q"]["cpu"] == 3000
+        assert "cpu" not in deserved["r"]
+    else:  # no quota plugin: the queues' own deserved
+        assert deserved == {"q": {"cpu": 3000}, "r": {}}

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 from scheduler.core.actions.common import JobHeap, QueueRotation
+from scheduler.core.config import ActionName
 from scheduler.core.framework import Session
 from scheduler.core.placement import PlacementIndex
 from scheduler.core.reasons import Reason
@@ -72,11 +73,11 @@ def gang_reason(job: JobState) -> Reason:
 
 
 class AllocateAction:
-    name = "allocate"
+    name = ActionName.ALLOCATE
 
     def execute(self, ssn: Session) -> None:  # noqa: PLR0912 - Volcano's loop, phases kept in one place
         index = ssn.placement
-        enqueue_configured = "enqueue" in ssn.config.actions
+        enqueue_configured = ActionName.ENQUEUE in ssn.config.actions
         heaps: dict[str, JobHeap] = {}
         worksheets: dict[str, tuple[list[TaskState], list[int]]] = {}
         for job in ssn.jobs.values():

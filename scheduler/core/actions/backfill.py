@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from scheduler.core.config import ActionName
 from scheduler.core.framework import Session
 from scheduler.core.placement import FitErrors
 from scheduler.core.snapshot import PodGroupPhase, TaskStatus
@@ -20,7 +21,7 @@ __all__ = ["BackfillAction"]
 
 
 class BackfillAction:
-    name = "backfill"
+    name = ActionName.BACKFILL
 
     def execute(self, ssn: Session) -> None:
         jobs = [

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import heapq
-from typing import Any
 
-from scheduler.core.framework import Session
+from scheduler.core.framework import Session, SortKey
 from scheduler.core.state import JobState, QueueState
 
 __all__ = ["JobHeap", "QueueRotation"]
@@ -20,7 +19,7 @@ class JobHeap:
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
-        self._heap: list[tuple[tuple[Any, ...], JobState]] = []
+        self._heap: list[tuple[SortKey, JobState]] = []
 
     def push(self, job: JobState) -> None:
         heapq.heappush(self._heap, (self.ssn.job_key(job), job))
@@ -48,7 +47,7 @@ class QueueRotation:
     def __init__(self, ssn: Session, queues: list[QueueState], *, cache_keys: bool = False) -> None:
         self.ssn = ssn
         self.active = list(queues)
-        self._keys: dict[str, tuple[Any, ...]] | None = (
+        self._keys: dict[str, SortKey] | None = (
             {q.name: ssn.queue_key(q) for q in queues} if cache_keys else None
         )
 

@@ -9,6 +9,7 @@ rejected job does not block the jobs after it.
 from __future__ import annotations
 
 from scheduler.core.actions.common import JobHeap, QueueRotation
+from scheduler.core.config import ActionName
 from scheduler.core.decisions import Enqueue
 from scheduler.core.framework import Session
 from scheduler.core.reasons import Reason
@@ -19,7 +20,7 @@ __all__ = ["EnqueueAction"]
 
 
 class EnqueueAction:
-    name = "enqueue"
+    name = ActionName.ENQUEUE
 
     def execute(self, ssn: Session) -> None:
         heaps: dict[str, JobHeap] = {}

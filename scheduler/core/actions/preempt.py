@@ -28,6 +28,7 @@ from typing import Final
 
 from scheduler.core.actions.common import JobHeap
 from scheduler.core.actions.victims import fits_after_evictions, preempt_candidate_rows
+from scheduler.core.config import ActionName
 from scheduler.core.framework import Session
 from scheduler.core.reasons import Reason
 from scheduler.core.snapshot import PodGroupPhase, TaskStatus
@@ -117,7 +118,7 @@ def _same_job(job: JobState) -> Callable[[TaskState], bool]:
 
 
 class PreemptAction:
-    name = "preempt"
+    name = ActionName.PREEMPT
 
     def execute(self, ssn: Session) -> None:  # noqa: PLR0912 - phases A and B as in Volcano
         heaps: dict[str, JobHeap] = {}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from scheduler.core.actions.common import JobHeap, QueueRotation
 from scheduler.core.actions.victims import preempt_candidate_rows
+from scheduler.core.config import ActionName
 from scheduler.core.framework import Session
 from scheduler.core.reasons import Reason
 from scheduler.core.snapshot import PodGroupPhase, TaskStatus
@@ -78,7 +79,7 @@ def _reclaim_task(ssn: Session, stmt: Statement, task: TaskState) -> bool:
 
 
 class ReclaimAction:
-    name = "reclaim"
+    name = ActionName.RECLAIM
 
     def execute(self, ssn: Session) -> None:
         heaps: dict[str, JobHeap] = {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.core.config import PluginName
 from scheduler.core.framework import Session
 from scheduler.core.plugins.base import PluginBase
 from scheduler.core.state import TaskState
@@ -24,19 +25,19 @@ FloatArray = npt.NDArray[np.float64]
 
 
 class BinpackPlugin(PluginBase):
-    name = "binpack"
+    name = PluginName.BINPACK
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
-        self.weight = int(self.argument("binpack.weight", 1))
+        self.weight = self.int_argument("binpack.weight", 1)
         weights = {
-            "cpu": int(self.argument("binpack.cpu", 1)),
-            "memory": int(self.argument("binpack.memory", 1)),
+            "cpu": self.int_argument("binpack.cpu", 1),
+            "memory": self.int_argument("binpack.memory", 1),
         }
         extra = str(self.argument("binpack.resources", "") or "")
         for name in (part.strip() for part in extra.split(",")):
             if name:
-                value = int(self.argument(f"binpack.resources.{name}", 1))
+                value = self.int_argument(f"binpack.resources.{name}", 1)
                 weights[name] = value if value >= 0 else 1
         self.weights = np.zeros(len(ssn.dims.names), dtype=np.float64)
         for name, value in weights.items():
@@ -49,7 +50,7 @@ class BinpackPlugin(PluginBase):
         self._shape_cols: dict[tuple[object, ...], tuple[IntArray, IntArray, FloatArray, float]] = {}
         self._shape_lists: dict[tuple[object, ...], tuple[list[tuple[int, int, float]], float]] = {}
         if self.weight != 0:
-            self.register(ssn, "node_order", self._score, self._score_row)
+            ssn.add_node_order(self, self._score, row=self._score_row, shape_pure=True)
 
     def _columns(self, task: TaskState) -> tuple[IntArray, IntArray, FloatArray, float]:
         cached = self._shape_cols.get(task.shape)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
+from scheduler.core.config import PluginName
 from scheduler.core.framework import PERMIT, REJECT, Session
 from scheduler.core.plugins.proportion import quota_reason
 from scheduler.core.plugins.queue_accounting import (
@@ -41,7 +42,7 @@ def _share(attr: QueueAttr) -> float:
 
 
 class CapacityPlugin(QuotaPlugin):
-    name = "capacity"
+    name = PluginName.CAPACITY
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
@@ -60,12 +61,13 @@ class CapacityPlugin(QuotaPlugin):
             attr.deserved = deserved
             attr.deserved_float = tuple((d, float(v)) for d, v in sorted(deserved.items()) if v > 0)
             attr.share = _share(attr)
-        self.register(ssn, "queue_order", self._queue_key)
-        self.register(ssn, "allocatable", self._allocatable)
-        self.register(ssn, "preemptive", self._preemptive)
-        self.register(ssn, "reclaimable", self._reclaimable)
-        self.register(ssn, "job_enqueueable", self._enqueueable)
-        self.register(ssn, "job_enqueued", self._enqueued)
+        ssn.set_deserved({name: attr.deserved for name, attr in self.attrs.items()})
+        ssn.add_queue_order(self, self._queue_key)
+        ssn.add_allocatable(self, self._allocatable)
+        ssn.add_preemptive(self, self._preemptive)
+        ssn.add_reclaimable(self, self._reclaimable)
+        ssn.add_job_enqueueable(self, self._enqueueable)
+        ssn.add_job_enqueued(self, self._enqueued)
         self.register_allocation_handlers(ssn)
 
     def _changed(self, task: TaskState, sign: int) -> None:

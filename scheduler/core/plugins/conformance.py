@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from scheduler.core.config import PluginName
 from scheduler.core.framework import Session
 from scheduler.core.plugins.base import PluginBase
 from scheduler.core.state import TaskState
@@ -19,8 +20,8 @@ def _evictable(preemptor: TaskState, candidates: Sequence[TaskState]) -> list[Ta
 
 
 class ConformancePlugin(PluginBase):
-    name = "conformance"
+    name = PluginName.CONFORMANCE
 
     def on_session_open(self, ssn: Session) -> None:
-        self.register(ssn, "preemptable", _evictable)
-        self.register(ssn, "reclaimable", _evictable)
+        ssn.add_preemptable(self, _evictable)
+        ssn.add_reclaimable(self, _evictable)

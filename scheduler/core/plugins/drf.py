@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from scheduler.core.config import PluginName
 from scheduler.core.framework import Session
 from scheduler.core.plugins.base import PluginBase
 from scheduler.core.state import JobState, TaskState
@@ -28,7 +29,7 @@ def _share(allocated: Mapping[str, int], total: Mapping[str, int]) -> float:
 
 
 class DrfPlugin(PluginBase):
-    name = "drf"
+    name = PluginName.DRF
 
     def on_session_open(self, ssn: Session) -> None:
         self.total = dict(ssn.total)
@@ -36,8 +37,8 @@ class DrfPlugin(PluginBase):
         self.shares: dict[str, float] = {
             uid: _share(job.allocated, self.total) for uid, job in ssn.jobs.items()
         }
-        self.register(ssn, "job_order", self._job_key)
-        self.register(ssn, "preemptable", self._victims)
+        ssn.add_job_order(self, self._job_key)
+        ssn.add_preemptable(self, self._victims)
         ssn.on_allocate(self._refresh)
         ssn.on_deallocate(self._refresh)
 

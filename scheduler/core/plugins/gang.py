@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from scheduler.core.config import PluginName
 from scheduler.core.framework import PERMIT, REJECT, Session
 from scheduler.core.plugins.base import PluginBase
 from scheduler.core.reasons import Reason
@@ -18,21 +19,19 @@ __all__ = ["GangPlugin"]
 
 
 class GangPlugin(PluginBase):
-    name = "gang"
+    name = PluginName.GANG
 
     def on_session_open(self, ssn: Session) -> None:
-        self.register(ssn, "job_valid", _valid)
-        self.register(ssn, "preemptable", _surplus_victims)
-        self.register(ssn, "reclaimable", _surplus_victims)
+        ssn.add_job_valid(self, _valid)
+        ssn.add_preemptable(self, _surplus_victims)
+        ssn.add_reclaimable(self, _surplus_victims)
         # Not-ready jobs sort before ready ones.
-        self.register(ssn, "job_order", lambda job: 1 if job.is_ready() else 0)
-        self.register(ssn, "job_ready", lambda job: job.check_task_ready() and job.is_ready())
-        self.register(
-            ssn,
-            "job_pipelined",
-            lambda job: PERMIT if job.check_task_pipelined() and job.is_pipelined() else REJECT,
+        ssn.add_job_order(self, lambda job: 1 if job.is_ready() else 0)
+        ssn.add_job_ready(self, lambda job: job.check_task_ready() and job.is_ready())
+        ssn.add_job_pipelined(
+            self, lambda job: PERMIT if job.check_task_pipelined() and job.is_pipelined() else REJECT
         )
-        self.register(ssn, "job_starving", lambda job: job.is_starving())
+        ssn.add_job_starving(self, lambda job: job.is_starving())
 
 
 def _valid(job: JobState) -> Reason | None:

@@ -27,6 +27,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.core.config import PluginName
 from scheduler.core.framework import Session
 from scheduler.core.plugins.base import PluginBase
 from scheduler.core.plugins.predicates import tolerates
@@ -41,20 +42,20 @@ _GPU: Final = "nvidia.com/gpu"
 
 
 class NodeOrderPlugin(PluginBase):
-    name = "nodeorder"
+    name = PluginName.NODEORDER
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
-        self.least = int(self.argument("leastrequested.weight", 1))
-        self.most = int(self.argument("mostrequested.weight", 0))
-        self.balanced = int(self.argument("balancedresource.weight", 1))
-        self.taint = int(self.argument("tainttoleration.weight", 3))
+        self.least = self.int_argument("leastrequested.weight", 1)
+        self.most = self.int_argument("mostrequested.weight", 0)
+        self.balanced = self.int_argument("balancedresource.weight", 1)
+        self.taint = self.int_argument("tainttoleration.weight", 3)
         self._taint_cache: dict[tuple[object, ...], FloatArray] = {}
         self._taint_lists: dict[tuple[object, ...], list[float]] = {}
         dims = ssn.dims.index
         self.cpu, self.mem = dims["cpu"], dims["memory"]
         self.gpu = dims.get(_GPU, -1)
-        self.register(ssn, "node_order", self._score, self._score_row)
+        ssn.add_node_order(self, self._score, row=self._score_row, shape_pure=True)
 
     def _requested(self, task: TaskState, rows: IntArray) -> tuple[IntArray, IntArray]:
         nodes = self.ssn.nodes

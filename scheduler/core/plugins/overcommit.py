@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from scheduler.core.config import PluginName
 from scheduler.core.framework import PERMIT, REJECT, Session
 from scheduler.core.plugins.base import PluginBase
 from scheduler.core.plugins.queue_accounting import (
@@ -27,7 +28,7 @@ _DEFAULT_FACTOR = Fraction(6, 5)
 
 
 class OvercommitPlugin(PluginBase):
-    name = "overcommit"
+    name = PluginName.OVERCOMMIT
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
@@ -50,8 +51,8 @@ class OvercommitPlugin(PluginBase):
                 add_into(self.inqueue, job.min_resources)
             elif job.phase is PodGroupPhase.RUNNING and allocated_task_num(job) >= job.min_member:
                 add_into(self.inqueue, sub_positive(job.min_resources, job.allocated))
-        self.register(ssn, "job_enqueueable", self._enqueueable)
-        self.register(ssn, "job_enqueued", self._enqueued)
+        ssn.add_job_enqueueable(self, self._enqueueable)
+        ssn.add_job_enqueued(self, self._enqueued)
 
     def _idle(self, name: str) -> Fraction:
         return self.total.get(name, 0) * self.factor - self.used.get(name, 0)

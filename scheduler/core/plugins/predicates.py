@@ -26,6 +26,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.core.config import PluginName
 from scheduler.core.framework import Session
 from scheduler.core.plugins.base import PluginBase
 from scheduler.core.snapshot import Node, NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration
@@ -86,18 +87,18 @@ def matches_affinity(
 
 
 class PredicatesPlugin(PluginBase):
-    name = "predicates"
+    name = PluginName.PREDICATES
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
-        self.affinity_on = bool(self.argument("predicate.NodeAffinityEnable", True))
-        self.taints_on = bool(self.argument("predicate.TaintTolerationEnable", True))
+        self.affinity_on = self.bool_argument("predicate.NodeAffinityEnable", True)
+        self.taints_on = self.bool_argument("predicate.TaintTolerationEnable", True)
         self.pods_exceeded = ssn.reason_id("node(s) pod number exceeded", unresolvable=False)
         self.unschedulable = ssn.reason_id("node(s) were unschedulable", unresolvable=True)
         self.affinity = ssn.reason_id("node(s) didn't match Pod's node affinity/selector", unresolvable=True)
         self._static: dict[tuple[object, ...], IntArray] = {}
         self._static_lists: dict[tuple[object, ...], list[int]] = {}
-        self.register(ssn, "predicate", self._predicate, self._predicate_row)
+        ssn.add_predicate(self, self._predicate, row=self._predicate_row, shape_pure=True)
 
     def _static_reasons(self, task: TaskState) -> IntArray:
         key = (task.node_selector, task.tolerations, task.affinity)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from scheduler.core.config import PluginName
 from scheduler.core.framework import Session
 from scheduler.core.plugins.base import PluginBase
 from scheduler.core.state import TaskState
@@ -12,13 +13,13 @@ __all__ = ["PriorityPlugin"]
 
 
 class PriorityPlugin(PluginBase):
-    name = "priority"
+    name = PluginName.PRIORITY
 
     def on_session_open(self, ssn: Session) -> None:
-        self.register(ssn, "task_order", lambda task: -task.priority)
-        self.register(ssn, "job_order", lambda job: -job.priority)
-        self.register(ssn, "preemptable", _lower_priority)
-        self.register(ssn, "job_starving", lambda job: job.ready_num + job.waiting_num < len(job.tasks))
+        ssn.add_task_order(self, lambda task: -task.priority)
+        ssn.add_job_order(self, lambda job: -job.priority)
+        ssn.add_preemptable(self, _lower_priority)
+        ssn.add_job_starving(self, lambda job: job.ready_num + job.waiting_num < len(job.tasks))
 
 
 def _lower_priority(preemptor: TaskState, candidates: Sequence[TaskState]) -> list[TaskState]:

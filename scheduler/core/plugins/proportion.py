@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Final
 
+from scheduler.core.config import PluginName
 from scheduler.core.framework import PERMIT, REJECT, Session
 from scheduler.core.plugins.queue_accounting import (
     QueueAttr,
@@ -90,7 +91,7 @@ _ZERO: Final = Fraction(0)
 
 
 class ProportionPlugin(QuotaPlugin):
-    name = "proportion"
+    name = PluginName.PROPORTION
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
@@ -108,13 +109,14 @@ class ProportionPlugin(QuotaPlugin):
         self._dims: dict[int, tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]] = {}
         #: queues known not to be overused at their current allocation (membership only).
         self._not_overused: set[str] = set()
-        self.register(ssn, "queue_order", self._queue_key)
-        self.register(ssn, "overused", self._overused)
-        self.register(ssn, "allocatable", self._allocatable)
-        self.register(ssn, "preemptive", self._allocatable)
-        self.register(ssn, "reclaimable", self._reclaimable)
-        self.register(ssn, "job_enqueueable", self._enqueueable)
-        self.register(ssn, "job_enqueued", self._enqueued)
+        ssn.set_deserved({name: attr.deserved for name, attr in self.attrs.items()})
+        ssn.add_queue_order(self, self._queue_key)
+        ssn.add_overused(self, self._overused)
+        ssn.add_allocatable(self, self._allocatable)
+        ssn.add_preemptive(self, self._allocatable)
+        ssn.add_reclaimable(self, self._reclaimable)
+        ssn.add_job_enqueueable(self, self._enqueueable)
+        ssn.add_job_enqueued(self, self._enqueued)
         self.register_allocation_handlers(ssn)
 
     def _changed(self, task: TaskState, sign: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from scheduler.core.config import PluginName
 from scheduler.core.framework import ABSTAIN, PERMIT, Session
 from scheduler.core.plugins.base import PluginBase
 from scheduler.core.state import JobState
@@ -35,7 +36,7 @@ def parse_duration(text: str) -> float | None:
 
 
 class SlaPlugin(PluginBase):
-    name = "sla"
+    name = PluginName.SLA
 
     def on_session_open(self, ssn: Session) -> None:
         raw = self.argument("sla-waiting-time", None)
@@ -51,9 +52,9 @@ class SlaPlugin(PluginBase):
                     break
             self.waits[uid] = annotated if annotated is not None else self.default
             del job
-        self.register(ssn, "job_order", self._key)
-        self.register(ssn, "job_enqueueable", self._vote)
-        self.register(ssn, "job_pipelined", self._vote)
+        ssn.add_job_order(self, self._key)
+        ssn.add_job_enqueueable(self, self._vote)
+        ssn.add_job_pipelined(self, self._vote)
 
     def _key(self, job: JobState) -> tuple[int, float]:
         wait = self.waits.get(job.uid)
