@@ -3,6 +3,9 @@
 The projector, the scheduler's snapshot and replay all fold with this
 function, so they cannot disagree about what the log means.  No I/O, no
 clock, no randomness: the result depends only on the state and the event.
+:func:`apply` matches the event's class and calls that type's handler, which
+takes the event as its own model type; ``assert_never`` makes an event type
+without a handler a mypy error.
 
 An event either applies (the state moves to ``seq``) or is *invalid*: it
 contradicts the state (a second JobSubmitted for the same job, a TaskStarted
@@ -49,7 +52,7 @@ Lifecycle rules (Volcano's, simplified where noted):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, assert_never
 
 from events.models import (
     BindDecision,
@@ -73,21 +76,25 @@ from events.models import (
     TaskFinished,
     TaskStarted,
 )
-from projector.jsonform import json_form
 from projector.state import (
+    FINISHED,
     MAX_SESSIONS,
     OCCUPYING,
     PODS,
     TERMINAL_JOB_PHASES,
     ClusterState,
+    EarlyObservation,
+    JobPhase,
     JobState,
     NodeState,
     PriorityClassState,
     QueueState,
+    QueueStatus,
     SessionRecord,
     TaskState,
+    TaskStatus,
     VoidedDecision,
-    new_task,
+    new_tasks,
     place,
     reduce_through_init,
     task_id_of,
@@ -97,7 +104,6 @@ from projector.state import (
 __all__ = [
     "DECISION_VOID_REASONS",
     "INVALID_EVENT_REASONS",
-    "PENDING_ITEM",
     "FoldOutcome",
     "Touched",
     "apply",
@@ -138,24 +144,22 @@ DECISION_VOID_REASONS: Final = (
     "insufficient-resources",
 )
 
-# Buffered decisions and observations are kept as JSON (the state is JSON-able);
-# these read them back.
-_DECISION_MODELS: Final[dict[str, type[Decision]]] = {
-    "enqueue": EnqueueDecision,
-    "bind": BindDecision,
-    "pipeline": PipelineDecision,
-    "evict": EvictDecision,
-}
-# Their validators, called directly: model_validate is a Python method that passes
-# five keyword arguments on (measured: a third of a buffered decision's revalidation).
-_DECISION_VALIDATORS: Final[dict[str, Any]] = {
-    kind: model.__pydantic_validator__.validate_python for kind, model in _DECISION_MODELS.items()
-}
-_PENDING_VALIDATOR: Final = PendingJob.__pydantic_validator__.validate_python
 _META: Final = ("meta", "")
-#: The ``kind`` of a pending job buffered with a part's decisions in ``ClusterState.session_parts``
-#: (not a decision kind; parts archived before SessionPart had ``pending`` have none).
-PENDING_ITEM: Final = "pending"
+# The members the fold reads, bound once: on Python 3.11 reading a member off its enum
+# class goes through EnumType.__getattr__ (a Python hook, ~200 ns a read), and the fold
+# reads them per task of a job at every observation (_refresh_phase).
+_JOB_CANCELLED: Final = JobPhase.CANCELLED
+_JOB_COMPLETED: Final = JobPhase.COMPLETED
+_JOB_FAILED: Final = JobPhase.FAILED
+_JOB_INQUEUE: Final = JobPhase.INQUEUE
+_JOB_PENDING: Final = JobPhase.PENDING
+_JOB_RUNNING: Final = JobPhase.RUNNING
+_TASK_BOUND: Final = TaskStatus.BOUND
+_TASK_FAILED: Final = TaskStatus.FAILED
+_TASK_PENDING: Final = TaskStatus.PENDING
+_TASK_RELEASING: Final = TaskStatus.RELEASING
+_TASK_RUNNING: Final = TaskStatus.RUNNING
+_TASK_SUCCEEDED: Final = TaskStatus.SUCCEEDED
 
 
 # Not frozen: a frozen dataclass's __init__ sets each field with object.__setattr__,
@@ -203,17 +207,49 @@ def _invalid(reason: str, detail: str) -> FoldOutcome:
 
 def apply(state: ClusterState, seq: int, event: Event) -> FoldOutcome:
     """Fold ``event``, the archive's event number ``seq``, into ``state`` (in place)."""
-    handler = _HANDLERS[event.type]
-    outcome: FoldOutcome = handler(state, seq, event)
+    outcome = _dispatch(state, seq, event)
     if outcome.invalid is None:
         state.seq = seq
     return outcome
 
 
+def _dispatch(state: ClusterState, seq: int, event: Event) -> FoldOutcome:  # noqa: PLR0911, PLR0912 - one case per type
+    """The handler of ``event``'s type (the most frequent types first)."""
+    match event:
+        case SessionCommitted():
+            return _session_committed(state, seq, event)
+        case TaskStarted():
+            return _task_started(state, event)
+        case TaskFinished():
+            return _task_finished(state, event)
+        case JobSubmitted():
+            return _job_submitted(state, seq, event)
+        case SessionPart():
+            return _session_part(state, event)
+        case NodeReported():
+            return _node_reported(state, event)
+        case JobCancelled():
+            return _job_cancelled(state, event)
+        case JobRejected():
+            return _job_rejected(state, event)
+        case NodeRemoved():
+            return _node_removed(state, event)
+        case QueueUpserted():
+            return _queue_upserted(state, event)
+        case QueueDeleted():
+            return _queue_deleted(state, event)
+        case PriorityClassUpserted():
+            return _priority_class_upserted(state, event)
+        case SchedulerConfigured():
+            return _scheduler_configured(state, event)
+        case _:
+            assert_never(event)
+
+
 # ---------------------------------------------------------------------------- queues, classes, config
 
 
-def _queue_upserted(state: ClusterState, seq: int, event: QueueUpserted) -> FoldOutcome:
+def _queue_upserted(state: ClusterState, event: QueueUpserted) -> FoldOutcome:
     d = event.data
     previous = state.queues.get(d.name)
     state.queues[d.name] = QueueState(
@@ -224,14 +260,14 @@ def _queue_upserted(state: ClusterState, seq: int, event: QueueUpserted) -> Fold
         guarantee=d.guarantee,
         reclaimable=d.reclaimable,
         priority=d.priority,
-        state=d.state,
+        state=QueueStatus(d.state),
         parent=d.parent,
         created=event.time if previous is None else previous.created,
     )
     return FoldOutcome(touched=(("queue", d.name),))
 
 
-def _queue_deleted(state: ClusterState, seq: int, event: QueueDeleted) -> FoldOutcome:
+def _queue_deleted(state: ClusterState, event: QueueDeleted) -> FoldOutcome:
     name = event.data.name
     if name not in state.queues:
         return _invalid("queue-missing", f"cannot delete queue {name!r}: it does not exist")
@@ -239,7 +275,7 @@ def _queue_deleted(state: ClusterState, seq: int, event: QueueDeleted) -> FoldOu
     return FoldOutcome(touched=(("queue", name),))
 
 
-def _priority_class_upserted(state: ClusterState, seq: int, event: PriorityClassUpserted) -> FoldOutcome:
+def _priority_class_upserted(state: ClusterState, event: PriorityClassUpserted) -> FoldOutcome:
     d = event.data
     state.priority_classes[d.name] = PriorityClassState(
         name=d.name, value=d.value, global_default=d.global_default, preemption_policy=d.preemption_policy
@@ -247,7 +283,7 @@ def _priority_class_upserted(state: ClusterState, seq: int, event: PriorityClass
     return FoldOutcome(touched=(("priority_class", d.name),))
 
 
-def _scheduler_configured(state: ClusterState, seq: int, event: SchedulerConfigured) -> FoldOutcome:
+def _scheduler_configured(state: ClusterState, event: SchedulerConfigured) -> FoldOutcome:
     state.config = event.data.config
     state.config_version += 1
     return FoldOutcome(touched=(_META,))
@@ -257,73 +293,70 @@ def _scheduler_configured(state: ClusterState, seq: int, event: SchedulerConfigu
 
 
 def _job_submitted(state: ClusterState, seq: int, event: JobSubmitted) -> FoldOutcome:
-    envelope = event.__dict__  # the fields (see _session_committed)
-    d = envelope["data"].__dict__
-    namespace, name, specs = d["namespace"], d["name"], d["tasks"]
+    d = event.data
+    namespace, name, specs = d.namespace, d.name, d.tasks
     job_id = f"{namespace}/{name}"
     if job_id in state.jobs:
         return _invalid("duplicate-job", f"job {job_id} was already submitted")
-    spec_fields = [spec.__dict__ for spec in specs]
-    ids = [
-        task_id_of(namespace, name, f["name"], index) for f in spec_fields for index in range(f["replicas"])
+    # (index, task id) of every pod, per spec.
+    pods = [
+        [(index, task_id_of(namespace, name, spec.name, index)) for index in range(spec.replicas)]
+        for spec in specs
     ]
+    ids = [task_id for spec_pods in pods for _, task_id in spec_pods]
     if len(set(ids)) != len(ids):
         return _invalid("duplicate-task", f"job {job_id} names the same task twice")
     clash = next((tid for tid in ids if tid in state.tasks), None)
     if clash is not None:
         return _invalid("duplicate-task", f"job {job_id} would create task {clash}, which exists")
 
-    min_available = d["min_available"]
+    min_available = d.min_available
     if min_available is None:
-        min_available = sum(
-            f["replicas"] if f["min_available"] is None else f["min_available"] for f in spec_fields
-        )
+        min_available = sum(s.replicas if s.min_available is None else s.min_available for s in specs)
     job = JobState(
         id=job_id,
         namespace=namespace,
         name=name,
-        queue=d["queue"],
-        priority_class=d["priority_class"],
+        queue=d.queue,
+        priority_class=d.priority_class,
         min_available=min_available,
-        min_resources=d["min_resources"],
-        phase="Pending",
-        created=envelope["time"],
-        annotations=d["annotations"],
-        labels=d["labels"],
+        min_resources=d.min_resources,
+        phase=_JOB_PENDING,
+        created=event.time,
+        annotations=d.annotations,
+        labels=d.labels,
         task_specs=tuple(specs),
         tasks=ids,
     )
     state.jobs[job_id] = job
     touched: list[tuple[str, str]] = [("new_job", job_id)]
-    ids_iter = iter(ids)
     tasks = state.tasks
-    for spec, f in zip(specs, spec_fields, strict=True):
-        for index in range(f["replicas"]):
-            task_id = next(ids_iter)
-            tasks[task_id] = new_task(job, spec, index, task_id)
-            touched.append(("task", task_id))
-    _replay_early(state, seq, job_id, touched)
+    for spec, spec_pods in zip(specs, pods, strict=True):
+        for task in new_tasks(job, spec, spec_pods):
+            tasks[task.id] = task
+            touched.append(("task", task.id))
+    _replay_early(state, job_id, touched)
     return FoldOutcome(touched=tuple(touched))
 
 
-def _job_cancelled(state: ClusterState, seq: int, event: JobCancelled) -> FoldOutcome:
+def _job_cancelled(state: ClusterState, event: JobCancelled) -> FoldOutcome:
     job = state.jobs.get(event.data.job_id)
     if job is None:
         return _invalid("job-missing", f"cannot cancel job {event.data.job_id}: it does not exist")
     if job.phase in TERMINAL_JOB_PHASES:
         return _invalid("job-finished", f"cannot cancel job {job.id}: it is already {job.phase}")
-    job.phase = "Cancelled"
+    job.phase = _JOB_CANCELLED
     job.phase_reason = event.data.reason
     return FoldOutcome(touched=(("job", job.id), *_withdraw(state, job)))
 
 
-def _job_rejected(state: ClusterState, seq: int, event: JobRejected) -> FoldOutcome:
+def _job_rejected(state: ClusterState, event: JobRejected) -> FoldOutcome:
     job = state.jobs.get(event.data.job_id)
     if job is None:
         return _invalid("job-missing", f"cannot reject job {event.data.job_id}: it does not exist")
-    if job.phase != "Pending":
+    if job.phase is not _JOB_PENDING:
         return _invalid("job-not-pending", f"cannot reject job {job.id}: it is already {job.phase}")
-    job.phase = "Failed"
+    job.phase = _JOB_FAILED
     reason = event.data.reason
     job.phase_reason = f"{event.data.code}: {reason}" if reason else event.data.code
     return FoldOutcome(touched=(("job", job.id), *_withdraw(state, job)))
@@ -335,12 +368,12 @@ def _withdraw(state: ClusterState, job: JobState) -> list[tuple[str, str]]:
     kept: list[str] = []
     for task_id in job.tasks:
         task = state.tasks[task_id]
-        if task.status == "Pending":
+        if task.status is _TASK_PENDING:
             del state.tasks[task_id]
             touched.append(("task", task_id))
             continue
-        if task.status in ("Bound", "Running"):
-            task.status = "Releasing"
+        if task.status is _TASK_BOUND or task.status is _TASK_RUNNING:
+            task.status = _TASK_RELEASING
             touched.append(("task", task_id))
         kept.append(task_id)
     job.tasks = kept
@@ -350,26 +383,25 @@ def _withdraw(state: ClusterState, job: JobState) -> list[tuple[str, str]]:
 # ---------------------------------------------------------------------------- nodes
 
 
-def _node_reported(state: ClusterState, seq: int, event: NodeReported) -> FoldOutcome:
-    envelope = event.__dict__  # the fields (see _session_committed)
-    d = envelope["data"].__dict__
-    name = d["name"]
+def _node_reported(state: ClusterState, event: NodeReported) -> FoldOutcome:
+    d = event.data
+    name = d.name
     previous = state.nodes.get(name)
     state.nodes[name] = NodeState(
         name=name,
-        allocatable=d["allocatable"],
-        labels=d["labels"],
-        taints=tuple(d["taints"]),
-        unschedulable=d["unschedulable"],
-        ready=d["ready"],
-        created=envelope["time"] if previous is None else previous.created,
+        allocatable=d.allocatable,
+        labels=d.labels,
+        taints=tuple(d.taints),
+        unschedulable=d.unschedulable,
+        ready=d.ready,
+        created=event.time if previous is None else previous.created,
         used={} if previous is None else previous.used,
         tasks=set() if previous is None else previous.tasks,
     )
     return FoldOutcome(touched=(("node", name),))
 
 
-def _node_removed(state: ClusterState, seq: int, event: NodeRemoved) -> FoldOutcome:
+def _node_removed(state: ClusterState, event: NodeRemoved) -> FoldOutcome:
     name = event.data.name
     if name not in state.nodes:
         return _invalid("node-missing", f"cannot remove node {name!r}: it does not exist")
@@ -404,25 +436,25 @@ def _task_of(state: ClusterState, job_id: str, task_id: str) -> TaskState | Fold
     return task
 
 
-def _early_or_ignored(state: ClusterState, event: TaskStarted | TaskFinished) -> FoldOutcome:
+def _early_or_ignored(state: ClusterState, event: EarlyObservation) -> FoldOutcome:
     """An observation that overtook its job (another topic) waits for it; one of a withdrawn task is moot."""
     job_id = event.data.job_id
     if job_id in state.jobs:
         return FoldOutcome()
-    state.early_observations.setdefault(job_id, []).append(event.model_dump(mode="json"))
+    state.early_observations.setdefault(job_id, []).append(event)
     return FoldOutcome(touched=(_META,))
 
 
-def _task_started(state: ClusterState, seq: int, event: TaskStarted) -> FoldOutcome:
-    d = event.data.__dict__  # the fields (see _session_committed: cheaper than attribute reads)
-    task = _task_of(state, d["job_id"], d["task_id"])
+def _task_started(state: ClusterState, event: TaskStarted) -> FoldOutcome:
+    d = event.data
+    task = _task_of(state, d.job_id, d.task_id)
     if task is None:
         return _early_or_ignored(state, event)
     if isinstance(task, FoldOutcome):
         return task
-    if task.status in ("Succeeded", "Failed"):
+    if task.status in FINISHED:
         return _invalid("task-finished", f"task {task.id} started after it finished ({task.status})")
-    node_name = d["node"]
+    node_name = d.node
     node = state.nodes.get(node_name)
     if node is None:
         return _invalid("node-missing", f"task {task.id} started on unknown node {node_name!r}")
@@ -432,27 +464,27 @@ def _task_started(state: ClusterState, seq: int, event: TaskStarted) -> FoldOutc
             unplace(state.nodes[task.node], task)
         place(node, task)
         task.node = node_name
-    if task.status != "Releasing":
-        task.status = "Running"
+    if task.status is not _TASK_RELEASING:
+        task.status = _TASK_RUNNING
     job = state.jobs[task.job]
     if _refresh_phase(state, job):
         return FoldOutcome(touched=(("task", task.id), ("job", job.id)))
     return FoldOutcome(touched=(("task", task.id),))
 
 
-def _task_finished(state: ClusterState, seq: int, event: TaskFinished) -> FoldOutcome:
-    d = event.data.__dict__  # the fields (see _session_committed)
-    task = _task_of(state, d["job_id"], d["task_id"])
+def _task_finished(state: ClusterState, event: TaskFinished) -> FoldOutcome:
+    d = event.data
+    task = _task_of(state, d.job_id, d.task_id)
     if task is None:
         return _early_or_ignored(state, event)
     if isinstance(task, FoldOutcome):
         return task
-    if task.status in ("Succeeded", "Failed"):
+    if task.status in FINISHED:
         return _invalid("task-finished", f"task {task.id} finished twice (it is {task.status})")
     job = state.jobs[task.job]
     touched: list[tuple[str, str]] = [("task", task.id)]
     occupying = task.status in OCCUPYING
-    outcome = d["outcome"]
+    outcome = d.outcome
     if outcome == "evicted":
         if not occupying:
             # It overtook the binding it ends: the task is Pending already.
@@ -462,13 +494,13 @@ def _task_finished(state: ClusterState, seq: int, event: TaskFinished) -> FoldOu
         # A Pending task that finished overtook its binding: the cluster's word wins.
         if occupying and task.node is not None:
             unplace(state.nodes[task.node], task)
-        task.status = "Succeeded" if outcome == "succeeded" else "Failed"
+        task.status = _TASK_SUCCEEDED if outcome == "succeeded" else _TASK_FAILED
     if _refresh_phase(state, job):
         touched.append(("job", job.id))
     return FoldOutcome(touched=tuple(touched))
 
 
-def _replay_early(state: ClusterState, seq: int, job_id: str, touched: list[tuple[str, str]]) -> None:
+def _replay_early(state: ClusterState, job_id: str, touched: list[tuple[str, str]]) -> None:
     """Apply the observations that waited for ``job_id``, in arrival order.
 
     Each is judged now, as if it had arrived right after the job; one that
@@ -479,11 +511,11 @@ def _replay_early(state: ClusterState, seq: int, job_id: str, touched: list[tupl
     if early is None:
         return
     touched.append(_META)
-    for doc in early:
-        if doc["type"] == TaskStarted.model_fields["type"].default:
-            touched.extend(_task_started(state, seq, TaskStarted.model_validate(doc)).touched)
+    for event in early:
+        if isinstance(event, TaskStarted):
+            touched.extend(_task_started(state, event).touched)
         else:
-            touched.extend(_task_finished(state, seq, TaskFinished.model_validate(doc)).touched)
+            touched.extend(_task_finished(state, event).touched)
 
 
 def _reset_or_drop(state: ClusterState, task: TaskState) -> None:
@@ -495,7 +527,7 @@ def _reset_or_drop(state: ClusterState, task: TaskState) -> None:
         del state.tasks[task.id]
         job.tasks.remove(task.id)
         return
-    task.status = "Pending"
+    task.status = _TASK_PENDING
     task.node = None
 
 
@@ -507,21 +539,21 @@ def _refresh_phase(state: ClusterState, job: JobState) -> bool:
     tasks = state.tasks
     for task_id in job.tasks:
         status = tasks[task_id].status
-        if status == "Running":
+        if status is _TASK_RUNNING:
             running += 1
-        elif status == "Succeeded":
+        elif status is _TASK_SUCCEEDED:
             succeeded += 1
             finished += 1
-        elif status == "Failed":
+        elif status is _TASK_FAILED:
             finished += 1
     phase = job.phase
     if job.tasks and finished == len(job.tasks):
-        phase = "Completed" if succeeded >= job.min_available else "Failed"
+        phase = _JOB_COMPLETED if succeeded >= job.min_available else _JOB_FAILED
     elif running and running + succeeded >= job.min_available:
-        phase = "Running"
-    elif phase == "Running":
-        phase = "Inqueue"
-    if phase == job.phase:
+        phase = _JOB_RUNNING
+    elif phase is _JOB_RUNNING:
+        phase = _JOB_INQUEUE
+    if phase is job.phase:
         return False
     job.phase = phase
     return True
@@ -530,29 +562,25 @@ def _refresh_phase(state: ClusterState, job: JobState) -> bool:
 # ---------------------------------------------------------------------------- sessions
 
 
-def _session_part(state: ClusterState, seq: int, event: SessionPart) -> FoldOutcome:
+def _session_part(state: ClusterState, event: SessionPart) -> FoldOutcome:
     d = event.data
     if d.session_id in state.sessions:
         return _invalid("duplicate-session", f"part {d.index} of session {d.session_id} after its commit")
     parts = state.session_parts.get(d.session_id)
     if parts is not None and d.index in parts:
         return _invalid("duplicate-part", f"part {d.index} of session {d.session_id} arrived twice")
-    # json_form, not model_dump (the same values, without pydantic's dispatch per model).
-    # A decision's may be its model's own __dict__: the buffer only reads it.
-    items = [json_form(decision) for decision in d.decisions]
-    items.extend({"kind": PENDING_ITEM, **json_form(p)} for p in d.pending)
-    state.session_parts.setdefault(d.session_id, {})[d.index] = items
+    # Buffered as it is: the data is frozen.
+    state.session_parts.setdefault(d.session_id, {})[d.index] = d
     return FoldOutcome(touched=(_META,))
 
 
 def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -> FoldOutcome:
-    # The fields from __dict__, read once: a pydantic attribute read goes through the
-    # model's __getattr__ hook (callgrind: ~360 instructions, as much as __dict__ itself).
-    d = event.data.__dict__
-    session_id, part_count = d["session_id"], d["parts"]
+    d = event.data
+    session_id, part_count = d.session_id, d.parts
     if session_id in state.sessions:
         return _invalid("duplicate-session", f"session {session_id} was already committed")
-    decisions: list[Decision] = list(d["decisions"])
+    # A split session's marker carries no decisions; its pending jobs follow the parts'.
+    decisions: list[Decision] = list(d.decisions)
     pending: list[PendingJob] = []
     touched: list[tuple[str, str]] = [("session", session_id), _META]
     if part_count:
@@ -562,116 +590,122 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
             return _invalid(
                 "session-incomplete", f"session {session_id} announces {part_count} parts, missing {missing}"
             )
-        _unbuffer(parts, part_count, decisions, pending)
+        for index in range(part_count):
+            decisions.extend(parts[index].decisions)
+            pending.extend(parts[index].pending)
         del state.session_parts[session_id]
-    pending.extend(d["pending"])
+    pending.extend(d.pending)
 
     accepted: list[tuple[int, Decision]] = []
     voided: list[VoidedDecision] = []
-    leader_epoch = d["leader_epoch"]
+    leader_epoch = d.leader_epoch
     if leader_epoch < state.leader_epoch:
-        voided = [_voided(i, decision.__dict__, "stale-epoch") for i, decision in enumerate(decisions)]
+        voided = [_voided(i, decision, "stale-epoch") for i, decision in enumerate(decisions)]
     else:
         state.leader_epoch = leader_epoch
         for index, decision in enumerate(decisions):
-            # A pydantic model keeps its fields in __dict__: reading them there is
-            # cheaper than attribute reads (measured; several per decision).  Not
-            # vars(): where pydantic is not installed (mypyc's build, setup.py) a
-            # model's type is unknown and mypy takes vars() for a class's mappingproxy.
-            fields = decision.__dict__
-            reason = _decide(state, fields, touched)
+            reason = _decide(state, decision, touched)
             if reason is None:
                 accepted.append((index, decision))
             else:
-                voided.append(_voided(index, fields, reason))
+                voided.append(_voided(index, decision, reason))
 
     state.sessions[session_id] = SessionRecord(
         session_id=session_id,
         seq=seq,
         leader_epoch=leader_epoch,
-        input_seq=d["input_seq"],
-        config_version=d["config_version"],
-        now=d["now"],
+        input_seq=d.input_seq,
+        config_version=d.config_version,
+        now=d.now,
         accepted=len(accepted),
         voided=tuple(voided),
         pending=tuple(pending),
-        pending_digest=d["pending_digest"],
-        input_digest=d["input_digest"],
-        logic_flags=tuple(d["logic_flags"]),
+        pending_digest=d.pending_digest,
+        input_digest=d.input_digest,
+        logic_flags=tuple(d.logic_flags),
     )
     if len(state.sessions) > MAX_SESSIONS:
         del state.sessions[next(iter(state.sessions))]
     return FoldOutcome(touched=tuple(touched), decisions=tuple(accepted))
 
 
-def _unbuffer(
-    parts: dict[int, list[dict[str, Any]]], count: int, decisions: list[Decision], pending: list[PendingJob]
-) -> None:
-    """Append the buffered parts' decisions and pending jobs, in part order."""
-    for index in range(count):
-        for doc in parts[index]:
-            if doc["kind"] == PENDING_ITEM:
-                pending.append(_PENDING_VALIDATOR({k: v for k, v in doc.items() if k != "kind"}))
-            else:
-                decisions.append(_DECISION_VALIDATORS[doc["kind"]](doc))
-
-
-def _voided(index: int, fields: dict[str, Any], reason: str) -> VoidedDecision:
-    """The record of a refused decision (``fields``: the decision's, see ``_session_committed``)."""
-    # Positional: a keyword call builds a dict first.  An enqueue names no task nor node.
+def _voided(index: int, decision: Decision, reason: str) -> VoidedDecision:
+    """The record of a refused decision."""
+    if isinstance(decision, EnqueueDecision):  # names no task nor node
+        return VoidedDecision(
+            index=index, kind=decision.kind, job=decision.job, task=None, node=None, reason=reason
+        )
     return VoidedDecision(
-        index, fields["kind"], fields["job"], fields.get("task"), fields.get("node"), reason
+        index=index,
+        kind=decision.kind,
+        job=decision.job,
+        task=decision.task,
+        node=decision.node,
+        reason=reason,
     )
 
 
-def _decide(  # noqa: PLR0911 - one return per void reason
-    state: ClusterState, fields: dict[str, Any], touched: list[tuple[str, str]]
-) -> str | None:
-    """Apply one decision (its fields) if it still holds; else the void reason (state untouched)."""
-    job = state.jobs.get(fields["job"])
+def _decide(state: ClusterState, decision: Decision, touched: list[tuple[str, str]]) -> str | None:
+    """Apply one decision if it still holds; else the void reason (state untouched)."""
+    job = state.jobs.get(decision.job)
     if job is None:
         return "job-missing"
     phase = job.phase
     if phase in TERMINAL_JOB_PHASES:
-        return "job-cancelled" if phase == "Cancelled" else "job-finished"
-    kind = fields["kind"]
-    if kind == "bind":  # most decisions: test it first
-        task = state.tasks.get(fields["task"])
-        if task is None or task.job != job.id:
-            return "task-missing"
-        return _bind(state, task, fields["node"], touched)
-    if kind == "enqueue":
-        if phase != "Pending":
-            return "job-not-pending"
-        job.phase = "Inqueue"
-        touched.append(("job", job.id))
-        return None
-    if kind == "pipeline":
-        return None
-    # evict
-    task = state.tasks.get(fields["task"])
-    if task is None or task.job != job.id:
-        return "task-missing"
-    if task.status not in ("Bound", "Running"):
-        return "task-not-running"
-    if task.node != fields["node"]:
-        return "task-not-on-node"
-    task.status = "Releasing"
-    touched.append(("task", task.id))
+        return "job-cancelled" if phase is _JOB_CANCELLED else "job-finished"
+    match decision:
+        case BindDecision():  # most decisions: tested first
+            return _bind(state, job, decision, touched)
+        case EnqueueDecision():
+            return _enqueue(job, touched)
+        case PipelineDecision():
+            return None  # recorded only
+        case EvictDecision():
+            return _evict(state, job, decision, touched)
+        case _:
+            assert_never(decision)
+
+
+def _enqueue(job: JobState, touched: list[tuple[str, str]]) -> str | None:
+    if job.phase is not _JOB_PENDING:
+        return "job-not-pending"
+    job.phase = _JOB_INQUEUE
+    touched.append(("job", job.id))
     return None
 
 
-def _bind(state: ClusterState, task: TaskState, node_name: str, touched: list[tuple[str, str]]) -> str | None:
-    if task.status != "Pending":
+def _bind(
+    state: ClusterState, job: JobState, decision: BindDecision, touched: list[tuple[str, str]]
+) -> str | None:
+    task = state.tasks.get(decision.task)
+    if task is None or task.job != job.id:
+        return "task-missing"
+    if task.status is not _TASK_PENDING:
         return "task-not-pending"
+    node_name = decision.node
     node = state.nodes.get(node_name)
     if node is None:
         return "node-missing"
     if not _fits(node, task.resources):
         return "insufficient-resources"
     place(node, task)
-    task.status = "Bound"
+    task.status = _TASK_BOUND
     task.node = node_name
+    touched.append(("task", task.id))
+    return None
+
+
+def _evict(
+    state: ClusterState, job: JobState, decision: EvictDecision, touched: list[tuple[str, str]]
+) -> str | None:
+    task = state.tasks.get(decision.task)
+    if task is None or task.job != job.id:
+        return "task-missing"
+    if task.status is not _TASK_BOUND and task.status is not _TASK_RUNNING:
+        return "task-not-running"
+    if task.node != decision.node:
+        return "task-not-on-node"
+    task.status = _TASK_RELEASING
     touched.append(("task", task.id))
     return None
 
@@ -685,20 +719,3 @@ def _fits(node: NodeState, resources: dict[str, int]) -> bool:
         if amount and used.get(name, 0) + amount > allocatable.get(name, 0):
             return False
     return True
-
-
-_HANDLERS: Final[dict[str, Any]] = {
-    "tephra.queue.upserted.v1": _queue_upserted,
-    "tephra.queue.deleted.v1": _queue_deleted,
-    "tephra.priorityclass.upserted.v1": _priority_class_upserted,
-    "tephra.scheduler.configured.v1": _scheduler_configured,
-    "tephra.job.submitted.v1": _job_submitted,
-    "tephra.job.cancelled.v1": _job_cancelled,
-    "tephra.job.rejected.v1": _job_rejected,
-    "tephra.node.reported.v1": _node_reported,
-    "tephra.node.removed.v1": _node_removed,
-    "tephra.task.started.v1": _task_started,
-    "tephra.task.finished.v1": _task_finished,
-    "tephra.session.committed.v1": _session_committed,
-    "tephra.session.part.v1": _session_part,
-}

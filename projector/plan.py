@@ -23,8 +23,6 @@ from events.models import BindDecision, Decision, Event, EvictDecision
 from events.serde import EventDecodeError, decode
 from projector.archive import (
     JOB_EVENT_TYPES,
-    JOB_SUBMITTED,
-    SESSION_COMMITTED,
     archived_form,
     canonical_envelope,
     chain_hash,
@@ -40,6 +38,7 @@ from projector.projection_rows import (
     session_statement,
 )
 from projector.state import ClusterState, SessionRecord
+from projector.state_json import state_to_jsonable
 from projector.storable import nul_path
 
 __all__ = [
@@ -244,10 +243,6 @@ def fold_records(
         digest = chain_hash(prev_hash, canonical)
         # The job the event is about, for replay's index (migration 0004).
         job = fields["data"].job_id if event_type in JOB_EVENT_TYPES else None
-        if event_type == JOB_SUBMITTED and job is not None:
-            # The new job's task specs in their JSON form (jobs.spec, snapshots) are part of
-            # its data's, made just now for the archive: not serialised a second time.
-            state.jobs[job].task_specs_json = data_json["tasks"]
         row = (
             seq, event_id, event_type, event_cluster, subject, source, stdlib_utc(time), data_text,
             topic, partition, offset, prev_hash, digest, job,
@@ -256,12 +251,7 @@ def fold_records(
         prev_hash = digest
         for kind, key in outcome.touched:
             if kind == "session":
-                session = state.sessions[key]
-                if event_type == SESSION_COMMITTED and not data_json["parts"]:
-                    # An unsplit session's pending jobs are its data's, in the JSON form just
-                    # made for the archive: the sessions' rows do not serialise them again.
-                    session.pending_json = data_json["pending"]
-                plan.sessions.append(session)
+                plan.sessions.append(state.sessions[key])
             else:
                 touched.setdefault(kind, {})[key] = seq
         if outcome.decisions:
@@ -338,4 +328,4 @@ def finish_plan(
         last_snapshot_seq=last_snapshot_seq,
     )
     if due:
-        plan.snapshot = document_json(state.to_jsonable())
+        plan.snapshot = document_json(state_to_jsonable(state))

@@ -5,7 +5,7 @@ The writer only touches rows the batch changed (the fold reports them as
 :mod:`projector.projection_rows` builds those statements (pure CPU, compiled);
 this module runs them, and :func:`load_projection` rebuilds the whole state
 from the rows, deriving what is not stored (task specs from the job, node
-usage from the tasks) with the same code as :meth:`ClusterState.from_jsonable`.
+usage from the tasks) with the same code as the snapshots' reader (:mod:`projector.state_json`).
 """
 
 from __future__ import annotations
@@ -27,17 +27,16 @@ from projector.projection_rows import (
     projection_statements,
     session_statement,
 )
-from projector.state import (
-    MAX_SESSIONS,
-    ClusterState,
-    TaskRow,
-    assemble,
+from projector.state import MAX_SESSIONS, ClusterState, TaskRow, assemble
+from projector.state_json import (
+    early_from_json,
     job_from_json,
     node_from_json,
     parts_from_json,
     priority_class_from_json,
     queue_from_json,
     session_from_json,
+    task_status,
 )
 
 # The statement builders moved to projector.projection_rows; their names stay importable here.
@@ -106,7 +105,7 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
             for r in await conn.fetch("SELECT spec, phase, phase_reason FROM jobs")
         ]
         task_rows: list[TaskRow] = [
-            (r[0], r[1], r[2], r[3], r[4], r[5])
+            (r[0], r[1], r[2], r[3], task_status(r[4]), r[5])
             for r in await conn.fetch("SELECT id, job_id, role, idx, status, node FROM tasks")
         ]
         sessions = [
@@ -128,5 +127,5 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
         task_rows=task_rows,
         sessions=sessions,
         session_parts=parts_from_json(json.loads(meta["session_parts"])),
-        early_observations=json.loads(meta["early_observations"]),
+        early_observations=early_from_json(json.loads(meta["early_observations"])),
     )

@@ -20,9 +20,9 @@ from typing import Any, Final
 import orjson
 
 from projector.archive import stdlib_utc
-from projector.state import (
-    ClusterState,
-    SessionRecord,
+from projector.state import ClusterState, SessionRecord
+from projector.state_json import (
+    early_to_json,
     job_to_json,
     node_to_json,
     parts_to_json,
@@ -293,4 +293,5 @@ def meta_arguments(state: ClusterState) -> tuple[str | None, int, int, str, str]
     """The projection_meta columns other than seq, in table order."""
     config = None if state.config is None else _dumps(state.config.model_dump(mode="json"))
     parts = _dumps(parts_to_json(state.session_parts))
-    return config, state.config_version, state.leader_epoch, parts, _dumps(state.early_observations)
+    early = _dumps(early_to_json(state.early_observations))
+    return config, state.config_version, state.leader_epoch, parts, early

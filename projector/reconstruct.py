@@ -29,7 +29,8 @@ from projector.archive import (
 from projector.errors import ArchiveFoldMismatchError
 from projector.fold import apply
 from projector.projection import load_projection
-from projector.state import ClusterState, state_from_text
+from projector.state import ClusterState
+from projector.state_json import state_from_text
 
 __all__ = [
     "ChainProblem",

@@ -15,8 +15,13 @@ and are shared, never copied.
 
 Equality is by value (dataclass ``__eq__``; dict equality ignores insertion
 order).  The derived ``NodeState.used`` takes part in it, so a state folded
-incrementally and one rebuilt from JSON agree only if the incremental
+incrementally and one rebuilt from a snapshot agree only if the incremental
 accounting is right.
+
+**Domain only.**  Statuses and phases are enums whose text is what the rows,
+snapshots and replay show; no serialised form is kept here.
+:mod:`projector.state_json` writes and reads a state's JSON (snapshots, the
+projection's documents), :mod:`projector.projection_rows` its rows.
 
 Identities: a queue, priority class and node are their names, a job is
 ``<namespace>/<name>``, a task is ``<namespace>/<job>-<task>-<index>``.
@@ -27,23 +32,23 @@ while ``NodeState.used`` does count it.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, Final, Literal, TypeAlias
-
-import orjson
+from enum import StrEnum
+from typing import Any, Final, TypeAlias
 
 from events.models import (
     NodeSelectorTerm,
     PendingJob,
     SchedulerConfigSpec,
+    SessionPartData,
     Taint,
+    TaskFinished,
     TaskSpec,
+    TaskStarted,
     Toleration,
 )
-from projector.archive import isoformat
-from projector.jsonform import json_form
 
 __all__ = [
     "JOB_PHASES",
@@ -53,34 +58,73 @@ __all__ = [
     "TASK_STATUSES",
     "TERMINAL_JOB_PHASES",
     "ClusterState",
+    "EarlyObservation",
     "JobPhase",
     "JobState",
     "NodeState",
     "PriorityClassState",
     "QueueState",
+    "QueueStatus",
     "SessionRecord",
+    "TaskRow",
     "TaskState",
     "TaskStatus",
     "VoidedDecision",
+    "assemble",
+    "new_tasks",
+    "place",
     "reduce_through_init",
-    "state_from_text",
     "task_id_of",
+    "unplace",
 ]
 
-JobPhase: TypeAlias = Literal["Pending", "Inqueue", "Running", "Completed", "Failed", "Cancelled"]
-TaskStatus: TypeAlias = Literal["Pending", "Bound", "Running", "Releasing", "Succeeded", "Failed"]
 
-JOB_PHASES: Final = ("Pending", "Inqueue", "Running", "Completed", "Failed", "Cancelled")
-TASK_STATUSES: Final = ("Pending", "Bound", "Running", "Releasing", "Succeeded", "Failed")
-TERMINAL_JOB_PHASES: Final = frozenset({"Completed", "Failed", "Cancelled"})
+class TaskStatus(StrEnum):
+    """A task's lifecycle status; the text is what projection rows, snapshots and replay show."""
+
+    PENDING = "Pending"
+    BOUND = "Bound"
+    RUNNING = "Running"
+    RELEASING = "Releasing"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class JobPhase(StrEnum):
+    """A job's phase (Volcano's PodGroup phases, plus the terminal ones of a VolcanoJob)."""
+
+    PENDING = "Pending"
+    INQUEUE = "Inqueue"
+    RUNNING = "Running"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+
+class QueueStatus(StrEnum):
+    """A Volcano queue's state."""
+
+    OPEN = "Open"
+    CLOSED = "Closed"
+    CLOSING = "Closing"
+
+
+#: Every status and phase, in lifecycle order (their text).
+JOB_PHASES: Final = tuple(JobPhase)
+TASK_STATUSES: Final = tuple(TaskStatus)
+TERMINAL_JOB_PHASES: Final = frozenset({JobPhase.COMPLETED, JobPhase.FAILED, JobPhase.CANCELLED})
 #: Task statuses that hold resources on their node.
-OCCUPYING: Final = frozenset({"Bound", "Running", "Releasing"})
+OCCUPYING: Final = frozenset({TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING})
+#: Task statuses after which a task never changes again.
+FINISHED: Final = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED})
 PODS: Final = "pods"
 #: How many of the newest session records the state keeps (the ``sessions``
 #: table keeps them all).  Enough for read-your-writes and recent history;
 #: bounded so snapshots do not grow with uptime.
 MAX_SESSIONS: Final = 256
-_FORMAT_VERSION: Final = 1
+
+#: An observation of a task that arrived before the JobSubmitted it names.
+EarlyObservation: TypeAlias = TaskStarted | TaskFinished
 
 
 def reduce_through_init(obj: Any) -> tuple[type[Any], tuple[Any, ...]]:
@@ -107,7 +151,7 @@ class QueueState:
     guarantee: dict[str, int]
     reclaimable: bool
     priority: int
-    state: str
+    state: QueueStatus
     parent: str | None
     created: datetime
 
@@ -246,13 +290,6 @@ class JobState:
     tasks: list[str]
     #: Why the job reached Cancelled or Failed ("" otherwise).
     phase_reason: str = ""
-    #: Cache of ``task_specs`` as JSON values (they never change once submitted);
-    #: every snapshot and the job's projection row need them.
-    task_specs_json: list[dict[str, Any]] | None = field(default=None, compare=False, repr=False)
-    #: Cache of ``created``'s text: every snapshot writes every job's, and isoformat()
-    #: of a decoded time costs ~12k instructions (measured: a snapshot at 60k events
-    #: 333M -> 223M instructions).
-    created_json: str | None = field(default=None, compare=False, repr=False)
 
     # Spelled out: built per event (see above NodeState).
     def __init__(  # noqa: PLR0917 - the dataclass fields, in order
@@ -271,8 +308,6 @@ class JobState:
         task_specs: tuple[TaskSpec, ...],
         tasks: list[str],
         phase_reason: str = "",
-        task_specs_json: list[dict[str, Any]] | None = None,
-        created_json: str | None = None,
     ) -> None:
         self.id = id
         self.namespace = namespace
@@ -288,8 +323,6 @@ class JobState:
         self.task_specs = task_specs
         self.tasks = tasks
         self.phase_reason = phase_reason
-        self.task_specs_json = task_specs_json
-        self.created_json = created_json
 
     def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
         return reduce_through_init(self)
@@ -338,9 +371,6 @@ class SessionRecord:
     pending_digest: str
     input_digest: str
     logic_flags: tuple[str, ...]
-    #: Cache of ``pending`` as JSON values (never changes once committed); the sessions'
-    #: rows and every snapshot need them.  An unsplit session's are its archived data's.
-    pending_json: list[dict[str, Any]] | None = field(default=None, compare=False, repr=False)
 
     # Spelled out: built per event (see above NodeState).
     def __init__(  # noqa: PLR0917 - the dataclass fields, in order
@@ -357,7 +387,6 @@ class SessionRecord:
         pending_digest: str,
         input_digest: str,
         logic_flags: tuple[str, ...],
-        pending_json: list[dict[str, Any]] | None = None,
     ) -> None:
         self.session_id = session_id
         self.seq = seq
@@ -371,7 +400,6 @@ class SessionRecord:
         self.pending_digest = pending_digest
         self.input_digest = input_digest
         self.logic_flags = logic_flags
-        self.pending_json = pending_json
 
     def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
         return reduce_through_init(self)
@@ -394,74 +422,17 @@ class ClusterState:
     leader_epoch: int = 0
     #: The newest ``MAX_SESSIONS`` sessions, oldest first.
     sessions: dict[str, SessionRecord] = field(default_factory=dict)
-    #: SessionPart decisions waiting for their SessionCommitted marker:
-    #: session id -> part index -> the part's decisions (as JSON objects), then
-    #: its pending jobs as JSON objects with ``"kind": "pending"`` (fold.PENDING_ITEM).
-    session_parts: dict[str, dict[int, list[dict[str, Any]]]] = field(default_factory=dict)
-    #: TaskStarted/TaskFinished events (as JSON objects, in arrival order) that
-    #: named a job not submitted yet, by job id; applied when the job arrives.
-    early_observations: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-
-    # ------------------------------------------------------------------ JSON
-
-    def to_jsonable(self) -> dict[str, Any]:
-        """A JSON-able dict (for ``state_snapshots``); :meth:`from_jsonable` inverts it."""
-        return {
-            "format": _FORMAT_VERSION,
-            "seq": self.seq,
-            "queues": [queue_to_json(q) for q in self.queues.values()],
-            "priority_classes": [priority_class_to_json(p) for p in self.priority_classes.values()],
-            "config": None if self.config is None else self.config.model_dump(mode="json"),
-            "config_version": self.config_version,
-            "leader_epoch": self.leader_epoch,
-            "nodes": [node_to_json(n) for n in self.nodes.values()],
-            "jobs": [job_to_json(j) for j in self.jobs.values()],
-            # Tasks as rows: everything else about a task comes from its job's spec.
-            "tasks": [[t.id, t.job, t.role, t.index, t.status, t.node] for t in self.tasks.values()],
-            "sessions": [session_to_json(s) for s in self.sessions.values()],
-            "session_parts": parts_to_json(self.session_parts),
-            "early_observations": self.early_observations,
-        }
-
-    @classmethod
-    def from_jsonable(cls, doc: dict[str, Any]) -> ClusterState:
-        if doc.get("format") != _FORMAT_VERSION:
-            raise ValueError(f"cannot read cluster state format {doc.get('format')!r}")
-        config = doc["config"]
-        specs: dict[bytes, TaskSpec] = {}  # jobs often share task specs: validate each once
-        return assemble(
-            seq=doc["seq"],
-            queues=[queue_from_json(q) for q in doc["queues"]],
-            priority_classes=[priority_class_from_json(p) for p in doc["priority_classes"]],
-            config=None if config is None else SchedulerConfigSpec.model_validate(config),
-            config_version=doc["config_version"],
-            leader_epoch=doc["leader_epoch"],
-            nodes=[node_from_json(n) for n in doc["nodes"]],
-            jobs=[job_from_json(j, specs) for j in doc["jobs"]],
-            task_rows=[(r[0], r[1], r[2], r[3], r[4], r[5]) for r in doc["tasks"]],
-            sessions=[session_from_json(s) for s in doc["sessions"]],
-            session_parts=parts_from_json(doc["session_parts"]),
-            early_observations=doc["early_observations"],
-        )
-
-
-def state_from_text(text: str | bytes) -> ClusterState:
-    """A stored state (``state_snapshots.state``) from its JSON text.
-
-    orjson parses it several times faster than the json module; a document it
-    refuses (an integer beyond 64 bits, which the writer's json fallback may
-    store) is read with the json module.
-    """
-    try:
-        doc = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        doc = json.loads(text)
-    return ClusterState.from_jsonable(doc)
+    #: SessionPart data waiting for their SessionCommitted marker: session id -> part index -> part.
+    session_parts: dict[str, dict[int, SessionPartData]] = field(default_factory=dict)
+    #: TaskStarted/TaskFinished events (in arrival order) that named a job not
+    #: submitted yet, by job id; applied when the job arrives.
+    early_observations: dict[str, list[EarlyObservation]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------- rebuilding a state
 
-TaskRow: TypeAlias = tuple[str, str, str, int, str, str | None]
+#: A task as persisted: (id, job id, role, index, status, node); the rest comes from its job's spec.
+TaskRow: TypeAlias = tuple[str, str, str, int, TaskStatus, str | None]
 
 
 def assemble(
@@ -476,13 +447,13 @@ def assemble(
     jobs: list[JobState],
     task_rows: list[TaskRow],
     sessions: list[SessionRecord],
-    session_parts: dict[str, dict[int, list[dict[str, Any]]]],
-    early_observations: dict[str, list[dict[str, Any]]],
+    session_parts: dict[str, dict[int, SessionPartData]],
+    early_observations: dict[str, list[EarlyObservation]],
 ) -> ClusterState:
     """Build a state from its persisted parts, deriving what is not stored.
 
-    Shared by :meth:`ClusterState.from_jsonable` and the projection loader, so
-    both derive task specs, job task order and node usage the same way.
+    Shared by the snapshot reader (:mod:`projector.state_json`) and the projection
+    loader, so both derive task specs, job task order and node usage the same way.
     ``jobs`` come with empty ``tasks`` lists; ``sessions`` in seq order.
     """
     state = ClusterState(
@@ -510,8 +481,8 @@ def assemble(
 
     for task_id, job_id, role, index, status, node in sorted(task_rows, key=creation_order):
         job = state.jobs[job_id]
-        task = new_task(job, specs[(job_id, role)], index, task_id)
-        task.status = status  # type: ignore[assignment]  # validated by the writer
+        (task,) = new_tasks(job, specs[(job_id, role)], ((index, task_id),))
+        task.status = status
         task.node = node
         state.tasks[task_id] = task
         job.tasks.append(task_id)
@@ -520,28 +491,34 @@ def assemble(
     return state
 
 
-def new_task(job: JobState, spec: TaskSpec, index: int, task_id: str) -> TaskState:
-    """A Pending task of ``job`` built from its spec (the fold and the loaders share this)."""
-    # Hot (every task of every submitted job): the spec's fields are read from its
-    # __dict__ (a pydantic attribute read is slow) and the task is built positionally
-    # (a keyword call builds a dict first).
-    s = spec.__dict__  # not vars(): compiled, a lookup among the builtins by name each call
-    priority_class = s["priority_class"]
-    return TaskState(
-        task_id,  # id
-        job.id,  # job
-        s["name"],  # role
-        index,
-        s["resources"],
-        "Pending",  # status
-        None,  # node
-        priority_class if priority_class is not None else job.priority_class,
-        s["preemptable"],
-        s["node_selector"],
-        tuple(s["tolerations"]),
-        tuple(s["required_node_affinity"]),
-        s["preemption_policy"],
-    )
+def new_tasks(job: JobState, spec: TaskSpec, pods: Iterable[tuple[int, str]]) -> list[TaskState]:
+    """Pending tasks of ``job`` built from one of its specs, one per (index, task id) of ``pods``.
+
+    The spec's fields are read once for all its pods (the fold builds every replica of a
+    submitted job here, and the loaders one task at a time).
+    """
+    priority_class = spec.priority_class if spec.priority_class is not None else job.priority_class
+    role, resources, preemptable = spec.name, spec.resources, spec.preemptable
+    node_selector, preemption_policy = spec.node_selector, spec.preemption_policy
+    tolerations, affinity = tuple(spec.tolerations), tuple(spec.required_node_affinity)
+    return [
+        TaskState(
+            id=task_id,
+            job=job.id,
+            role=role,
+            index=index,
+            resources=resources,
+            status=TaskStatus.PENDING,
+            node=None,
+            priority_class=priority_class,
+            preemptable=preemptable,
+            node_selector=node_selector,
+            tolerations=tolerations,
+            required_node_affinity=affinity,
+            preemption_policy=preemption_policy,
+        )
+        for index, task_id in pods
+    ]
 
 
 def place(node: NodeState, task: TaskState) -> None:
@@ -578,193 +555,3 @@ def release(used: dict[str, int], resources: dict[str, int]) -> None:
         used[PODS] = pods
     else:
         del used[PODS]
-
-
-# ---------------------------------------------------------------------------- per-entity JSON
-
-
-def _time(value: datetime) -> str:
-    return isoformat(value)
-
-
-def _parse_time(text: str) -> datetime:
-    return datetime.fromisoformat(text)
-
-
-def queue_to_json(q: QueueState) -> dict[str, Any]:
-    return {
-        "name": q.name,
-        "weight": q.weight,
-        "capability": q.capability,
-        "deserved": q.deserved,
-        "guarantee": q.guarantee,
-        "reclaimable": q.reclaimable,
-        "priority": q.priority,
-        "state": q.state,
-        "parent": q.parent,
-        "created": _time(q.created),
-    }
-
-
-def queue_from_json(d: dict[str, Any]) -> QueueState:
-    return QueueState(**{**d, "created": _parse_time(d["created"])})
-
-
-def priority_class_to_json(p: PriorityClassState) -> dict[str, Any]:
-    return {
-        "name": p.name,
-        "value": p.value,
-        "global_default": p.global_default,
-        "preemption_policy": p.preemption_policy,
-    }
-
-
-def priority_class_from_json(d: dict[str, Any]) -> PriorityClassState:
-    return PriorityClassState(**d)
-
-
-def node_to_json(n: NodeState) -> dict[str, Any]:
-    return {
-        "name": n.name,
-        "allocatable": n.allocatable,
-        "labels": n.labels,
-        "taints": [json_form(t) for t in n.taints],
-        "unschedulable": n.unschedulable,
-        "ready": n.ready,
-        "created": _time(n.created),
-    }
-
-
-def node_from_json(d: dict[str, Any]) -> NodeState:
-    return NodeState(
-        name=d["name"],
-        allocatable=d["allocatable"],
-        labels=d["labels"],
-        taints=tuple(Taint.model_validate(t) for t in d["taints"]),
-        unschedulable=d["unschedulable"],
-        ready=d["ready"],
-        created=_parse_time(d["created"]),
-    )
-
-
-def job_to_json(j: JobState) -> dict[str, Any]:
-    return {
-        "id": j.id,
-        "namespace": j.namespace,
-        "name": j.name,
-        "queue": j.queue,
-        "priority_class": j.priority_class,
-        "min_available": j.min_available,
-        "min_resources": j.min_resources,
-        "phase": j.phase,
-        "phase_reason": j.phase_reason,
-        "created": _created_json(j),
-        "annotations": j.annotations,
-        "labels": j.labels,
-        "task_specs": _task_specs_json(j),
-    }
-
-
-def _created_json(j: JobState) -> str:
-    cached = j.created_json
-    if cached is None:
-        cached = j.created_json = _time(j.created)
-    return cached
-
-
-def _task_specs_json(j: JobState) -> list[dict[str, Any]]:
-    cached = j.task_specs_json
-    if cached is None:
-        cached = j.task_specs_json = [json_form(s) for s in j.task_specs]
-    return cached
-
-
-def job_from_json(d: dict[str, Any], specs: dict[bytes, TaskSpec] | None = None) -> JobState:
-    """A job from its JSON form; ``specs`` caches validated task specs by their text
-    (TaskSpec is frozen, so jobs with equal specs can share one)."""
-    return JobState(
-        id=d["id"],
-        namespace=d["namespace"],
-        name=d["name"],
-        queue=d["queue"],
-        priority_class=d["priority_class"],
-        min_available=d["min_available"],
-        min_resources=d["min_resources"],
-        phase=d["phase"],
-        phase_reason=d["phase_reason"],
-        created=_parse_time(d["created"]),
-        annotations=d["annotations"],
-        labels=d["labels"],
-        task_specs=tuple(_task_spec(s, specs) for s in d["task_specs"]),
-        tasks=[],
-    )
-
-
-def _task_spec(doc: dict[str, Any], specs: dict[bytes, TaskSpec] | None) -> TaskSpec:
-    if specs is None:
-        return TaskSpec.model_validate(doc)
-    key = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
-    spec = specs.get(key)
-    if spec is None:
-        spec = specs[key] = TaskSpec.model_validate(doc)
-    return spec
-
-
-def session_to_json(s: SessionRecord) -> dict[str, Any]:
-    return {
-        "session_id": s.session_id,
-        "seq": s.seq,
-        "leader_epoch": s.leader_epoch,
-        "input_seq": s.input_seq,
-        "config_version": s.config_version,
-        "now": _time(s.now),
-        "accepted": s.accepted,
-        "voided": [
-            {
-                "index": v.index,
-                "kind": v.kind,
-                "job": v.job,
-                "task": v.task,
-                "node": v.node,
-                "reason": v.reason,
-            }
-            for v in s.voided
-        ],
-        "pending": _pending_json(s),
-        "pending_digest": s.pending_digest,
-        "input_digest": s.input_digest,
-        "logic_flags": list(s.logic_flags),
-    }
-
-
-def _pending_json(s: SessionRecord) -> list[dict[str, Any]]:
-    cached = s.pending_json
-    if cached is None:
-        cached = s.pending_json = [json_form(p) for p in s.pending]
-    return cached
-
-
-def session_from_json(d: dict[str, Any]) -> SessionRecord:
-    return SessionRecord(
-        session_id=d["session_id"],
-        seq=d["seq"],
-        leader_epoch=d["leader_epoch"],
-        input_seq=d["input_seq"],
-        config_version=d["config_version"],
-        now=_parse_time(d["now"]),
-        accepted=d["accepted"],
-        voided=tuple(VoidedDecision(**v) for v in d["voided"]),
-        pending=tuple(PendingJob.model_validate(p) for p in d["pending"]),
-        pending_digest=d["pending_digest"],
-        input_digest=d["input_digest"],
-        logic_flags=tuple(d["logic_flags"]),
-    )
-
-
-def parts_to_json(parts: dict[str, dict[int, list[dict[str, Any]]]]) -> dict[str, Any]:
-    # JSON object keys are strings; the part index is restored on load.
-    return {sid: {str(i): ds for i, ds in by_index.items()} for sid, by_index in parts.items()}
-
-
-def parts_from_json(d: dict[str, Any]) -> dict[str, dict[int, list[dict[str, Any]]]]:
-    return {sid: {int(i): ds for i, ds in by_index.items()} for sid, by_index in d.items()}

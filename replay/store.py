@@ -23,7 +23,8 @@ import asyncpg
 from events.models import SessionCommitted, SessionPart
 from events.serde import EventDecodeError, decode
 from projector.archive import GENESIS_HASH, JOB_EVENT_TYPES, canonical_envelope, format_time
-from projector.state import ClusterState, SessionRecord, session_from_json
+from projector.state import ClusterState, SessionRecord
+from projector.state_json import session_from_json, state_from_jsonable
 from replay.archive import ArchivedEvent
 from replay.errors import ArchiveError, ArchiveUnavailable, UnknownSession
 from replay.reconstruct import fold_archived
@@ -273,7 +274,7 @@ class ArchiveReader:
         if text is None:
             return None
         with paused_gc():
-            return ClusterState.from_jsonable(json.loads(text))
+            return state_from_jsonable(json.loads(text))
 
     async def snapshot_seq_at_or_before(self, seq: int) -> int | None:
         """The seq of the newest stored folded state at or before ``seq`` (cheap: no state is read)."""

@@ -21,6 +21,7 @@ import projector
 from events.serde import encode
 from projector.archive import GENESIS_HASH
 from projector.state import ClusterState
+from projector.state_json import state_to_jsonable
 from projector.writer import BatchWriter, InboundRecord, decode_batch
 from tests.projector.streams import CLUSTER, event_stream
 
@@ -64,7 +65,7 @@ def digest_stream(seed: int, count: int, batch_size: int, options: dict[str, obj
         ):
             sha.update(repr(part).encode())
         head = plan.last_hash
-    sha.update(json.dumps(writer.state.to_jsonable(), sort_keys=True).encode())
+    sha.update(json.dumps(state_to_jsonable(writer.state), sort_keys=True).encode())
     return sha.hexdigest(), head.hex()
 
 

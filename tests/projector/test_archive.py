@@ -17,7 +17,6 @@ from events.models import (
     QueueDeleted,
     QueueDeletedData,
     SchedulerConfigured,
-    SessionCommitted,
 )
 from events.serde import canonical_json, decode, encode
 from projector.archive import (
@@ -31,8 +30,7 @@ from projector.archive import (
     isoformat,
     stdlib_utc,
 )
-from projector.jsonform import json_form
-from projector.state import ClusterState, session_to_json
+from projector.state import ClusterState
 from projector.writer import _EVENT_LOG_COLUMNS, BatchWriter, decode_batch
 from tests.events.samples import sample_events, scheduler_configured
 from tests.projector.helpers import records
@@ -222,37 +220,6 @@ def test_a_decoded_time_is_archived_in_utc(text: str) -> None:
     assert archived.time.utcoffset() == timedelta(0)
     assert time == format_time(event.time.astimezone(UTC))
     assert _archived_canonical(event) == canonical_json(archived)
-
-
-def test_the_job_specs_taken_from_the_archived_form_are_the_jobs_own() -> None:
-    # The writer keeps each new job's task specs as the archived form serialised them.
-    events = event_stream(7, 600)
-    writer = BatchWriter(ClusterState(), GENESIS_HASH, consumer="c", cluster=CLUSTER)
-    writer.prepare(decode_batch(records(events)), set())
-    jobs = list(writer.state.jobs.values())
-    assert len(jobs) > 20
-    for job in jobs:
-        assert job.task_specs_json is not None
-        assert job.task_specs_json == [json_form(spec) for spec in job.task_specs]
-
-
-def test_the_pending_jobs_taken_from_the_archived_form_are_the_sessions_own() -> None:
-    # An unsplit session's pending jobs are kept as its archived data serialised them; a
-    # split session's (gathered from its parts) are serialised when first asked for (here by
-    # the sessions' rows, which the plan holds).
-    events = event_stream(7, 3_000)
-    parts = {e.data.session_id: e.data.parts for e in events if isinstance(e, SessionCommitted)}
-    writer = BatchWriter(ClusterState(), GENESIS_HASH, consumer="c", cluster=CLUSTER)
-    plan = writer.prepare(decode_batch(records(events)), set())
-    unsplit = [s for s in plan.sessions if parts[s.session_id] == 0]
-    split = [s for s in plan.sessions if parts[s.session_id] > 0]
-    assert sum(1 for s in unsplit if s.pending) > 20
-    assert split
-    for session in unsplit:
-        assert session.pending_json == [json_form(p) for p in session.pending]
-    for session in split:
-        assert session.pending_json == [json_form(p) for p in session.pending]
-        assert session_to_json(session)["pending"] is session.pending_json
 
 
 def test_archive_rows_carry_times_in_the_standard_utc() -> None:

@@ -37,6 +37,7 @@ from events.models import (
 )
 from projector.fold import FoldOutcome, apply
 from projector.state import ClusterState
+from projector.state_json import state_from_jsonable, state_to_jsonable
 from tests.events.samples import sample_events
 
 _T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -114,7 +115,7 @@ def test_job_submitted_creates_pending_tasks_and_the_gang_minimum() -> None:
 def test_a_duplicate_job_is_invalid_and_changes_nothing() -> None:
     state = ClusterState()
     fold(state, job())
-    before = ClusterState.from_jsonable(state.to_jsonable())
+    before = state_from_jsonable(state_to_jsonable(state))
     [outcome] = fold(state, job())
     assert outcome.invalid == "duplicate-job"
     assert state == before
@@ -271,9 +272,9 @@ def test_scheduler_config_versions_count_up() -> None:
 @pytest.mark.parametrize("event", sample_events(), ids=lambda e: e.type)
 def test_every_event_type_has_a_handler_and_invalid_ones_change_nothing(event: Event) -> None:
     state = ClusterState()
-    before = state.to_jsonable()
+    before = state_to_jsonable(state)
     outcome = apply(state, 1, event)
     if outcome.invalid is not None:
-        assert state.to_jsonable() == before
+        assert state_to_jsonable(state) == before
     else:
         assert state.seq == 1

@@ -18,6 +18,7 @@ from events.models import (
 from events.serde import decode, encode
 from projector.fold import apply
 from projector.state import ClusterState
+from projector.state_json import state_from_jsonable, state_to_jsonable
 from scheduler.service.errors import SessionTooLarge
 from scheduler.service.session_events import (
     SessionHeader,
@@ -133,7 +134,7 @@ def test_pending_reasons_too_large_for_the_marker_travel_in_parts_and_the_fold_r
     half = ClusterState()
     for seq, event in enumerate([*setup, *(decode(encode(e)) for e in parts)], start=1):
         assert apply(half, seq, event).applied
-    restored = ClusterState.from_jsonable(half.to_jsonable())
+    restored = state_from_jsonable(state_to_jsonable(half))
     assert apply(restored, len(setup) + len(parts) + 1, decode(encode(marker))).applied
     assert restored.sessions[marker.data.session_id].pending == pending
 

@@ -1,0 +1,385 @@
+"""A :class:`~projector.state.ClusterState` as JSON values, and back.
+
+The snapshots (``state_snapshots.state``) hold :func:`state_to_jsonable`'s
+document; the projection tables hold the per-entity documents
+(``queues.doc``, ``nodes.doc``, ``jobs.spec``, ``sessions.doc``) and the
+buffers (``projection_meta.session_parts``, ``early_observations``).  Every
+reader rebuilds a state through :func:`projector.state.assemble`, which
+derives what is not stored (task specs from the job, node usage from the
+tasks).  Times are written as ``datetime.isoformat()`` text; event models as
+their ``model_dump(mode="json")`` values.
+
+The document's ``format`` is 1; a reader refuses any other.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Final
+
+import orjson
+
+from events.models import (
+    BindDecision,
+    Decision,
+    EnqueueDecision,
+    EvictDecision,
+    PendingJob,
+    PipelineDecision,
+    SchedulerConfigSpec,
+    SessionPartData,
+    Taint,
+    TaskFinished,
+    TaskSpec,
+    TaskStarted,
+)
+from projector.archive import isoformat
+from projector.jsonform import json_form
+from projector.state import (
+    ClusterState,
+    EarlyObservation,
+    JobPhase,
+    JobState,
+    NodeState,
+    PriorityClassState,
+    QueueState,
+    QueueStatus,
+    SessionRecord,
+    TaskStatus,
+    VoidedDecision,
+    assemble,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "PENDING_ITEM",
+    "early_from_json",
+    "early_to_json",
+    "job_from_json",
+    "job_to_json",
+    "node_from_json",
+    "node_to_json",
+    "parts_from_json",
+    "parts_to_json",
+    "priority_class_from_json",
+    "priority_class_to_json",
+    "queue_from_json",
+    "queue_to_json",
+    "session_from_json",
+    "session_to_json",
+    "state_from_jsonable",
+    "state_from_text",
+    "state_to_jsonable",
+    "task_status",
+]
+
+FORMAT_VERSION: Final = 1
+#: The ``kind`` of a pending job buffered with a part's decisions (not a decision kind;
+#: parts archived before SessionPart had ``pending`` have none).
+PENDING_ITEM: Final = "pending"
+_DECISIONS: Final[dict[str, type[Decision]]] = {
+    "enqueue": EnqueueDecision,
+    "bind": BindDecision,
+    "pipeline": PipelineDecision,
+    "evict": EvictDecision,
+}
+_TASK_STATUSES: Final = {status.value: status for status in TaskStatus}
+_TASK_STARTED: Final = TaskStarted.model_fields["type"].default
+
+
+def task_status(text: str) -> TaskStatus:
+    """The status a row or snapshot names (a dict read: ``TaskStatus(text)`` is a Python call)."""
+    return _TASK_STATUSES[text]
+
+
+# ---------------------------------------------------------------------------- the whole state
+
+
+def state_to_jsonable(state: ClusterState) -> dict[str, Any]:
+    """A JSON-able dict (for ``state_snapshots``); :func:`state_from_jsonable` inverts it."""
+    return {
+        "format": FORMAT_VERSION,
+        "seq": state.seq,
+        "queues": [queue_to_json(q) for q in state.queues.values()],
+        "priority_classes": [priority_class_to_json(p) for p in state.priority_classes.values()],
+        "config": None if state.config is None else state.config.model_dump(mode="json"),
+        "config_version": state.config_version,
+        "leader_epoch": state.leader_epoch,
+        "nodes": [node_to_json(n) for n in state.nodes.values()],
+        "jobs": [job_to_json(j) for j in state.jobs.values()],
+        # Tasks as rows: everything else about a task comes from its job's spec.
+        "tasks": [[t.id, t.job, t.role, t.index, t.status, t.node] for t in state.tasks.values()],
+        "sessions": [session_to_json(s) for s in state.sessions.values()],
+        "session_parts": parts_to_json(state.session_parts),
+        "early_observations": early_to_json(state.early_observations),
+    }
+
+
+def state_from_jsonable(doc: dict[str, Any]) -> ClusterState:
+    if doc.get("format") != FORMAT_VERSION:
+        raise ValueError(f"cannot read cluster state format {doc.get('format')!r}")
+    config = doc["config"]
+    specs: dict[bytes, TaskSpec] = {}  # jobs often share task specs: validate each once
+    return assemble(
+        seq=doc["seq"],
+        queues=[queue_from_json(q) for q in doc["queues"]],
+        priority_classes=[priority_class_from_json(p) for p in doc["priority_classes"]],
+        config=None if config is None else SchedulerConfigSpec.model_validate(config),
+        config_version=doc["config_version"],
+        leader_epoch=doc["leader_epoch"],
+        nodes=[node_from_json(n) for n in doc["nodes"]],
+        jobs=[job_from_json(j, specs) for j in doc["jobs"]],
+        task_rows=[(r[0], r[1], r[2], r[3], task_status(r[4]), r[5]) for r in doc["tasks"]],
+        sessions=[session_from_json(s) for s in doc["sessions"]],
+        session_parts=parts_from_json(doc["session_parts"]),
+        early_observations=early_from_json(doc["early_observations"]),
+    )
+
+
+def state_from_text(text: str | bytes) -> ClusterState:
+    """A stored state (``state_snapshots.state``) from its JSON text.
+
+    orjson parses it several times faster than the json module; a document it
+    refuses (an integer beyond 64 bits, which the writer's json fallback may
+    store) is read with the json module.
+    """
+    try:
+        doc = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        doc = json.loads(text)
+    return state_from_jsonable(doc)
+
+
+# ---------------------------------------------------------------------------- per entity
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def queue_to_json(q: QueueState) -> dict[str, Any]:
+    return {
+        "name": q.name,
+        "weight": q.weight,
+        "capability": q.capability,
+        "deserved": q.deserved,
+        "guarantee": q.guarantee,
+        "reclaimable": q.reclaimable,
+        "priority": q.priority,
+        "state": q.state,
+        "parent": q.parent,
+        "created": isoformat(q.created),
+    }
+
+
+def queue_from_json(d: dict[str, Any]) -> QueueState:
+    return QueueState(
+        name=d["name"],
+        weight=d["weight"],
+        capability=d["capability"],
+        deserved=d["deserved"],
+        guarantee=d["guarantee"],
+        reclaimable=d["reclaimable"],
+        priority=d["priority"],
+        state=QueueStatus(d["state"]),
+        parent=d["parent"],
+        created=_parse_time(d["created"]),
+    )
+
+
+def priority_class_to_json(p: PriorityClassState) -> dict[str, Any]:
+    return {
+        "name": p.name,
+        "value": p.value,
+        "global_default": p.global_default,
+        "preemption_policy": p.preemption_policy,
+    }
+
+
+def priority_class_from_json(d: dict[str, Any]) -> PriorityClassState:
+    return PriorityClassState(
+        name=d["name"],
+        value=d["value"],
+        global_default=d["global_default"],
+        preemption_policy=d["preemption_policy"],
+    )
+
+
+def node_to_json(n: NodeState) -> dict[str, Any]:
+    return {
+        "name": n.name,
+        "allocatable": n.allocatable,
+        "labels": n.labels,
+        "taints": [json_form(t) for t in n.taints],
+        "unschedulable": n.unschedulable,
+        "ready": n.ready,
+        "created": isoformat(n.created),
+    }
+
+
+def node_from_json(d: dict[str, Any]) -> NodeState:
+    return NodeState(
+        name=d["name"],
+        allocatable=d["allocatable"],
+        labels=d["labels"],
+        taints=tuple(Taint.model_validate(t) for t in d["taints"]),
+        unschedulable=d["unschedulable"],
+        ready=d["ready"],
+        created=_parse_time(d["created"]),
+    )
+
+
+def job_to_json(j: JobState) -> dict[str, Any]:
+    return {
+        "id": j.id,
+        "namespace": j.namespace,
+        "name": j.name,
+        "queue": j.queue,
+        "priority_class": j.priority_class,
+        "min_available": j.min_available,
+        "min_resources": j.min_resources,
+        "phase": j.phase,
+        "phase_reason": j.phase_reason,
+        "created": isoformat(j.created),
+        "annotations": j.annotations,
+        "labels": j.labels,
+        "task_specs": [json_form(s) for s in j.task_specs],
+    }
+
+
+def job_from_json(d: dict[str, Any], specs: dict[bytes, TaskSpec] | None = None) -> JobState:
+    """A job from its JSON form; ``specs`` caches validated task specs by their text
+    (TaskSpec is frozen, so jobs with equal specs can share one)."""
+    return JobState(
+        id=d["id"],
+        namespace=d["namespace"],
+        name=d["name"],
+        queue=d["queue"],
+        priority_class=d["priority_class"],
+        min_available=d["min_available"],
+        min_resources=d["min_resources"],
+        phase=JobPhase(d["phase"]),
+        phase_reason=d["phase_reason"],
+        created=_parse_time(d["created"]),
+        annotations=d["annotations"],
+        labels=d["labels"],
+        task_specs=tuple(_task_spec(s, specs) for s in d["task_specs"]),
+        tasks=[],
+    )
+
+
+def _task_spec(doc: dict[str, Any], specs: dict[bytes, TaskSpec] | None) -> TaskSpec:
+    if specs is None:
+        return TaskSpec.model_validate(doc)
+    key = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+    spec = specs.get(key)
+    if spec is None:
+        spec = specs[key] = TaskSpec.model_validate(doc)
+    return spec
+
+
+def session_to_json(s: SessionRecord) -> dict[str, Any]:
+    return {
+        "session_id": s.session_id,
+        "seq": s.seq,
+        "leader_epoch": s.leader_epoch,
+        "input_seq": s.input_seq,
+        "config_version": s.config_version,
+        "now": isoformat(s.now),
+        "accepted": s.accepted,
+        "voided": [
+            {
+                "index": v.index,
+                "kind": v.kind,
+                "job": v.job,
+                "task": v.task,
+                "node": v.node,
+                "reason": v.reason,
+            }
+            for v in s.voided
+        ],
+        "pending": [json_form(p) for p in s.pending],
+        "pending_digest": s.pending_digest,
+        "input_digest": s.input_digest,
+        "logic_flags": list(s.logic_flags),
+    }
+
+
+def session_from_json(d: dict[str, Any]) -> SessionRecord:
+    return SessionRecord(
+        session_id=d["session_id"],
+        seq=d["seq"],
+        leader_epoch=d["leader_epoch"],
+        input_seq=d["input_seq"],
+        config_version=d["config_version"],
+        now=_parse_time(d["now"]),
+        accepted=d["accepted"],
+        voided=tuple(
+            VoidedDecision(
+                index=v["index"],
+                kind=v["kind"],
+                job=v["job"],
+                task=v["task"],
+                node=v["node"],
+                reason=v["reason"],
+            )
+            for v in d["voided"]
+        ),
+        pending=tuple(PendingJob.model_validate(p) for p in d["pending"]),
+        pending_digest=d["pending_digest"],
+        input_digest=d["input_digest"],
+        logic_flags=tuple(d["logic_flags"]),
+    )
+
+
+# ---------------------------------------------------------------------------- buffers
+
+
+def parts_to_json(parts: dict[str, dict[int, SessionPartData]]) -> dict[str, Any]:
+    """Session id -> part index (a string: JSON keys are) -> the part's decisions, then its
+    pending jobs tagged ``"kind": "pending"`` (:data:`PENDING_ITEM`)."""
+    return {
+        sid: {
+            str(index): [
+                *(json_form(d) for d in part.decisions),
+                *({"kind": PENDING_ITEM, **json_form(p)} for p in part.pending),
+            ]
+            for index, part in by_index.items()
+        }
+        for sid, by_index in parts.items()
+    }
+
+
+def parts_from_json(d: dict[str, Any]) -> dict[str, dict[int, SessionPartData]]:
+    return {
+        sid: {int(index): _part_from_json(sid, int(index), items) for index, items in by_index.items()}
+        for sid, by_index in d.items()
+    }
+
+
+def _part_from_json(session_id: str, index: int, items: list[dict[str, Any]]) -> SessionPartData:
+    decisions: list[Decision] = []
+    pending: list[PendingJob] = []
+    for item in items:
+        kind = item["kind"]
+        if kind == PENDING_ITEM:
+            pending.append(PendingJob.model_validate({k: v for k, v in item.items() if k != "kind"}))
+        else:
+            decisions.append(_DECISIONS[kind].model_validate(item))
+    return SessionPartData(session_id=session_id, index=index, decisions=decisions, pending=pending)
+
+
+def early_to_json(early: dict[str, list[EarlyObservation]]) -> dict[str, list[dict[str, Any]]]:
+    """Job id -> its early observations as event documents (``model_dump(mode="json")``)."""
+    return {job: [event.model_dump(mode="json") for event in events] for job, events in early.items()}
+
+
+def early_from_json(d: dict[str, list[dict[str, Any]]]) -> dict[str, list[EarlyObservation]]:
+    return {job: [_observation(doc) for doc in docs] for job, docs in d.items()}
+
+
+def _observation(doc: dict[str, Any]) -> EarlyObservation:
+    if doc["type"] == _TASK_STARTED:
+        return TaskStarted.model_validate(doc)
+    return TaskFinished.model_validate(doc)
