@@ -9,11 +9,12 @@ with the real fold to choose plausible next events, so the same seed always
 gives the same stream.  ``invalid_rate`` mixes in events the fold must refuse.
 
 For a steady state (retention, bench/fold.py): ``live_jobs`` caps the jobs
-not yet finished (a submission beyond it cancels a live job instead),
-``step_ms`` is the event time between two events (1 ms by default: a stream
-of a million events spans 17 minutes, less than the default retention, so
-nothing retires) and ``ttl_seconds`` the jobs' ``ttl_seconds_after_finished``
-(None: the archive's default).  The defaults give the stream other tests rely on.
+not yet finished (a submission beyond it cancels a live job instead) and the
+cluster to twice its initial nodes; ``step_ms`` is the event time between two
+events (1 ms by default: a million events span 17 minutes, less than the
+default retention, so nothing retires) and ``ttl_seconds`` the jobs'
+``ttl_seconds_after_finished`` (None: the archive's default).  The defaults
+give the stream other tests rely on.
 """
 
 from __future__ import annotations
@@ -230,7 +231,7 @@ class StreamBuilder:
             ),
         )
 
-    def _next(self) -> Event:  # noqa: PLR0911 - one branch per kind of event
+    def _next(self) -> Event:  # noqa: PLR0911, PLR0912 - one branch per kind of event
         rng = self.rng
         state = self.shadow
         if self.invalid_rate and rng.random() < self.invalid_rate:
@@ -271,6 +272,10 @@ class StreamBuilder:
             name = self.node_pool.choice(rng)
             return NodeRemoved(**self._envelope(), data=NodeRemovedData(name=name))  # type: ignore[arg-type]
         if roll < 0.97:
+            if self.live_jobs is not None and len(state.nodes) >= 2 * self.initial_nodes:
+                # Steady: the cluster stops growing too.
+                name = self.node_pool.choice(rng)
+                return NodeRemoved(**self._envelope(), data=NodeRemovedData(name=name))  # type: ignore[arg-type]
             return self._node()
         if roll < 0.98:
             return self._config()
