@@ -468,6 +468,10 @@ def _volcano_job(
             "spec.minAvailable", f"expected at most the total replicas ({total_replicas})", min_available
         )
 
+    ttl = spec.get("ttlSecondsAfterFinished")
+    if ttl is not None:
+        ttl = _integer(doc, ttl, "spec.ttlSecondsAfterFinished", minimum=0)
+
     data = JobSubmittedData.model_validate(
         # resources as quantity strings: an integer given to the model is read as a quantity
         {
@@ -480,6 +484,7 @@ def _volcano_job(
             "tasks": [t.spec for t in tasks],
             "labels": labels,
             "annotations": annotations,
+            "ttl_seconds_after_finished": ttl,
         }
     )
     job_id = data.job_id

@@ -1,10 +1,19 @@
-"""Fold throughput: decode and the pure fold over an in-memory stream (default 1,000,000 events).
+"""Fold throughput over a steady state: decode and the pure fold (default 1,000,000 events).
 
-    python bench/fold.py [--events N] [--seed S] [--profile]
+    python bench/fold.py [--events N] [--live-jobs J] [--step-ms MS] [--seed S] [--profile]
 
-Prints the stream generation time (not part of the figures), the fold rate
-over already-decoded events, the decode rate over encoded bytes, decode+fold
-together, and peak memory.  ``--profile`` prints the fold's top functions.
+The stream (tests/projector/streams.py) is generated in chunks as the fold
+goes, so memory holds the states, not the stream.  By default it is steady:
+at most ``--live-jobs`` unfinished jobs (10,000), ``--step-ms`` of event time
+between events (100 ms), so finished jobs retire after the default TTL of an
+hour, 36,000 events later (projector.fold, retention).  ``--live-jobs 0
+--step-ms 1`` gives the unbounded stream of earlier versions.
+
+Prints the fold rate (wall and CPU time) over the first 100k events, the
+last 100k and the whole run, peak RSS after the first 100k and at the end
+(the generator's shadow state is as large as the folded one), the final
+state's sizes (load-independent), and the decode rate over the first chunk.
+``--profile`` prints the fold's top functions over the first 100k events.
 """
 
 from __future__ import annotations
@@ -17,66 +26,132 @@ import resource
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from events.models import Event
 from events.serde import decode, encode
 from projector.fold import apply
 from projector.heap import tune_gc
 from projector.state import ClusterState
-from tests.projector.streams import event_stream
+from tests.projector.streams import StreamBuilder
+
+_WINDOW = 100_000
+_CHUNK = 10_000
 
 
-def main() -> None:
+def chunks(builder: StreamBuilder, count: int) -> Iterator[list[Event]]:
+    """The stream's first ``count`` events, ``_CHUNK`` at a time (as tests.projector.streams.event_stream)."""
+    builder._queued = []
+    out: list[Event] = []
+    made = 0
+    for event in builder:
+        if builder._queued:
+            out.extend(builder._queued)
+            builder._queued.clear()
+        out.append(event)
+        if len(out) >= _CHUNK or made + len(out) >= count:
+            out = out[: count - made]
+            made += len(out)
+            yield out
+            out = []
+            if made >= count:
+                return
+
+
+def peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main() -> None:  # noqa: PLR0915 - one report
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--live-jobs", type=int, default=10_000, help="cap of unfinished jobs (0: none)")
+    parser.add_argument("--step-ms", type=int, default=100, help="event time between two events")
+    parser.add_argument("--nodes", type=int, default=64)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--default-gc", action="store_true", help="keep CPython's GC thresholds (compare)")
     args = parser.parse_args()
 
-    began = time.perf_counter()
-    events = event_stream(args.seed, args.events)
-    print(f"generated {len(events):,} events in {time.perf_counter() - began:.1f} s (not measured)")
-    mix = Counter(e.type.split(".")[1] + "." + e.type.split(".")[2] for e in events)
-    print("mix: " + ", ".join(f"{k} {100 * v / len(events):.1f}%" for k, v in mix.most_common()))
-
     if not args.default_gc:
-        tune_gc()  # as every Tephra process does (projector.heap)
-        gc.collect()
-        gc.freeze()  # the stream itself is long-lived input, not garbage
+        tune_gc()
     print(f"gc thresholds {gc.get_threshold()}")
-    gc.collect()
-    state = ClusterState()
-    began = time.perf_counter()
-    invalid = 0
-    for seq, event in enumerate(events, 1):
-        if apply(state, seq, event).invalid is not None:
-            invalid += 1
-    fold_s = time.perf_counter() - began
-    print(
-        f"fold:          {len(events) / fold_s:>10,.0f} events/s  ({fold_s:.2f} s; {invalid} invalid;"
-        f" final state {len(state.jobs):,} jobs, {len(state.tasks):,} tasks, {len(state.nodes)} nodes)"
+    builder = StreamBuilder(
+        args.seed, live_jobs=args.live_jobs or None, step_ms=args.step_ms, nodes=args.nodes
     )
-
-    raws = [encode(e) for e in events]
+    state = ClusterState()
+    mix: Counter[str] = Counter()
+    # (events, wall s, cpu s) per chunk
+    timings: list[tuple[int, float, float]] = []
+    generated_s = 0.0
+    invalid = 0
+    seq = 0
+    rss_at_window = 0.0
+    decode_line = ""
+    profiler = cProfile.Profile() if args.profile else None
     began = time.perf_counter()
-    decoded = [decode(raw) for raw in raws]
-    decode_s = time.perf_counter() - began
-    print(f"decode:        {len(events) / decode_s:>10,.0f} events/s  ({decode_s:.2f} s)")
-    print(f"decode + fold: {len(events) / (decode_s + fold_s):>10,.0f} events/s")
-    del decoded
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak RSS: {peak_mb:,.0f} MiB (stream, its bytes and the state)")
+    stream = chunks(builder, args.events)
+    while True:
+        started = time.perf_counter()
+        chunk = next(stream, None)
+        generated_s += time.perf_counter() - started
+        if chunk is None:
+            break
+        mix.update(e.type.split(".")[1] + "." + e.type.split(".")[2] for e in chunk)
+        if not decode_line:
+            raws = [encode(e) for e in chunk]
+            started = time.perf_counter()
+            for raw in raws:
+                decode(raw)
+            decode_line = (
+                f"decode:  {len(raws) / (time.perf_counter() - started):>10,.0f} events/s (first chunk)"
+            )
+        if profiler is not None and seq < _WINDOW:
+            profiler.enable()
+        wall, cpu = time.perf_counter(), time.process_time()
+        for event in chunk:
+            seq += 1
+            if apply(state, seq, event).invalid is not None:
+                invalid += 1
+                seq -= 1
+        timings.append((len(chunk), time.perf_counter() - wall, time.process_time() - cpu))
+        if profiler is not None:
+            profiler.disable()
+        if not rss_at_window and sum(n for n, _, _ in timings) >= _WINDOW:
+            rss_at_window = peak_mib()
+    total = sum(n for n, _, _ in timings)
+    print(
+        f"{total:,} events ({invalid} invalid), generated in {generated_s:.0f} s (not measured),"
+        f" run {time.perf_counter() - began:.0f} s"
+    )
+    print("mix: " + ", ".join(f"{k} {100 * v / total:.1f}%" for k, v in mix.most_common()))
 
-    if args.profile:
-        state = ClusterState()
-        profiler = cProfile.Profile()
-        profiler.enable()
-        for seq, event in enumerate(events, 1):
-            apply(state, seq, event)
-        profiler.disable()
+    def rate(part: list[tuple[int, float, float]]) -> str:
+        n = sum(c for c, _, _ in part)
+        wall = sum(w for _, w, _ in part)
+        cpu = sum(c for _, _, c in part)
+        return f"{n / wall:>10,.0f} events/s wall, {1e6 * cpu / n:6.1f} us CPU/event over {n:,}"
+
+    window = _WINDOW // _CHUNK
+    print(f"fold, first 100k: {rate(timings[:window])}")
+    print(f"fold, last 100k:  {rate(timings[-window:])}")
+    print(f"fold, whole run:  {rate(timings)}")
+    print(decode_line)
+    print(
+        f"peak RSS: {rss_at_window:,.0f} MiB after 100k events, {peak_mib():,.0f} MiB at the end"
+        " (the folded state and the generator's shadow of it)"
+    )
+    live = sum(1 for j in state.jobs.values() if j.finished_at is None)
+    print(
+        f"final state: {len(state.jobs):,} jobs ({live:,} unfinished, {len(state.retiring):,} awaiting"
+        f" retirement), {len(state.tasks):,} tasks, {len(state.nodes)} nodes, {len(state.sessions)} sessions,"
+        f" {len(state.session_parts)} buffered session parts,"
+        f" {len(state.early_observations)} early-observation jobs; clock {state.clock.isoformat()}"
+    )
+    if profiler is not None:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
 
 

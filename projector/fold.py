@@ -47,11 +47,32 @@ Lifecycle rules (Volcano's, simplified where noted):
   its Pending tasks are withdrawn (removed); Bound and Running tasks become
   Releasing and keep their resources until their TaskFinished, after which
   they are removed when evicted.
+
+Retention (Volcano's ``ttlSecondsAfterFinished``), in event time:
+
+* The state keeps a clock, the latest envelope ``time`` folded so far; it
+  never goes back, whatever the producers' clocks do.
+* A job is *finished* once its phase is terminal and every task it still has
+  is Succeeded or Failed (a cancelled job's Releasing tasks must end first).
+  It records ``finished_at`` = the clock then.
+* Before each event's handler, the clock takes the event's time and every
+  finished job whose ``finished_at`` + TTL is at or before it leaves the
+  state with its tasks, in (deadline, job id) order.  The TTL is the job's
+  ``ttl_seconds_after_finished``, else :data:`DEFAULT_TTL_SECONDS_AFTER_FINISHED`
+  (3600 s), part of the archive's contract: replay retires exactly the same jobs.
+  An invalid event undoes both (it is not archived, so replay never sees it).
+* A retired job is unknown from then on: its id may be submitted again, a
+  cancel of it is ``job-missing``, a decision naming it is voided
+  ``job-missing``, and an observation naming it waits in
+  ``early_observations`` like one of a job not yet submitted.  The archive
+  keeps all its events (``replay explain`` reads them there).
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Final, TypeAlias, assert_never
 
 from events.models import (
@@ -103,6 +124,7 @@ from projector.state import (
 
 __all__ = [
     "DECISION_VOID_REASONS",
+    "DEFAULT_TTL_SECONDS_AFTER_FINISHED",
     "INVALID_EVENT_REASONS",
     "FoldOutcome",
     "Touched",
@@ -143,6 +165,11 @@ DECISION_VOID_REASONS: Final = (
     "node-missing",
     "insufficient-resources",
 )
+
+#: How long a finished job stays in the state, in seconds of event time, when its
+#: JobSubmitted names no ``ttl_seconds_after_finished``.  Part of the archive's
+#: contract: changing it changes what replay derives from existing archives.
+DEFAULT_TTL_SECONDS_AFTER_FINISHED: Final = 3600
 
 _META: Final = ("meta", "")
 # The members the fold reads, bound once: on Python 3.11 reading a member off its enum
@@ -206,11 +233,79 @@ def _invalid(reason: str, detail: str) -> FoldOutcome:
 
 
 def apply(state: ClusterState, seq: int, event: Event) -> FoldOutcome:
-    """Fold ``event``, the archive's event number ``seq``, into ``state`` (in place)."""
+    """Fold ``event``, the archive's event number ``seq``, into ``state`` (in place).
+
+    The clock moves to the event's time and the jobs due by then retire before
+    its handler runs, so the handler sees the state as of the event's time.
+    """
+    clock = state.clock
+    time = event.time
+    if time > clock:
+        state.clock = time
+    heap = state.retiring
+    retired = _retire(state) if heap and heap[0][0] <= state.clock else None
     outcome = _dispatch(state, seq, event)
     if outcome.invalid is None:
         state.seq = seq
+        if retired is not None:
+            touched = [key for job, _ in retired for key in _removed_keys(job)]
+            touched.extend(outcome.touched)
+            outcome = FoldOutcome(touched=tuple(touched), decisions=outcome.decisions)
+    else:
+        # Not archived: replay never sees it, so neither its time nor what it retired.
+        state.clock = clock
+        if retired is not None:
+            _reinstate(state, retired)
     return outcome
+
+
+# ---------------------------------------------------------------------------- retention
+
+#: Retired jobs with their tasks (kept until the event that retired them is judged valid).
+_Retired: TypeAlias = list[tuple[JobState, list[TaskState]]]
+
+
+def _finish_if_done(state: ClusterState, job: JobState) -> bool:
+    """Record that ``job`` finished, if it just did (see the module docstring); True when so."""
+    if job.finished_at is not None or job.phase not in TERMINAL_JOB_PHASES:
+        return False
+    tasks = state.tasks
+    for task_id in job.tasks:
+        if tasks[task_id].status not in FINISHED:
+            return False
+    clock = state.clock
+    job.finished_at = clock
+    heapq.heappush(state.retiring, (clock + timedelta(seconds=job.ttl_seconds), job.id))
+    return True
+
+
+def _retire(state: ClusterState) -> _Retired:
+    """Remove the finished jobs due by the clock, with their tasks, in (deadline, id) order."""
+    heap, clock = state.retiring, state.clock
+    jobs, tasks = state.jobs, state.tasks
+    retired: _Retired = []
+    while heap and heap[0][0] <= clock:
+        _, job_id = heapq.heappop(heap)
+        job = jobs.pop(job_id)
+        # Finished tasks occupy no node: nothing else refers to them.
+        retired.append((job, [tasks.pop(task_id) for task_id in job.tasks]))
+    return retired
+
+
+def _reinstate(state: ClusterState, retired: _Retired) -> None:
+    """Undo :func:`_retire` (for an invalid event)."""
+    for job, tasks in retired:
+        state.jobs[job.id] = job
+        for task in tasks:
+            state.tasks[task.id] = task
+        finished_at = job.finished_at
+        if finished_at is not None:  # always: only finished jobs retire
+            heapq.heappush(state.retiring, (finished_at + timedelta(seconds=job.ttl_seconds), job.id))
+
+
+def _removed_keys(job: JobState) -> list[tuple[str, str]]:
+    """The touched keys of a retired job's rows (gone from the state: the writer deletes them)."""
+    return [("job", job.id), *(("task", task_id) for task_id in job.tasks)]
 
 
 def _dispatch(state: ClusterState, seq: int, event: Event) -> FoldOutcome:  # noqa: PLR0911, PLR0912 - one case per type
@@ -327,6 +422,9 @@ def _job_submitted(state: ClusterState, seq: int, event: JobSubmitted) -> FoldOu
         labels=d.labels,
         task_specs=tuple(specs),
         tasks=ids,
+        ttl_seconds=DEFAULT_TTL_SECONDS_AFTER_FINISHED
+        if d.ttl_seconds_after_finished is None
+        else d.ttl_seconds_after_finished,
     )
     state.jobs[job_id] = job
     touched: list[tuple[str, str]] = [("new_job", job_id)]
@@ -347,7 +445,9 @@ def _job_cancelled(state: ClusterState, event: JobCancelled) -> FoldOutcome:
         return _invalid("job-finished", f"cannot cancel job {job.id}: it is already {job.phase}")
     job.phase = _JOB_CANCELLED
     job.phase_reason = event.data.reason
-    return FoldOutcome(touched=(("job", job.id), *_withdraw(state, job)))
+    withdrawn = _withdraw(state, job)
+    _finish_if_done(state, job)
+    return FoldOutcome(touched=(("job", job.id), *withdrawn))
 
 
 def _job_rejected(state: ClusterState, event: JobRejected) -> FoldOutcome:
@@ -359,7 +459,9 @@ def _job_rejected(state: ClusterState, event: JobRejected) -> FoldOutcome:
     job.phase = _JOB_FAILED
     reason = event.data.reason
     job.phase_reason = f"{event.data.code}: {reason}" if reason else event.data.code
-    return FoldOutcome(touched=(("job", job.id), *_withdraw(state, job)))
+    withdrawn = _withdraw(state, job)
+    _finish_if_done(state, job)
+    return FoldOutcome(touched=(("job", job.id), *withdrawn))
 
 
 def _withdraw(state: ClusterState, job: JobState) -> list[tuple[str, str]]:
@@ -414,7 +516,9 @@ def _node_removed(state: ClusterState, event: NodeRemoved) -> FoldOutcome:
         _reset_or_drop(state, task)
     del state.nodes[name]
     for job_id in affected:
-        if _refresh_phase(state, state.jobs[job_id]):
+        job = state.jobs[job_id]
+        # Both: a cancelled job whose last Releasing task died with the node finishes.
+        if _refresh_phase(state, job) | _finish_if_done(state, job):
             touched.append(("job", job_id))
     return FoldOutcome(touched=tuple(touched))
 
@@ -495,7 +599,10 @@ def _task_finished(state: ClusterState, event: TaskFinished) -> FoldOutcome:
         if occupying and task.node is not None:
             unplace(state.nodes[task.node], task)
         task.status = _TASK_SUCCEEDED if outcome == "succeeded" else _TASK_FAILED
-    if _refresh_phase(state, job):
+    changed = _refresh_phase(state, job)
+    if job.phase in TERMINAL_JOB_PHASES and _finish_if_done(state, job):
+        changed = True
+    if changed:
         touched.append(("job", job.id))
     return FoldOutcome(touched=tuple(touched))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import weakref
+from datetime import datetime
 from typing import Final
 
 import asyncpg
@@ -27,7 +28,7 @@ from projector.projection_rows import (
     projection_statements,
     session_statement,
 )
-from projector.state import MAX_SESSIONS, ClusterState, TaskRow, assemble
+from projector.state import MAX_SESSIONS, ClusterState, JobState, TaskRow, assemble
 from projector.state_json import (
     early_from_json,
     job_from_json,
@@ -89,7 +90,7 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
     """
     async with conn.transaction(isolation="repeatable_read", readonly=True):
         meta = await conn.fetchrow(
-            "SELECT seq, config, config_version, leader_epoch, session_parts, early_observations"
+            "SELECT seq, config, config_version, leader_epoch, session_parts, early_observations, clock"
             " FROM projection_meta"
         )
         if meta is None:
@@ -101,8 +102,8 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
         ]
         nodes = [node_from_json(json.loads(r["doc"])) for r in await conn.fetch("SELECT doc FROM nodes")]
         jobs = [
-            job_from_json({**json.loads(r["spec"]), "phase": r["phase"], "phase_reason": r["phase_reason"]})
-            for r in await conn.fetch("SELECT spec, phase, phase_reason FROM jobs")
+            _job(r["spec"], r["phase"], r["phase_reason"], r["finished_at"])
+            for r in await conn.fetch("SELECT spec, phase, phase_reason, finished_at FROM jobs")
         ]
         task_rows: list[TaskRow] = [
             (r[0], r[1], r[2], r[3], task_status(r[4]), r[5])
@@ -128,4 +129,14 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
         sessions=sessions,
         session_parts=parts_from_json(json.loads(meta["session_parts"])),
         early_observations=early_from_json(json.loads(meta["early_observations"])),
+        clock=meta["clock"],
     )
+
+
+def _job(spec: str, phase: str, phase_reason: str, finished_at: datetime | None) -> JobState:
+    """A job from its row: the spec document plus the columns that change."""
+    job = job_from_json(
+        {**json.loads(spec), "phase": phase, "phase_reason": phase_reason, "finished_at": None}
+    )
+    job.finished_at = finished_at
+    return job

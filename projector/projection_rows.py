@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final
 
 import orjson
 
 from projector.archive import stdlib_utc
-from projector.state import ClusterState, SessionRecord
+from projector.state import ClusterState, JobState, SessionRecord
 from projector.state_json import (
     early_to_json,
     job_to_json,
@@ -81,7 +82,7 @@ def document_json(value: Any) -> str:
 
 
 _dumps: Final = document_json
-_MUTABLE_JOB_FIELDS: Final = ("phase", "phase_reason")
+_MUTABLE_JOB_FIELDS: Final = ("phase", "phase_reason", "finished_at")
 _UPSERT_NODES: Final = (
     "INSERT INTO nodes (name, seq, ready, unschedulable, doc)"
     " SELECT * FROM unnest($1::text[], $2::bigint[], $3::boolean[], $4::boolean[], $5::jsonb[])"
@@ -130,23 +131,29 @@ _UPSERT_SESSIONS: Final = (
     " config_version = EXCLUDED.config_version, now = EXCLUDED.now,"
     " accepted = EXCLUDED.accepted, voided = EXCLUDED.voided, doc = EXCLUDED.doc"
 )
-_JOB_COLUMNS: Final = ("id", "namespace", "name", "queue", "phase", "phase_reason", "created", "seq", "spec")
+_JOB_COLUMNS: Final = (
+    "id", "namespace", "name", "queue", "phase", "phase_reason", "created", "seq", "spec", "finished_at",
+)  # fmt: skip
 _STAGE_JOBS: Final = (
     'CREATE TEMP TABLE IF NOT EXISTS tephra_stage_jobs (id text COLLATE "C", namespace text, name text,'
-    " queue text, phase text, phase_reason text, created timestamptz, seq bigint, spec jsonb)"
+    " queue text, phase text, phase_reason text, created timestamptz, seq bigint, spec jsonb,"
+    " finished_at timestamptz)"
     " ON COMMIT DELETE ROWS"
 )
 _INSERT_JOBS: Final = (
-    "INSERT INTO jobs (id, namespace, name, queue, phase, phase_reason, created, seq, spec)"
-    " SELECT id, namespace, name, queue, phase, phase_reason, created, seq, spec FROM tephra_stage_jobs"
+    "INSERT INTO jobs (id, namespace, name, queue, phase, phase_reason, created, seq, spec, finished_at)"
+    " SELECT id, namespace, name, queue, phase, phase_reason, created, seq, spec, finished_at"
+    " FROM tephra_stage_jobs"
     " ON CONFLICT (id) DO UPDATE SET namespace = EXCLUDED.namespace, name = EXCLUDED.name,"
     " queue = EXCLUDED.queue, phase = EXCLUDED.phase, phase_reason = EXCLUDED.phase_reason,"
-    " created = EXCLUDED.created, seq = EXCLUDED.seq, spec = EXCLUDED.spec"
+    " created = EXCLUDED.created, seq = EXCLUDED.seq, spec = EXCLUDED.spec,"
+    " finished_at = EXCLUDED.finished_at"
 )
 _UPDATE_JOBS: Final = (
-    "UPDATE jobs SET phase = u.phase, phase_reason = u.phase_reason, seq = u.seq"
-    " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])"
-    " AS u(id, phase, phase_reason, seq)"
+    "UPDATE jobs SET phase = u.phase, phase_reason = u.phase_reason, seq = u.seq,"
+    " finished_at = u.finished_at"
+    " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[])"
+    " AS u(id, phase, phase_reason, seq, finished_at)"
     " WHERE jobs.id = u.id"
 )
 #: The temporary tables the StagedRows above are COPYed into, created once per
@@ -248,7 +255,7 @@ def _job_statements(
         if keep:
             rows = [
                 (j.id, j.namespace, j.name, j.queue, j.phase, j.phase_reason, stdlib_utc(j.created),
-                 max(new[j.id], changed.get(j.id, 0)), spec)
+                 max(new[j.id], changed.get(j.id, 0)), spec, _finished_at(j))
                 for j, spec in zip(jobs, specs, strict=True)
             ]  # fmt: skip
             out.append(StagedRows("tephra_stage_jobs", _JOB_COLUMNS, rows, _INSERT_JOBS))
@@ -266,10 +273,15 @@ def _job_statements(
                         [j.phase for j in jobs],
                         [j.phase_reason for j in jobs],
                         [updates[k] for k in keep],
+                        [_finished_at(j) for j in jobs],
                     ),
                 )
             )
         _delete(out, "jobs", "id", gone)
+
+
+def _finished_at(job: JobState) -> datetime | None:
+    return None if job.finished_at is None else stdlib_utc(job.finished_at)
 
 
 def _upsert_docs(
@@ -289,9 +301,9 @@ def _delete(out: list[ProjectionWrite], table: str, column: str, keys: list[str]
         out.append((f"DELETE FROM {table} WHERE {column} = ANY($1::text[])", (keys,)))  # noqa: S608
 
 
-def meta_arguments(state: ClusterState) -> tuple[str | None, int, int, str, str]:
+def meta_arguments(state: ClusterState) -> tuple[str | None, int, int, str, str, datetime]:
     """The projection_meta columns other than seq, in table order."""
     config = None if state.config is None else _dumps(state.config.model_dump(mode="json"))
     parts = _dumps(parts_to_json(state.session_parts))
     early = _dumps(early_to_json(state.early_observations))
-    return config, state.config_version, state.leader_epoch, parts, early
+    return config, state.config_version, state.leader_epoch, parts, early, stdlib_utc(state.clock)

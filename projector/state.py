@@ -32,9 +32,10 @@ while ``NodeState.used`` does count it.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Final, TypeAlias
 
@@ -51,6 +52,7 @@ from events.models import (
 )
 
 __all__ = [
+    "CLOCK_START",
     "JOB_PHASES",
     "MAX_SESSIONS",
     "OCCUPYING",
@@ -74,6 +76,7 @@ __all__ = [
     "new_tasks",
     "place",
     "reduce_through_init",
+    "retirement_heap",
     "task_id_of",
     "unplace",
 ]
@@ -122,6 +125,9 @@ PODS: Final = "pods"
 #: table keeps them all).  Enough for read-your-writes and recent history;
 #: bounded so snapshots do not grow with uptime.
 MAX_SESSIONS: Final = 256
+
+#: The event-time clock of a state that has folded nothing yet (below any event's time).
+CLOCK_START: Final = datetime(1, 1, 1, tzinfo=UTC)
 
 #: An observation of a task that arrived before the JobSubmitted it names.
 EarlyObservation: TypeAlias = TaskStarted | TaskFinished
@@ -288,8 +294,13 @@ class JobState:
     #: Ids of the job's tasks still in ``ClusterState.tasks``, in creation
     #: order (spec order, then index).
     tasks: list[str]
+    #: Seconds of event time the job stays once finished (its own, else the fold's default).
+    ttl_seconds: int
     #: Why the job reached Cancelled or Failed ("" otherwise).
     phase_reason: str = ""
+    #: The state's clock when the job finished (terminal phase, every task left
+    #: Succeeded or Failed); None while it has not.
+    finished_at: datetime | None = None
 
     # Spelled out: built per event (see above NodeState).
     def __init__(  # noqa: PLR0917 - the dataclass fields, in order
@@ -307,7 +318,9 @@ class JobState:
         labels: dict[str, str],
         task_specs: tuple[TaskSpec, ...],
         tasks: list[str],
+        ttl_seconds: int,
         phase_reason: str = "",
+        finished_at: datetime | None = None,
     ) -> None:
         self.id = id
         self.namespace = namespace
@@ -322,7 +335,9 @@ class JobState:
         self.labels = labels
         self.task_specs = task_specs
         self.tasks = tasks
+        self.ttl_seconds = ttl_seconds
         self.phase_reason = phase_reason
+        self.finished_at = finished_at
 
     def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
         return reduce_through_init(self)
@@ -427,6 +442,13 @@ class ClusterState:
     #: TaskStarted/TaskFinished events (in arrival order) that named a job not
     #: submitted yet, by job id; applied when the job arrives.
     early_observations: dict[str, list[EarlyObservation]] = field(default_factory=dict)
+    #: Event time: the latest envelope ``time`` of the events folded so far
+    #: (producers' clocks may go backwards; this never does).
+    clock: datetime = CLOCK_START
+    #: Derived: a heap of (retirement deadline, job id) of the finished jobs, the
+    #: next to leave first.  Left out of equality: its layout depends on the order
+    #: of pushes, its content is the jobs' ``finished_at`` + ``ttl_seconds``.
+    retiring: list[tuple[datetime, str]] = field(default_factory=list, compare=False)
 
 
 # ---------------------------------------------------------------------------- rebuilding a state
@@ -449,6 +471,7 @@ def assemble(
     sessions: list[SessionRecord],
     session_parts: dict[str, dict[int, SessionPartData]],
     early_observations: dict[str, list[EarlyObservation]],
+    clock: datetime,
 ) -> ClusterState:
     """Build a state from its persisted parts, deriving what is not stored.
 
@@ -468,6 +491,8 @@ def assemble(
         sessions={s.session_id: s for s in sessions},
         session_parts=session_parts,
         early_observations=early_observations,
+        clock=clock,
+        retiring=retirement_heap(jobs),
     )
     role_order: dict[str, dict[str, int]] = {
         job.id: {spec.name: i for i, spec in enumerate(job.task_specs)} for job in jobs
@@ -489,6 +514,17 @@ def assemble(
         if status in OCCUPYING and node is not None:
             place(state.nodes[node], task)
     return state
+
+
+def retirement_heap(jobs: Iterable[JobState]) -> list[tuple[datetime, str]]:
+    """The ``ClusterState.retiring`` heap of ``jobs``: (deadline, id) of each finished one."""
+    heap = [
+        (job.finished_at + timedelta(seconds=job.ttl_seconds), job.id)
+        for job in jobs
+        if job.finished_at is not None
+    ]
+    heapq.heapify(heap)
+    return heap
 
 
 def new_tasks(job: JobState, spec: TaskSpec, pods: Iterable[tuple[int, str]]) -> list[TaskState]:

@@ -9,7 +9,9 @@ derives what is not stored (task specs from the job, node usage from the
 tasks).  Times are written as ``datetime.isoformat()`` text; event models as
 their ``model_dump(mode="json")`` values.
 
-The document's ``format`` is 1; a reader refuses any other.
+The document's ``format`` is 2 (1 had no clock nor retention fields); a reader
+refuses any other.  The ``retiring`` heap is not stored: :func:`assemble`
+derives it from the jobs' ``finished_at`` and ``ttl_seconds``.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ __all__ = [
     "task_status",
 ]
 
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
 #: The ``kind`` of a pending job buffered with a part's decisions (not a decision kind;
 #: parts archived before SessionPart had ``pending`` have none).
 PENDING_ITEM: Final = "pending"
@@ -113,6 +115,7 @@ def state_to_jsonable(state: ClusterState) -> dict[str, Any]:
         "sessions": [session_to_json(s) for s in state.sessions.values()],
         "session_parts": parts_to_json(state.session_parts),
         "early_observations": early_to_json(state.early_observations),
+        "clock": isoformat(state.clock),
     }
 
 
@@ -134,6 +137,7 @@ def state_from_jsonable(doc: dict[str, Any]) -> ClusterState:
         sessions=[session_from_json(s) for s in doc["sessions"]],
         session_parts=parts_from_json(doc["session_parts"]),
         early_observations=early_from_json(doc["early_observations"]),
+        clock=_parse_time(doc["clock"]),
     )
 
 
@@ -245,6 +249,8 @@ def job_to_json(j: JobState) -> dict[str, Any]:
         "annotations": j.annotations,
         "labels": j.labels,
         "task_specs": [json_form(s) for s in j.task_specs],
+        "ttl_seconds": j.ttl_seconds,
+        "finished_at": None if j.finished_at is None else isoformat(j.finished_at),
     }
 
 
@@ -266,6 +272,8 @@ def job_from_json(d: dict[str, Any], specs: dict[bytes, TaskSpec] | None = None)
         labels=d["labels"],
         task_specs=tuple(_task_spec(s, specs) for s in d["task_specs"]),
         tasks=[],
+        ttl_seconds=d["ttl_seconds"],
+        finished_at=None if (finished := d["finished_at"]) is None else _parse_time(finished),
     )
 
 

@@ -95,13 +95,13 @@ _REJECTED_COLUMNS: Final = (
 # each round trip of a commit waits for the event loop, which folds the next batch meanwhile.
 _BEGIN_BATCH: Final = (
     "WITH meta AS (UPDATE projection_meta SET seq = $2, config = $3::json, config_version = $4,"
-    " leader_epoch = $5, session_parts = $6::jsonb, early_observations = $7::jsonb,"
+    " leader_epoch = $5, session_parts = $6::jsonb, early_observations = $7::jsonb, clock = $8,"
     " updated_at = now() WHERE seq = $1 RETURNING seq),"
     " offsets AS (INSERT INTO consumer_offsets (consumer, topic, partition, next_offset)"
-    " SELECT $8, * FROM unnest($9::text[], $10::integer[], $11::bigint[])"
+    " SELECT $9, * FROM unnest($10::text[], $11::integer[], $12::bigint[])"
     " ON CONFLICT (consumer, topic, partition) DO UPDATE"
     " SET next_offset = EXCLUDED.next_offset, updated_at = now())"
-    " SELECT seq, CASE WHEN $2 <> $1 THEN pg_notify($12, $2::text) END FROM meta"
+    " SELECT seq, CASE WHEN $2 <> $1 THEN pg_notify($13, $2::text) END FROM meta"
 )
 _ARCHIVED_IDS: Final = (
     "SELECT event_id FROM event_log WHERE event_id = ANY(ARRAY(SELECT json_array_elements_text($1::json)))"

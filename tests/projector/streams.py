@@ -7,6 +7,14 @@ pipelining, tasks starting and finishing, cancellations, node churn, stale
 leader epochs and split sessions.  It folds every event into a shadow state
 with the real fold to choose plausible next events, so the same seed always
 gives the same stream.  ``invalid_rate`` mixes in events the fold must refuse.
+
+For a steady state (retention, bench/fold.py): ``live_jobs`` caps the jobs
+not yet finished (a submission beyond it cancels a live job instead) and the
+cluster to twice its initial nodes; ``step_ms`` is the event time between two
+events (1 ms by default: a million events span 17 minutes, less than the
+default retention, so nothing retires) and ``ttl_seconds`` the jobs'
+``ttl_seconds_after_finished`` (None: the archive's default).  The defaults
+give the stream other tests rely on.
 """
 
 from __future__ import annotations
@@ -92,8 +100,21 @@ class _Pool:
 
 
 class StreamBuilder:
-    def __init__(self, seed: int, *, invalid_rate: float = 0.0, id_prefix: str = "e", nodes: int = 8) -> None:
+    def __init__(
+        self,
+        seed: int,
+        *,
+        invalid_rate: float = 0.0,
+        id_prefix: str = "e",
+        nodes: int = 8,
+        live_jobs: int | None = None,
+        step_ms: int = 1,
+        ttl_seconds: int | None = None,
+    ) -> None:
         self.rng = random.Random(seed)
+        self.live_jobs = live_jobs
+        self.step = timedelta(milliseconds=step_ms)
+        self.ttl_seconds = ttl_seconds
         self.invalid_rate = invalid_rate
         self.prefix = id_prefix
         self.shadow = ClusterState()
@@ -117,7 +138,7 @@ class StreamBuilder:
         return {
             "id": f"{self.prefix}-{self.count}",
             "source": "tephra://tests",
-            "time": _T0 + timedelta(milliseconds=self.count),
+            "time": _T0 + self.step * self.count,
             "cluster": CLUSTER,
         }
 
@@ -210,14 +231,14 @@ class StreamBuilder:
             ),
         )
 
-    def _next(self) -> Event:  # noqa: PLR0911 - one branch per kind of event
+    def _next(self) -> Event:  # noqa: PLR0911, PLR0912 - one branch per kind of event
         rng = self.rng
         state = self.shadow
         if self.invalid_rate and rng.random() < self.invalid_rate:
             return self._invalid()
         roll = rng.random()
         if roll < 0.14 or not state.jobs:
-            return self._submit()
+            return self._submit_or_cancel()
         if roll < 0.36:
             return self._session()
         if roll < 0.62:
@@ -251,9 +272,25 @@ class StreamBuilder:
             name = self.node_pool.choice(rng)
             return NodeRemoved(**self._envelope(), data=NodeRemovedData(name=name))  # type: ignore[arg-type]
         if roll < 0.97:
+            if self.live_jobs is not None and len(state.nodes) >= 2 * self.initial_nodes:
+                # Steady: the cluster stops growing too.
+                name = self.node_pool.choice(rng)
+                return NodeRemoved(**self._envelope(), data=NodeRemovedData(name=name))  # type: ignore[arg-type]
             return self._node()
         if roll < 0.98:
             return self._config()
+        return self._submit_or_cancel()
+
+    def _submit_or_cancel(self) -> Event:
+        """A submission, or at the ``live_jobs`` cap the cancellation of a live job."""
+        if self.live_jobs is not None:
+            live = [p for p in ("Pending", "Inqueue", "Running") if len(self.by_phase.get(p, ()))]
+            if live and sum(len(self.by_phase[p]) for p in live) >= self.live_jobs:
+                job = self.by_phase[self.rng.choice(live)].choice(self.rng)
+                return JobCancelled(
+                    **self._envelope(),  # type: ignore[arg-type]
+                    data=JobCancelledData(job_id=job, reason="cap"),
+                )
         return self._submit()
 
     def _submit(self) -> JobSubmitted:
@@ -290,6 +327,7 @@ class StreamBuilder:
                 tasks=tasks,
                 labels={"n": str(self.jobs_made)},
                 annotations={"tephra.io/runtime-seconds": "60"} if rng.random() < 0.5 else {},
+                ttl_seconds_after_finished=self.ttl_seconds,
             ),
         )
 
@@ -353,7 +391,7 @@ class StreamBuilder:
                 leader_epoch=epoch,
                 input_seq=state.seq,
                 config_version=state.config_version,
-                now=_T0 + timedelta(milliseconds=self.count),
+                now=_T0 + self.step * self.count,
                 input_digest="sha256:" + "0" * 64,
                 decisions=decisions,
                 parts=parts,

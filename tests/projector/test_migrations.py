@@ -152,14 +152,21 @@ _PROJECTION_TABLES = (
 
 
 async def _copy_rows(new: asyncpg.Connection, old: asyncpg.Connection, tables: tuple[str, ...]) -> None:
-    """The rows of ``tables`` from ``new`` into ``old`` (projection_meta's singleton replaced)."""
+    """The rows of ``tables`` from ``new`` into ``old`` (projection_meta's singleton replaced),
+    in the columns ``old`` has (a later migration's columns are left to that migration)."""
     await old.execute("DELETE FROM projection_meta")
     for table in tables:
-        rows = await new.fetch(f"SELECT * FROM {table}")
-        if rows:
-            await old.copy_records_to_table(
-                table, records=[tuple(r) for r in rows], columns=list(rows[0].keys())
+        columns = [
+            r[0]
+            for r in await old.fetch(
+                "SELECT column_name::text FROM information_schema.columns"
+                " WHERE table_schema = 'public' AND table_name = $1 ORDER BY ordinal_position",
+                table,
             )
+        ]
+        rows = await new.fetch(f"SELECT {', '.join(columns)} FROM {table}")
+        if rows:
+            await old.copy_records_to_table(table, records=[tuple(r) for r in rows], columns=columns)
 
 
 async def _indexes(conn: asyncpg.Connection) -> set[str]:
@@ -175,7 +182,9 @@ async def _projected_stream(conn: asyncpg.Connection) -> BatchWriter:
 
 
 async def _carries_on(new: asyncpg.Connection, old: asyncpg.Connection, writer: BatchWriter) -> None:
-    """The upgraded database loads, and takes the rest of the stream like the new one."""
+    """The upgraded database, brought to the newest migration, loads and takes the rest of
+    the stream like the new one."""
+    await apply_migrations(old)
     upgraded = await BatchWriter.load(old, consumer="c", cluster=CLUSTER, snapshot_every=300)
     assert upgraded.state == writer.state
     rest = records(event_stream(5, 1_200))[600:]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from itertools import pairwise
+from typing import Final
 
 import asyncpg
 import pytest
@@ -41,13 +42,26 @@ async def _transitional_tasks(conn: asyncpg.Connection) -> set[str]:
     return {r["id"] for r in await conn.fetch("SELECT id FROM transitional_tasks")}
 
 
-async def _check_stream(dsn: str, seed: int, count: int, cuts: list[int], spacing: tuple[int, float]) -> None:
-    """``spacing``: the writer's (snapshot_every, snapshot_scale)."""
+#: Stream options under which finished jobs retire all along (projector.fold, retention):
+#: 1.5 s of event time an event, a TTL of 30 s, at most 15 live jobs.
+RETIRING: Final[dict[str, object]] = {"live_jobs": 15, "step_ms": 1500, "ttl_seconds": 30}
+
+
+async def _check_stream(
+    dsn: str,
+    seed: int,
+    count: int,
+    cuts: list[int],
+    spacing: tuple[int, float],
+    *,
+    options: dict[str, object] | None = None,
+) -> None:
+    """``spacing``: the writer's (snapshot_every, snapshot_scale); ``options``: the stream's."""
     snapshot_every, snapshot_scale = spacing
     conn = await asyncpg.connect(dsn)
     try:
         await reset_schema(conn)
-        events = event_stream(seed, count, invalid_rate=0.03)
+        events = event_stream(seed, count, invalid_rate=0.03, **(options or {}))
         writer = await BatchWriter.load(
             conn, consumer="c", cluster=CLUSTER, snapshot_every=snapshot_every, snapshot_scale=snapshot_scale
         )
@@ -78,11 +92,17 @@ async def _check_stream(dsn: str, seed: int, count: int, cuts: list[int], spacin
     cuts=st.lists(st.integers(0, 400), max_size=12),
     # Scale 0: a stored state every snapshot_every events; 0.05 and 1: spaced out as the state grows.
     spacing=st.tuples(st.sampled_from([7, 50, 1000]), st.sampled_from([0.0, 0.05, 1.0])),
+    retiring=st.booleans(),
 )
-def test_projection_equals_state_at_the_same_seq(
-    scratch_dsn: str, seed: int, count: int, cuts: list[int], spacing: tuple[int, float]
+def test_projection_equals_state_at_the_same_seq(  # noqa: PLR0917 - hypothesis' arguments
+    scratch_dsn: str, seed: int, count: int, cuts: list[int], spacing: tuple[int, float], retiring: bool
 ) -> None:
-    asyncio.run(_check_stream(scratch_dsn, seed, count, cuts, spacing))
+    options = RETIRING if retiring else None
+    asyncio.run(_check_stream(scratch_dsn, seed, count, cuts, spacing, options=options))
+
+
+def test_retired_jobs_leave_the_projection_in_the_batch_that_retires_them(scratch_dsn: str) -> None:
+    asyncio.run(_check_stream(scratch_dsn, 9, 3000, list(range(0, 3000, 89)), (500, 1.0), options=RETIRING))
 
 
 @pytest.mark.parametrize("snapshot_scale", [0.0, 1.0])

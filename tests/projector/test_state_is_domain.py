@@ -33,6 +33,7 @@ def test_the_state_imports_only_the_event_models_and_the_standard_library() -> N
         "dataclasses",
         "datetime",
         "enum",
+        "heapq",
         "typing",
         "events.models",
     }
@@ -40,7 +41,15 @@ def test_the_state_imports_only_the_event_models_and_the_standard_library() -> N
 
 def test_the_fold_imports_only_the_event_models_and_the_state() -> None:
     imports = _imports(_PROJECTOR / "fold.py")
-    assert imports <= {"__future__", "dataclasses", "typing", "events.models", "projector.state"}
+    assert imports <= {
+        "__future__",
+        "dataclasses",
+        "datetime",
+        "heapq",
+        "typing",
+        "events.models",
+        "projector.state",
+    }
 
 
 def test_neither_reads_a_models_internals() -> None:
