@@ -42,7 +42,7 @@ import asyncpg
 from api.embedded import EmbeddedBroker, create_topics
 from bench.host import cpu_loop_seconds, memory_walk_seconds
 from events.topics import Topics
-from projector import PROJECTOR_FORM
+from projector import compiled as projector_compiled
 from projector.service import ProjectorConfig, ProjectorMetrics, run_projector, tune_gc
 from tests.projector.helpers import create_database, drop_database, produce
 from tests.projector.streams import CLUSTER, event_stream
@@ -137,8 +137,8 @@ def _report(
     archived, rejected = metrics.events_archived, metrics.events_rejected
     per_event = 1e6 / max(archived, 1)
     p50, p99 = 1000 * _percentile(batches, 0.5), 1000 * _percentile(batches, 0.99)
-    # Compiled (mypyc) or from source: TEPHRA_INTERPRETED_CORE=1 forces the sources.
-    print(f"projector: {PROJECTOR_FORM}")
+    # Compiled by pip install (setup.py) or the sources (TEPHRA_COMPILE=0, or no C compiler).
+    print(f"projector: {'compiled (mypyc)' if projector_compiled() else 'interpreted'}")
     print(f"python: {_interpreter()}")
     print(f"archived {archived:,} events (rejected {rejected}) in {elapsed:.2f} s")
     print(f"throughput: {archived / elapsed:,.0f} events/s (start-up and migrations included)")

@@ -39,6 +39,7 @@ from hypothesis import settings
 
 from api.embedded import EmbeddedBroker, EmbeddedPostgres, create_topics
 from events.topics import Topics
+from tests.compiled_forms import stale_extensions
 
 # Hypothesis' per-example deadline is a timed assert; speed is measured in bench/.
 settings.register_profile("tephra", deadline=None, print_blob=True)
@@ -67,6 +68,14 @@ _TIMINGS = pytest.StashKey[_Timings]()
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_TIMINGS] = _Timings()
+    # Python loads an extension before the source beside it: after an edit, an
+    # in-place build's extensions would run old code (setup.py, tests/compiled_forms.py).
+    stale = stale_extensions()
+    if stale:
+        raise pytest.UsageError(
+            "compiled extensions are older than their sources: re-run pip install -e . "
+            f"(or TEPHRA_COMPILE=0 pip install -e . to run the sources); {'; '.join(stale)}"
+        )
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -76,7 +76,7 @@ def main() -> None:
         sha.update(digest.encode())
         heads.append(head[:16])
     print(sha.hexdigest())
-    print(f"chain heads {' '.join(heads)}; projector {projector.PROJECTOR_FORM}")
+    print(f"chain heads {' '.join(heads)}; projector {'compiled' if projector.compiled() else 'interpreted'}")
 
 
 if __name__ == "__main__":
