@@ -140,11 +140,18 @@ def mypyc_extensions(modules: tuple[str, ...]) -> list[Extension]:
 
 
 class BuildMypyc(build_ext):
-    """``build_ext`` that runs mypyc here, and in place only when the compiled sources changed."""
+    """``build_ext`` that runs mypyc here, and in place only when the compiled sources changed.
+
+    setuptools prepares a command's extensions when it finalizes it, which pip's
+    metadata steps already do (with the placeholder); the extensions mypyc
+    makes are built by a fresh ``build_ext`` with this one's options.
+    """
+
+    builder: build_ext | None = None
 
     def run(self) -> None:
         if os.environ.get(SWITCH, "1") == "0":
-            self.build_nothing()
+            self.distribution.ext_modules = []
             if self.inplace:
                 self.remove_in_place_extensions()
             tell(f"tephra: {SWITCH}=0, nothing compiled: every module runs from its source")
@@ -155,31 +162,31 @@ class BuildMypyc(build_ext):
         if self.inplace and self.up_to_date(key):
             tell("tephra: compiled modules up to date (mypyc skipped)")
             return
-        names = ", ".join(units)
         count = sum(map(len, units.values()))
-        tell(f"tephra: compiling {count} modules with mypyc ({names}), {ESTIMATE}; {SWITCH}=0 skips")
+        tell(
+            f"tephra: compiling {count} modules with mypyc ({', '.join(units)}), {ESTIMATE}; {SWITCH}=0 skips"
+        )
         start = time.monotonic()
         self.distribution.ext_modules = [e for modules in units.values() for e in mypyc_extensions(modules)]
-        # The setup-time list was a placeholder; prepare the real one the way
-        # setuptools prepared that one (finalize_options reads ext_modules again).
-        self.finalize_options()
         if self.inplace:
             self.remove_in_place_extensions()
-        super().run()
+        self.builder = builder = build_ext(self.distribution)
+        for option in ("inplace", "editable_mode", "build_lib", "build_temp", "force", "parallel"):
+            setattr(builder, option, getattr(self, option))
+        builder.ensure_finalized()
+        builder.run()
         print(f"tephra: mypyc build took {time.monotonic() - start:.0f} s", flush=True)
-        built = [e.name for e in self.extensions if Path(self.in_place_file(e.name)).exists()]
-        if self.inplace and len(built) == len(self.extensions):  # not when a compiler was missing
-            record = {"key": key, "sources": sources, "extensions": built}
+        names = [e.name for e in self.distribution.ext_modules]
+        if self.inplace and all(Path(self.get_ext_filename(name)).exists() for name in names):
+            record = {"key": key, "sources": sources, "extensions": names}
             STAMP.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        # (not when a C compiler was missing: the next build tries again)
 
-    def build_nothing(self) -> None:
-        self.distribution.ext_modules = []
-        self.extensions = []
+    def get_outputs(self) -> list[str]:
+        return self.builder.get_outputs() if self.builder else []
 
-    def in_place_file(self, name: str) -> str:
-        # Packages live at the project root (pyproject.toml), so a module's
-        # in-place file is its build path relative to the root.
-        return self.get_ext_filename(name)
+    def get_output_mapping(self) -> dict[str, str]:
+        return self.builder.get_output_mapping() if self.builder else {}
 
     def up_to_date(self, key: str) -> bool:
         """Whether the stamp's build matches ``key`` and its extensions are all in place."""
@@ -189,9 +196,10 @@ class BuildMypyc(build_ext):
             extensions: list[str] = record["extensions"]
         except (OSError, ValueError, KeyError, TypeError):
             return False
-        if not current or not all(Path(self.in_place_file(name)).exists() for name in extensions):
+        # Packages live at the project root (pyproject.toml), so a module's
+        # in-place file is its build path relative to the root.
+        if not current or not all(Path(self.get_ext_filename(name)).exists() for name in extensions):
             return False
-        self.build_nothing()
         # The editable install maps top-level modules (mypyc's shared libraries)
         # from this list, so it names the kept extensions.
         self.distribution.ext_modules = [Extension(name, []) for name in extensions]
