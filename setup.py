@@ -119,7 +119,7 @@ def tell(line: str) -> None:
         return
     try:
         with open("/dev/tty", "w") as tty:
-            tty.write(line + "\n")
+            tty.write("\n" + line + "\n")  # off the line of pip's spinner
     except OSError:
         pass  # no terminal (CI, containers): pip -v shows the printed line
 

@@ -14,6 +14,7 @@ sources at the start of a test session (tests/conftest.py), never at import.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ import sys
 import sysconfig
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
 #: What a subprocess may import: Tephra's packages and the tests.
@@ -32,6 +34,16 @@ STAMP = "mypyc_build.json"
 EXTENSION_FOLDERS = ("scheduler", "projector", "events")
 #: The file suffix of this interpreter's extension modules (what setup.py builds).
 EXTENSION = sysconfig.get_config_var("EXT_SUFFIX")
+
+
+def load_setup(project: Path = REPO) -> ModuleType:
+    """``project``'s setup.py as a module (its ``setup()`` call runs only as ``__main__``)."""
+    spec = importlib.util.spec_from_file_location("tephra_setup", project / "setup.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def copy_sources(target: Path) -> Path:

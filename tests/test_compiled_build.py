@@ -6,7 +6,6 @@ check is which way the build goes (the real compile is CI's install).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -14,11 +13,10 @@ import subprocess
 import sys
 from importlib.metadata import version
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from tests.compiled_forms import EXTENSION, REPO, STAMP, copy_sources
+from tests.compiled_forms import EXTENSION, REPO, STAMP, copy_sources, load_setup
 
 # pyproject.toml's license field needs setuptools 77; pip's build gets it from the build
 # requirements, `pip install -e '.[test]'` installs it for these tests.
@@ -61,15 +59,6 @@ def _setup_py(project: Path, *args: str, compile_env: str | None = None) -> str:
     return result.stdout
 
 
-def _load_setup(project: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("tephra_setup", project / "setup.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_metadata_steps_do_not_compile(project: Path) -> None:
     assert _setup_py(project, "--name").splitlines() == ["tephra", "mypyc imported: False"]
     out = _setup_py(project, "-q", "egg_info", "--egg-base", str(project))
@@ -78,7 +67,7 @@ def test_metadata_steps_do_not_compile(project: Path) -> None:
 
 def test_an_unchanged_tree_is_not_compiled_again(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(project)
-    setup = _load_setup(project)
+    setup = load_setup(project)
     sources = setup.source_hashes(setup.compiled_units())
     extensions = ["scheduler.core.session", "0123abcd__mypyc"]
     for path in (project / f"scheduler/core/session{EXTENSION}", project / f"0123abcd__mypyc{EXTENSION}"):
