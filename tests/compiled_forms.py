@@ -3,7 +3,8 @@
 ``pip install`` may compile three units with mypyc (setup.py); Python's normal
 import then loads their extensions.  The sources are the other form: the tests
 run the same code in a subprocess from a copy of the repository's packages that
-holds no extension, where Python can only find the ``.py`` files.
+holds no extension (the ``source_copy`` fixture; tests/conftest.py loads this
+module as a plugin), where Python can only find the ``.py`` files.
 
 An in-place build (``pip install -e .``) leaves the extensions beside the
 sources, so an edited source would silently lose to its old extension.
@@ -24,6 +25,8 @@ import sysconfig
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 #: What a subprocess may import: Tephra's packages and the tests.
@@ -52,6 +55,12 @@ def copy_sources(target: Path) -> Path:
     for package in PACKAGES:
         shutil.copytree(REPO / package, target / package, ignore=skip)
     return target
+
+
+@pytest.fixture(scope="session")
+def source_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the packages without extensions: every unit's source form (a fixture)."""
+    return copy_sources(tmp_path_factory.mktemp("sources"))
 
 
 def run_python(*args: str, sources: Path | None = None) -> str:

@@ -39,14 +39,14 @@ from hypothesis import settings
 
 from api.embedded import EmbeddedBroker, EmbeddedPostgres, create_topics
 from events.topics import Topics
-from tests.compiled_forms import stale_extensions
 
 # Hypothesis' per-example deadline is a timed assert; speed is measured in bench/.
 settings.register_profile("tephra", deadline=None, print_blob=True)
 settings.load_profile("tephra")
 
 # pytester: the rig's own tests run small pytest sessions in a subprocess.
-pytest_plugins = ["pytester"]
+# tests.compiled_forms: the source_copy fixture of the compiled modules' tests.
+pytest_plugins = ["pytester", "tests.compiled_forms"]
 
 KAFKA_ENV = "TEPHRA_TEST_KAFKA"
 DATABASE_ENV = "TEPHRA_TEST_DATABASE_URL"
@@ -69,7 +69,10 @@ _TIMINGS = pytest.StashKey[_Timings]()
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_TIMINGS] = _Timings()
     # Python loads an extension before the source beside it: after an edit, an
-    # in-place build's extensions would run old code (setup.py, tests/compiled_forms.py).
+    # in-place build's extensions would run old code (setup.py, tests/compiled_forms.py,
+    # imported here: pytest_plugins loads it after this module).
+    from tests.compiled_forms import stale_extensions
+
     stale = stale_extensions()
     if stale:
         raise pytest.UsageError(

@@ -4,21 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 import scheduler
-from tests.compiled_forms import EXTENSION, REPO, STAMP, copy_sources, run_python, stale_extensions
+from tests.compiled_forms import EXTENSION, REPO, STAMP, run_python, stale_extensions
 
 _DIGEST = "import scheduler, tests.core.session_digest as d; print(scheduler.core_compiled(), d.digest())"
-
-
-@pytest.fixture(scope="module")
-def sources(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the packages without extensions: the core's source form."""
-    return copy_sources(tmp_path_factory.mktemp("sources"))
 
 
 def _require_compiled() -> None:
@@ -26,34 +19,28 @@ def _require_compiled() -> None:
         pytest.skip("the core is not compiled here (TEPHRA_COMPILE=0 or no C compiler); CI compiles it")
 
 
-def test_ci_runs_the_compiled_core() -> None:
-    if os.environ.get("CI") != "true" or os.environ.get("TEPHRA_COMPILE") == "0":
-        pytest.skip("only CI promises a C compiler at install; elsewhere the sources are a valid form")
-    assert scheduler.core_compiled()
+def test_the_copy_runs_the_sources(source_copy: Path) -> None:
+    out = run_python("-c", "import scheduler.core.session as s; print(s.__file__)", sources=source_copy)
+    assert out.strip() == str(source_copy / "scheduler/core/session.py")
 
 
-def test_the_copy_runs_the_sources(sources: Path) -> None:
-    out = run_python("-c", "import scheduler.core.session as s; print(s.__file__)", sources=sources)
-    assert out.strip() == str(sources / "scheduler/core/session.py")
-
-
-def test_compiled_and_interpreted_sessions_are_byte_identical(sources: Path) -> None:
+def test_compiled_and_interpreted_sessions_are_byte_identical(source_copy: Path) -> None:
     _require_compiled()
     compiled = run_python("-c", _DIGEST).split()
-    interpreted = run_python("-c", _DIGEST, sources=sources).split()
+    interpreted = run_python("-c", _DIGEST, sources=source_copy).split()
     assert compiled[0] == "True"
     assert interpreted[0] == "False"
     assert len(compiled[1]) == 64
     assert compiled[1] == interpreted[1]
 
 
-def test_conformance_output_is_byte_identical_in_both_forms(sources: Path) -> None:
+def test_conformance_output_is_byte_identical_in_both_forms(source_copy: Path) -> None:
     _require_compiled()
     scenarios = sorted(map(str, (REPO / "tests/conformance/scenarios").glob("*.yaml")))
     args = ("-m", "api.cli", "simulate", *scenarios, "--format", "json")
     compiled = run_python(*args)
     assert compiled
-    assert compiled == run_python(*args, sources=sources)
+    assert compiled == run_python(*args, sources=source_copy)
 
 
 # ---------------------------------------------------------------- staleness, on a fake build

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 import events
-from tests.compiled_forms import copy_sources, run_python
+from tests.compiled_forms import run_python
 
 # Every outcome of quantity's functions for the parity table and awkward input, as text:
 # the value, or the error's class and message.
@@ -40,32 +39,20 @@ print(json.dumps(rows))
 """
 
 
-@pytest.fixture(scope="module")
-def sources(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the packages without extensions: the source form of events.quantity."""
-    return copy_sources(tmp_path_factory.mktemp("sources"))
-
-
-def test_ci_runs_the_compiled_quantities() -> None:
-    if os.environ.get("CI") != "true" or os.environ.get("TEPHRA_COMPILE") == "0":
-        pytest.skip("only CI promises a C compiler at install; elsewhere the sources are a valid form")
-    assert events.compiled()
-
-
-def test_the_copy_runs_the_source(sources: Path) -> None:
+def test_the_copy_runs_the_source(source_copy: Path) -> None:
     out = run_python(
-        "-c", "import events; print(events.compiled(), events.quantity.__file__)", sources=sources
+        "-c", "import events; print(events.compiled(), events.quantity.__file__)", sources=source_copy
     )
-    assert out.split() == ["False", str(sources / "events/quantity.py")]
+    assert out.split() == ["False", str(source_copy / "events/quantity.py")]
 
 
-def test_compiled_and_interpreted_quantities_are_identical(sources: Path) -> None:
+def test_compiled_and_interpreted_quantities_are_identical(source_copy: Path) -> None:
     if not events.compiled():
         pytest.skip(
             "events.quantity is not compiled here (TEPHRA_COMPILE=0 or no C compiler); CI compiles it"
         )
     compiled_form, compiled = run_python("-c", _OUTCOMES).splitlines()
-    interpreted_form, interpreted = run_python("-c", _OUTCOMES, sources=sources).splitlines()
+    interpreted_form, interpreted = run_python("-c", _OUTCOMES, sources=source_copy).splitlines()
     assert (compiled_form, interpreted_form) == ("True", "False")
     assert json.loads(compiled) == json.loads(interpreted)
     assert len(json.loads(compiled)) > 100
