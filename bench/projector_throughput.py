@@ -49,7 +49,7 @@ import asyncpg
 from api.embedded import EmbeddedBroker, create_topics
 from bench.host import cpu_loop_seconds, memory_walk_seconds
 from events.topics import Topics
-from projector import PROJECTOR_FORM
+from projector import compiled as projector_compiled
 from tests.projector.helpers import create_database, drop_database, produce
 from tests.projector.streams import CLUSTER, event_stream
 
@@ -162,7 +162,7 @@ async def _bench(bootstrap: str, admin_dsn: str, broker_pid: int | None, args: a
     topics = Topics(prefix=f"bench-{secrets.token_hex(4)}")
     await create_topics(bootstrap, topics.all(), partitions=1)
     produced = await _produce_stream(bootstrap, topics, args)
-    print(f"projector: {PROJECTOR_FORM}")
+    print(f"projector: {'compiled (mypyc)' if projector_compiled() else 'interpreted'}")
     print(f"python: {_interpreter()}")
     given = _settings_given()
     print(f"runner: tephra projector; settings: {given or 'all defaults (docs/configuration.md)'}")

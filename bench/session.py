@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's pack
 
 from bench.host import cpu_loop_seconds
 from projector.heap import tune_gc
-from scheduler import CORE_FORM
+from scheduler import core_compiled
 from scheduler.core.config import DEFAULT_CONFIG
 from scheduler.core.decisions import Bind
 from scheduler.core.session import run_session
@@ -99,13 +99,14 @@ def main() -> None:
         import cProfile
         import pstats
 
-        print(f"core: {CORE_FORM}")
+        print(f"core: {'compiled (mypyc)' if core_compiled() else 'interpreted'}")
         tune_gc()
         snapshot = build(5000, 50000)
         cProfile.runctx("run_session(snapshot, DEFAULT_CONFIG, NOW)", globals(), locals(), PROFILE)
         pstats.Stats(PROFILE).sort_stats("tottime").print_stats(20)
         return
-    print(f"core: {CORE_FORM}; machine reference loop: {cpu_loop_seconds():.2f} s")
+    core = "compiled (mypyc)" if core_compiled() else "interpreted"
+    print(f"core: {core}; machine reference loop: {cpu_loop_seconds():.2f} s")
     cases = [(1000, 10000), (1000, 50000)]
     if not args.quick:
         cases += [(5000, 10000), (5000, 50000), (10000, 10000), (10000, 50000), (10000, 100000)]

@@ -7,22 +7,14 @@ The catalogue (:mod:`events.models`), the wire format (:func:`encode`,
 (:mod:`events.tracing`) and JSON Schemas (:mod:`events.schemas`) are imported
 from their modules.
 
-Importing the package first decides whether :mod:`events.quantity`, compiled
-by ``pip install``, runs compiled or from its source (:mod:`events.native`);
-:data:`EVENTS_FORM` says which and why.
+``pip install`` may compile :mod:`events.quantity` with mypyc (setup.py);
+:func:`compiled` says whether the extension is what runs.
 """
 
-from pathlib import Path
+from importlib.machinery import EXTENSION_SUFFIXES
 
-from events.native import CompiledUnit, choose_form
-
-EVENTS = CompiledUnit("events", Path(__file__).resolve().parent, every_module=False)
-"""The compiled unit: ``events.quantity`` (setup.py's ``EVENTS_MODULES``)."""
-
-EVENTS_FORM = choose_form(EVENTS)
-
-# After the choice: the models load the chosen form of events.quantity.
-from events.models import (  # noqa: E402
+from events import quantity
+from events.models import (
     EVENT_TYPES,
     Event,
     JobCancelled,
@@ -39,11 +31,16 @@ from events.models import (  # noqa: E402
     TaskFinished,
     TaskStarted,
 )
-from events.serde import EventDecodeError, canonical_json, decode, encode  # noqa: E402
-from events.topics import Topics, kafka_key, topic_for  # noqa: E402
+from events.serde import EventDecodeError, canonical_json, decode, encode
+from events.topics import Topics, kafka_key, topic_for
+
+
+def compiled() -> bool:
+    """Whether :mod:`events.quantity` runs as its mypyc extension rather than its source."""
+    return quantity.__file__.endswith(tuple(EXTENSION_SUFFIXES))
+
 
 __all__ = [
-    "EVENTS_FORM",
     "EVENT_TYPES",
     "Event",
     "EventDecodeError",
@@ -62,6 +59,7 @@ __all__ = [
     "TaskStarted",
     "Topics",
     "canonical_json",
+    "compiled",
     "decode",
     "encode",
     "kafka_key",

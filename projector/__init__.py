@@ -20,30 +20,21 @@ The scheduler builds its snapshot from :class:`~projector.state.ClusterState`
 publishing a SessionCommitted, calls ``wait_for_session`` before its next
 session.
 
-Importing the package first decides whether the per-event modules (archive,
-fold, jsonform, plan, projection_rows, state, storable), compiled by ``pip install``, run
-compiled or from their sources; :data:`PROJECTOR_FORM` says which and why.
+``pip install`` may compile the per-event modules with mypyc (setup.py's
+``PROJECTOR_MODULES``, one unit); :func:`compiled` says whether they run as
+extensions.
 """
 
-from pathlib import Path
+from importlib.machinery import EXTENSION_SUFFIXES
 
-from events.native import CompiledUnit, choose_form, loaded_compiled
-
-PROJECTOR = CompiledUnit("projector", Path(__file__).resolve().parent, every_module=False)
-"""The compiled unit: the modules setup.py lists (its build record names them)."""
-
-PROJECTOR_FORM = choose_form(PROJECTOR)
-
-# After the choice: these load the chosen form.
-from projector.fold import FoldOutcome, apply  # noqa: E402
-from projector.state import ClusterState  # noqa: E402
+from projector import fold
+from projector.fold import FoldOutcome, apply
+from projector.state import ClusterState
 
 
-def projector_compiled() -> bool:
-    """Whether the loaded per-event modules are the compiled extensions."""
-    from projector import fold  # noqa: PLC0415 - the question is about what this loads
-
-    return loaded_compiled(fold)
+def compiled() -> bool:
+    """Whether the projector's per-event modules run as mypyc extensions rather than their sources."""
+    return fold.__file__.endswith(tuple(EXTENSION_SUFFIXES))
 
 
-__all__ = ["PROJECTOR_FORM", "ClusterState", "FoldOutcome", "apply", "projector_compiled"]
+__all__ = ["ClusterState", "FoldOutcome", "apply", "compiled"]

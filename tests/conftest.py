@@ -45,7 +45,8 @@ settings.register_profile("tephra", deadline=None, print_blob=True)
 settings.load_profile("tephra")
 
 # pytester: the rig's own tests run small pytest sessions in a subprocess.
-pytest_plugins = ["pytester"]
+# tests.compiled_forms: the source_copy fixture of the compiled modules' tests.
+pytest_plugins = ["pytester", "tests.compiled_forms"]
 
 KAFKA_ENV = "TEPHRA_TEST_KAFKA"
 DATABASE_ENV = "TEPHRA_TEST_DATABASE_URL"
@@ -67,6 +68,17 @@ _TIMINGS = pytest.StashKey[_Timings]()
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_TIMINGS] = _Timings()
+    # Python loads an extension before the source beside it: after an edit, an
+    # in-place build's extensions would run old code (setup.py, tests/compiled_forms.py,
+    # imported here: pytest_plugins loads it after this module).
+    from tests.compiled_forms import stale_extensions
+
+    stale = stale_extensions()
+    if stale:
+        raise pytest.UsageError(
+            "compiled extensions are older than their sources: re-run pip install -e . "
+            f"(or TEPHRA_COMPILE=0 pip install -e . to run the sources); {'; '.join(stale)}"
+        )
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -6,7 +6,7 @@ Decisions, pipelined tasks, phases, ranked reasons and the full trace of:
 a bench-shaped cluster with the default configuration; the next session
 after it (advance) with high-priority jobs added and preempt and reclaim
 configured; and the same with capacity instead of proportion.  Run in the
-compiled and the interpreted form of the core (``TEPHRA_INTERPRETED_CORE``),
+compiled and the interpreted form of the core (installed, and a copy of the sources),
 the outputs must be equal (tests/core/test_compiled_core.py).
 """
 

@@ -1,131 +1,110 @@
-"""The mypyc-compiled core (setup.py, events/native.py): same sessions, and never stale."""
+"""The mypyc-compiled core (setup.py): same sessions as its sources, and never stale."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 import scheduler
-from events import native
-from events.native import CompiledUnit
-from scheduler.native import core_compiled
-from tests.compiled_forms import EXTENSION, REPO, run_python
+from tests.compiled_forms import EXTENSION, REPO, STAMP, run_python, stale_extensions
+
+_DIGEST = "import scheduler, tests.core.session_digest as d; print(scheduler.core_compiled(), d.digest())"
 
 
-def test_the_reported_form_is_the_loaded_one() -> None:
-    assert core_compiled() == scheduler.CORE_FORM.startswith("compiled"), scheduler.CORE_FORM
+def _require_compiled() -> None:
+    if not scheduler.core_compiled():
+        pytest.skip("the core is not compiled here (TEPHRA_COMPILE=0 or no C compiler); CI compiles it")
 
 
-def test_ci_runs_the_compiled_core() -> None:
-    if os.environ.get("CI") != "true" or os.environ.get("TEPHRA_COMPILE_CORE") == "0":
-        pytest.skip("only CI promises a C compiler at install; elsewhere the sources are a valid form")
-    assert core_compiled(), scheduler.CORE_FORM
+def test_the_copy_runs_the_sources(source_copy: Path) -> None:
+    out = run_python("-c", "import scheduler.core.session as s; print(s.__file__)", sources=source_copy)
+    assert out.strip() == str(source_copy / "scheduler/core/session.py")
 
 
-def test_interpreted_form_on_request() -> None:
-    assert (
-        run_python("-c", "import scheduler; print(scheduler.CORE_FORM)", interpreted=True).strip()
-        == "interpreted: TEPHRA_INTERPRETED_CORE=1"
-    )
+def test_compiled_and_interpreted_sessions_are_byte_identical(source_copy: Path) -> None:
+    _require_compiled()
+    compiled = run_python("-c", _DIGEST).split()
+    interpreted = run_python("-c", _DIGEST, sources=source_copy).split()
+    assert compiled[0] == "True"
+    assert interpreted[0] == "False"
+    assert len(compiled[1]) == 64
+    assert compiled[1] == interpreted[1]
 
 
-def test_compiled_and_interpreted_sessions_are_byte_identical() -> None:
-    if not core_compiled():
-        pytest.skip(f"the core is not compiled here ({scheduler.CORE_FORM}); CI compiles it")
-    compiled = run_python("-m", "tests.core.session_digest", interpreted=False)
-    interpreted = run_python("-m", "tests.core.session_digest", interpreted=True)
-    assert len(compiled.strip()) == 64
-    assert compiled == interpreted
-
-
-def test_conformance_output_is_byte_identical_in_both_forms() -> None:
-    if not core_compiled():
-        pytest.skip(f"the core is not compiled here ({scheduler.CORE_FORM}); CI compiles it")
+def test_conformance_output_is_byte_identical_in_both_forms(source_copy: Path) -> None:
+    _require_compiled()
     scenarios = sorted(map(str, (REPO / "tests/conformance/scenarios").glob("*.yaml")))
     args = ("-m", "api.cli", "simulate", *scenarios, "--format", "json")
-    compiled = run_python(*args, interpreted=False)
+    compiled = run_python(*args)
     assert compiled
-    assert compiled == run_python(*args, interpreted=True)
+    assert compiled == run_python(*args, sources=source_copy)
 
 
 # ---------------------------------------------------------------- staleness, on a fake build
 
 
 @pytest.fixture
-def fake_core(tmp_path: Path) -> CompiledUnit:
-    """A core folder with two compiled modules and the build record setup.py writes."""
-    (tmp_path / "plugins").mkdir()
-    for name in ("session.py", "plugins/gang.py"):
-        source = tmp_path / name
-        source.write_text(f"# {name}\n")
-        source.with_name(source.stem + EXTENSION).write_bytes(b"")
-    (tmp_path / "__init__.py").write_text("")
-    sources = {
-        n: hashlib.sha256((tmp_path / n).read_bytes()).hexdigest() for n in ("session.py", "plugins/gang.py")
+def fake_build(tmp_path: Path) -> Path:
+    """A tree with two compiled core modules, their shared library and the stamp setup.py writes."""
+    core = tmp_path / "scheduler/core"
+    (core / "plugins").mkdir(parents=True)
+    names = {
+        "scheduler/core/session.py": "scheduler.core.session",
+        "scheduler/core/plugins/gang.py": "scheduler.core.plugins.gang",
     }
-    # A library that importlib finds (any importable top-level module will do).
-    record = {"sources": sources, "libraries": ["json"]}
-    (tmp_path / "compiled_sources.json").write_text(json.dumps(record))
-    return CompiledUnit("scheduler.core", tmp_path, every_module=True)
+    for source, module in names.items():
+        path = tmp_path / source
+        path.write_text(f"# {module}\n")
+        path.with_name(path.stem + EXTENSION).write_bytes(b"")
+    (tmp_path / ("0123abcd__mypyc" + EXTENSION)).write_bytes(b"")
+    record = {
+        "key": "k",
+        "sources": {n: hashlib.sha256((tmp_path / n).read_bytes()).hexdigest() for n in names},
+        "extensions": [*names.values(), "0123abcd__mypyc"],
+    }
+    (tmp_path / STAMP).write_text(json.dumps(record))
+    return tmp_path
 
 
-def test_a_current_build_is_used(fake_core: CompiledUnit) -> None:
-    assert native.compiled_state(fake_core) == (True, "")
+def test_a_current_build_is_not_stale(fake_build: Path) -> None:
+    assert stale_extensions(fake_build) == []
 
 
-def test_an_edited_source_is_loaded_from_source(fake_core: CompiledUnit) -> None:
-    (fake_core.root / "plugins/gang.py").write_text("# edited\n")
-    compiled, why = native.compiled_state(fake_core)
-    assert not compiled
-    assert why == "scheduler/core/plugins/gang.py changed since it was compiled (reinstall: pip install -e .)"
+def test_an_edited_source_is_stale(fake_build: Path) -> None:
+    (fake_build / "scheduler/core/plugins/gang.py").write_text("# edited\n")
+    assert stale_extensions(fake_build) == ["scheduler/core/plugins/gang.py changed since it was compiled"]
 
 
-def test_a_new_module_is_loaded_from_source(fake_core: CompiledUnit) -> None:
-    (fake_core.root / "extra.py").write_text("")
-    assert native.compiled_state(fake_core) == (
-        False,
-        "scheduler/core/extra.py is newer than the build (reinstall: pip install -e .)",
-    )
+def test_a_deleted_source_is_stale(fake_build: Path) -> None:
+    (fake_build / "scheduler/core/session.py").unlink()
+    assert stale_extensions(fake_build) == ["scheduler/core/session.py changed since it was compiled"]
 
 
-def test_a_missing_extension_means_sources(fake_core: CompiledUnit) -> None:
-    (fake_core.root / ("session" + EXTENSION)).unlink()
-    compiled, why = native.compiled_state(fake_core)
-    assert not compiled
-    assert "no extension for session.py" in why
+def test_an_extension_the_build_did_not_make_is_stale(fake_build: Path) -> None:
+    (fake_build / "scheduler/core/extra.py").write_text("")
+    (fake_build / ("scheduler/core/extra" + EXTENSION)).write_bytes(b"")
+    assert stale_extensions(fake_build) == [f"scheduler/core/extra{EXTENSION} is not from the last build"]
 
 
-def test_a_missing_shared_library_means_sources(fake_core: CompiledUnit) -> None:
-    record = json.loads((fake_core.root / "compiled_sources.json").read_text())
-    record["libraries"] = ["tephra_no_such_library__mypyc"]
-    (fake_core.root / "compiled_sources.json").write_text(json.dumps(record))
-    compiled, why = native.compiled_state(fake_core)
-    assert not compiled
-    assert "no extension for tephra_no_such_library__mypyc" in why
+def test_extensions_without_a_stamp_are_stale(fake_build: Path) -> None:
+    (fake_build / STAMP).unlink()
+    assert stale_extensions(fake_build) == [
+        f"0123abcd__mypyc{EXTENSION} has no build stamp ({STAMP})",
+        f"scheduler/core/plugins/gang{EXTENSION} has no build stamp ({STAMP})",
+        f"scheduler/core/session{EXTENSION} has no build stamp ({STAMP})",
+    ]
 
 
-def test_a_build_record_of_another_shape_means_sources(fake_core: CompiledUnit) -> None:
-    (fake_core.root / "compiled_sources.json").write_text('{"session.py": "abc"}')
-    compiled, why = native.compiled_state(fake_core)
-    assert not compiled
-    assert why.startswith("unreadable build record")
+def test_an_unreadable_stamp_is_reported(fake_build: Path) -> None:
+    (fake_build / STAMP).write_text('{"sources": {}}')
+    [problem] = stale_extensions(fake_build)
+    assert problem.startswith(f"unreadable build stamp {STAMP}")
 
 
-def test_no_build_record_means_sources(fake_core: CompiledUnit) -> None:
-    (fake_core.root / "compiled_sources.json").unlink()
-    assert native.compiled_state(fake_core) == (False, "not compiled (install with pip to compile it)")
-
-
-def test_the_source_finder_skips_packages_and_other_modules(fake_core: CompiledUnit) -> None:
-    finder = native._SourceFinder()
-    finder.units.append((fake_core, frozenset()))
-    spec = finder.find_spec("scheduler.core.plugins.gang", None)
-    assert spec is not None
-    assert spec.origin == str(fake_core.root / "plugins/gang.py")
-    assert finder.find_spec("scheduler.core.plugins", None) is None
-    assert finder.find_spec("scheduler.service.loop", None) is None
-    assert finder.find_spec("scheduler.core.absent", None) is None
+def test_a_tree_without_extensions_is_not_stale(tmp_path: Path) -> None:
+    (tmp_path / "scheduler/core").mkdir(parents=True)
+    (tmp_path / "scheduler/core/session.py").write_text("")
+    assert stale_extensions(tmp_path) == []

@@ -1,21 +1,20 @@
-"""The mypyc-compiled ``events.quantity`` (setup.py, events/native.py): same results, reported form."""
+"""The mypyc-compiled ``events.quantity`` (setup.py): same results as its source."""
 
 from __future__ import annotations
 
 import json
-import os
+from pathlib import Path
 
 import pytest
 
 import events
-from events import native, quantity
 from tests.compiled_forms import run_python
 
 # Every outcome of quantity's functions for the parity table and awkward input, as text:
 # the value, or the error's class and message.
 _OUTCOMES = """
 import json
-from events import EVENTS_FORM
+from events import compiled
 from events.quantity import format_resources, parse_quantity, parse_resources
 from tests.events.test_quantity import PARITY
 
@@ -35,39 +34,25 @@ rows.append(outcome(parse_resources, {"memory": "1Gi", "cpu": "250m", "pods": 3}
 rows.append(outcome(parse_resources, ["cpu"]))
 rows.append(outcome(parse_resources, {1: "2"}))
 rows.append(outcome(format_resources, {"memory": 2**30, "cpu": 2500, "pods": 0, "cpu2": 1000}))
-print(EVENTS_FORM)
+print(compiled())
 print(json.dumps(rows))
 """
 
 
-def test_the_reported_form_is_the_loaded_one() -> None:
-    compiled = native.loaded_compiled(quantity)
-    assert compiled == events.EVENTS_FORM.startswith("compiled"), events.EVENTS_FORM
+def test_the_copy_runs_the_source(source_copy: Path) -> None:
+    out = run_python(
+        "-c", "import events; print(events.compiled(), events.quantity.__file__)", sources=source_copy
+    )
+    assert out.split() == ["False", str(source_copy / "events/quantity.py")]
 
 
-def test_ci_runs_the_compiled_quantities() -> None:
-    if os.environ.get("CI") != "true" or os.environ.get("TEPHRA_COMPILE_CORE") == "0":
-        pytest.skip("only CI promises a C compiler at install; elsewhere the sources are a valid form")
-    assert native.loaded_compiled(quantity), events.EVENTS_FORM
-
-
-def test_interpreted_form_on_request() -> None:
-    out = run_python("-c", "import events; print(events.EVENTS_FORM)", interpreted=True)
-    assert out.strip() == "interpreted: TEPHRA_INTERPRETED_CORE=1"
-
-
-def test_compiled_and_interpreted_quantities_are_identical() -> None:
-    if not native.loaded_compiled(quantity):
-        pytest.skip(f"events.quantity is not compiled here ({events.EVENTS_FORM}); CI compiles it")
-    compiled_form, compiled = run_python("-c", _OUTCOMES, interpreted=False).splitlines()
-    interpreted_form, interpreted = run_python("-c", _OUTCOMES, interpreted=True).splitlines()
-    assert (compiled_form, interpreted_form) == ("compiled (mypyc)", "interpreted: TEPHRA_INTERPRETED_CORE=1")
+def test_compiled_and_interpreted_quantities_are_identical(source_copy: Path) -> None:
+    if not events.compiled():
+        pytest.skip(
+            "events.quantity is not compiled here (TEPHRA_COMPILE=0 or no C compiler); CI compiles it"
+        )
+    compiled_form, compiled = run_python("-c", _OUTCOMES).splitlines()
+    interpreted_form, interpreted = run_python("-c", _OUTCOMES, sources=source_copy).splitlines()
+    assert (compiled_form, interpreted_form) == ("True", "False")
     assert json.loads(compiled) == json.loads(interpreted)
     assert len(json.loads(compiled)) > 100
-
-
-def test_the_real_build_record_lists_quantity() -> None:
-    if not events.EVENTS.manifest.exists():
-        pytest.skip(f"events.quantity is not compiled here ({events.EVENTS_FORM})")
-    record = json.loads(events.EVENTS.manifest.read_text())
-    assert sorted(record["sources"]) == ["quantity.py"]

@@ -7,7 +7,7 @@ database) generated streams, some with invalid events and duplicates, and
 hashes every plan: archive rows, rejections, bindings, evictions, offsets,
 projection statements and staged rows, sessions, snapshots, the chain head,
 and the final state's JSON.  Run in the compiled and the interpreted form of
-the projector (``TEPHRA_INTERPRETED_CORE``), the outputs must be equal
+the projector (installed, and a copy of the sources), the outputs must be equal
 (tests/projector/test_compiled_projector.py).  The second line is the chain
 head after the first stream, for the reader.
 """
@@ -77,7 +77,7 @@ def main() -> None:
         sha.update(digest.encode())
         heads.append(head[:16])
     print(sha.hexdigest())
-    print(f"chain heads {' '.join(heads)}; projector {projector.PROJECTOR_FORM}")
+    print(f"chain heads {' '.join(heads)}; projector {'compiled' if projector.compiled() else 'interpreted'}")
 
 
 if __name__ == "__main__":
