@@ -59,6 +59,7 @@ PROJECTOR_MODULES = (
     "projector/jsonform.py",
     "projector/plan.py",
     "projector/projection_rows.py",
+    "projector/state_json.py",
     "projector/state.py",
     "projector/storable.py",
 )
