@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from api.endpoints import Endpoints
 from api.settings import TephraSettings
@@ -19,19 +20,28 @@ __all__ = ["live_stack", "read_topic"]
 
 
 async def read_topic(
-    bootstrap: str, topic: str, expect: int
+    bootstrap: str, topic: str, within: float = 60
 ) -> list[tuple[bytes, list[tuple[str, bytes]], bytes]]:
-    """Records of ``topic`` from the start; stops at ``expect`` records or after a quiet second."""
-    consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=None
-    )
+    """Every record ``topic`` holds now, from the start: read up to its end offsets, within ``within`` s."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
     await consumer.start()
     try:
+        await consumer.topics()  # fetches the metadata
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        if not partitions:
+            return []
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        ends = await consumer.end_offsets(partitions)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
         out = []
-        while len(out) < expect or expect == 0:
-            batch = await consumer.getmany(timeout_ms=1000)
-            if not batch:
-                break
+        while [tp for tp in partitions if await consumer.position(tp) < ends[tp]]:
+            if loop.time() > deadline:
+                pytest.fail(
+                    f"{topic}: {len(out)} records read, the end offsets {ends} not reached in {within} s"
+                )
+            batch = await consumer.getmany(timeout_ms=500)
             for records in batch.values():
                 out.extend((r.value, list(r.headers), r.key) for r in records)
         return out
