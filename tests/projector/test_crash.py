@@ -53,6 +53,16 @@ async def _consumed(conn: asyncpg.Connection) -> int:
     return int(await conn.fetchval("SELECT coalesce(sum(next_offset), 0) FROM consumer_offsets"))
 
 
+async def _progressed(conn: asyncpg.Connection, records: int, process: asyncio.subprocess.Process) -> None:
+    """Return once ``records`` records are consumed, or the process has exited; fail after 120 s."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 120
+    while (consumed := await _consumed(conn)) < records and process.returncode is None:
+        if loop.time() > deadline:
+            pytest.fail(f"stuck at {consumed} records, waiting for {records}")
+        await asyncio.sleep(0.02)
+
+
 @pytest.mark.timeout(240)
 async def test_sigkill_at_random_moments_loses_and_duplicates_nothing(
     kafka_bootstrap: str, database_url: str, topics: Topics, tmp_path: Path
@@ -68,9 +78,14 @@ async def test_sigkill_at_random_moments_loses_and_duplicates_nothing(
             produce(kafka_bootstrap, topics, events)  # while the projector is being killed
         )
         kills: list[int] = []  # how far the projector had got at each kill
+        # Each kill waits for the restarted process to have made progress (however slowly it starts),
+        # up to a random point in the first half of the stream, then lands a random moment later.
+        targets = sorted(rng.randrange(1, _EVENTS // 2) for _ in range(_KILLS))
         process = await _start(kafka_bootstrap, database_url, topics, log)
-        while len(kills) < _KILLS:
-            await asyncio.sleep(rng.uniform(0.3, 2.5))
+        for target in targets:
+            await _progressed(conn, max(target, (kills[-1] if kills else 0) + 1), process)
+            assert process.returncode is None, log_path.read_text()[-3000:]
+            await asyncio.sleep(rng.uniform(0, 0.2))
             process.send_signal(signal.SIGKILL)
             await process.wait()
             kills.append(await _consumed(conn))

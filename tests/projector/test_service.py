@@ -142,10 +142,13 @@ async def test_malformed_records_are_parked_and_the_projector_never_stops(
         consumer.assign([tp])
         consumer.seek(tp, 0)
         dead: list[dict[str, bytes]] = []
+        # Every message is on the topic already (acknowledged before its batch committed); an empty
+        # fetch only says none arrived yet, so read until all have, within a deadline.
+        deadline = asyncio.get_running_loop().time() + 60
         while len(dead) < len(rejected):
+            if asyncio.get_running_loop().time() > deadline:
+                pytest.fail(f"{len(dead)} dead letters read, expected {len(rejected)} after 60 s")
             batch = await consumer.getmany(timeout_ms=1000)
-            if not batch:
-                break
             dead.extend(dict(m.headers) for ms in batch.values() for m in ms)
         assert len(dead) >= len(rejected)
         assert all(h["tephra-error"] for h in dead)
@@ -283,23 +286,29 @@ async def test_connections_dropped_with_batches_in_flight_lose_and_duplicate_not
     kafka_bootstrap: str, database_url: str, topics: Topics
 ) -> None:
     events = event_stream(15, 30_000)
-    await produce(kafka_bootstrap, topics, events)
+    parts = [events[start : start + 1_000] for start in range(0, len(events), 1_000)]
     rng = random.Random(15)
     conn = await asyncpg.connect(database_url)
     try:
         # Small batches: several are prepared and waiting for their commits when a drop comes.
-        async with running_projector(
-            kafka_bootstrap, database_url, topics, projector_batch_size=200
-        ) as metrics:
-            drops = 0
-            while drops < 3 or metrics.reconnects < 3:
-                archived = await conn.fetchval("SELECT count(*) FROM event_log")
-                assert archived < len(events), f"done after {drops} drops, {metrics.reconnects} runs ended"
-                await asyncio.sleep(rng.uniform(0.05, 0.3))
-                drops += await conn.fetchval(
-                    "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        async with running_projector(kafka_bootstrap, database_url, topics, projector_batch_size=200) as metrics:
+            # Drops at random moments of the runs, until three have ended a run.  The stream goes
+            # out a part before each drop, so however fast the projector is, the stream is not all
+            # archived while drops come; the statement that drops counts the connections it ended.
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 60
+            landed = 0
+            while landed < 3 or metrics.reconnects < 3:
+                if loop.time() > deadline or not parts:
+                    pytest.fail(f"{landed} drops ended {metrics.reconnects} runs (deadline or stream over)")
+                await produce(kafka_bootstrap, topics, parts.pop(0))
+                await asyncio.sleep(rng.uniform(0.05, 0.3))  # a random moment: no count depends on it
+                landed += await conn.fetchval(
+                    "SELECT count(*) > 0 FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                     " WHERE datname = current_database() AND pid <> pg_backend_pid()) AS dropped"
                 )
+            for part in parts:
+                await produce(kafka_bootstrap, topics, part)
             await wait_until(
                 conn, "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets", len(events)
             )
@@ -423,11 +432,16 @@ async def test_a_failing_batch_ends_its_duplicate_queries_without_sending_cancel
                 " WHERE datname = current_database() AND wait_event_type = 'Lock'"
             )
             await wait_until(locker, blocked, 1)
+            before = asyncio.all_tasks()
             await check.close()
+            # A cancel request is sent by a task asyncpg starts as the cancelled query ends, so
+            # before close() returns; once every task started meanwhile has ended, any would be counted.
+            spawned = asyncio.all_tasks() - before
+            if spawned:
+                _, running = await asyncio.wait(spawned, timeout=30)
+                assert not running, f"tasks started by close() still run: {running}"
         assert sent == []
         assert query_conn.is_closed()
-        await asyncio.sleep(0.2)  # time for a cancel request in flight to have been counted
-        assert sent == []
     finally:
         await locker.close()
         await query_conn.close()

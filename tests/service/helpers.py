@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -162,6 +162,16 @@ async def wait_for(
         if loop.time() > deadline:
             pytest.fail(f"{query!r} is {got!r}, expected {expected!r} after {within} s")
         await asyncio.sleep(0.05)
+
+
+async def until(condition: Callable[[], bool], what: str, within: float = 30) -> None:
+    """Poll an in-process condition (a metrics counter, a flag) until it holds; fail naming ``what``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not condition():
+        if loop.time() > deadline:
+            pytest.fail(f"{what}: still not so after {within} s")
+        await asyncio.sleep(0.01)
 
 
 async def first_session_that_saw(conn: asyncpg.Connection, seq: int) -> int | None:

@@ -39,6 +39,19 @@ async def test_the_incrementally_folded_state_equals_the_projection(
             await conn.close()
 
 
+class _SeqObserved(ProjectionReader):
+    """Sets ``read`` each time the projection's seq has been read."""
+
+    def __init__(self, conn: asyncpg.Connection, listener: asyncpg.Connection) -> None:
+        super().__init__(conn, listener)
+        self.read = asyncio.Event()
+
+    async def seq(self) -> int:
+        value = await super().seq()
+        self.read.set()
+        return value
+
+
 async def test_a_cancellation_arriving_with_a_notification_stops_the_wait(database_url: str) -> None:
     """The scheduler loop must stop when cancelled, even as a NOTIFY wakes it in the same instant.
 
@@ -49,13 +62,13 @@ async def test_a_cancellation_arriving_with_a_notification_stops_the_wait(databa
     conn = await asyncpg.connect(database_url)
     listener = await asyncpg.connect(database_url)
     await apply_migrations(conn)
-    reader = ProjectionReader(conn, listener)
+    reader = _SeqObserved(conn, listener)
     try:
         for attempt in range(30):
+            reader.read.clear()
             waiting = asyncio.create_task(reader.wait_for_change(after_seq=10**9, within=30))
-            for _ in range(attempt % 4):
-                await asyncio.sleep(0)
-            await asyncio.sleep(0.02)  # parked on the notification event
+            # Once its seq query has returned, the wait parks on the notification event in the same step.
+            await reader.read.wait()
             reader._on_notify()
             for _ in range(attempt % 3):
                 await asyncio.sleep(0)

@@ -31,6 +31,7 @@ from tests.service.helpers import (
     queue,
     running_projector,
     running_scheduler,
+    until,
     wait_for,
 )
 
@@ -101,13 +102,14 @@ async def test_sessions_wait_for_their_own_writes_and_skip_when_nothing_changed(
         try:
             await wait_for(conn, BOUND, 2)
             # One more session runs on the state the binding session left, finds nothing to do, and from
-            # then on every period is skipped: no new SessionCommitted while nothing arrives.
-            await asyncio.sleep(0.5)
+            # then on every period is skipped: no new SessionCommitted while nothing arrives.  The first
+            # skip says the loop has settled (it skips only once its last session was applied).
+            await until(lambda: metrics.skipped > 0, "the loop never skipped a period")
             settled = await conn.fetchval("SELECT count(*) FROM sessions")
-            skipped = metrics.skipped
-            await asyncio.sleep(1.0)
+            ran, skipped = metrics.sessions, metrics.skipped
+            await until(lambda: metrics.skipped >= skipped + 5, "five more periods were not all skipped")
+            assert metrics.sessions == ran
             assert await conn.fetchval("SELECT count(*) FROM sessions") == settled
-            assert metrics.skipped >= skipped + 5
 
             # New capacity and a new job: the next session places it.
             await produce(kafka_bootstrap, topics, [job("b", replicas=1, cpu="7"), node("n2")])
@@ -136,11 +138,7 @@ async def test_a_session_over_budget_is_abandoned_and_nothing_is_published(
             async with running_scheduler(
                 kafka_bootstrap, database_url, topics, schedule_period=0.1, session_budget=1e-6
             ) as metrics:
-                loop = asyncio.get_running_loop()
-                deadline = loop.time() + 20
-                while metrics.overruns < 3 and loop.time() < deadline:  # noqa: ASYNC110 - polling a counter
-                    await asyncio.sleep(0.05)
-                assert metrics.overruns >= 3
+                await until(lambda: metrics.overruns >= 3, "fewer than three sessions overran")
                 assert metrics.sessions == 0
             assert (
                 await conn.fetchval("SELECT count(*) FROM event_log WHERE type LIKE 'tephra.session.%'") == 0
