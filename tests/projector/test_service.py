@@ -291,7 +291,9 @@ async def test_connections_dropped_with_batches_in_flight_lose_and_duplicate_not
     conn = await asyncpg.connect(database_url)
     try:
         # Small batches: several are prepared and waiting for their commits when a drop comes.
-        async with running_projector(kafka_bootstrap, database_url, topics, projector_batch_size=200) as metrics:
+        async with running_projector(
+            kafka_bootstrap, database_url, topics, projector_batch_size=200
+        ) as metrics:
             # Drops at random moments of the runs, until three have ended a run.  The stream goes
             # out a part before each drop, so however fast the projector is, the stream is not all
             # archived while drops come; the statement that drops counts the connections it ended.
