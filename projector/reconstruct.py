@@ -16,16 +16,10 @@ from typing import Final, Literal, TypeAlias
 import asyncpg
 import orjson
 
+from events.canonical import GENESIS_HASH, canonical_bytes, chain_hash, format_time
 from events.models import Event
 from events.serde import decode
-from projector.archive import (
-    GENESIS_HASH,
-    JOB_EVENT_TYPES,
-    canonical_envelope,
-    chain_hash,
-    format_time,
-    job_of_data,
-)
+from projector.archive import JOB_EVENT_TYPES, job_of_data
 from projector.errors import ArchiveFoldMismatchError
 from projector.fold import apply
 from projector.projection import load_projection
@@ -49,7 +43,8 @@ Connectable: TypeAlias = asyncpg.Connection | asyncpg.Pool
 
 
 def _canonical(row: asyncpg.Record) -> bytes:
-    return canonical_envelope(
+    """The canonical bytes of a row, from its columns (events.canonical)."""
+    return canonical_bytes(
         cluster=row["cluster"],
         data=row["data"],
         event_id=row["event_id"],

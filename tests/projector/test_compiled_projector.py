@@ -21,7 +21,7 @@ from events import native
 from events.native import CompiledUnit
 from tests.compiled_forms import EXTENSION, run_python
 
-COMPILED_MODULES = ("archive", "fold", "jsonform", "plan", "projection_rows", "state", "storable")
+COMPILED_MODULES = ("archive", "fold", "plan", "projection_rows", "state", "storable")
 
 
 def test_the_reported_form_is_the_loaded_one() -> None:

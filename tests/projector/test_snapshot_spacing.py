@@ -11,8 +11,8 @@ from itertools import pairwise
 
 import pytest
 
+from events.canonical import GENESIS_HASH
 from projector.__main__ import _parse as parse_projector_args
-from projector.archive import GENESIS_HASH
 from projector.plan import BatchPlan, snapshot_due
 from projector.service import ProjectorConfig
 from projector.state import ClusterState
