@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from json.encoder import encode_basestring
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import orjson
 
@@ -64,9 +65,13 @@ _SCHEMA_LISTS: Final = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SCHEMA_KINDS: Final = ("type", "$ref", "anyOf", "oneOf", "allOf", "enum", "const")
 
 
-class CanonicalForm(NamedTuple):
-    """An event as archived: the event in UTC, the pieces its canonical bytes are spliced
-    from (what the archive's row stores), and the bytes."""
+# Not frozen, nor a NamedTuple: one is built per archived event, and a frozen
+# dataclass's __init__ (object.__setattr__ per field) or a NamedTuple's __new__ cost
+# several times a plain one (timeit: 1.1 us for the NamedTuple, 0.2 for this).
+@dataclass(slots=True)
+class CanonicalForm:
+    """An event as archived (read-only): the event in UTC, the pieces its canonical
+    bytes are spliced from (what the archive's row stores), and the bytes."""
 
     event: Event
     cluster: str
