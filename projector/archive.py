@@ -11,9 +11,11 @@ the conversion of times for COPY.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final
 
+from events.canonical import canonical_bytes, format_time
 from events.jsonform import DECODED_EPOCH, EPOCH
 from events.models import (
     JobCancelled,
@@ -29,8 +31,22 @@ __all__ = [
     "JOB_SUBMITTED",
     "SESSION_COMMITTED",
     "job_of_data",
+    "row_canonical",
     "stdlib_utc",
 ]
+
+
+def row_canonical(row: Mapping[str, Any]) -> bytes:
+    """The canonical bytes of an ``event_log`` row as read back (``time`` a datetime), from its columns."""
+    return canonical_bytes(
+        cluster=row["cluster"],
+        data=row["data"],
+        event_id=row["event_id"],
+        source=row["source"],
+        subject=row["subject"],
+        time=format_time(row["time"]),
+        event_type=row["type"],
+    )
 
 
 def stdlib_utc(value: datetime) -> datetime:
