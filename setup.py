@@ -11,8 +11,10 @@ what is compiled):
   faster sessions (bench/session.py);
 * the projector's decode + fold + archive + prepare path
   (:data:`PROJECTOR_MODULES`): about 20 % fewer instructions per event;
-* ``events/quantity.py`` (:data:`EVENTS_MODULES`): pydantic calls it for every
-  resource list an event holds, when it decodes and when the archive serialises.
+* the events' per-event helpers (:data:`EVENTS_MODULES`): the canonical
+  encoder and its JSON form, which the projector runs for every event it
+  archives, and the resource quantities, which pydantic calls for every
+  resource list an event holds.
 
 Python's normal import picks an extension over the ``.py`` beside it; nothing
 at import time chooses or checks.  Hence:
@@ -56,7 +58,6 @@ CORE = "scheduler/core"
 PROJECTOR_MODULES = (
     "projector/archive.py",
     "projector/fold.py",
-    "projector/jsonform.py",
     "projector/plan.py",
     "projector/projection_rows.py",
     "projector/state_json.py",
@@ -64,7 +65,7 @@ PROJECTOR_MODULES = (
     "projector/storable.py",
 )
 # The rest of events is models (pydantic does their work), the wire format and schemas.
-EVENTS_MODULES = ("events/quantity.py",)
+EVENTS_MODULES = ("events/canonical.py", "events/jsonform.py", "events/quantity.py")
 
 #: The in-place build's record (gitignored), read back by the next build and by tests/conftest.py.
 STAMP = Path("mypyc_build.json")
@@ -85,7 +86,7 @@ def compiled_units() -> dict[str, tuple[str, ...]]:
     return {
         "scheduler/core": core_modules(),
         "projector per-event path": PROJECTOR_MODULES,
-        "events.quantity": EVENTS_MODULES,
+        "events per-event helpers": EVENTS_MODULES,
     }
 
 

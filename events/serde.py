@@ -3,7 +3,8 @@
 * :func:`encode` — an event as compact UTF-8 JSON (the Kafka message value).
 * :func:`decode` — bytes back to a typed :data:`~events.models.Event`, upcasting
   old versions; anything else raises :class:`EventDecodeError`.
-* :func:`canonical_json` — the deterministic bytes the event log hashes.
+* :func:`canonical_json` — the deterministic bytes the event log hashes
+  (:mod:`events.canonical`, re-exported here).
 
 Decoding first tries the one-pass path: bytes straight into the current
 version's model (the ``type`` discriminator picks it).  Anything that path
@@ -16,12 +17,12 @@ consumers branch on ``code``, never on the message.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias, Union, cast
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails, from_json
 
+from events.canonical import canonical_json
 from events.models import EVENT_TYPES, Event
 from events.quantity import QuantityError
 from events.upcast import DEFAULT_UPCASTERS, UpcasterRegistry, UpcastError, split_type
@@ -82,10 +83,6 @@ _validate_current: Final = _CURRENT.validator.validate_json
 
 _MAX_REPR = 80
 _NO_SUBJECT: Final = {"subject"}
-# One encoder, built once: json.dumps() with options builds a new one per call.
-_CANONICAL: Final = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
-)
 
 
 class EventDecodeError(ValueError):
@@ -139,20 +136,6 @@ def encode(event: Event) -> bytes:
     written as null, as the CloudEvents JSON format treats the two alike.
     """
     return event.model_dump_json(exclude=_absent_attributes(event)).encode()
-
-
-def canonical_json(event: Event) -> bytes:
-    """Deterministic bytes for hashing: the wire form with sorted keys and no whitespace.
-
-    Equal events give equal bytes in every process (no dependence on
-    ``PYTHONHASHSEED`` or construction order), and
-    ``canonical_json(decode(encode(e))) == canonical_json(e)``.  Every
-    field is present, defaults included (only an absent ``subject`` is left
-    out, as in :func:`encode`), so changing a model's fields
-    changes the bytes: that is a new event version, never an edit of v1.
-    The event log chains ``sha256(prev_hash || canonical_json(event))``.
-    """
-    return _CANONICAL.encode(event.model_dump(mode="json", exclude=_absent_attributes(event))).encode()
 
 
 def _absent_attributes(event: Event) -> set[str] | None:

@@ -19,15 +19,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
-from events.models import BindDecision, Decision, Event, EvictDecision
-from events.serde import EventDecodeError, decode
-from projector.archive import (
-    JOB_EVENT_TYPES,
-    archived_form,
-    canonical_envelope,
-    chain_hash,
-    stdlib_utc,
+from events.canonical import canonical_form, chain_hash
+from events.models import (
+    BindDecision,
+    Decision,
+    Event,
+    EvictDecision,
+    JobCancelled,
+    JobRejected,
+    JobSubmitted,
+    SessionCommitted,
+    TaskFinished,
+    TaskStarted,
 )
+from events.serde import EventDecodeError, decode
+from projector.archive import JOB_EVENT_TYPES, stdlib_utc
 from projector.fold import apply
 from projector.projection_rows import (
     ProjectionWrite,
@@ -208,44 +214,28 @@ def fold_records(
         if isinstance(item, Rejection):
             plan.rejections.append(item)
             continue
-        # The envelope's fields, read from the model's __dict__: a pydantic attribute read
-        # goes through its __getattr__ hook (callgrind: ~360 instructions; __dict__ once does
-        # for all of them).  Not vars(): compiled, it is looked up by name at every call.
-        fields = item.__dict__
-        event_id = fields["id"]
+        event_id = item.id
         if event_id in seen or event_id in archived_ids:
             plan.duplicates += 1
             continue
-        if fields["cluster"] != cluster:
+        if item.cluster != cluster:
             plan.foreign += 1
             continue
-        event, data_text, time_text, data_json = archived_form(item)
+        # What the archive keeps (the event in UTC) and the bytes the chain hashes, with
+        # the pieces they are spliced from: the row's own columns (events.canonical).
+        form = canonical_form(item)
+        event = form.event
         outcome = apply(state, seq + 1, event)
         if outcome.invalid is not None:
-            plan.rejections.append(_rejection(record, outcome.invalid, outcome.detail, event_id, event.type))
+            plan.rejections.append(_rejection(record, outcome.invalid, outcome.detail, event_id, form.type))
             continue
         seq += 1
         seen.add(event_id)
-        if event is not item:  # archived in UTC: a copy
-            fields = event.__dict__
-        event_type, event_cluster, subject, source, time = (
-            fields["type"], fields["cluster"], fields["subject"], fields["source"], fields["time"],
-        )  # fmt: skip
-        canonical = canonical_envelope(
-            cluster=event_cluster,
-            data=data_text,
-            event_id=event_id,
-            source=source,
-            subject=subject,
-            time=time_text,
-            event_type=event_type,
-        )
-        digest = chain_hash(prev_hash, canonical)
-        # The job the event is about, for replay's index (migration 0004).
-        job = fields["data"].job_id if event_type in JOB_EVENT_TYPES else None
+        digest = chain_hash(prev_hash, form.bytes)
         row = (
-            seq, event_id, event_type, event_cluster, subject, source, stdlib_utc(time), data_text,
-            topic, partition, offset, prev_hash, digest, job,
+            seq, event_id, form.type, form.cluster, form.subject, form.source, stdlib_utc(form.instant),
+            form.data, topic, partition, offset, prev_hash, digest,
+            _job_of(event) if form.type in JOB_EVENT_TYPES else None,
         )  # fmt: skip
         archive_rows.append(row)
         prev_hash = digest
@@ -254,25 +244,36 @@ def fold_records(
                 plan.sessions.append(state.sessions[key])
             else:
                 touched.setdefault(kind, {})[key] = seq
-        if outcome.decisions:
-            _record_decisions(plan, seq, data_json["session_id"], outcome.decisions)
+        if outcome.decisions and isinstance(event, SessionCommitted):
+            _record_decisions(plan, seq, event.data.session_id, outcome.decisions)
     plan.last_seq = seq
     plan.last_hash = prev_hash
+
+
+def _job_of(event: Event) -> str | None:
+    """``event_log.job``: the job the event is about, for replay's index (migration 0004).
+
+    Asked only for the types of ``JOB_EVENT_TYPES`` (a set lookup on the type: the
+    class patterns below cost an isinstance each).
+    """
+    match event:
+        case JobSubmitted() | JobCancelled() | JobRejected() | TaskStarted() | TaskFinished():
+            return event.data.job_id
+        case _:
+            return None
 
 
 def _record_decisions(
     plan: BatchPlan, seq: int, session_id: str, decisions: Sequence[tuple[int, Decision]]
 ) -> None:
     """The bindings and evictions rows of a session's accepted decisions."""
-    for index, decision in decisions:
-        if isinstance(decision, BindDecision):
-            d = decision.__dict__  # one read through pydantic's __getattr__ hook, not three
-            plan.bindings.append((seq, index, session_id, d["task"], d["job"], d["node"]))
-        elif isinstance(decision, EvictDecision):
-            d = decision.__dict__
+    for index, d in decisions:
+        if isinstance(d, BindDecision):
+            plan.bindings.append((seq, index, session_id, d.task, d.job, d.node))
+        elif isinstance(d, EvictDecision):
             row = (
-                seq, index, session_id, d["task"], d["job"], d["node"], d["action"],
-                d["preemptor_job"], d["preemptor_task"], d["rule"],
+                seq, index, session_id, d.task, d.job, d.node, d.action, d.preemptor_job, d.preemptor_task,
+                d.rule,
             )  # fmt: skip
             plan.evictions.append(row)
 

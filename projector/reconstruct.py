@@ -16,16 +16,10 @@ from typing import Final, Literal, TypeAlias
 import asyncpg
 import orjson
 
+from events.canonical import GENESIS_HASH, chain_hash
 from events.models import Event
 from events.serde import decode
-from projector.archive import (
-    GENESIS_HASH,
-    JOB_EVENT_TYPES,
-    canonical_envelope,
-    chain_hash,
-    format_time,
-    job_of_data,
-)
+from projector.archive import JOB_EVENT_TYPES, job_of_data, row_canonical
 from projector.errors import ArchiveFoldMismatchError
 from projector.fold import apply
 from projector.projection import load_projection
@@ -46,18 +40,6 @@ _COLUMNS: Final = "seq, event_id, type, cluster, subject, source, time, data, pr
 _CHECKED_COLUMNS: Final = f"{_COLUMNS}, job"
 
 Connectable: TypeAlias = asyncpg.Connection | asyncpg.Pool
-
-
-def _canonical(row: asyncpg.Record) -> bytes:
-    return canonical_envelope(
-        cluster=row["cluster"],
-        data=row["data"],
-        event_id=row["event_id"],
-        source=row["source"],
-        subject=row["subject"],
-        time=format_time(row["time"]),
-        event_type=row["type"],
-    )
 
 
 async def _rows(
@@ -84,7 +66,7 @@ async def archived_events(
 ) -> AsyncIterator[tuple[int, Event]]:
     """(seq, event) for the archived events after ``after`` up to ``upto``, decoded from the archive."""
     async for row in _rows(conn, after, upto):
-        yield row["seq"], decode(_canonical(row))
+        yield row["seq"], decode(row_canonical(row))
 
 
 async def state_at(conn_or_pool: Connectable, seq: int) -> ClusterState:
@@ -165,7 +147,7 @@ async def verify_chain(
             return broken(expected_seq, "row-missing", f"seq {expected_seq} is missing (next row is {seq})")
         stored_prev = bytes(row["prev_hash"])
         stored_hash = bytes(row["hash"])
-        if chain_hash(stored_prev, _canonical(row)) != stored_hash:
+        if chain_hash(stored_prev, row_canonical(row)) != stored_hash:
             return broken(seq, "row-edited", f"seq {seq} does not hash to its stored hash")
         if prev_hash is not None and stored_prev != prev_hash:
             return broken(seq, "broken-link", f"seq {seq} does not chain to seq {seq - 1}")

@@ -112,9 +112,9 @@ class QueueStatus(StrEnum):
     CLOSING = "Closing"
 
 
-#: Every status and phase, in lifecycle order (their text).
-JOB_PHASES: Final = tuple(JobPhase)
-TASK_STATUSES: Final = tuple(TaskStatus)
+#: The text of every phase and status, in lifecycle order (for readers of the rows).
+JOB_PHASES: Final = tuple(phase.value for phase in JobPhase)
+TASK_STATUSES: Final = tuple(status.value for status in TaskStatus)
 TERMINAL_JOB_PHASES: Final = frozenset({JobPhase.COMPLETED, JobPhase.FAILED, JobPhase.CANCELLED})
 #: Task statuses that hold resources on their node.
 OCCUPYING: Final = frozenset({TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING})

@@ -46,7 +46,7 @@ from typing import Final
 import asyncpg
 import orjson
 
-from projector.archive import GENESIS_HASH
+from events.canonical import GENESIS_HASH
 from projector.errors import ProjectionDriftError
 from projector.plan import (
     BatchPlan,

@@ -1,6 +1,7 @@
 """The event_log hash chain, checked on rows already loaded.
 
-``hash = sha256(prev_hash || canonical JSON)`` (:mod:`projector.archive`):
+``hash = sha256(prev_hash || canonical bytes)`` (:mod:`events.canonical`,
+``docs/archive-format.md``):
 each row commits to its predecessor, so editing, deleting or reordering any
 archived row breaks the link at that row.  The first broken link names it.
 """
@@ -9,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from events.serde import canonical_json
-from projector.archive import GENESIS_HASH, chain_hash
+from events.canonical import GENESIS_HASH, canonical_json, chain_hash
 from replay.archive import ArchivedEvent
 from replay.errors import ChainBroken
 

@@ -5,7 +5,7 @@ The only module of replay that talks to PostgreSQL.  Everything runs in one
 archive while the projector keeps appending, and cannot write by mistake.
 
 An event is reassembled from its columns into the canonical JSON the chain
-hashes (:func:`projector.archive.canonical_envelope`) and decoded from those
+hashes (:func:`projector.archive.row_canonical`, :mod:`events.canonical`) and decoded from those
 bytes, upcasting old versions; the bytes are kept on the
 :class:`~replay.archive.ArchivedEvent` so the chain check sees any edit.
 """
@@ -20,9 +20,10 @@ from typing import Any, Final
 
 import asyncpg
 
+from events.canonical import GENESIS_HASH
 from events.models import SessionCommitted, SessionPart
 from events.serde import EventDecodeError, decode
-from projector.archive import GENESIS_HASH, JOB_EVENT_TYPES, canonical_envelope, format_time
+from projector.archive import JOB_EVENT_TYPES, row_canonical
 from projector.state import ClusterState, SessionRecord
 from projector.state_json import session_from_json, state_from_jsonable
 from replay.archive import ArchivedEvent
@@ -142,15 +143,7 @@ def row_to_event(row: asyncpg.Record | dict[str, Any], *, view: bool = False) ->
     Raises:
         ArchiveError: the row's columns do not decode as an event.
     """
-    canonical = canonical_envelope(
-        cluster=row["cluster"],
-        data=row["data"],
-        event_id=row["event_id"],
-        source=row["source"],
-        subject=row["subject"],
-        time=format_time(row["time"]),
-        event_type=row["type"],
-    )
+    canonical = row_canonical(row)
     try:
         event = decode(canonical)
     except EventDecodeError as exc:

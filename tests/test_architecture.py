@@ -106,8 +106,14 @@ class Rule:
 
 RULES = (
     # The contract other services produce against: nothing but pydantic
-    # (pydantic_core is pydantic's own engine, used for strict JSON parsing).
-    Rule("events", frozenset({"events"}), third_party=frozenset({"pydantic", "pydantic_core"})),
+    # (pydantic_core is pydantic's own engine, used for strict JSON parsing;
+    # annotated_types its constraint metadata), and orjson, the canonical
+    # encoder's fast path (events/canonical.py, held to the json module's bytes).
+    Rule(
+        "events",
+        frozenset({"events"}),
+        third_party=frozenset({"pydantic", "pydantic_core", "annotated_types", "orjson"}),
+    ),
     Rule("projector", frozenset({"events", "projector"})),
     Rule("scheduler", frozenset({"events", "projector", "scheduler"})),
     Rule(

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from events.canonical import GENESIS_HASH, canonical_form, chain_hash, format_time
 from events.models import (
     Decision,
     Event,
@@ -47,7 +48,6 @@ from events.models import (
     TaskStarted,
     TaskStartedData,
 )
-from projector.archive import GENESIS_HASH, archived_form, canonical_envelope, chain_hash, format_time
 from projector.fold import apply
 from projector.state import ClusterState
 from scheduler.core.config import DEFAULT_CONFIG
@@ -175,7 +175,8 @@ class LiveRun:
 
     def append(self, event: Event) -> ArchivedRow:
         """Archive one event: fold it (it must apply) and chain it."""
-        archived, data, time, _ = archived_form(event)
+        form = canonical_form(event)
+        archived, data, canonical = form.event, form.data, form.bytes
         seq = len(self.rows) + 1
         outcome = apply(self.state, seq, archived)
         if not outcome.applied:
@@ -183,15 +184,6 @@ class LiveRun:
                 f"event {archived.id} ({archived.type}) does not fold: {outcome.invalid} {outcome.detail}"
             )
         prev = self.rows[-1].hash if self.rows else GENESIS_HASH
-        canonical = canonical_envelope(
-            cluster=archived.cluster,
-            data=data,
-            event_id=archived.id,
-            source=archived.source,
-            subject=archived.subject,
-            time=time,
-            event_type=archived.type,
-        )
         row = ArchivedRow(seq, archived, data, prev, chain_hash(prev, canonical))
         self.rows.append(row)
         return row

@@ -18,8 +18,8 @@ import hashlib
 import json
 
 import projector
+from events.canonical import GENESIS_HASH
 from events.serde import encode
-from projector.archive import GENESIS_HASH
 from projector.state import ClusterState
 from projector.state_json import state_to_jsonable
 from projector.writer import BatchWriter, InboundRecord, decode_batch

@@ -1,4 +1,9 @@
-"""The archive's canonical form is byte for byte events.serde.canonical_json, whichever encoder builds it."""
+"""The canonical bytes (events.canonical) are the plain definition's, whichever fast path makes them.
+
+The definition (docs/archive-format.md): the event in UTC, dumped as JSON values
+(``model_dump(mode="json")``, an absent subject left out) by the json module with
+sorted keys, no whitespace and non-ASCII as it is.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic_core import TzInfo
 
+from events.canonical import (
+    _ORJSON_EXACT,
+    GENESIS_HASH,
+    _data_text,
+    _holds_float,
+    canonical_bytes,
+    canonical_form,
+    canonical_json,
+    format_time,
+)
 from events.models import (
     ActionConfiguration,
     Event,
@@ -18,18 +33,8 @@ from events.models import (
     QueueDeletedData,
     SchedulerConfigured,
 )
-from events.serde import canonical_json, decode, encode
-from projector.archive import (
-    _ORJSON_EXACT,
-    GENESIS_HASH,
-    _holds_float,
-    archived_form,
-    canonical_data,
-    canonical_envelope,
-    format_time,
-    isoformat,
-    stdlib_utc,
-)
+from events.serde import decode, encode
+from projector.archive import stdlib_utc
 from projector.state import ClusterState
 from projector.writer import _EVENT_LOG_COLUMNS, BatchWriter, decode_batch
 from tests.events.samples import sample_events, scheduler_configured
@@ -45,10 +50,20 @@ def _with_arguments(arguments: dict[str, Any]) -> SchedulerConfigured:
     return event.model_copy(update={"data": event.data.model_copy(update={"config": config})})
 
 
+def _definition(event: Event) -> bytes:
+    """The canonical bytes as the format defines them, by the json module alone."""
+    utc = event.model_copy(update={"time": event.time.astimezone(UTC)})
+    doc = utc.model_dump(mode="json", exclude={"subject"} if utc.subject is None else None)
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.encode()
+
+
 def _archived_canonical(event: Event) -> bytes:
-    archived, data, time, _ = archived_form(event)
+    """The bytes as the archive's readers splice them from the row's columns."""
+    form = canonical_form(event)
+    archived, data, time, encoded = form.event, form.data, form.time, form.bytes
     assert time == format_time(archived.time)
-    return canonical_envelope(
+    spliced = canonical_bytes(
         cluster=archived.cluster,
         data=data,
         event_id=archived.id,
@@ -57,6 +72,8 @@ def _archived_canonical(event: Event) -> bytes:
         time=time,
         event_type=archived.type,
     )
+    assert spliced == encoded
+    return encoded
 
 
 _AWKWARD = [
@@ -67,14 +84,15 @@ _AWKWARD = [
 
 
 @pytest.mark.parametrize("event", [*sample_events(), *_AWKWARD], ids=lambda e: e.type)
-def test_the_archived_form_hashes_the_canonical_json(event: Event) -> None:
-    assert _archived_canonical(event) == canonical_json(event)
-    assert _archived_canonical(decode(encode(event))) == canonical_json(event)
+def test_the_canonical_bytes_are_the_definitions(event: Event) -> None:
+    assert _archived_canonical(event) == canonical_json(event) == _definition(event)
+    assert _archived_canonical(decode(encode(event))) == _definition(event)
+    assert decode(canonical_json(event)) == event
 
 
-def test_a_stream_archives_canonical_json() -> None:
+def test_a_stream_archives_the_definitions_bytes() -> None:
     for event in event_stream(11, 2_000):
-        assert _archived_canonical(event) == canonical_json(event)
+        assert _archived_canonical(event) == _definition(event)
 
 
 _NAMES = st.text(min_size=1) | st.sampled_from(['a"b', "a\\b", "é\u2028🎉", "\x00\x1f"])
@@ -84,7 +102,7 @@ _NAMES = st.text(min_size=1) | st.sampled_from(['a"b', "a\\b", "é\u2028🎉", "
 def test_envelope_strings_are_escaped_whether_quoted_before_or_not(
     cluster: str, source: str, event_id: str, subject: str | None
 ) -> None:
-    # cluster, source and type are quoted once and kept (archive._repeated): the second
+    # cluster, source and type are quoted once and kept (canonical._repeated): the second
     # event with the same values takes them from there.
     for n in range(2):
         event = QueueDeleted(
@@ -95,7 +113,7 @@ def test_envelope_strings_are_escaped_whether_quoted_before_or_not(
             time=datetime(2026, 1, 1, tzinfo=UTC),
             data=QueueDeletedData(name="q"),
         )
-        assert _archived_canonical(event) == canonical_json(event)
+        assert _archived_canonical(event) == _definition(event)
 
 
 def test_types_that_may_carry_floats_keep_the_json_module() -> None:
@@ -115,7 +133,7 @@ def test_types_that_may_carry_floats_keep_the_json_module() -> None:
 )
 def test_a_float_anywhere_takes_the_json_module(value: object) -> None:
     expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    assert canonical_data("tephra.scheduler.configured.v1", value) == expected
+    assert _data_text("tephra.scheduler.configured.v1", value) == expected
     assert _holds_float(value)
 
 
@@ -133,14 +151,14 @@ _NO_FLOATS = st.recursive(
 def test_orjson_and_json_agree_on_everything_but_floats(value: object) -> None:
     # Lone surrogates and integers beyond 64 bits included: orjson refuses those and json decides.
     expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    assert canonical_data("tephra.job.submitted.v1", value) == expected
+    assert _data_text("tephra.job.submitted.v1", value) == expected
 
 
 @given(_NO_FLOATS)
 def test_without_floats_a_type_that_may_carry_them_writes_the_same_text(value: object) -> None:
     expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert not _holds_float(value)
-    assert canonical_data("tephra.scheduler.configured.v1", value) == expected
+    assert _data_text("tephra.scheduler.configured.v1", value) == expected
 
 
 def _format_time_before(value: datetime) -> str:
@@ -183,11 +201,12 @@ def test_format_time_of_decoded_events() -> None:
 @pytest.mark.parametrize("offset", [timedelta(hours=5, minutes=30), timedelta(microseconds=-1), timedelta(0)])
 def test_the_archived_form_is_in_utc(offset: timedelta) -> None:
     event = queue_deleted_at(datetime(2026, 3, 1, 12, 0, 0, 250, tzinfo=timezone(offset)))
-    archived, _, time, _ = archived_form(event)
+    form = canonical_form(event)
+    archived, time = form.event, form.time
     assert archived.time == event.time
     assert archived.time.utcoffset() == timedelta(0)
     assert time == format_time(archived.time) == format_time(event.time.astimezone(UTC))
-    assert _archived_canonical(event) == canonical_json(archived)
+    assert _archived_canonical(event) == canonical_json(archived) == _definition(event)
 
 
 @given(st.datetimes(timezones=st.sampled_from([UTC, TzInfo(0)])))
@@ -198,28 +217,18 @@ def test_stdlib_utc_keeps_the_instant_and_gives_the_standard_utc(value: datetime
     assert (converted.year, converted.microsecond) == (value.year, value.microsecond)
 
 
-@given(
-    st.datetimes(
-        timezones=st.sampled_from([UTC, TzInfo(0), timezone(timedelta(0)), timezone(timedelta(hours=-3))])
-        | st.builds(TzInfo, st.integers(min_value=-86_399, max_value=86_399))
-    )
-)
-def test_isoformat_writes_what_isoformat_writes(value: datetime) -> None:
-    # State documents (session and job times) are written with it, in any zone.
-    assert isoformat(value) == value.isoformat()
-
-
 @pytest.mark.parametrize(
     "text", ["2026-03-01T12:00:00.000250+05:30", "2026-03-01T12:00:00-00:01", "2026-03-01T12:00:00Z"]
 )
 def test_a_decoded_time_is_archived_in_utc(text: str) -> None:
     # Decoded UTC times skip the offset check (their tzinfo is one shared object); others do not.
     event = decode(encode(queue_deleted_at(datetime.fromisoformat(text))))
-    archived, _, time, _ = archived_form(event)
+    form = canonical_form(event)
+    archived, time = form.event, form.time
     assert archived.time == event.time
     assert archived.time.utcoffset() == timedelta(0)
     assert time == format_time(event.time.astimezone(UTC))
-    assert _archived_canonical(event) == canonical_json(archived)
+    assert _archived_canonical(event) == canonical_json(archived) == _definition(event)
 
 
 def test_archive_rows_carry_times_in_the_standard_utc() -> None:

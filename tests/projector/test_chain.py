@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from events.canonical import GENESIS_HASH, chain_hash
 from events.serde import canonical_json
-from projector.archive import GENESIS_HASH, chain_hash
 from projector.reconstruct import archived_events, verify_chain
 from projector.writer import BatchWriter
 from tests.projector.helpers import create_database, drop_database, records, reset_schema

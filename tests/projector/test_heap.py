@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from projector.archive import GENESIS_HASH
+from events.canonical import GENESIS_HASH
 from projector.heap import BatchHeap
 from projector.plan import BatchPlan, decode_batch, finish_plan, fold_records
 from projector.state import ClusterState

@@ -21,8 +21,8 @@ from pydantic import (
 )
 from pydantic_core import TzInfo
 
+from events.jsonform import DECODED_UTC, json_form, time_text
 from events.models import Event, PendingJob, PendingReason, SessionPartData
-from projector.jsonform import DECODED_UTC, json_form, time_text
 from tests.events.samples import sample_events
 from tests.events.test_properties import ROUND_TRIPS, jobs, nodes
 from tests.projector.streams import event_stream

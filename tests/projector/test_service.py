@@ -13,10 +13,10 @@ import asyncpg
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from events.canonical import GENESIS_HASH
 from events.models import Event, NodeReported, NodeReportedData
 from events.serde import canonical_json, decode, encode
 from events.topics import Topics, topic_for
-from projector.archive import GENESIS_HASH
 from projector.errors import WaitTimeoutError
 from projector.migrate import apply_migrations, available_migrations
 from projector.plan import BatchPlan, InboundRecord, id_hint

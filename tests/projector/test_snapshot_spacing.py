@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from api.cli import app
-from projector.archive import GENESIS_HASH
+from events.canonical import GENESIS_HASH
 from projector.plan import BatchPlan, snapshot_due
 from projector.settings import ProjectorSettings
 from projector.state import ClusterState

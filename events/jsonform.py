@@ -1,8 +1,10 @@
 """Event data as JSON values: what ``model_dump(mode="json")`` gives, built for less.
 
-pydantic's serializer spends about 2.5k instructions on every model it meets,
-mostly generic dispatch (a SessionCommitted of the bench stream, six decisions
-and two pending jobs: 57k), and the archive serialises every event's data.  The catalogue's models are plain:
+The fast path of the canonical encoder (:mod:`events.canonical`), which
+serialises every archived event's data, and of the projector's state
+documents.  pydantic's serializer spends about 2.5k instructions on every
+model it meets, mostly generic dispatch (a SessionCommitted of the bench
+stream, six decisions and two pending jobs: 57k).  The catalogue's models are plain:
 frozen, no aliases, no computed fields, and most fields hold JSON values
 already (str, int, bool, None, lists and dicts of them), which ``mode="json"``
 returns unchanged.  So each model class gets a converter, derived once from
