@@ -26,12 +26,10 @@ import resource
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from events.models import Event
 from events.serde import decode, encode
 from projector.fold import apply
 from projector.heap import tune_gc
@@ -40,25 +38,6 @@ from tests.projector.streams import StreamBuilder
 
 _WINDOW = 100_000
 _CHUNK = 10_000
-
-
-def chunks(builder: StreamBuilder, count: int) -> Iterator[list[Event]]:
-    """The stream's first ``count`` events, ``_CHUNK`` at a time (as tests.projector.streams.event_stream)."""
-    builder._queued = []
-    out: list[Event] = []
-    made = 0
-    for event in builder:
-        if builder._queued:
-            out.extend(builder._queued)
-            builder._queued.clear()
-        out.append(event)
-        if len(out) >= _CHUNK or made + len(out) >= count:
-            out = out[: count - made]
-            made += len(out)
-            yield out
-            out = []
-            if made >= count:
-                return
 
 
 def peak_mib() -> float:
@@ -93,7 +72,7 @@ def main() -> None:  # noqa: PLR0915 - one report
     decode_line = ""
     profiler = cProfile.Profile() if args.profile else None
     began = time.perf_counter()
-    stream = chunks(builder, args.events)
+    stream = builder.chunks(args.events, _CHUNK)
     while True:
         started = time.perf_counter()
         chunk = next(stream, None)
