@@ -215,7 +215,8 @@ class StreamBuilder:
 
     def chunks(self, count: int, size: int) -> Iterator[list[Event]]:
         """The stream's first ``count`` events, ``size`` at a time (the last chunk may be shorter),
-        generated as they are asked for: memory holds one chunk, not the stream."""
+        generated as they are asked for: memory holds one chunk, not the stream.  Once per
+        builder, like iterating it."""
         if size <= 0:
             raise ValueError(f"size must be positive, got {size}")
         stream = iter(self)
