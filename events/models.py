@@ -217,21 +217,15 @@ class JobSubmittedData(EventData):
     annotations: dict[str, str] = Field(default_factory=dict)
     #: Seconds of event time a finished job stays in the live state (Volcano's
     #: ``spec.ttlSecondsAfterFinished``); None: the archive's default
-    #: (``projector.fold.DEFAULT_TTL_SECONDS_AFTER_FINISHED``).  Added later: optional.
-    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+    #: (``projector.fold.DEFAULT_TTL_SECONDS_AFTER_FINISHED``).  Added later: optional,
+    #: and left out when None, so a job without its own TTL serialises exactly as before
+    #: the field existed (one form, one hash in the archive).  A field-level rule, not a
+    #: model serializer: the serialization schema stays typed (no free-form object).
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
 
     @property
     def job_id(self) -> str:
         return f"{self.namespace}/{self.name}"
-
-    @model_serializer(mode="wrap")
-    def _omit_default_ttl(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A job without its own TTL serialises exactly as before the field existed, so jobs
-        # archived earlier and jobs written now have one form (and one hash in the archive).
-        data: dict[str, Any] = handler(self)
-        if self.ttl_seconds_after_finished is None:
-            data.pop("ttl_seconds_after_finished", None)
-        return data
 
 
 class JobCancelledData(EventData):

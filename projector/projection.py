@@ -90,11 +90,15 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
     """
     async with conn.transaction(isolation="repeatable_read", readonly=True):
         meta = await conn.fetchrow(
-            "SELECT seq, config, config_version, leader_epoch, session_parts, early_observations, clock"
-            " FROM projection_meta"
+            "SELECT seq, config, config_version, leader_epoch, session_parts, early_observations, clock,"
+            " rebuild FROM projection_meta"
         )
         if meta is None:
             raise LookupError("projection_meta is empty: run the migrations first")
+        if meta["rebuild"]:
+            raise LookupError(
+                "the projection awaits its rebuild from the archive after an upgrade: start the projector"
+            )
         queues = [queue_from_json(json.loads(r["doc"])) for r in await conn.fetch("SELECT doc FROM queues")]
         classes = [
             priority_class_from_json(json.loads(r["doc"]))

@@ -4,6 +4,8 @@
   ``state_snapshots`` row at or below ``seq`` plus the fold of the archived
   events after it (decoded, so old versions are upcast).
 * :func:`load_projection` — the state the projection tables hold.
+* :func:`rebuild_projection` — bring a projection that an upgrade of the fold
+  marked (``projection_meta.rebuild``) to the fold of its archive.
 * :func:`verify_chain` — recompute the hash chain and name the first broken link.
 """
 
@@ -20,10 +22,16 @@ from events.canonical import GENESIS_HASH, chain_hash
 from events.models import Event
 from events.serde import decode
 from projector.archive import JOB_EVENT_TYPES, job_of_data, row_canonical
-from projector.errors import ArchiveFoldMismatchError
+from projector.errors import ArchiveFoldMismatchError, ProjectionDriftError
 from projector.fold import apply
-from projector.projection import load_projection
-from projector.state import ClusterState
+from projector.projection import create_staging, execute_writes, load_projection
+from projector.projection_rows import (
+    TouchedRows,
+    meta_arguments,
+    projection_statements,
+    session_statement,
+)
+from projector.state import ClusterState, SessionRecord
 from projector.state_json import state_from_text
 
 __all__ = [
@@ -31,6 +39,7 @@ __all__ = [
     "ChainReport",
     "archived_events",
     "load_projection",
+    "rebuild_projection",
     "state_at",
     "verify_chain",
 ]
@@ -86,6 +95,57 @@ async def state_at(conn_or_pool: Connectable, seq: int) -> ClusterState:
     if state.seq != seq:
         raise LookupError(f"no state at seq {seq}: the archive ends at seq {state.seq}")
     return state
+
+
+async def rebuild_projection(conn: asyncpg.Connection) -> bool:
+    """Rewrite a projection marked for rebuilding as the fold of its archive; True if it was.
+
+    A migration that changes what the fold derives from archived events (0007:
+    retention) marks the projection instead of guessing in SQL.  This folds
+    the archive from the start, as one batch of the writer would: every row
+    the fold touched is written as of the end (rows of jobs and tasks that
+    retired are deleted), the sessions' rows with their records as folded,
+    and projection_meta.  One transaction, run by the projector before it
+    loads its writer; the marked projection is not loaded meanwhile
+    (:func:`~projector.projection.load_projection` refuses it).  Its cost is
+    one fold of the archive, once.
+    """
+    seq = await conn.fetchval("SELECT seq FROM projection_meta WHERE rebuild")
+    if seq is None:
+        return False
+    await create_staging(conn)
+    async with conn.transaction():
+        state = ClusterState()
+        touched: TouchedRows = {}
+        sessions: list[SessionRecord] = []
+        async for event_seq, event in archived_events(conn, 0, seq):
+            outcome = apply(state, event_seq, event)
+            if outcome.invalid is not None:
+                raise ArchiveFoldMismatchError(event_seq, outcome.invalid, outcome.detail)
+            for kind, key in outcome.touched:
+                if kind == "session":
+                    sessions.append(state.sessions[key])
+                else:
+                    touched.setdefault(kind, {})[key] = event_seq
+        if state.seq != seq:
+            raise ProjectionDriftError(expected_seq=seq, found_seq=state.seq)
+        writes = projection_statements(state, touched)
+        if (rows := session_statement(sessions)) is not None:
+            writes.append(rows)
+        await execute_writes(conn, writes)
+        config, config_version, leader_epoch, parts, early, clock = meta_arguments(state)
+        await conn.execute(
+            "UPDATE projection_meta SET config = $1::json, config_version = $2, leader_epoch = $3,"
+            " session_parts = $4::jsonb, early_observations = $5::jsonb, clock = $6, rebuild = false,"
+            " updated_at = now()",
+            config,
+            config_version,
+            leader_epoch,
+            parts,
+            early,
+            clock,
+        )
+    return True
 
 
 ChainProblem: TypeAlias = Literal[

@@ -58,6 +58,7 @@ from projector.plan import (
     fold_records,
 )
 from projector.projection import create_staging, execute_writes, load_projection
+from projector.reconstruct import rebuild_projection
 from projector.state import ClusterState
 
 # BatchPlan, Decoded, InboundRecord, Rejection and decode_batch live in projector.plan
@@ -153,7 +154,8 @@ class BatchWriter:
         snapshot_every: int = 10_000,
         snapshot_scale: float = 1.0,
     ) -> BatchWriter:
-        """A writer positioned at what the database holds."""
+        """A writer positioned at what the database holds (rebuilt first if an upgrade marked it)."""
+        await rebuild_projection(conn)
         state = await load_projection(conn)
         head = await conn.fetchrow("SELECT seq, hash FROM event_log ORDER BY seq DESC LIMIT 1")
         head_seq, head_hash = (0, GENESIS_HASH) if head is None else (head["seq"], bytes(head["hash"]))

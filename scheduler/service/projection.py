@@ -75,13 +75,22 @@ class ProjectionReader:
                 await conn.close(timeout=2)
 
     async def wait_for_schema(self, poll: float = 0.5) -> None:
-        """Return once the projector has created the projection (it migrates at start-up)."""
+        """Return once the projector has created the projection (it migrates at start-up) and
+        rebuilt it if an upgrade asked it to (:func:`projector.reconstruct.rebuild_projection`)."""
         announced = False
-        while not await self._conn.fetchval("SELECT to_regclass('projection_meta') IS NOT NULL"):
+        while not await self._projection_ready():
             if not announced:
-                log.info("waiting for the projector to create the projection tables")
+                log.info("waiting for the projector to create (or rebuild) the projection tables")
                 announced = True
             await asyncio.sleep(poll)
+
+    async def _projection_ready(self) -> bool:
+        if not await self._conn.fetchval("SELECT to_regclass('projection_meta') IS NOT NULL"):
+            return False
+        try:
+            return bool(await self._conn.fetchval("SELECT NOT rebuild FROM projection_meta"))
+        except asyncpg.UndefinedColumnError:  # the projector has not applied migration 0007 yet
+            return False
 
     async def seq(self) -> int:
         return await projected_seq(self._conn)

@@ -62,7 +62,7 @@ class SnapshotCache:
             self._job_tasks.clear()
         else:
             for job_id in self._dirty:
-                self._jobs.pop(job_id, None)
+                self._forget(job_id)
         self._dirty.clear()
         self._everything = False
 
@@ -76,16 +76,28 @@ class SnapshotCache:
                 built = job_snapshot(state, job, default_class)
                 entry = (built, None if built is None else job_text(built))
                 cached[job_id] = entry
-                for task_id in job.tasks:
+                # The job's tasks as of now: a task the fold removes later is touched by
+                # that event, before the next build forgets the job and its tasks.
+                self._job_tasks[job_id] = tasks = tuple(job.tasks)
+                for task_id in tasks:
                     self._task_jobs[task_id] = job_id
-                self._job_tasks[job_id] = (*self._job_tasks.get(job_id, ()), *job.tasks)
             built, text = entry
             if built is not None and text is not None:
                 jobs.append(built)
                 texts.append(text)
         for gone in [j for j in cached if j not in state.jobs]:
-            del cached[gone]
-            for task_id in self._job_tasks.pop(gone, ()):
-                self._task_jobs.pop(task_id, None)
+            self._forget(gone)
         snapshot = snapshot_of(state, tuple(jobs))
         return snapshot, digest_of_texts(snapshot, texts)
+
+    def held(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The job ids and task ids the cache keeps anything about (at most the state's)."""
+        jobs = {*self._jobs, *self._job_tasks, *self._task_jobs.values()}
+        return frozenset(jobs), frozenset(self._task_jobs)
+
+    def _forget(self, job_id: str) -> None:
+        """Drop the job's entry and its tasks' (a retired job leaves no trace)."""
+        self._jobs.pop(job_id, None)
+        for task_id in self._job_tasks.pop(job_id, ()):
+            if self._task_jobs.get(task_id) == job_id:
+                del self._task_jobs[task_id]

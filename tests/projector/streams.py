@@ -22,6 +22,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 
 from events.models import (
     BindDecision,
@@ -130,6 +131,8 @@ class StreamBuilder:
         self._status_of: dict[str, str] = {}
         self._phase_of: dict[str, str] = {}
         self.node_pool = _Pool()
+        #: The parts of a split session, folded before its marker and yielded just before it.
+        self._queued: list[Event] = []
 
     # ------------------------------------------------------------------ helpers
 
@@ -200,9 +203,28 @@ class StreamBuilder:
     # ------------------------------------------------------------------ stream
 
     def __iter__(self) -> Iterator[Event]:
+        """The endless stream, in the order the shadow folded it (iterate a builder once)."""
         yield from self._setup()
+        queued = self._queued
         while True:
-            yield self._emit(self._next())
+            event = self._emit(self._next())
+            if queued:
+                yield from queued
+                queued.clear()
+            yield event
+
+    def chunks(self, count: int, size: int) -> Iterator[list[Event]]:
+        """The stream's first ``count`` events, ``size`` at a time (the last chunk may be shorter),
+        generated as they are asked for: memory holds one chunk, not the stream.  Once per
+        builder, like iterating it."""
+        if size <= 0:
+            raise ValueError(f"size must be positive, got {size}")
+        stream = iter(self)
+        made = 0
+        while made < count:
+            chunk = list(islice(stream, min(size, count - made)))
+            made += len(chunk)
+            yield chunk
 
     def _setup(self) -> Iterator[Event]:
         for name, weight in (("default", 1), ("research", 3), ("batch", 2)):
@@ -425,20 +447,8 @@ class StreamBuilder:
             data=TaskStartedData(job_id="ns1/nope", task_id="ns1/nope-w-0", node="node-1"),
         )
 
-    _queued: list[Event]
-
 
 def event_stream(seed: int, count: int, **kwargs: object) -> list[Event]:
-    """The first ``count`` events of the stream of ``seed``."""
+    """The first ``count`` events of the stream of ``seed`` (see :class:`StreamBuilder` for ``kwargs``)."""
     builder = StreamBuilder(seed, **kwargs)  # type: ignore[arg-type]
-    builder._queued = []
-    out: list[Event] = []
-    for event in builder:
-        if builder._queued:
-            # Parts of a split session were folded before the marker; emit them first.
-            out.extend(builder._queued)
-            builder._queued.clear()
-        out.append(event)
-        if len(out) >= count:
-            return out[:count]
-    return out
+    return next(builder.chunks(count, max(count, 1)), [])

@@ -119,7 +119,7 @@ def test_envelope_strings_are_escaped_whether_quoted_before_or_not(
 def test_types_that_may_carry_floats_keep_the_json_module() -> None:
     # Free-form plugin arguments may hold floats; every other type is integers and strings.
     assert "tephra.scheduler.configured.v1" not in _ORJSON_EXACT
-    assert "tephra.node.reported.v1" in _ORJSON_EXACT
+    assert "tephra.job.submitted.v1" in _ORJSON_EXACT
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Migrations 0004 to 0006: a database written before each upgrades, and what it changes is used."""
+"""Migrations 0004 to 0007: a database written before each upgrades, and what it changes is used."""
 
 from __future__ import annotations
 
@@ -10,9 +10,13 @@ from contextlib import asynccontextmanager
 import asyncpg
 import pytest
 
-from projector import migrate
+from events.models import Event
+from projector import fold, migrate
+from projector.fold import apply
 from projector.migrate import apply_migrations
+from projector.projection import load_projection
 from projector.reconstruct import verify_chain
+from projector.state import ClusterState
 from projector.writer import BatchWriter
 from replay.store import _JOB_HISTORY, _SESSION_MARKER, _SESSION_MARKERS, _SESSION_PARTS
 from tests.projector.helpers import create_database, drop_database, records
@@ -173,11 +177,12 @@ async def _indexes(conn: asyncpg.Connection) -> set[str]:
     return {r[0] for r in await conn.fetch("SELECT indexname FROM pg_indexes WHERE schemaname = 'public'")}
 
 
-async def _projected_stream(conn: asyncpg.Connection) -> BatchWriter:
-    """A database at the newest migration with a stream's first 600 events projected, and its writer."""
+async def _projected_stream(conn: asyncpg.Connection, events: list[Event] | None = None) -> BatchWriter:
+    """A database at the newest migration with ``events`` (by default a stream's first 600)
+    projected, and its writer."""
     await apply_migrations(conn)
     writer = await BatchWriter.load(conn, consumer="c", cluster=CLUSTER, snapshot_every=300)
-    await writer.write(conn, records(event_stream(5, 600)))
+    await writer.write(conn, records(event_stream(5, 600) if events is None else events))
     return writer
 
 
@@ -277,7 +282,7 @@ async def test_a_database_from_before_0006_upgrades_and_sessions_are_found_throu
         assert not await _c_keys(old)
         await _copy_rows(new, old, (*_PROJECTION_TABLES, "transitional_tasks"))
 
-        assert await apply_migrations(old) == [6]
+        assert await _migrate_up_to(old, 6, monkeypatch) == [6]
         assert await _c_keys(old) == _C_KEYS
         indexes = await _indexes(old)
         assert "event_log_type_time" not in indexes
@@ -296,3 +301,44 @@ async def test_a_database_from_before_0006_upgrades_and_sessions_are_found_throu
         assert joined == await old.fetchval("SELECT count(*) FROM bindings") > 0
 
         await _carries_on(new, old, writer)
+
+
+def _folded(events: list[Event], state: ClusterState | None = None) -> ClusterState:
+    """``events`` folded with the fold (every one valid) onto ``state``, else the empty state."""
+    state = ClusterState() if state is None else state
+    for event in events:
+        assert apply(state, state.seq + 1, event).applied
+    return state
+
+
+async def test_a_projection_from_before_0007_is_rebuilt_from_its_archive_with_retirement(
+    database_url: str, postgres_admin_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Jobs retire at the next event once finished (TTL 0), often at a NodeRemoved, which
+    # names no job: only the fold knows when they finished.
+    events = event_stream(7, 1_200, ttl_seconds=0)
+    head, rest = events[:600], events[600:]
+    async with _new_and_old(database_url, postgres_admin_dsn) as (new, old):
+        # The rows a projector before retention wrote: its fold retired nothing.
+        monkeypatch.setattr(fold, "_retire", lambda state: [])
+        await _projected_stream(new, head)
+        monkeypatch.undo()
+        finished_rows = await new.fetchval("SELECT count(*) FROM jobs WHERE finished_at IS NOT NULL")
+        assert await _migrate_up_to(old, 6, monkeypatch) == [1, 2, 3, 4, 5, 6]
+        await _copy_rows(new, old, (*_PROJECTION_TABLES, "transitional_tasks"))
+        await old.execute("DELETE FROM state_snapshots")  # format 2 cannot predate 0007
+
+        assert await apply_migrations(old) == [7]
+        with pytest.raises(LookupError, match="rebuild"):
+            await load_projection(old)  # the scheduler waits for the projector meanwhile
+        upgraded = await BatchWriter.load(old, consumer="c", cluster=CLUSTER, snapshot_every=300)
+        expected = _folded(head)
+        assert finished_rows > len([j for j in expected.jobs.values() if j.finished_at is not None])
+        assert upgraded.state == expected
+        assert await load_projection(old) == expected  # the rows, not only the writer's state
+        assert {r["id"] for r in await old.fetch("SELECT id FROM tasks")} == set(expected.tasks)
+
+        await upgraded.write(old, records(rest, start=600))
+        assert upgraded.state == _folded(rest, expected)
+        assert await load_projection(old) == upgraded.state
+        assert (await verify_chain(old)).ok

@@ -26,6 +26,8 @@ from events.models import (
     TaskStarted,
     TaskStartedData,
 )
+from events.serde import decode, encode
+from projector.archive import archived_form
 from projector.fold import DEFAULT_TTL_SECONDS_AFTER_FINISHED, FoldOutcome, apply
 from projector.state import ClusterState, retirement_heap
 from projector.state_json import state_from_jsonable, state_to_jsonable
@@ -222,3 +224,14 @@ def test_the_default_stream_retires_nothing() -> None:
             submitted.add(event.data.job_id)
     assert set(state.jobs) == submitted
     assert any(j.finished_at is not None for j in state.jobs.values())
+
+
+def test_a_job_without_its_own_ttl_archives_as_before_the_field_existed() -> None:
+    """None is left out of the data (the bytes and hash of jobs archived earlier stay);
+    a TTL of its own, even 0, is written; both decode to what was submitted."""
+    plain, own, zero = submit(1), submit(1, ttl=60), submit(1, ttl=0)
+    assert "ttl_seconds_after_finished" not in archived_form(plain)[1]
+    assert '"ttl_seconds_after_finished":60' in archived_form(own)[1]
+    assert '"ttl_seconds_after_finished":0' in archived_form(zero)[1]
+    for event in (plain, own, zero):
+        assert decode(encode(event)) == event

@@ -362,3 +362,59 @@ async def test_a_pending_entry_carried_in_a_part_puts_the_session_on_the_timelin
     ]
     assert [r["code"] for r in out["recordedReasons"]] == [r.code for r in recorded]
     assert out["reasonsRederived"] is True
+
+
+@pytest.mark.parametrize("snapshot_every", [10_000, 2])
+async def test_a_retired_job_is_still_explained_from_the_archive(
+    database_url: str, snapshot_every: int
+) -> None:
+    """The job waits behind another, runs, finishes, and retires from the state after its
+    TTL (event time); the archive still has its story, and sessions' inputs still hold it.
+
+    With a stored state every 2 events, states stored after the retirement lack the job:
+    explain reads the job's history and rebuilds the sessions' inputs all the same.
+    """
+    run = LiveRun()
+    run.queue("research")
+    run.node(gpu_node("n1", 8))
+    run.submit(job("busy", queue="research", gpu=8))
+    run.cycle()
+    run.submit(job("j", queue="research", gpu=8).model_copy(update={"ttl_seconds_after_finished": 60}))
+    waited = [run.cycle(), run.cycle()]
+    run.finish("ml/busy-worker-0", "ml/busy")
+    ran = run.cycle()
+    run.finish("ml/j-worker-0", "ml/j")
+    finished_at = run.state.jobs["ml/j"].finished_at
+    assert finished_at is not None
+    run.tick(60)
+    run.cycle()  # the first event at or after the deadline retires the job
+    assert "ml/j" not in run.state.jobs
+    assert not any(t.startswith("ml/j-") for t in run.state.tasks)
+    await load_rows(database_url, [r.to_json() for r in run.rows], snapshot_every=snapshot_every, batch=1)
+
+    async with open_archive(database_url) as reader:
+        latest = await explain_job(reader, "ml/j")
+        pending = await explain_job(reader, "ml/j", session_id=waited[-1])
+    # The latest session that considered it is the one that bound it.
+    assert latest.session is not None
+    assert latest.session.session_id == ran
+    assert latest.facts["tasks"] == {"Pending": 1}
+    kinds = [e.kind for e in latest.timeline]
+    assert kinds == ["submitted", "sessions", "sessions", "sessions", "task-started", "task-finished"]
+    assert [e.session_id for e in latest.timeline if e.kind == "sessions"] == [*waited, ran]
+    assert [e.text for e in latest.timeline if e.kind == "sessions"] == [
+        "enqueued; pending: gang-not-ready, queue-not-allocatable",
+        "pending: gang-not-ready, queue-not-allocatable",
+        "1 task(s) bound",
+    ]
+    assert latest.timeline[-1].text == "ml/j-worker-0 succeeded"
+    # At a session where it waited: its reasons, re-derived from the rebuilt input.
+    assert pending.session is not None
+    assert pending.session.session_id == waited[-1]
+    assert [r["code"] for r in pending.reasons] == ["gang-not-ready", "queue-not-allocatable"]
+    assert pending.reasons_rederived
+
+    shown = run_replay(database_url, "explain", "ml/j", "--format", "json", "--no-counterfactual")
+    assert shown.returncode == 0, shown.stderr
+    answer = json.loads(shown.stdout)
+    assert [e["kind"] for e in answer["timeline"]] == kinds

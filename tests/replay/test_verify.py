@@ -7,7 +7,9 @@ import pytest
 
 from replay.queries import verify_archive
 from replay.store import open_archive
-from tests.golden.archive import load_golden
+from tests.golden.archive import load_golden, load_rows
+from tests.golden.history import LiveRun, gpu_node, job
+from tests.replay.helpers import run_replay
 
 pytestmark = pytest.mark.integration
 
@@ -20,6 +22,47 @@ async def test_good_golden_archives_verify(database_url: str, name: str) -> None
     assert report.ok, [str(d) for d in report.divergences]
     assert report.events == golden.expect["events"]
     assert report.sessions == len(golden.expect["sessions"])
+
+
+@pytest.mark.parametrize("snapshot_every", [10_000, 3])
+async def test_a_stream_with_retirements_verifies(database_url: str, snapshot_every: int) -> None:
+    """Jobs retire after their TTL (event time) and their ids are submitted again: valid only
+    once the first job has retired, so replay must retire exactly when the projector did.
+
+    With a stored state every 3 events, replay also starts from stored states that hold
+    finished jobs waiting for their deadline.
+    """
+    run = LiveRun()
+    run.queue("research")
+    run.node(gpu_node("n1", 8))
+    run.node(gpu_node("n2", 8))
+    retired = 0
+    for round_ in range(3):
+        names = [f"ml/r{i}" for i in range(4)]
+        for i, name in enumerate(names):
+            run.submit(
+                job(name[3:], queue="research", gpu=4).model_copy(
+                    update={"ttl_seconds_after_finished": i * 5}
+                )
+            )
+        run.cycle()  # all four fit: 2 nodes of 8 GPUs
+        for i, name in enumerate(names):
+            run.finish(f"{name}-worker-0", name, outcome="failed" if i % 2 else "succeeded")
+        assert all(n not in run.state.jobs or run.state.jobs[n].finished_at for n in names), round_
+        for _ in range(4):  # past the longest TTL (15 s): every job of the round retires
+            run.tick(5)
+            run.cycle()
+        retired += sum(n not in run.state.jobs for n in names)
+    assert retired == 12
+    await load_rows(database_url, [r.to_json() for r in run.rows], snapshot_every=snapshot_every, batch=1)
+
+    async with open_archive(database_url) as reader:
+        report = await verify_archive(reader)
+    assert report.ok, [str(d) for d in report.divergences]
+    assert report.events == len(run.rows)
+    assert report.sessions == len(run.sessions)
+    shown = run_replay(database_url, "verify")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
 
 
 async def test_divergent_golden_is_rejected_at_the_recorded_position(database_url: str) -> None:

@@ -26,3 +26,31 @@ def test_the_cached_snapshot_and_digest_equal_a_full_rebuild_after_every_event(s
             expected = build_snapshot(state)
             assert snapshot == expected, f"seq {seq}: {event.type}"
             assert digest == snapshot_digest(expected)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_retired_jobs_leave_no_trace_in_the_cache(seed: int) -> None:
+    """Jobs finish and retire all along (TTL 30 s, 2 s an event): after every build the cache
+    holds nothing about a job or task the state does not, and its result is the full rebuild's."""
+    state = ClusterState()
+    cache = SnapshotCache()
+    submitted: set[str] = set()
+    for seq, event in enumerate(
+        event_stream(seed, 3_000, live_jobs=20, step_ms=2_000, ttl_seconds=30), start=1
+    ):
+        outcome = apply(state, seq, event)
+        assert outcome.applied
+        cache.touched(state, outcome.touched)
+        submitted.update(key for kind, key in outcome.touched if kind == "new_job")
+        if seq % 5 == 0:
+            snapshot, digest = cache.build(state)
+            jobs, tasks = cache.held()
+            assert jobs <= state.jobs.keys(), f"seq {seq}: {sorted(jobs - state.jobs.keys())[:3]}"
+            assert tasks <= state.tasks.keys(), f"seq {seq}: {sorted(tasks - state.tasks.keys())[:3]}"
+            if seq % 100 == 0:
+                expected = build_snapshot(state)
+                assert snapshot == expected, f"seq {seq}: {event.type}"
+                assert digest == snapshot_digest(expected)
+    assert len(submitted) > 3 * len(state.jobs)  # most jobs have retired
+    cache.build(state)
+    assert cache.held()[0] == state.jobs.keys()
