@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from itertools import count
 
+from events.canonical import canonical_form
 from events.models import (
     BindDecision,
     Event,
@@ -27,7 +28,6 @@ from events.models import (
     TaskStartedData,
 )
 from events.serde import decode, encode
-from projector.archive import archived_form
 from projector.fold import DEFAULT_TTL_SECONDS_AFTER_FINISHED, FoldOutcome, apply
 from projector.state import ClusterState, retirement_heap
 from projector.state_json import state_from_jsonable, state_to_jsonable
@@ -230,8 +230,8 @@ def test_a_job_without_its_own_ttl_archives_as_before_the_field_existed() -> Non
     """None is left out of the data (the bytes and hash of jobs archived earlier stay);
     a TTL of its own, even 0, is written; both decode to what was submitted."""
     plain, own, zero = submit(1), submit(1, ttl=60), submit(1, ttl=0)
-    assert "ttl_seconds_after_finished" not in archived_form(plain)[1]
-    assert '"ttl_seconds_after_finished":60' in archived_form(own)[1]
-    assert '"ttl_seconds_after_finished":0' in archived_form(zero)[1]
+    assert "ttl_seconds_after_finished" not in canonical_form(plain).data
+    assert '"ttl_seconds_after_finished":60' in canonical_form(own).data
+    assert '"ttl_seconds_after_finished":0' in canonical_form(zero).data
     for event in (plain, own, zero):
         assert decode(encode(event)) == event
