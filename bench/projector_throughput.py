@@ -1,18 +1,23 @@
 """Projector throughput of the deployed runner: ``tephra projector`` in its own process, broker -> PostgreSQL.
 
-    python bench/projector_throughput.py [--events N] [--rounds R] [--seed S]
+    python bench/projector_throughput.py [--events N] [--rounds R] [--seed S] [--live-jobs J] [--step-ms MS]
 
 Starts an embedded Tansu broker (or uses ``TEPHRA_BENCH_KAFKA``), uses
 ``TEPHRA_BENCH_DATABASE_URL`` (default: a fresh database on the local
 server at postgresql://postgres@127.0.0.1:5432/postgres), produces N mixed
-events to the three topics first, then starts ``tephra projector`` as a child
+events to the three topics first (the steady stream of bench/fold.py by
+default: at most ``--live-jobs`` unfinished jobs, 10,000, and ``--step-ms``
+of event time between events, 100 ms, so finished jobs retire after the
+default TTL of an hour; ``--live-jobs 0 --step-ms 1`` gives the unbounded
+stream, whose state grows with every job), then starts ``tephra projector`` as a child
 process, exactly as compose.yaml runs it: its endpoints in ``TEPHRA_*``
 variables, every other setting at its default unless this bench's own
 environment sets it (e.g. ``TEPHRA_PROJECTOR_FREEZE=false`` to compare; see
 docs/configuration.md).  Everything is measured from outside the child:
 
 * progress: the offsets the projector committed (``consumer_offsets``), polled;
-* throughput from the child's start, and sustained from its first commit;
+* throughput from the child's start, and sustained from its first commit,
+  and over the first and the last 100k events of a longer run;
 * the child's CPU time per event and its peak RSS (``/proc/<pid>``), and the
   CPU the PostgreSQL server (and the embedded broker) used meanwhile;
 * the batch latencies and the batch loop's stages from the projector's own
@@ -51,7 +56,7 @@ from bench.host import cpu_loop_seconds, memory_walk_seconds
 from events.topics import Topics
 from projector import compiled as projector_compiled
 from tests.projector.helpers import create_database, drop_database, produce
-from tests.projector.streams import CLUSTER, event_stream
+from tests.projector.streams import CLUSTER, StreamBuilder
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The deployed runner: the ``tephra`` console script's own entry point.
@@ -63,6 +68,8 @@ _ENDPOINTS: Final = (
     "TEPHRA_CLUSTER",
 )
 _POLL: Final = 0.1
+#: The windows compared in a long run: events 100k-200k (past the ramp to the steady state), the last 100k.
+_WINDOW: Final = 100_000
 _FINAL_METRICS: Final = "projector stopped; metrics "
 _TICKS: Final = os.sysconf("SC_CLK_TCK")
 
@@ -130,13 +137,15 @@ def _settings_given() -> dict[str, str]:
 
 async def _produce_stream(bootstrap: str, topics: Topics, args: argparse.Namespace) -> int:
     began = time.perf_counter()
-    events = event_stream(args.seed, args.events)
-    print(f"generated {len(events):,} events in {time.perf_counter() - began:.1f} s (not measured)")
-    began = time.perf_counter()
-    await produce(bootstrap, topics, events)
-    print(f"produced in {time.perf_counter() - began:.1f} s (not measured)")
-    produced = len(events)
-    del events
+    steady = {"live_jobs": args.live_jobs, "step_ms": args.step_ms} if args.live_jobs else {}
+    builder = StreamBuilder(args.seed, **steady)  # type: ignore[arg-type]
+    produced = 0
+    # In chunks: the broker holds the stream, this process one chunk of it.
+    for chunk in builder.chunks(args.events, 50_000):
+        await produce(bootstrap, topics, chunk)
+        produced += len(chunk)
+    shape = f"steady, <= {args.live_jobs:,} live jobs, {args.step_ms} ms apart" if steady else "unbounded"
+    print(f"generated and produced {produced:,} events ({shape}) in {time.perf_counter() - began:.1f} s")
     gc.collect()
     return produced
 
@@ -206,7 +215,7 @@ async def _round(
             began = time.perf_counter()
             child = await asyncio.create_subprocess_exec(*RUNNER, env=env, cwd=ROOT, stdout=log, stderr=log)
             try:
-                first, last = await _follow(child, conn, produced, began)
+                marks = await _follow(child, conn, produced, began)
                 peak_rss = _child_peak_rss_mb(child.pid)
             finally:
                 if child.returncode is None:
@@ -224,6 +233,7 @@ async def _round(
     finally:
         await conn.close()
         await drop_database(admin_dsn, dsn)
+    first, last = _first_commit(marks), marks[-1]
     elapsed = last.at - began
     per_event = 1e6 / max(last.consumed, 1)
     print(f"archived {archived:,} events (rejected {rejected}) in {elapsed:.2f} s")
@@ -233,6 +243,7 @@ async def _round(
         sustained = (last.consumed - first.consumed) / (last.at - first.at)
         cpu_us = 1e6 * (last.cpu - first.cpu) / (last.consumed - first.consumed)
         print(f"sustained: {sustained:,.0f} events/s (after the first commit)")
+    _print_windows(marks)
     # CPU time holds up better than the wall clock on a shared machine.
     cpu_after = f", {cpu_us:.0f} us per event after the first commit" if cpu_us is not None else ""
     print(
@@ -242,8 +253,7 @@ async def _round(
         used = total - servers_began[name]
         print(f"{name} CPU (its server, all its clients): {used:.2f} s, {used * per_event:.0f} us per event")
     print(f"projector peak RSS: {peak_rss:,.0f} MiB; database {size}")
-    where = ", ".join(f"{seq:,}" for seq in snapshots) or "none"
-    print(f"state snapshots: {len(snapshots)}, at seq {where}")
+    print(f"state snapshots: {len(snapshots)}, at seq {', '.join(f'{seq:,}' for seq in snapshots) or 'none'}")
     _print_own_metrics(output)
     return sustained, cpu_us if cpu_us is not None else last.cpu * per_event
 
@@ -266,21 +276,44 @@ def _print_own_metrics(log: str) -> None:
     print(f"batch loop seconds: {stages}; heap thaws {metrics['heap_thaws']}")
 
 
+def _first_commit(marks: list[_Mark]) -> _Mark | None:
+    """The first observation after a commit, unless that commit was the whole stream."""
+    first = next((m for m in marks if m.consumed), None)
+    return first if first is not None and first.consumed < marks[-1].consumed else None
+
+
+def _print_windows(marks: list[_Mark]) -> None:
+    """Does the rate hold as history grows?  (With the default stream the state is steady.)"""
+    end = marks[-1].consumed
+    if end < 3 * _WINDOW:
+        return
+    early, late = _window(marks, _WINDOW, 2 * _WINDOW), _window(marks, end - _WINDOW, end)
+    print(
+        f"events {_WINDOW:,}-{2 * _WINDOW:,}: {early:,.0f} events/s;"
+        f" the last {_WINDOW:,}: {late:,.0f} events/s"
+    )
+
+
+def _window(marks: list[_Mark], start: int, end: int) -> float:
+    """Events/s between the first observations at or past ``start`` and ``end`` consumed records."""
+    a = next(m for m in marks if m.consumed >= start)
+    b = next(m for m in marks if m.consumed >= end)
+    return (b.consumed - a.consumed) / (b.at - a.at) if b.at > a.at else float("nan")
+
+
 async def _follow(
     child: asyncio.subprocess.Process, conn: asyncpg.Connection, produced: int, began: float
-) -> tuple[_Mark | None, _Mark]:
-    """Poll the committed offsets until every produced record is consumed: (first commit, the end)."""
-    first: _Mark | None = None
+) -> list[_Mark]:
+    """Poll the committed offsets until every produced record is consumed: every observation."""
+    marks: list[_Mark] = []
     while True:
         if child.returncode is not None:
             raise RuntimeError(f"tephra projector exited early with {child.returncode}")
         consumed = await _consumed(conn)
-        mark = _Mark(time.perf_counter(), consumed, _child_cpu(child.pid))
-        if first is None and consumed:
-            first = mark
+        marks.append(_Mark(time.perf_counter(), consumed, _child_cpu(child.pid)))
         if consumed >= produced:
-            return first if first is not None and first.consumed < consumed else None, mark
-        if mark.at - began > 3600:
+            return marks
+        if marks[-1].at - began > 3600:
             raise RuntimeError(f"only {consumed}/{produced} records consumed after an hour")
         await asyncio.sleep(_POLL)
 
@@ -289,6 +322,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument(
+        "--live-jobs",
+        type=int,
+        default=10_000,
+        help="the stream's cap of unfinished jobs (0: no cap, no retiring)",
+    )
+    parser.add_argument(
+        "--step-ms", type=int, default=100, help="event time between two events of the stream"
+    )
     parser.add_argument(
         "--rounds",
         type=int,
