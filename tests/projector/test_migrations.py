@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 from events.models import Event
-from projector import fold, migrate
+from projector import migrate
 from projector.fold import apply
 from projector.migrate import apply_migrations
 from projector.projection import load_projection
@@ -314,18 +314,16 @@ def _folded(events: list[Event], state: ClusterState | None = None) -> ClusterSt
 async def test_a_projection_from_before_0007_is_rebuilt_from_its_archive_with_retirement(
     database_url: str, postgres_admin_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Jobs retire at the next event once finished (TTL 0), often at a NodeRemoved, which
-    # names no job: only the fold knows when they finished.
-    events = event_stream(7, 1_200, ttl_seconds=0)
+    # 100 ms of event time between events and a TTL of 30 s: jobs finish and retire all along
+    # the stream, and at its cut some have finished without having retired yet.  When they
+    # finished is known only to the fold (a NodeRemoved, which names no job, can finish one);
+    # the schema before 0007 has no column for it.
+    events = event_stream(7, 1_200, ttl_seconds=30, step_ms=100)
     head, rest = events[:600], events[600:]
     async with _new_and_old(database_url, postgres_admin_dsn) as (new, old):
-        # The rows a projector before retention wrote: its fold retired nothing.
-        monkeypatch.setattr(fold, "_retire", lambda state: [])
         await _projected_stream(new, head)
-        monkeypatch.undo()
-        finished_rows = await new.fetchval("SELECT count(*) FROM jobs WHERE finished_at IS NOT NULL")
         assert await _migrate_up_to(old, 6, monkeypatch) == [1, 2, 3, 4, 5, 6]
-        await _copy_rows(new, old, (*_PROJECTION_TABLES, "transitional_tasks"))
+        await _copy_rows(new, old, (*_PROJECTION_TABLES, "transitional_tasks"))  # without finished_at
         await old.execute("DELETE FROM state_snapshots")  # format 2 cannot predate 0007
 
         assert await apply_migrations(old) == [7]
@@ -333,7 +331,8 @@ async def test_a_projection_from_before_0007_is_rebuilt_from_its_archive_with_re
             await load_projection(old)  # the scheduler waits for the projector meanwhile
         upgraded = await BatchWriter.load(old, consumer="c", cluster=CLUSTER, snapshot_every=300)
         expected = _folded(head)
-        assert finished_rows > len([j for j in expected.jobs.values() if j.finished_at is not None])
+        waiting = {j.id for j in expected.jobs.values() if j.finished_at is not None}
+        assert waiting, "the stream's cut should fall while finished jobs wait for their TTL"
         assert upgraded.state == expected
         assert await load_projection(old) == expected  # the rows, not only the writer's state
         assert {r["id"] for r in await old.fetch("SELECT id FROM tasks")} == set(expected.tasks)
@@ -341,4 +340,5 @@ async def test_a_projection_from_before_0007_is_rebuilt_from_its_archive_with_re
         await upgraded.write(old, records(rest, start=600))
         assert upgraded.state == _folded(rest, expected)
         assert await load_projection(old) == upgraded.state
+        assert waiting - set(upgraded.state.jobs), "the jobs waiting at the upgrade retire after it"
         assert (await verify_chain(old)).ok
