@@ -50,8 +50,7 @@ from events.serde import decode  # noqa: E402
 from projector.fold import apply  # noqa: E402
 from projector.state import ClusterState  # noqa: E402
 from replay import engine  # noqa: E402
-from replay.counterfactual import find_counterfactual  # noqa: E402
-from replay.queries import explain_job  # noqa: E402
+from replay.queries import counterfactual_search, explain_job  # noqa: E402
 from replay.reconstruct import capture  # noqa: E402
 from replay.store import ArchiveReader, open_archive  # noqa: E402
 from tests.golden.archive import load_rows, row_canonical  # noqa: E402
@@ -147,15 +146,7 @@ async def _phases(reader: ArchiveReader, session_id: str) -> str:
     result = engine.run(session_input.snapshot, session_input.config, data.now, data.logic_flags)
     rerun = time.perf_counter() - began
     began = time.perf_counter()
-    cf = find_counterfactual(
-        session_input.snapshot,
-        session_input.config,
-        data.now,
-        data.logic_flags,
-        job_id=STUCK_JOB,
-        reasons=result.pending[STUCK_JOB],
-        baseline=result,
-    )
+    cf = counterfactual_search(session_input, data, STUCK_JOB, result)
     search = time.perf_counter() - began
     return (
         f"history {history:.3f} s, input {rebuild:.3f} s, re-run {rerun:.3f} s,"

@@ -18,6 +18,7 @@ from typing import Any, Final
 from events.canonical import canonical_bytes, format_time
 from events.jsonform import DECODED_EPOCH, EPOCH
 from events.models import (
+    Event,
     JobCancelled,
     JobRejected,
     JobSubmitted,
@@ -30,7 +31,9 @@ __all__ = [
     "JOB_EVENT_TYPES",
     "JOB_SUBMITTED",
     "SESSION_COMMITTED",
+    "columns_canonical",
     "job_of_data",
+    "job_of_event",
     "row_canonical",
     "stdlib_utc",
 ]
@@ -38,13 +41,19 @@ __all__ = [
 
 def row_canonical(row: Mapping[str, Any]) -> bytes:
     """The canonical bytes of an ``event_log`` row as read back (``time`` a datetime), from its columns."""
+    return columns_canonical(row, format_time(row["time"]))
+
+
+def columns_canonical(row: Mapping[str, Any], time: str) -> bytes:
+    """The canonical bytes spliced from a row's columns (named as in ``event_log``), with
+    ``time`` already the canonical text (:func:`events.canonical.format_time`'s)."""
     return canonical_bytes(
         cluster=row["cluster"],
         data=row["data"],
         event_id=row["event_id"],
         source=row["source"],
         subject=row["subject"],
-        time=format_time(row["time"]),
+        time=time,
         event_type=row["type"],
     )
 
@@ -76,8 +85,8 @@ SESSION_COMMITTED: Final = SessionCommitted.model_fields["type"].default
 def job_of_data(event_type: str, data: Any) -> str | None:
     """``event_log.job`` of a row, from its ``data`` as parsed JSON (None for other types).
 
-    The writer reads the same from the event model (``data.job_id``); this is
-    the check's independent reading of the archived text.
+    The writer reads the same from the event model (:func:`job_of_event`); this
+    is the check's independent reading of the archived text.
     """
     if event_type not in JOB_EVENT_TYPES or not isinstance(data, dict):
         return None
@@ -86,3 +95,17 @@ def job_of_data(event_type: str, data: Any) -> str | None:
         return f"{namespace}/{name}" if isinstance(namespace, str) and isinstance(name, str) else None
     job = data.get("job_id")
     return job if isinstance(job, str) else None
+
+
+def job_of_event(event: Event) -> str | None:
+    """``event_log.job`` of an event the writer archives: the job it is about (the model's
+    ``data.job_id``), None for other types.
+
+    The writer asks only for the types of :data:`JOB_EVENT_TYPES` (a set lookup on the
+    type: the class patterns below cost an isinstance each).
+    """
+    match event:
+        case JobSubmitted() | JobCancelled() | JobRejected() | TaskStarted() | TaskFinished():
+            return event.data.job_id
+        case _:
+            return None

@@ -25,15 +25,10 @@ from events.models import (
     Decision,
     Event,
     EvictDecision,
-    JobCancelled,
-    JobRejected,
-    JobSubmitted,
     SessionCommitted,
-    TaskFinished,
-    TaskStarted,
 )
 from events.serde import EventDecodeError, decode
-from projector.archive import JOB_EVENT_TYPES, stdlib_utc
+from projector.archive import JOB_EVENT_TYPES, job_of_event, stdlib_utc
 from projector.fold import apply
 from projector.projection_rows import (
     ProjectionWrite,
@@ -235,7 +230,7 @@ def fold_records(
         row = (
             seq, event_id, form.type, form.cluster, form.subject, form.source, stdlib_utc(form.instant),
             form.data, topic, partition, offset, prev_hash, digest,
-            _job_of(event) if form.type in JOB_EVENT_TYPES else None,
+            job_of_event(event) if form.type in JOB_EVENT_TYPES else None,
         )  # fmt: skip
         archive_rows.append(row)
         prev_hash = digest
@@ -248,19 +243,6 @@ def fold_records(
             _record_decisions(plan, seq, event.data.session_id, outcome.decisions)
     plan.last_seq = seq
     plan.last_hash = prev_hash
-
-
-def _job_of(event: Event) -> str | None:
-    """``event_log.job``: the job the event is about, for replay's index (migration 0004).
-
-    Asked only for the types of ``JOB_EVENT_TYPES`` (a set lookup on the type: the
-    class patterns below cost an isinstance each).
-    """
-    match event:
-        case JobSubmitted() | JobCancelled() | JobRejected() | TaskStarted() | TaskFinished():
-            return event.data.job_id
-        case _:
-            return None
 
 
 def _record_decisions(

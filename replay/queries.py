@@ -13,20 +13,28 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from events.models import SessionCommitted
+from events.models import SessionCommitted, SessionCommittedData
 from projector.state import ClusterState, VoidedDecision
 from replay import engine
 from replay.archive import ArchivedEvent, RecordedSession, session_of
 from replay.audit import EvictionRow, audit_session
 from replay.chain import ChainChecker
-from replay.counterfactual import find_counterfactual
+from replay.counterfactual import Counterfactual, find_counterfactual
 from replay.errors import ChainBroken, Divergence, UnknownJob
 from replay.explain import Explanation, choose_session, decision_sessions, explain, mentions
 from replay.reconstruct import Reconstruction, SessionInput, capture, fold_archived
 from replay.store import ArchiveReader
 from replay.verify import SessionCheck, VerifyReport, check_session
+from scheduler.core.session import SessionResult
 
-__all__ = ["SessionView", "audit_preemptions", "explain_job", "show_session", "verify_archive"]
+__all__ = [
+    "SessionView",
+    "audit_preemptions",
+    "counterfactual_search",
+    "explain_job",
+    "show_session",
+    "verify_archive",
+]
 
 Progress = Callable[[int, int], None]
 
@@ -145,15 +153,7 @@ async def explain_job(
     result = engine.run(session_input.snapshot, session_input.config, data.now, data.logic_flags)
     search = None
     if counterfactual and job in result.pending:
-        search = find_counterfactual(
-            session_input.snapshot,
-            session_input.config,
-            data.now,
-            data.logic_flags,
-            job_id=job,
-            reasons=result.pending[job],
-            baseline=result,
-        )
+        search = counterfactual_search(session_input, data, job, result)
     return explain(
         job,
         history,
@@ -164,6 +164,22 @@ async def explain_job(
         counterfactual=search,
         voided=voided,
         found=found,
+    )
+
+
+def counterfactual_search(
+    session_input: SessionInput, data: SessionCommittedData, job: str, result: SessionResult
+) -> Counterfactual:
+    """Explain's search for what would have placed ``job``, pending in ``result`` (the re-run
+    of the recorded session ``data`` on its rebuilt input)."""
+    return find_counterfactual(
+        session_input.snapshot,
+        session_input.config,
+        data.now,
+        data.logic_flags,
+        job_id=job,
+        reasons=result.pending[job],
+        baseline=result,
     )
 
 

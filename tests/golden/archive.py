@@ -22,8 +22,8 @@ from typing import Any
 
 import asyncpg
 
-from events.canonical import canonical_bytes
 from events.serde import decode, encode
+from projector.archive import columns_canonical
 from projector.migrate import apply_migrations
 from projector.writer import BatchWriter, InboundRecord
 
@@ -49,16 +49,8 @@ class GoldenArchive:
 
 
 def row_canonical(row: dict[str, Any]) -> bytes:
-    """The canonical bytes of a golden row (what its hash covers)."""
-    return canonical_bytes(
-        cluster=row["cluster"],
-        data=row["data"],
-        event_id=row["event_id"],
-        source=row["source"],
-        subject=row["subject"],
-        time=row["time"],
-        event_type=row["type"],
-    )
+    """The canonical bytes of a golden row (what its hash covers; its ``time`` is the canonical text)."""
+    return columns_canonical(row, row["time"])
 
 
 def write_golden(

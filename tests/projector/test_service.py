@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import asyncpg
@@ -22,45 +21,23 @@ from projector.migrate import apply_migrations, available_migrations
 from projector.plan import BatchPlan, InboundRecord, id_hint
 from projector.progress import wait_for_event, wait_for_seq, wait_for_session
 from projector.reconstruct import load_projection, state_at, verify_chain
-from projector.service import ProjectorMetrics, _DuplicateCheck, run_projector
+from projector.service import ProjectorMetrics, _DuplicateCheck
 from projector.settings import ProjectorSettings
 from projector.state import ClusterState
 from projector.writer import BatchWriter
 from tests.projector.helpers import produce
 from tests.projector.streams import CLUSTER, event_stream
-from tests.service.helpers import stopped
+from tests.service.helpers import running_projector as service_projector
 
 pytestmark = pytest.mark.integration
 
 
-@asynccontextmanager
-async def running_projector(
+def running_projector(
     kafka_bootstrap: str, database_url: str, topics: Topics, **overrides: object
-) -> AsyncIterator[ProjectorMetrics]:
+) -> AbstractAsyncContextManager[ProjectorMetrics]:
+    """The projector of the streams' cluster, with the default settings but ``overrides``."""
     settings = ProjectorSettings(**overrides)  # type: ignore[arg-type]
-    conn = await asyncpg.connect(database_url)
-    try:
-        await apply_migrations(conn)  # so the test can read the tables at once; the service's run is a no-op
-    finally:
-        await conn.close()
-    metrics = ProjectorMetrics()
-    stop = asyncio.Event()
-    task = asyncio.create_task(
-        run_projector(
-            settings,
-            kafka_bootstrap=kafka_bootstrap,
-            database_url=database_url,
-            topics=topics,
-            cluster=CLUSTER,
-            stop=stop,
-            metrics=metrics,
-        )
-    )
-    try:
-        yield metrics
-    finally:
-        stop.set()
-        await stopped(task)
+    return service_projector(kafka_bootstrap, database_url, topics, settings, cluster=CLUSTER)
 
 
 async def wait_until(conn: asyncpg.Connection, query: str, expected: int, limit_s: float = 60) -> None:

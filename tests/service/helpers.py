@@ -27,7 +27,7 @@ from events.models import (
 from events.serde import encode
 from events.topics import Topics, kafka_key, topic_for
 from projector.migrate import apply_migrations
-from projector.service import run_projector
+from projector.service import ProjectorMetrics, run_projector
 from projector.settings import ProjectorSettings
 from scheduler.service.main import run_scheduler
 from scheduler.service.settings import SchedulerSettings
@@ -106,25 +106,35 @@ async def stopped(task: asyncio.Task[Any], within: float = 30) -> None:
 
 
 @asynccontextmanager
-async def running_projector(kafka_bootstrap: str, database_url: str, topics: Topics) -> AsyncIterator[None]:
+async def running_projector(
+    kafka_bootstrap: str,
+    database_url: str,
+    topics: Topics,
+    settings: ProjectorSettings | None = None,
+    *,
+    cluster: str = CLUSTER,
+) -> AsyncIterator[ProjectorMetrics]:
+    """The projector service of ``cluster`` (``settings`` default: a 5 ms linger), stopped on exit."""
     conn = await asyncpg.connect(database_url)
     try:
-        await apply_migrations(conn)
+        await apply_migrations(conn)  # so the test can read the tables at once; the service's run is a no-op
     finally:
         await conn.close()
+    metrics = ProjectorMetrics()
     stop = asyncio.Event()
     task = asyncio.create_task(
         run_projector(
-            ProjectorSettings(projector_linger_ms=5),
+            ProjectorSettings(projector_linger_ms=5) if settings is None else settings,
             kafka_bootstrap=kafka_bootstrap,
             database_url=database_url,
             topics=topics,
-            cluster=CLUSTER,
+            cluster=cluster,
             stop=stop,
+            metrics=metrics,
         )
     )
     try:
-        yield
+        yield metrics
     finally:
         stop.set()
         await stopped(task)
