@@ -48,6 +48,7 @@ __all__ = [
     "StackAlreadyRunningError",
     "Terminated",
     "embedded_stack",
+    "ensure_topics",
     "projector_command",
     "run_services",
     "run_until_signalled",
@@ -191,6 +192,22 @@ async def _migrate(database_url: str) -> None:
         return
 
 
+async def ensure_topics(bootstrap: str, topics: Topics) -> None:
+    """Create the deployment's topics that do not exist yet (one partition each; existing ones untouched).
+
+    A fresh broker has none, and a consumer assigned no partitions would fail
+    (or, Tansu, auto-create them with its own partition count).  Where the
+    broker refuses to create topics (ACLs), they must be provisioned: say so and
+    go on, so a broker that has them still works.
+    """
+    from aiokafka.errors import KafkaError  # noqa: PLC0415 - keep `tephra --help` light
+
+    try:
+        await create_topics(bootstrap, topics.all())
+    except KafkaError as exc:
+        log.warning("could not create the topics %s (%s); they must exist", ", ".join(topics.all()), exc)
+
+
 SERVICES: dict[str, ServiceFactory] = {
     "projector": _projector_service,
     "scheduler": _scheduler_service,
@@ -212,10 +229,13 @@ async def run_services(settings: TephraSettings, endpoints: Endpoints, names: tu
     """Run the named services until one fails or the caller cancels.
 
     The schema is brought up to date first (idempotent, under the migrations'
-    own lock), so no service starts against a database without its tables.
+    own lock), so no service starts against a database without its tables, and
+    the topics are created when missing, so none starts against a broker
+    without them.
     """
     settings = settings_for(settings, names)
     await _migrate(endpoints.database_url)
+    await ensure_topics(endpoints.kafka_bootstrap, endpoints.topics)
     async with asyncio.TaskGroup() as group:
         for name in names:
             group.create_task(SERVICES[name](settings, endpoints), name=name)
