@@ -9,9 +9,14 @@ from them (:func:`settings_flags`).
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
 import inspect
 import logging
+import os
+import signal
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -283,9 +288,43 @@ def demo(
     raise typer.Exit(code)
 
 
+class _Exit:
+    """Ends the process once the exit handlers have run, without the interpreter's teardown.
+
+    The teardown frees every object one by one: seconds for a service holding
+    a large state (2.4 s measured for a scheduler with 40k pending jobs), and
+    SIGTERM must stop a service within 2 s.  Registered first, so the exit
+    handlers registered later (the embedded servers' stop, the span exporter's
+    flush) run before it; Python has joined its non-daemon threads by then.
+    """
+
+    def __init__(self) -> None:
+        self.code = 0
+
+    def __call__(self) -> None:
+        logging.shutdown()  # registered before us at import: it would run after us, so never
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(self.code)
+
+
 def main() -> None:
     tune_gc()  # the collector policy of every Tephra process (projector.heap)
-    app()
+    ending = _Exit()
+    atexit.register(ending)
+    try:
+        app()
+    except SystemExit as exc:
+        # What the interpreter would exit with (a message was already printed by then).
+        ending.code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        raise
+    except KeyboardInterrupt:
+        ending.code = 128 + signal.SIGINT
+        raise
+    except BaseException:
+        ending.code = 1
+        raise
 
 
 if __name__ == "__main__":
