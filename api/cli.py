@@ -36,6 +36,7 @@ from api.settings import (
     load_settings,
     type_name,
 )
+from events.display import printable, redact
 from projector.heap import tune_gc
 
 if TYPE_CHECKING:
@@ -131,6 +132,23 @@ def settings_flags(command: str) -> Callable[[Callable[..., None]], Callable[...
 S = TypeVar("S", bound=BaseSettings)
 
 
+class _SafeFormatter(logging.Formatter):
+    """Log lines as the services write them, made safe (events.display).
+
+    The message's control characters are escaped (a name from an event cannot
+    forge a log line or recolour the terminal), and passwords are redacted
+    from the whole line, tracebacks included.
+    """
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return super().formatMessage(
+            logging.makeLogRecord({**record.__dict__, "message": printable(record.message)})
+        )
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
 def _settings(model: type[S], flags: dict[str, str], *, log: bool = True) -> S:
     """The settings, validated once (a bad value: its message, exit 2); logging set up at their level."""
     try:
@@ -140,7 +158,9 @@ def _settings(model: type[S], flags: dict[str, str], *, log: bool = True) -> S:
         raise typer.Exit(2) from None
     if log and isinstance(settings, CommonSettings):
         level = logging.getLevelNamesMapping()[settings.log_level.value]
-        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        handler = logging.StreamHandler()
+        handler.setFormatter(_SafeFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        logging.basicConfig(level=level, handlers=[handler])
         # aiokafka's INFO and DEBUG lines are about its own connections, many per second.
         logging.getLogger("aiokafka").setLevel(max(logging.WARNING, level))
     return settings
@@ -204,7 +224,7 @@ def submit(
     try:
         produced = asyncio.run(produce_manifests(manifests, endpoints))
     except KafkaError as exc:
-        typer.echo(f"error: cannot reach Kafka at {endpoints.kafka_bootstrap}: {exc}", err=True)
+        typer.echo(redact(f"error: cannot reach Kafka at {endpoints.kafka_bootstrap}: {exc}"), err=True)
         raise typer.Exit(1) from None
     finally:
         if provider is not None:

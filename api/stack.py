@@ -43,6 +43,7 @@ from api.endpoints import (
     write_stack_record,
 )
 from api.settings import CommonSettings, TephraSettings
+from events.display import redact
 from events.topics import Topics
 
 __all__ = [
@@ -185,7 +186,7 @@ async def _migrate(database_url: str) -> None:
         try:
             con = await asyncpg.connect(database_url)
         except (OSError, asyncpg.CannotConnectNowError, asyncpg.TooManyConnectionsError) as exc:
-            log.warning("database not reachable (%s); retrying in %.1f s", exc, delay)
+            log.warning("database not reachable (%s); retrying in %.1f s", redact(str(exc)), delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
             continue
@@ -272,8 +273,8 @@ def run_until_signalled(main: Callable[[], Awaitable[None]]) -> int:
     except Exception as failure:  # noqa: BLE001 - the process edge reports every failure
         # Show what failed and exit non-zero, so a supervisor restarts us.
         for exc in _leaves(failure):
-            traceback.print_exception(exc, file=sys.stderr)
-            print(f"error: a service failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print(redact("".join(traceback.format_exception(exc))), end="", file=sys.stderr)
+            print(f"error: a service failed: {type(exc).__name__}: {redact(str(exc))}", file=sys.stderr)
         return 1
 
 
@@ -311,12 +312,14 @@ def sigterm_unwinds() -> Iterator[None]:
 
 def _print_connection(stack: EmbeddedStack, out: TextIO) -> None:
     e = stack.endpoints
+    # The embedded PostgreSQL has no password (trust on loopback); redact() keeps it so if it ever has.
+    kafka, postgres = redact(e.kafka_bootstrap), redact(e.database_url)
     print(f"tephra: embedded stack up (data dir {stack.data_dir}, broker epoch {stack.epoch})", file=out)
-    print(f"  kafka     {e.kafka_bootstrap}   topics {e.topics.prefix}.*", file=out)
-    print(f"  postgres  {e.database_url}", file=out)
+    print(f"  kafka     {kafka}   topics {e.topics.prefix}.*", file=out)
+    print(f"  postgres  {postgres}", file=out)
     print("  in another shell: tephra submit FILE...; tephra get jobs", file=out)
     print(
-        f"  other clients: TEPHRA_KAFKA_BOOTSTRAP={e.kafka_bootstrap} TEPHRA_DATABASE_URL={e.database_url} "
+        f"  other clients: TEPHRA_KAFKA_BOOTSTRAP={kafka} TEPHRA_DATABASE_URL={postgres} "
         f"TEPHRA_TOPICS_PREFIX={e.topics.prefix}",
         file=out,
     )
