@@ -22,6 +22,7 @@ import asyncpg
 import pytest
 
 from api.endpoints import read_stack_record
+from events.models import Event
 from events.topics import Topics
 from tests.api.helpers import read_topic
 from tests.service.helpers import job, node, produce, queue, running_projector, wait_for
@@ -33,6 +34,11 @@ ROOT = Path(__file__).resolve().parents[2]
 STOP_WITHIN = 2.0
 #: Pending jobs of one task each: the scheduler's first session over them takes seconds.
 BACKLOG = 20_000
+
+
+def _backlog() -> list[Event]:
+    """A queue, 20 nodes and BACKLOG pending jobs."""
+    return [queue(), *(node(f"n{i}") for i in range(20)), *(job(f"j{i}") for i in range(BACKLOG))]
 
 
 def _environment(kafka_bootstrap: str, database_url: str, topics: Topics, **extra: str) -> dict[str, str]:
@@ -109,11 +115,7 @@ async def _replay_verify(database_url: str) -> str:
 async def test_sigterm_mid_session_stops_the_scheduler_within_2_s_and_publishes_nothing(
     kafka_bootstrap: str, database_url: str, topics: Topics
 ) -> None:
-    await produce(
-        kafka_bootstrap,
-        topics,
-        [queue(), *(node(f"n{i}") for i in range(20)), *(job(f"j{i}") for i in range(BACKLOG))],
-    )
+    await produce(kafka_bootstrap, topics, _backlog())
     async with running_projector(kafka_bootstrap, database_url, topics):
         conn = await asyncpg.connect(database_url)
         try:
@@ -141,7 +143,7 @@ async def test_sigterm_mid_session_stops_the_scheduler_within_2_s_and_publishes_
 async def test_sigterm_mid_backlog_stops_the_projector_within_2_s_and_it_goes_on_after(
     kafka_bootstrap: str, database_url: str, topics: Topics
 ) -> None:
-    events = [queue(), *(node(f"n{i}") for i in range(20)), *(job(f"j{i}") for i in range(BACKLOG))]
+    events = _backlog()
     await produce(kafka_bootstrap, topics, events)
     env = _environment(kafka_bootstrap, database_url, topics)
     proc = await _start("projector", env)
@@ -198,12 +200,7 @@ async def test_sigterm_mid_session_stops_tephra_up_and_its_servers_within_2_s(da
         await _until_line(proc, "embedded stack up", seen)
         stack = read_stack_record(data_dir)
         assert stack is not None
-        topics = Topics(stack.topics_prefix)
-        await produce(
-            stack.kafka_bootstrap,
-            topics,
-            [queue(), *(node(f"n{i}") for i in range(20)), *(job(f"j{i}") for i in range(BACKLOG))],
-        )
+        await produce(stack.kafka_bootstrap, Topics(stack.topics_prefix), _backlog())
         # A session over (most of) the backlog: one begun at a seq past 10k events.
         while True:
             await _until_line(proc, "began at seq", seen)
