@@ -25,7 +25,7 @@ import re
 import unicodedata
 from typing import Final
 
-__all__ = ["REDACTED", "printable", "redact"]
+__all__ = ["REDACTED", "hidden", "printable", "redact"]
 
 REDACTED: Final = "***"
 
@@ -53,7 +53,8 @@ def _escape(char: str) -> str:
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
-def _hidden(char: str) -> bool:
+def hidden(char: str) -> bool:
+    """True for a character :func:`printable` escapes."""
     # Cc: C0, DEL and C1 (ESC starts terminal sequences; \x9b is a one-byte CSI);
     # Cf: bidi overrides and zero-width characters; Zl/Zp: line and paragraph separators.
     return unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp")
@@ -64,4 +65,4 @@ def printable(value: object) -> str:
     text = str(value)
     if text.isprintable():  # the usual case: nothing to do (isprintable is False for every char above)
         return text
-    return "".join(_escape(c) if _hidden(c) else c for c in text)
+    return "".join(_escape(c) if hidden(c) else c for c in text)

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from events.display import printable
+from events.display import hidden, printable
 from replay.audit import EvictionRow, QueueShare, rows_to_csv
 from replay.explain import Explanation
 from replay.queries import SessionView
@@ -31,7 +31,12 @@ def _text(value: object) -> str:
 
 
 def dump_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False)
+    text = json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False)
+    if text.isascii() and "\x7f" not in text:
+        return text
+    # json escapes C0 itself; DEL, C1 and the invisible format characters it leaves raw.  They can
+    # only stand inside strings, where a \u escape means the same character.
+    return "".join(f"\\u{ord(c):04x}" if ord(c) >= 0x7F and hidden(c) else c for c in text)
 
 
 def _detail(detail: dict[str, Any]) -> str:
