@@ -231,7 +231,7 @@ def get(
 @app.command()
 @settings_flags("up")
 def up(flags: dict[str, str]) -> None:
-    """Run projector + scheduler + simulated cluster in one process (embedded servers when none are set)."""
+    """Run projector, scheduler, simulated cluster and HTTP API in one process (embedded servers if unset)."""
     from api.stack import up_command
 
     settings = _settings(TephraSettings, flags)
@@ -268,6 +268,16 @@ def scheduler(flags: dict[str, str]) -> None:
 
     settings = _settings(TephraSettings, flags)
     raise typer.Exit(scheduler_command(settings, _endpoints(settings)))
+
+
+@app.command("api")
+@settings_flags("api")
+def api_server(flags: dict[str, str]) -> None:
+    """Run only the HTTP API (TEPHRA_API_ADDR); prints `tephra: API at <url>` once it listens."""
+    from api.http.server import api_command
+
+    settings = _settings(TephraSettings, flags)
+    raise typer.Exit(api_command(settings, _endpoints(settings)))
 
 
 @app.command()

@@ -13,6 +13,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -27,8 +28,10 @@ from projector.state import OCCUPYING, TASK_STATUSES
 
 __all__ = [
     "KINDS",
+    "JobQuery",
     "ViewError",
     "get_command",
+    "job_tasks",
     "list_jobs",
     "list_nodes",
     "list_queues",
@@ -77,23 +80,70 @@ async def _occupancy(con: asyncpg.Connection) -> tuple[dict[str, dict[str, int]]
     return per_node, per_queue
 
 
-async def _latest_pending(con: asyncpg.Connection) -> tuple[str | None, dict[str, list[dict[str, str]]]]:
-    row = await con.fetchrow(
-        "SELECT session_id, doc -> 'pending' AS pending FROM sessions ORDER BY seq DESC LIMIT 1"
+async def _pending_reasons(
+    con: asyncpg.Connection, job_ids: list[str]
+) -> tuple[str | None, dict[str, list[dict[str, str]]]]:
+    """The newest session's pending reasons of the given jobs (only theirs are read out of it)."""
+    rows = await con.fetch(
+        """
+        SELECT s.session_id, p.value ->> 'job' AS job, coalesce(p.value -> 'reasons', '[]'::json) AS reasons
+          FROM (SELECT session_id, doc FROM sessions ORDER BY seq DESC LIMIT 1) AS s,
+               json_array_elements(coalesce(s.doc -> 'pending', '[]'::json)) AS p(value)
+         WHERE p.value ->> 'job' = ANY($1::text[])
+        """,
+        job_ids,
     )
-    if row is None:
-        return None, {}
-    return row["session_id"], {p["job"]: p.get("reasons", []) for p in _json(row["pending"]) or []}
+    session_id = rows[0]["session_id"] if rows else None
+    return session_id, {row["job"]: _json(row["reasons"]) for row in rows}
 
 
-async def list_jobs(con: asyncpg.Connection) -> list[Item]:
+@dataclass(frozen=True)
+class JobQuery:
+    """Which jobs :func:`list_jobs` returns: filters, and a page (ids after ``after``, at most ``limit``)."""
+
+    namespace: str | None = None
+    queue: str | None = None
+    phase: str | None = None
+    job_id: str | None = None
+    after: str | None = None
+    limit: int | None = None
+
+
+async def list_jobs(con: asyncpg.Connection, query: JobQuery = JobQuery()) -> list[Item]:
+    """The jobs the query selects, in id order (``tephra get jobs``: all of them)."""
+    filters = (
+        ("namespace = $", query.namespace),
+        ("queue = $", query.queue),
+        ("phase = $", query.phase),
+        ("id = $", query.job_id),
+        ("id > $", query.after),
+    )
+    where: list[str] = []
+    args: list[object] = []
+    for condition, value in filters:
+        if value is not None:
+            args.append(value)
+            where.append(f"{condition}{len(args)}")
+    limit = ""
+    if query.limit is not None:
+        args.append(query.limit)
+        limit = f" LIMIT ${len(args)}"
     jobs = await con.fetch(
-        "SELECT id, namespace, name, queue, phase, phase_reason, created, spec FROM jobs ORDER BY id"
+        "SELECT id, namespace, name, queue, phase, phase_reason, created, spec FROM jobs"  # noqa: S608 - only the constant fragments above are joined; every value is a parameter
+        + (" WHERE " + " AND ".join(where) if where else "")
+        + " ORDER BY id"
+        + limit,
+        *args,
     )
+    ids = [job["id"] for job in jobs]
     counts: dict[str, dict[str, int]] = {}
-    for row in await con.fetch("SELECT job_id, status, count(*) AS n FROM tasks GROUP BY job_id, status"):
+    for row in await con.fetch(
+        "SELECT job_id, status, count(*) AS n FROM tasks"
+        " WHERE job_id = ANY($1::text[]) GROUP BY job_id, status",
+        ids,
+    ):
         counts.setdefault(row["job_id"], {})[row["status"]] = row["n"]
-    session_id, pending = await _latest_pending(con)
+    session_id, pending = await _pending_reasons(con, ids)
     items = []
     for job in jobs:
         spec = _json(job["spec"])
@@ -115,6 +165,17 @@ async def list_jobs(con: asyncpg.Connection) -> list[Item]:
             item["pendingSession"] = session_id
         items.append(item)
     return items
+
+
+async def job_tasks(con: asyncpg.Connection, job_id: str) -> list[Item]:
+    """One job's tasks in role and index order: status and node."""
+    rows = await con.fetch(
+        "SELECT id, role, idx, status, node FROM tasks WHERE job_id = $1 ORDER BY role, idx", job_id
+    )
+    return [
+        {"id": r["id"], "role": r["role"], "index": r["idx"], "status": r["status"], "node": r["node"]}
+        for r in rows
+    ]
 
 
 async def list_queues(con: asyncpg.Connection) -> list[Item]:

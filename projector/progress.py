@@ -23,7 +23,14 @@ import asyncpg
 from projector.errors import WaitTimeoutError
 from projector.writer import NOTIFY_CHANNEL
 
-__all__ = ["EventFate", "projected_seq", "wait_for_event", "wait_for_seq", "wait_for_session"]
+__all__ = [
+    "EventFate",
+    "projected_seq",
+    "wait_for_event",
+    "wait_for_seq",
+    "wait_for_session",
+    "wait_for_session_after",
+]
 
 T = TypeVar("T")
 
@@ -132,3 +139,25 @@ async def wait_for_event(
         return None if row is None else EventFate(event_id, None, row["error"], row["detail"])
 
     return await _wait(conn, check, f"event {event_id}", timeout_s, poll)
+
+
+async def wait_for_session_after(
+    conn: asyncpg.Connection,
+    seq: int,
+    timeout_s: float,
+    *,
+    poll: float = 0.5,
+) -> tuple[str, int]:
+    """Wait until a session whose input includes ``seq`` is applied; return its id and seq.
+
+    The first such session is the first to have decided about what was
+    archived at ``seq`` (placed it, or recorded why it stayed pending).
+    """
+
+    async def check() -> tuple[str, int] | None:
+        row = await conn.fetchrow(
+            "SELECT session_id, seq FROM sessions WHERE input_seq >= $1 ORDER BY seq LIMIT 1", seq
+        )
+        return None if row is None else (row["session_id"], int(row["seq"]))
+
+    return await _wait(conn, check, f"a session after seq {seq}", timeout_s, poll)

@@ -1,0 +1,70 @@
+"""What the routes work with: one PostgreSQL pool and one Kafka producer per process.
+
+Opened by the app's lifespan (:func:`open_context`) and handed to routes by
+the :func:`context` dependency.  A database or broker that does not answer is
+a 503 problem, not a failed request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import asyncpg
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+from fastapi import Request
+
+from api.endpoints import Endpoints
+from api.http.problems import Code, Problem
+from api.http.settings import ApiSettings
+
+__all__ = ["ApiContext", "connection", "context", "open_context"]
+
+
+@dataclass(frozen=True)
+class ApiContext:
+    settings: ApiSettings
+    endpoints: Endpoints
+    pool: asyncpg.Pool
+    producer: AIOKafkaProducer
+
+
+@contextlib.asynccontextmanager
+async def open_context(settings: ApiSettings, endpoints: Endpoints) -> AsyncIterator[ApiContext]:
+    pool = await asyncpg.create_pool(endpoints.database_url, min_size=1, max_size=settings.api_pool_size)
+    try:
+        # acks=all: an acknowledged submission survives a broker failover (as tephra submit).
+        producer = AIOKafkaProducer(bootstrap_servers=endpoints.kafka_bootstrap, acks="all")
+        try:
+            await producer.start()
+            yield ApiContext(settings, endpoints, pool, producer)
+        finally:
+            await producer.stop()
+    finally:
+        await pool.close()
+
+
+def context(request: Request) -> ApiContext:
+    """The dependency: the context the lifespan opened."""
+    found = request.app.state.context
+    assert isinstance(found, ApiContext)  # noqa: S101  (set by the lifespan before any request)
+    return found
+
+
+@contextlib.asynccontextmanager
+async def connection(ctx: ApiContext) -> AsyncIterator[asyncpg.Connection]:
+    """A pooled connection; an unreachable database or a missing projection is a 503 problem."""
+    try:
+        async with ctx.pool.acquire() as conn:
+            yield conn
+    except asyncpg.UndefinedTableError as exc:
+        detail = f"the database has no projection yet ({exc}); is the projector running?"
+        raise Problem(Code.DATABASE_UNAVAILABLE, detail) from None
+    except (OSError, asyncpg.CannotConnectNowError, asyncpg.InterfaceError) as exc:
+        raise Problem(Code.DATABASE_UNAVAILABLE, f"cannot reach the projection database: {exc}") from None
+
+
+def kafka_problem(exc: KafkaError) -> Problem:
+    return Problem(Code.KAFKA_UNAVAILABLE, f"cannot produce to Kafka: {exc}; nothing was acknowledged")
