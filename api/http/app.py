@@ -1,4 +1,4 @@
-"""The application: routes, problem handlers, the body limit, and the lifespan that opens the context."""
+"""The application: routes, problem handlers and the body limit, over an open context."""
 
 from __future__ import annotations
 

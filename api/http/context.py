@@ -1,7 +1,7 @@
 """What the routes work with: one PostgreSQL pool and one Kafka producer per process.
 
-Opened by the app's lifespan (:func:`open_context`) and handed to routes by
-the :func:`context` dependency.  A database or broker that does not answer is
+Opened before the server starts (:func:`open_context`) and handed to routes
+by the :func:`context` dependency.  A database or broker that does not answer is
 a 503 problem, not a failed request.
 """
 
@@ -46,10 +46,10 @@ async def open_context(settings: ApiSettings, endpoints: Endpoints) -> AsyncIter
         await pool.close()
 
 
-def context(request: Request) -> ApiContext:
-    """The dependency: the context the lifespan opened."""
+async def context(request: Request) -> ApiContext:
+    """The dependency: the app's context (async: FastAPI runs a sync dependency in a thread)."""
     found = request.app.state.context
-    assert isinstance(found, ApiContext)  # noqa: S101  (set by the lifespan before any request)
+    assert isinstance(found, ApiContext)  # noqa: S101  (create_app's: the server has one)
     return found
 
 

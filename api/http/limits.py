@@ -3,6 +3,8 @@
 A declared ``Content-Length`` over the limit is refused before anything is
 read; a body without one (chunked) is counted as it arrives and refused once
 it passes the limit, so no request holds more than the limit in memory.
+(Not FastAPI's ``max_body_size``: for a declared oversize body it replaces
+the app's answer with a plain-text 413.)
 """
 
 from __future__ import annotations

@@ -136,6 +136,9 @@ async def get_jobs(
     phase: Annotated[JobPhase | None, Query(description="only jobs in this phase")] = None,
     cursor: Annotated[str | None, Query(description="the nextCursor of the previous page")] = None,
     limit: Annotated[int, Query(ge=1, description="page size (at most TEPHRA_API_PAGE_LIMIT)")] = 100,
+    reasons: Annotated[
+        bool, Query(description="with each pending job's reasons from the newest session (slower)")
+    ] = False,
 ) -> dict[str, Any]:
     """Jobs in id order, filtered, one page at a time."""
     size = min(limit, ctx.settings.api_page_limit)
@@ -145,6 +148,7 @@ async def get_jobs(
         phase=None if phase is None else phase.value,
         after=_after(cursor),
         limit=size + 1,
+        reasons=reasons,
     )
     async with projection(ctx, min_seq) as (conn, seq):
         items = await list_jobs(conn, query)

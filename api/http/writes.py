@@ -52,8 +52,8 @@ Ctx = Annotated[ApiContext, Depends(context)]
 Wait = Literal["none", "archived", "decided"]
 
 
-def loopback_writer(request: Request) -> None:
-    """With no tokens configured, only a client on this machine may write."""
+async def loopback_writer(request: Request) -> None:
+    """With no tokens configured, only a client on this machine may write (async: no thread hop)."""
     host = request.client.host if request.client is not None else ""
     try:
         loopback = ipaddress.ip_address(host).is_loopback

@@ -119,7 +119,7 @@ async def check_reads(api: httpx.AsyncClient, seq: int) -> None:
     assert [j["id"] for j in training] == ["default/batch-inference", "default/llm-pretrain"]
     namespaced = (await api.get("/v1/jobs", params={"namespace": "elsewhere"})).json()["items"]
     assert namespaced == []
-    pending = (await api.get("/v1/jobs", params={"phase": "Pending"})).json()["items"]
+    pending = (await api.get("/v1/jobs", params={"phase": "Pending", "reasons": True})).json()["items"]
     assert "default/llm-pretrain" in [j["id"] for j in pending]
     assert pending[-1]["pendingReasons"][0]["code"]
 
