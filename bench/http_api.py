@@ -42,7 +42,7 @@ import httpx
 
 from api.embedded import EmbeddedBroker, EmbeddedPostgres, create_topics
 from bench.e2e import _database, _endpoints, _leader_at, _percentile, _process, _projector, _scheduler
-from bench.host import cpu_loop_seconds
+from bench.host import cpu_loop_seconds, memory_walk_seconds
 from events.topics import Topics
 
 QUEUE = "bench"
@@ -151,7 +151,7 @@ async def _reads(api: httpx.AsyncClient, opts: argparse.Namespace) -> None:
 
 
 async def main(opts: argparse.Namespace) -> None:
-    print(f"machine reference loop: {cpu_loop_seconds():.2f} s")
+    print(f"host reference: integer loop {cpu_loop_seconds():.2f} s, dict walk {memory_walk_seconds():.2f} s")
     with tempfile.TemporaryDirectory(prefix="tephra-bench-") as tmp:
         base = Path(tmp)
         base.chmod(0o711)  # noqa: ASYNC240 - once, before anything runs

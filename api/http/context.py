@@ -19,6 +19,7 @@ from fastapi import Request
 from api.endpoints import Endpoints
 from api.http.problems import Code, Problem
 from api.http.settings import ApiSettings
+from api.http.tokens import TokenStore
 
 __all__ = ["ApiContext", "connection", "context", "open_context"]
 
@@ -29,6 +30,7 @@ class ApiContext:
     endpoints: Endpoints
     pool: asyncpg.Pool
     producer: AIOKafkaProducer
+    tokens: TokenStore
 
 
 @contextlib.asynccontextmanager
@@ -39,7 +41,7 @@ async def open_context(settings: ApiSettings, endpoints: Endpoints) -> AsyncIter
         producer = AIOKafkaProducer(bootstrap_servers=endpoints.kafka_bootstrap, acks="all")
         try:
             await producer.start()
-            yield ApiContext(settings, endpoints, pool, producer)
+            yield ApiContext(settings, endpoints, pool, producer, TokenStore(settings.api_tokens_file))
         finally:
             await producer.stop()
     finally:

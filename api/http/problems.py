@@ -38,6 +38,8 @@ class Code(StrEnum):
     UNSUPPORTED_MEDIA_TYPE = "unsupported-media-type"
     NOT_ACCEPTABLE = "not-acceptable"
     BODY_TOO_LARGE = "body-too-large"
+    UNAUTHENTICATED = "unauthenticated"
+    FORBIDDEN = "forbidden"
     WRITES_NEED_LOOPBACK = "writes-need-loopback"
     NOT_FOUND = "not-found"
     METHOD_NOT_ALLOWED = "method-not-allowed"
@@ -57,6 +59,8 @@ STATUS: dict[Code, tuple[int, str]] = {
     Code.UNSUPPORTED_MEDIA_TYPE: (415, "Unsupported media type"),
     Code.NOT_ACCEPTABLE: (406, "Not acceptable"),
     Code.BODY_TOO_LARGE: (413, "Request body too large"),
+    Code.UNAUTHENTICATED: (401, "A valid token is required"),
+    Code.FORBIDDEN: (403, "Not allowed for this token"),
     Code.WRITES_NEED_LOOPBACK: (403, "Writes are refused from this address"),
     Code.NOT_FOUND: (404, "Not found"),
     Code.METHOD_NOT_ALLOWED: (405, "Method not allowed"),

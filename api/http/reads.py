@@ -21,6 +21,7 @@ import asyncpg
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
+from api.http.auth import Principal, auditor, principal, viewer
 from api.http.context import ApiContext, connection, context
 from api.http.models import (
     AuditPage,
@@ -33,6 +34,7 @@ from api.http.models import (
     SessionList,
 )
 from api.http.problems import Code, Problem, problem_responses
+from api.http.tokens import Role
 from api.views import JobQuery, job_tasks, list_jobs, list_nodes, list_queues, list_sessions
 from projector.errors import WaitTimeoutError
 from projector.progress import projected_seq, wait_for_seq
@@ -45,14 +47,20 @@ from replay.store import ArchiveReader
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1")
+Viewer = [Depends(viewer)]
+Auditor = [Depends(auditor)]
 
 Ctx = Annotated[ApiContext, Depends(context)]
 MinSeq = Annotated[
     int | None,
     Query(ge=0, description="wait (bounded) until the projection has passed this seq before reading"),
 ]
-_READ_PROBLEMS = problem_responses(Code.INVALID_PARAMETER, Code.PROJECTION_BEHIND, Code.DATABASE_UNAVAILABLE)
+_READ_PROBLEMS = problem_responses(
+    Code.UNAUTHENTICATED, Code.INVALID_PARAMETER, Code.PROJECTION_BEHIND, Code.DATABASE_UNAVAILABLE
+)
 _ARCHIVE_PROBLEMS = problem_responses(
+    Code.UNAUTHENTICATED,
+    Code.FORBIDDEN,
     Code.NOT_FOUND,
     Code.INVALID_PARAMETER,
     Code.PROJECTION_BEHIND,
@@ -125,7 +133,10 @@ def _after(cursor: str | None) -> str | None:
 
 
 @router.get(
-    "/jobs", response_model=JobPage, responses=_READ_PROBLEMS | problem_responses(Code.INVALID_CURSOR)
+    "/jobs",
+    dependencies=Viewer,
+    response_model=JobPage,
+    responses=_READ_PROBLEMS | problem_responses(Code.INVALID_CURSOR),
 )
 async def get_jobs(
     *,
@@ -160,6 +171,7 @@ async def get_jobs(
 @router.get(
     "/jobs/{namespace}/{name}",
     response_model=JobDetail,
+    dependencies=Viewer,
     responses=_READ_PROBLEMS | problem_responses(Code.NOT_FOUND),
 )
 async def get_job(ctx: Ctx, namespace: str, name: str, min_seq: MinSeq = None) -> dict[str, Any]:
@@ -177,21 +189,21 @@ async def get_job(ctx: Ctx, namespace: str, name: str, min_seq: MinSeq = None) -
     return {**found[0], "taskList": tasks, "seq": seq}
 
 
-@router.get("/queues", response_model=QueueList, responses=_READ_PROBLEMS)
+@router.get("/queues", dependencies=Viewer, response_model=QueueList, responses=_READ_PROBLEMS)
 async def get_queues(ctx: Ctx, min_seq: MinSeq = None) -> dict[str, Any]:
     """Every queue: weight, capability, deserved, guarantee, allocated, jobs per phase."""
     async with projection(ctx, min_seq) as (conn, seq):
         return {"items": await list_queues(conn), "seq": seq}
 
 
-@router.get("/nodes", response_model=NodeList, responses=_READ_PROBLEMS)
+@router.get("/nodes", dependencies=Viewer, response_model=NodeList, responses=_READ_PROBLEMS)
 async def get_nodes(ctx: Ctx, min_seq: MinSeq = None) -> dict[str, Any]:
     """Every node: allocatable, used, tasks."""
     async with projection(ctx, min_seq) as (conn, seq):
         return {"items": await list_nodes(conn), "seq": seq}
 
 
-@router.get("/sessions", response_model=SessionList, responses=_READ_PROBLEMS)
+@router.get("/sessions", dependencies=Viewer, response_model=SessionList, responses=_READ_PROBLEMS)
 async def get_sessions(
     ctx: Ctx,
     min_seq: MinSeq = None,
@@ -205,7 +217,9 @@ async def get_sessions(
 # --------------------------------------------------------------------------- the archive
 
 
-@router.get("/sessions/{session_id}", response_model=SessionDetail, responses=_ARCHIVE_PROBLEMS)
+@router.get(
+    "/sessions/{session_id}", dependencies=Auditor, response_model=SessionDetail, responses=_ARCHIVE_PROBLEMS
+)
 async def get_session(ctx: Ctx, session_id: str, min_seq: MinSeq = None) -> dict[str, Any]:
     """``replay session``: the session rebuilt from the archive, re-run, with its trace."""
     async with archive(ctx, min_seq) as reader:
@@ -223,15 +237,29 @@ async def get_explanation(
     session: Annotated[str | None, Query(description="explain this session (default: the latest)")] = None,
     at: Annotated[datetime | None, Query(description="explain the latest session at or before it")] = None,
     counterfactual: Annotated[bool, Query(description="search what would have let it fit")] = True,
+    who: Annotated[Principal, Depends(principal)],
 ) -> dict[str, Any]:
     """``replay explain``: why the job stayed Pending, with numbers, and what would have let it fit."""
     if session is not None and at is not None:
         raise Problem(Code.INVALID_PARAMETER, "give ?session= or ?at=, not both")
+    await _may_explain(ctx, who, namespace, name)
     async with archive(ctx, min_seq) as reader:
         explanation = await explain_job(
             reader, f"{namespace}/{name}", session_id=session, at=_utc(at), counterfactual=counterfactual
         )
     return explanation.to_json()
+
+
+async def _may_explain(ctx: ApiContext, who: Principal, namespace: str, name: str) -> None:
+    """Auditors and admins explain any job; a submitter the jobs in its scope."""
+    if who.role in (None, Role.AUDITOR, Role.ADMIN):
+        return
+    async with connection(ctx) as conn:
+        queue = await conn.fetchval("SELECT queue FROM jobs WHERE id = $1", f"{namespace}/{name}")
+    if not who.may_touch_job(namespace, queue):
+        raise Problem(
+            Code.FORBIDDEN, f"{who.scope_text()} may not explain {namespace}/{name}: that takes an auditor"
+        )
 
 
 _CSV = "text/csv"
@@ -252,6 +280,7 @@ def _wants_csv(request: Request) -> bool:
 
 @router.get(
     "/audit/preemptions",
+    dependencies=Auditor,
     response_model=AuditPage,
     responses=_ARCHIVE_PROBLEMS
     | problem_responses(Code.NOT_ACCEPTABLE)

@@ -68,7 +68,10 @@ async def serve_api(
     sock = sock or bind(settings)
     try:
         async with open_context(settings, endpoints) as ctx:
-            log.warning("%s", writes_refused_notice())
+            if ctx.tokens.configured():
+                log.info("API tokens from %s", settings.api_tokens_file)
+            else:
+                log.warning("%s", writes_refused_notice())
             config = uvicorn.Config(
                 create_app(settings, ctx),
                 log_config=None,  # the process's logging, as every service

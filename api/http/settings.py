@@ -6,6 +6,8 @@ resolves the endpoints and passes them to the app alongside these.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -34,6 +36,10 @@ class ApiSettings(BaseSettings):
         description="seconds: the longest a request waits for the projection (?min_seq=, ?wait=)",
     )
     api_page_limit: int = Field(default=500, gt=0, description="the most items one page of a listing holds")
+    api_tokens_file: Path = Field(
+        default=Path(".tephra/api-tokens.json"),
+        description="the API tokens, hashed (tephra token create); none: reads open, writes loopback only",
+    )
     api_pool_size: int = Field(default=8, gt=0, description="PostgreSQL connections the API keeps open")
 
     @field_validator("api_addr")

@@ -10,13 +10,13 @@ one (its seq, or the projector's rejection), ``?wait=decided`` until a
 session has considered each job.  ``seq`` in the answer is what a later read
 passes as ``?min_seq=`` to see the write.
 
-Until tokens exist (the next increment), writes are taken from loopback
-clients only: :func:`loopback_writer`.
+Who may write what is :mod:`api.http.auth`'s: a submitter only jobs in its
+queues and namespaces, an admin anything; while no tokens exist, loopback
+clients only.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import time
 import uuid
 from datetime import UTC, datetime
@@ -25,9 +25,11 @@ from typing import Annotated, Any, Literal
 from aiokafka.errors import KafkaError
 from fastapi import APIRouter, Depends, Query, Request
 
+from api.http.auth import Principal, forbidden, writer
 from api.http.context import ApiContext, connection, context, kafka_problem
 from api.http.models import Submission
 from api.http.problems import Code, Problem, ProblemError, problem_responses
+from api.http.tokens import Role
 from api.manifests import InvalidManifests, ManifestError, ManifestObject, Manifests, parse_manifests
 from api.submit import produce_manifests
 from events.models import JobCancelled, JobCancelledData, JobSubmitted, QueueUpserted
@@ -52,22 +54,23 @@ Ctx = Annotated[ApiContext, Depends(context)]
 Wait = Literal["none", "archived", "decided"]
 
 
-async def loopback_writer(request: Request) -> None:
-    """With no tokens configured, only a client on this machine may write (async: no thread hop)."""
-    host = request.client.host if request.client is not None else ""
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback:
-        raise Problem(
-            Code.WRITES_NEED_LOOPBACK,
-            f"writes are taken from loopback clients only while no API tokens are configured;"
-            f" {host or 'this client'} is not loopback: submit from the API's host (or with tephra submit)",
+Author = Annotated[Principal, Depends(writer)]
+
+
+def _authorize(who: Principal, manifests: Manifests) -> None:
+    """A submitter submits jobs within its scope only; the cluster's objects take an admin."""
+    if who.role in (None, Role.ADMIN):
+        return
+    refused = [
+        o.ref
+        for o in manifests.objects
+        if not (
+            isinstance(o.event, JobSubmitted)
+            and who.may_touch_job(o.event.data.namespace, o.event.data.queue)
         )
-
-
-Writer = Depends(loopback_writer)
+    ]
+    if refused:
+        raise forbidden(who, f"submit {', '.join(refused)}; nothing was submitted")
 
 
 def _errors(exc: InvalidManifests) -> list[ProblemError]:
@@ -164,9 +167,10 @@ _WAIT = Query(description="none; archived: until the projector archived each obj
     "/manifests",
     status_code=202,
     response_model=Submission,
-    dependencies=[Writer],
     responses=problem_responses(
         Code.INVALID_MANIFESTS,
+        Code.UNAUTHENTICATED,
+        Code.FORBIDDEN,
         Code.UNSUPPORTED_MEDIA_TYPE,
         Code.BODY_TOO_LARGE,
         Code.WRITES_NEED_LOOPBACK,
@@ -182,7 +186,9 @@ _WAIT = Query(description="none; archived: until the projector archived each obj
         }
     },
 )
-async def post_manifests(ctx: Ctx, request: Request, wait: Annotated[Wait, _WAIT] = "none") -> dict[str, Any]:
+async def post_manifests(
+    ctx: Ctx, who: Author, request: Request, wait: Annotated[Wait, _WAIT] = "none"
+) -> dict[str, Any]:
     """Validate the whole submission, then produce its events (all or nothing)."""
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     file = MEDIA_TYPES.get(media)
@@ -205,6 +211,7 @@ async def post_manifests(ctx: Ctx, request: Request, wait: Annotated[Wait, _WAIT
         raise Problem(Code.INVALID_MANIFESTS, detail, errors=_errors(exc)) from None
     if not manifests.objects:
         raise Problem(Code.INVALID_MANIFESTS, "the request body holds no manifests; nothing was submitted")
+    _authorize(who, manifests)
     await _produce(ctx, manifests)
     return await _answer(ctx, manifests, wait)
 
@@ -213,11 +220,18 @@ async def post_manifests(ctx: Ctx, request: Request, wait: Annotated[Wait, _WAIT
     "/jobs/{namespace}/{name}",
     status_code=202,
     response_model=Submission,
-    dependencies=[Writer],
-    responses=problem_responses(Code.NOT_FOUND, Code.WRITES_NEED_LOOPBACK, Code.KAFKA_UNAVAILABLE),
+    responses=problem_responses(
+        Code.NOT_FOUND,
+        Code.UNAUTHENTICATED,
+        Code.FORBIDDEN,
+        Code.WRITES_NEED_LOOPBACK,
+        Code.KAFKA_UNAVAILABLE,
+    ),
 )
 async def delete_job(
+    *,
     ctx: Ctx,
+    who: Author,
     namespace: str,
     name: str,
     wait: Annotated[Wait, _WAIT] = "none",
@@ -226,8 +240,11 @@ async def delete_job(
     """Cancel a job (JobCancelled): its tasks are released, it ends Cancelled."""
     job_id = f"{namespace}/{name}"
     async with connection(ctx) as conn:
-        if await conn.fetchval("SELECT 1 FROM jobs WHERE id = $1", job_id) is None:
-            raise Problem(Code.NOT_FOUND, f"no job {job_id} in the projection: nothing to cancel")
+        queue = await conn.fetchval("SELECT queue FROM jobs WHERE id = $1", job_id)
+    if queue is None:
+        raise Problem(Code.NOT_FOUND, f"no job {job_id} in the projection: nothing to cancel")
+    if not who.may_touch_job(namespace, queue):
+        raise forbidden(who, f"cancel {job_id} (queue {queue})")
     event = JobCancelled(
         id=str(uuid.uuid4()),
         source=API_SOURCE,
