@@ -15,7 +15,8 @@ prints figures and asserts nothing.
   The scheduler runs all along (its sessions see the growing backlog).
 * **read**: with every job projected, ``--reads`` sequential
   ``GET /v1/jobs`` first pages (100 jobs each; also one filtered by queue and
-  phase, and one deep page by cursor): p50 / p99 / max in ms.
+  phase, and one deep page by cursor): p50 / p99 / max in ms; first while
+  the scheduler runs its sessions over the backlog, then with it stopped.
 
 Run ``python bench/http_api.py`` (about 2-4 minutes), or e.g.
 ``python bench/http_api.py --jobs 5000 --reads 200`` for a quick look.
@@ -147,7 +148,7 @@ async def _reads(api: httpx.AsyncClient, opts: argparse.Namespace) -> None:
             times.append(time.perf_counter() - began)
             if response.status_code != 200 or len(response.json()["items"]) != 100:
                 raise RuntimeError(f"GET /v1/jobs {params}: {response.status_code} {response.text[:300]}")
-        print(f"GET /v1/jobs {label} (100 jobs): {_ms(times)} over {opts.reads} requests")
+        print(f"  GET /v1/jobs {label} (100 jobs): {_ms(times)} over {opts.reads} requests")
 
 
 async def main(opts: argparse.Namespace) -> None:
@@ -162,43 +163,48 @@ async def main(opts: argparse.Namespace) -> None:
             await create_topics(broker.bootstrap, topics.all(), partitions=1)
             port = _free_port()
             settings = {**_endpoints(broker.bootstrap, postgres.dsn, topics)}
-            async with _database(postgres.dsn) as dsn:
+            async with _database(postgres.dsn) as dsn, contextlib.AsyncExitStack() as stack:
                 settings["TEPHRA_DATABASE_URL"] = dsn
                 api_env = {
                     **settings,
                     "TEPHRA_API_ADDR": f"127.0.0.1:{port}",
-                    "TEPHRA_API_BODY_LIMIT": "67108864",
+                    "TEPHRA_API_BODY_LIMIT": str(2**26),
                 }
-                async with (
-                    _projector(broker.bootstrap, dsn, topics, logs / "projector.log"),
-                    _scheduler(broker.bootstrap, dsn, topics, opts.period, logs / "scheduler.log") as sched,
-                    _process("api", api_env, logs / "api.log") as api_process,
-                ):
-                    await _leader_at(sched)
-                    assert api_process.stdout is not None
-                    line = (await asyncio.wait_for(api_process.stdout.readline(), timeout=60)).decode()
-                    url = line.removeprefix("tephra: API at ").strip()
-                    async with httpx.AsyncClient(base_url=url, timeout=300) as api:
-                        cluster = await api.post(
-                            "/v1/manifests?wait=archived",
-                            content=_cluster_yaml(opts.nodes),
-                            headers={"content-type": "application/yaml"},
-                        )
-                        if cluster.status_code != 202:
-                            raise RuntimeError(f"the cluster: {cluster.status_code} {cluster.text[:500]}")
-                        began = time.perf_counter()
-                        await _submit(api, opts)
-                        conn = await asyncpg.connect(dsn)
-                        try:
-                            while await conn.fetchval("SELECT count(*) FROM jobs") < opts.jobs:  # noqa: ASYNC110
-                                await asyncio.sleep(0.2)
-                        finally:
-                            await conn.close()
-                        print(
-                            f"  all {opts.jobs} jobs projected"
-                            f" {time.perf_counter() - began:.1f} s after the first POST"
-                        )
-                        await _reads(api, opts)
+                await stack.enter_async_context(
+                    _projector(broker.bootstrap, dsn, topics, logs / "projector.log")
+                )
+                scheduler = contextlib.AsyncExitStack()
+                sched = await scheduler.enter_async_context(
+                    _scheduler(broker.bootstrap, dsn, topics, opts.period, logs / "scheduler.log")
+                )
+                stack.push_async_exit(scheduler)
+                api_process = await stack.enter_async_context(_process("api", api_env, logs / "api.log"))
+                await _leader_at(sched)
+                assert api_process.stdout is not None
+                line = (await asyncio.wait_for(api_process.stdout.readline(), timeout=60)).decode()
+                url = line.removeprefix("tephra: API at ").strip()
+                api = await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=300))
+                cluster = await api.post(
+                    "/v1/manifests?wait=archived",
+                    content=_cluster_yaml(opts.nodes),
+                    headers={"content-type": "application/yaml"},
+                )
+                if cluster.status_code != 202:
+                    raise RuntimeError(f"the cluster: {cluster.status_code} {cluster.text[:500]}")
+                began = time.perf_counter()
+                await _submit(api, opts)
+                conn = await asyncpg.connect(dsn)
+                try:
+                    while await conn.fetchval("SELECT count(*) FROM jobs") < opts.jobs:  # noqa: ASYNC110
+                        await asyncio.sleep(0.2)
+                finally:
+                    await conn.close()
+                print(f"  all {opts.jobs} jobs projected {time.perf_counter() - began:.1f} s after the first")
+                print("reads while the scheduler runs sessions over the backlog:")
+                await _reads(api, opts)
+                await scheduler.aclose()
+                print("reads with the scheduler stopped (the projector idle):")
+                await _reads(api, opts)
 
 
 def _options() -> argparse.Namespace:

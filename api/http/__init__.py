@@ -5,6 +5,8 @@ One responsibility per module:
 * :mod:`api.http.settings` — the service's settings model;
 * :mod:`api.http.problems` — RFC 9457 problem details, their stable codes, the handlers;
 * :mod:`api.http.limits` — the request-body size limit, answered as a problem (ASGI middleware);
+* :mod:`api.http.tokens` — the bearer tokens, stored hashed (``tephra token``);
+* :mod:`api.http.auth` — who is asking and what each role may do;
 * :mod:`api.http.context` — what a request works with (database pool, Kafka producer);
 * :mod:`api.http.models` — the response bodies (the OpenAPI schemas);
 * :mod:`api.http.reads` — the read routes over the projection and the archive;
