@@ -31,6 +31,7 @@ __all__ = [
     "JobQuery",
     "ViewError",
     "get_command",
+    "job_page",
     "job_tasks",
     "list_jobs",
     "list_nodes",
@@ -114,6 +115,18 @@ class JobQuery:
 
 async def list_jobs(con: asyncpg.Connection, query: JobQuery = JobQuery()) -> list[Item]:
     """The jobs the query selects, in id order (``tephra get jobs``: all of them)."""
+    _, items = await job_page(con, query)
+    return items
+
+
+async def job_page(con: asyncpg.Connection, query: JobQuery) -> tuple[int, list[Item]]:
+    """The seq the projection reflects and the jobs the query selects, in id order.
+
+    The jobs, their task counts and the seq are one statement, so they agree
+    without a transaction (one round trip: most of a page's cost on a busy
+    host, bench/http_api.py); the pending reasons, when asked for, are a second
+    query, which agrees with the first inside a repeatable-read transaction.
+    """
     filters = (
         ("namespace = $", query.namespace),
         ("queue = $", query.queue),
@@ -126,32 +139,28 @@ async def list_jobs(con: asyncpg.Connection, query: JobQuery = JobQuery()) -> li
     for condition, value in filters:
         if value is not None:
             args.append(value)
-            where.append(f"{condition}{len(args)}")
+            where.append(f"j.{condition}{len(args)}")
     limit = ""
     if query.limit is not None:
         args.append(query.limit)
         limit = f" LIMIT ${len(args)}"
     jobs = await con.fetch(
         # Only the constant fragments here are joined; every value is a parameter.
-        "SELECT id, namespace, name, queue, phase, phase_reason, created,"  # noqa: S608
-        " (spec ->> 'min_available')::integer AS min_available FROM jobs"
-        + (" WHERE " + " AND ".join(where) if where else "")
-        + " ORDER BY id"
-        + limit,
+        "SELECT j.id, j.namespace, j.name, j.queue, j.phase, j.phase_reason, j.created,"  # noqa: S608
+        " (j.spec ->> 'min_available')::integer AS min_available,"
+        " (SELECT json_object_agg(c.status, c.n) FROM (SELECT status, count(*) AS n FROM tasks"
+        "   WHERE job_id = j.id GROUP BY status) AS c)::text AS counts,"
+        " (SELECT seq FROM projection_meta) AS projected_seq"
+        " FROM jobs AS j" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY j.id" + limit,
         *args,
     )
+    seq = jobs[0]["projected_seq"] if jobs else await con.fetchval("SELECT seq FROM projection_meta")
     ids = [job["id"] for job in jobs]
-    counts: dict[str, dict[str, int]] = {}
-    for row in await con.fetch(
-        "SELECT job_id, status, count(*) AS n FROM tasks"
-        " WHERE job_id = ANY($1::text[]) GROUP BY job_id, status",
-        ids,
-    ):
-        counts.setdefault(row["job_id"], {})[row["status"]] = row["n"]
     session_id, pending = await _pending_reasons(con, ids) if query.reasons else (None, {})
     items = []
     for job in jobs:
-        tasks = {status: counts.get(job["id"], {}).get(status, 0) for status in TASK_STATUSES}
+        counts = json.loads(job["counts"]) if job["counts"] else {}
+        tasks = {status: counts.get(status, 0) for status in TASK_STATUSES}
         item: Item = {
             "id": job["id"],
             "namespace": job["namespace"],
@@ -168,7 +177,7 @@ async def list_jobs(con: asyncpg.Connection, query: JobQuery = JobQuery()) -> li
             item["pendingReasons"] = pending[job["id"]]
             item["pendingSession"] = session_id
         items.append(item)
-    return items
+    return int(seq), items
 
 
 async def job_tasks(con: asyncpg.Connection, job_id: str) -> list[Item]:

@@ -19,7 +19,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from api.manifests import ManifestError
 
 __all__ = ["PROBLEM_JSON", "Code", "Problem", "ProblemBody", "install_problem_handlers"]
 
@@ -73,16 +76,11 @@ STATUS: dict[Code, tuple[int, str]] = {
 }
 
 
-class ProblemError(BaseModel):
-    """One problem in one submitted document (what ``tephra submit`` prints as ``message``)."""
+@pydantic_dataclass(frozen=True)
+class ProblemError(ManifestError):
+    """One problem in one submitted document, and the line ``tephra submit`` prints for it."""
 
-    message: str
-    file: str
-    document: int
-    field: str
-    expected: str
-    kind: str | None = None
-    name: str | None = None
+    message: str = ""
 
 
 class ProblemBody(BaseModel):

@@ -35,7 +35,7 @@ from api.http.models import (
 )
 from api.http.problems import Code, Problem, problem_responses
 from api.http.tokens import Role
-from api.views import JobQuery, job_tasks, list_jobs, list_nodes, list_queues, list_sessions
+from api.views import JobQuery, job_page, job_tasks, list_nodes, list_queues, list_sessions
 from projector.errors import WaitTimeoutError
 from projector.progress import projected_seq, wait_for_seq
 from projector.state import JobPhase
@@ -85,12 +85,18 @@ async def wait_until(ctx: ApiContext, conn: asyncpg.Connection, seq: int | None)
 
 
 @contextlib.asynccontextmanager
-async def projection(ctx: ApiContext, min_seq: int | None) -> AsyncIterator[tuple[asyncpg.Connection, int]]:
-    """A read-only, repeatable-read view of the projection once it passed ``min_seq``, and its seq."""
+async def projection(
+    ctx: ApiContext, min_seq: int | None, *, snapshot: bool = True
+) -> AsyncIterator[asyncpg.Connection]:
+    """The projection once it passed ``min_seq``: in one repeatable-read, read-only transaction,
+    unless the caller reads it in one statement (``snapshot=False``: two round trips fewer)."""
     async with connection(ctx) as conn:
         await wait_until(ctx, conn, min_seq)
+        if not snapshot:
+            yield conn
+            return
         async with conn.transaction(isolation="repeatable_read", readonly=True):
-            yield conn, await projected_seq(conn)
+            yield conn
 
 
 @contextlib.asynccontextmanager
@@ -161,8 +167,8 @@ async def get_jobs(
         limit=size + 1,
         reasons=reasons,
     )
-    async with projection(ctx, min_seq) as (conn, seq):
-        items = await list_jobs(conn, query)
+    async with projection(ctx, min_seq, snapshot=reasons) as conn:
+        seq, items = await job_page(conn, query)
     more = len(items) > size
     items = items[:size]
     return {"items": items, "nextCursor": _cursor(items[-1]["id"]) if more else None, "seq": seq}
@@ -177,8 +183,8 @@ async def get_jobs(
 async def get_job(ctx: Ctx, namespace: str, name: str, min_seq: MinSeq = None) -> dict[str, Any]:
     """One job with its tasks."""
     job_id = f"{namespace}/{name}"
-    async with projection(ctx, min_seq) as (conn, seq):
-        found = await list_jobs(conn, JobQuery(job_id=job_id))
+    async with projection(ctx, min_seq) as conn:
+        seq, found = await job_page(conn, JobQuery(job_id=job_id))
         if not found:
             raise Problem(
                 Code.NOT_FOUND,
@@ -192,15 +198,15 @@ async def get_job(ctx: Ctx, namespace: str, name: str, min_seq: MinSeq = None) -
 @router.get("/queues", dependencies=Viewer, response_model=QueueList, responses=_READ_PROBLEMS)
 async def get_queues(ctx: Ctx, min_seq: MinSeq = None) -> dict[str, Any]:
     """Every queue: weight, capability, deserved, guarantee, allocated, jobs per phase."""
-    async with projection(ctx, min_seq) as (conn, seq):
-        return {"items": await list_queues(conn), "seq": seq}
+    async with projection(ctx, min_seq) as conn:
+        return {"items": await list_queues(conn), "seq": await projected_seq(conn)}
 
 
 @router.get("/nodes", dependencies=Viewer, response_model=NodeList, responses=_READ_PROBLEMS)
 async def get_nodes(ctx: Ctx, min_seq: MinSeq = None) -> dict[str, Any]:
     """Every node: allocatable, used, tasks."""
-    async with projection(ctx, min_seq) as (conn, seq):
-        return {"items": await list_nodes(conn), "seq": seq}
+    async with projection(ctx, min_seq) as conn:
+        return {"items": await list_nodes(conn), "seq": await projected_seq(conn)}
 
 
 @router.get("/sessions", dependencies=Viewer, response_model=SessionList, responses=_READ_PROBLEMS)
@@ -210,8 +216,9 @@ async def get_sessions(
     limit: Annotated[int, Query(ge=1, description="the newest this many (at most the page limit)")] = 20,
 ) -> dict[str, Any]:
     """The newest sessions, oldest first."""
-    async with projection(ctx, min_seq) as (conn, seq):
-        return {"items": await list_sessions(conn, min(limit, ctx.settings.api_page_limit)), "seq": seq}
+    async with projection(ctx, min_seq) as conn:
+        items = await list_sessions(conn, min(limit, ctx.settings.api_page_limit))
+        return {"items": items, "seq": await projected_seq(conn)}
 
 
 # --------------------------------------------------------------------------- the archive

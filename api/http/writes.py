@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -74,18 +75,7 @@ def _authorize(who: Principal, manifests: Manifests) -> None:
 
 
 def _errors(exc: InvalidManifests) -> list[ProblemError]:
-    return [
-        ProblemError(
-            message=str(e),
-            file=e.file,
-            document=e.document,
-            field=e.field,
-            expected=e.expected,
-            kind=e.kind,
-            name=e.name,
-        )
-        for e in exc.errors
-    ]
+    return [ProblemError(message=str(e), **asdict(e)) for e in exc.errors]
 
 
 async def _check_queues(ctx: ApiContext, manifests: Manifests) -> None:
@@ -159,6 +149,8 @@ async def _answer(ctx: ApiContext, manifests: Manifests, wait: Wait) -> dict[str
     }
 
 
+#: What any write may answer besides its own problems.
+_WRITE_PROBLEMS = (Code.UNAUTHENTICATED, Code.FORBIDDEN, Code.WRITES_NEED_LOOPBACK, Code.KAFKA_UNAVAILABLE)
 _WAIT = Query(description="none; archived: until the projector archived each object; decided: until a session"
               " considered each job (bounded by TEPHRA_API_WAIT_LIMIT)")  # fmt: skip
 
@@ -168,14 +160,11 @@ _WAIT = Query(description="none; archived: until the projector archived each obj
     status_code=202,
     response_model=Submission,
     responses=problem_responses(
+        *_WRITE_PROBLEMS,
         Code.INVALID_MANIFESTS,
-        Code.UNAUTHENTICATED,
-        Code.FORBIDDEN,
         Code.UNSUPPORTED_MEDIA_TYPE,
         Code.BODY_TOO_LARGE,
-        Code.WRITES_NEED_LOOPBACK,
         Code.BAD_REQUEST,
-        Code.KAFKA_UNAVAILABLE,
     ),
     openapi_extra={
         "requestBody": {
@@ -220,13 +209,7 @@ async def post_manifests(
     "/jobs/{namespace}/{name}",
     status_code=202,
     response_model=Submission,
-    responses=problem_responses(
-        Code.NOT_FOUND,
-        Code.UNAUTHENTICATED,
-        Code.FORBIDDEN,
-        Code.WRITES_NEED_LOOPBACK,
-        Code.KAFKA_UNAVAILABLE,
-    ),
+    responses=problem_responses(*_WRITE_PROBLEMS, Code.NOT_FOUND),
 )
 async def delete_job(
     *,

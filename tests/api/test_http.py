@@ -26,20 +26,28 @@ from tests.service.helpers import running_projector, stopped
 ROOT = Path(__file__).resolve().parents[2]
 YAML = {"content-type": "application/yaml"}
 PROBLEM = "application/problem+json"
-JOB = """\
+_JOB = """\
 apiVersion: batch.volcano.sh/v1alpha1
 kind: Job
-metadata: {name: lonely, namespace: default}
+metadata: {{name: {name}, namespace: {namespace}}}
 spec:
-  queue: research
+  queue: {queue}
   tasks:
     - name: worker
       replicas: 1
       template:
         spec:
           containers:
-            - {name: main, image: busybox, resources: {requests: {cpu: "1"}}}
+            - {{name: main, image: busybox, resources: {{requests: {{cpu: "1"}}}}}}
 """
+
+
+def job_manifest(name: str, namespace: str = "default", queue: str = "research") -> str:
+    """A one-task VolcanoJob."""
+    return _JOB.format(name=name, namespace=namespace, queue=queue)
+
+
+JOB = job_manifest("lonely")
 
 
 def test_docs_openapi_is_the_document_the_api_serves() -> None:

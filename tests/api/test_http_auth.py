@@ -12,7 +12,7 @@ from api.endpoints import Endpoints
 from api.http.settings import ApiSettings
 from api.http.tokens import Role, TokenStore, create_token, revoke_token
 from events.topics import Topics
-from tests.api.test_http import YAML, problem, served
+from tests.api.test_http import YAML, job_manifest, problem, served
 from tests.service.helpers import running_projector
 
 CLUSTER = """\
@@ -24,24 +24,10 @@ apiVersion: scheduling.volcano.sh/v1beta1
 kind: Queue
 metadata: {name: other}
 """
-JOB = """\
-apiVersion: batch.volcano.sh/v1alpha1
-kind: Job
-metadata: {{name: {name}, namespace: {namespace}}}
-spec:
-  queue: {queue}
-  tasks:
-    - name: worker
-      replicas: 1
-      template:
-        spec:
-          containers:
-            - {{name: main, image: busybox, resources: {{requests: {{cpu: "1"}}}}}}
-"""
 
 
 def job(name: str, namespace: str = "team-a", queue: str = "research") -> str:
-    return JOB.format(name=name, namespace=namespace, queue=queue)
+    return job_manifest(name, namespace, queue)
 
 
 def bearer(token: str) -> dict[str, str]:
