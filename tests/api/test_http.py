@@ -6,6 +6,9 @@ import asyncio
 import csv
 import io
 import json
+import os
+import signal
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -244,3 +247,37 @@ async def test_refusals_are_problem_details_and_submit_nothing(
                 )
                 assert "192.0.2.7" in str(refused["detail"])
                 problem(await outsider.delete("/v1/jobs/default/x"), 403, "writes-need-loopback")
+
+
+async def test_tephra_api_serves_until_sigterm(
+    kafka_bootstrap: str, database_url: str, topics: Topics
+) -> None:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("TEPHRA_")},
+        "TEPHRA_KAFKA_BOOTSTRAP": kafka_bootstrap,
+        "TEPHRA_DATABASE_URL": database_url,
+        "TEPHRA_TOPICS_PREFIX": topics.prefix,
+        "TEPHRA_API_ADDR": "127.0.0.1:0",
+        "PYTHONPATH": str(ROOT),
+    }
+    async with running_projector(kafka_bootstrap, database_url, topics):  # the schema, migrated
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "api.cli",
+            "api",
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            assert process.stdout is not None
+            line = (await asyncio.wait_for(process.stdout.readline(), timeout=60)).decode()
+            assert line.startswith("tephra: API at http://127.0.0.1:"), line
+            async with httpx.AsyncClient(base_url=line.split(" at ")[1].strip()) as api:
+                assert (await api.get("/v1/queues")).json() == {"items": [], "seq": 0}
+        finally:
+            process.send_signal(signal.SIGTERM)
+            _, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
+        assert process.returncode == 0, stderr.decode()
+        assert b"no API tokens are configured" in stderr
