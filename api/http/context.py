@@ -78,6 +78,10 @@ async def connection(ctx: ApiContext) -> AsyncIterator[asyncpg.Connection]:
     except asyncpg.UndefinedTableError as exc:
         detail = f"the database has no projection yet ({exc}); is the projector running?"
         raise Problem(Code.DATABASE_UNAVAILABLE, detail) from None
+    except asyncpg.DataError as exc:  # a value PostgreSQL's text cannot hold (a NUL character ...)
+        raise Problem(
+            Code.INVALID_PARAMETER, f"a parameter holds a value the projection cannot: {exc}"
+        ) from None
     except (OSError, asyncpg.CannotConnectNowError, asyncpg.InterfaceError) as exc:
         raise Problem(Code.DATABASE_UNAVAILABLE, f"cannot reach the projection database: {exc}") from None
 

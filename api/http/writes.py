@@ -218,7 +218,9 @@ async def delete_job(
     namespace: str,
     name: str,
     wait: Annotated[Wait, _WAIT] = "none",
-    reason: Annotated[str, Query(max_length=1024, description="why, recorded in the event")] = "",
+    reason: Annotated[
+        str, Query(max_length=1024, pattern=r"^[^\x00]*$", description="why, recorded in the event")
+    ] = "",
 ) -> dict[str, Any]:
     """Cancel a job (JobCancelled): its tasks are released, it ends Cancelled."""
     job_id = f"{namespace}/{name}"

@@ -232,6 +232,9 @@ async def test_refusals_are_problem_details_and_submit_nothing(
         problem(await api.get("/v1/jobs", params={"limit": 0}), 422, "invalid-parameter")
         problem(await api.get("/v1/jobs", params={"phase": "Sleeping"}), 422, "invalid-parameter")
         problem(await api.get("/v1/jobs", params={"cursor": "%%%"}), 400, "invalid-cursor")
+        # PostgreSQL's text holds no NUL: a parameter with one is the caller's problem, not a 500.
+        problem(await api.get("/v1/jobs", params={"namespace": "a\x00"}), 422, "invalid-parameter")
+        problem(await api.get("/v1/jobs/a%00/x/explain"), 422, "invalid-parameter")
         behind = problem(await api.get("/v1/jobs", params={"min_seq": 10**9}), 503, "projection-behind")
         assert "TEPHRA_API_WAIT_LIMIT" in str(behind["detail"])
 
