@@ -10,12 +10,13 @@ read-only snapshot of the archive.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import asyncpg
 from fastapi import APIRouter, Depends, Query, Request
@@ -39,12 +40,14 @@ from api.views import JobQuery, job_page, job_tasks, list_nodes, list_queues, li
 from projector.errors import WaitTimeoutError
 from projector.progress import projected_seq, wait_for_seq
 from projector.state import JobPhase
-from replay.audit import rows_to_csv
+from replay.audit import EvictionRow, rows_to_csv
 from replay.errors import ArchiveError, NotFound, ReplayError
 from replay.queries import audit_preemptions, explain_job, show_session
-from replay.store import ArchiveReader
+from replay.store import ArchiveReader, open_archive
 
 __all__ = ["router"]
+
+T = TypeVar("T")
 
 router = APIRouter(prefix="/v1")
 Viewer = [Depends(viewer)]
@@ -99,14 +102,31 @@ async def projection(
             yield conn
 
 
-@contextlib.asynccontextmanager
-async def archive(ctx: ApiContext, min_seq: int | None) -> AsyncIterator[ArchiveReader]:
-    """The replay engines' reader over one snapshot of the archive; their errors as problems."""
-    try:
+async def on_archive(
+    ctx: ApiContext, min_seq: int | None, work: Callable[[ArchiveReader], Awaitable[T]]
+) -> T:
+    """Run a replay engine over one snapshot of the archive; its errors as problems.
+
+    The engines fold the archive and re-run sessions, seconds of CPU on a
+    large archive: they run in a worker thread, on a loop and a connection of
+    their own (:func:`replay.store.open_archive`), so the API's loop keeps
+    answering other requests meanwhile.
+    """
+    if min_seq is not None:
         async with connection(ctx) as conn:
             await wait_until(ctx, conn, min_seq)
-            async with conn.transaction(isolation="repeatable_read", readonly=True):
-                yield ArchiveReader(conn)
+
+    async def replay() -> T:
+        async with open_archive(ctx.endpoints.database_url) as reader:
+            return await work(reader)
+
+    try:
+        # The coroutine is made in the worker: one never run would warn.
+        return await asyncio.to_thread(lambda: asyncio.run(replay()))
+    except asyncpg.DataError as exc:  # a value PostgreSQL's text cannot hold (a NUL character ...)
+        raise Problem(
+            Code.INVALID_PARAMETER, f"a parameter holds a value the archive cannot: {exc}"
+        ) from None
     except NotFound as exc:
         raise Problem(Code.NOT_FOUND, str(exc)) from None
     except ArchiveError as exc:
@@ -229,9 +249,11 @@ async def get_sessions(
 )
 async def get_session(ctx: Ctx, session_id: str, min_seq: MinSeq = None) -> dict[str, Any]:
     """``replay session``: the session rebuilt from the archive, re-run, with its trace."""
-    async with archive(ctx, min_seq) as reader:
-        view = await show_session(reader, session_id)
-    return view.to_json()
+
+    async def work(reader: ArchiveReader) -> dict[str, Any]:
+        return (await show_session(reader, session_id)).to_json()
+
+    return await on_archive(ctx, min_seq, work)
 
 
 @router.get("/jobs/{namespace}/{name}/explain", response_model=Explanation, responses=_ARCHIVE_PROBLEMS)
@@ -250,11 +272,15 @@ async def get_explanation(
     if session is not None and at is not None:
         raise Problem(Code.INVALID_PARAMETER, "give ?session= or ?at=, not both")
     await _may_explain(ctx, who, namespace, name)
-    async with archive(ctx, min_seq) as reader:
-        explanation = await explain_job(
-            reader, f"{namespace}/{name}", session_id=session, at=_utc(at), counterfactual=counterfactual
+
+    async def work(reader: ArchiveReader) -> dict[str, Any]:
+        job_id = f"{namespace}/{name}"
+        found = await explain_job(
+            reader, job_id, session_id=session, at=_utc(at), counterfactual=counterfactual
         )
-    return explanation.to_json()
+        return found.to_json()
+
+    return await on_archive(ctx, min_seq, work)
 
 
 async def _may_explain(ctx: ApiContext, who: Principal, namespace: str, name: str) -> None:
@@ -305,8 +331,11 @@ async def get_preemptions(
 ) -> Response | dict[str, Any]:
     """``replay audit preemptions``: every eviction with victim, preemptor, rule, shares before and after."""
     csv = _wants_csv(request)
-    async with archive(ctx, min_seq) as reader:
-        rows = await audit_preemptions(reader, since=_utc(since), until=_utc(until), queue=queue, job=job)
+
+    async def work(reader: ArchiveReader) -> list[EvictionRow]:
+        return await audit_preemptions(reader, since=_utc(since), until=_utc(until), queue=queue, job=job)
+
+    rows = await on_archive(ctx, min_seq, work)
     if csv:
         return Response(rows_to_csv(rows), media_type=_CSV)
     return {"items": [row.to_json() for row in rows]}
