@@ -6,7 +6,7 @@ import logging
 
 from fastapi import FastAPI
 
-from api.http import reads, writes
+from api.http import reads, verify, writes
 from api.http.context import ApiContext
 from api.http.limits import BodyLimit
 from api.http.problems import install_problem_handlers
@@ -46,4 +46,5 @@ def create_app(settings: ApiSettings, ctx: ApiContext | None) -> FastAPI:
     app.add_middleware(BodyLimit, limit=settings.api_body_limit)
     app.include_router(reads.router)
     app.include_router(writes.router)
+    app.include_router(verify.router)
     return app

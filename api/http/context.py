@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import asyncpg
 from aiokafka import AIOKafkaProducer
@@ -20,6 +21,9 @@ from api.endpoints import Endpoints
 from api.http.problems import Code, Problem
 from api.http.settings import ApiSettings
 from api.http.tokens import TokenStore
+
+if TYPE_CHECKING:
+    from api.http.verify import Verifier
 
 __all__ = ["ApiContext", "connection", "context", "open_context"]
 
@@ -43,6 +47,7 @@ class ApiContext:
     pool: asyncpg.Pool
     producer: AIOKafkaProducer
     tokens: TokenStore
+    verifier: Verifier
 
 
 @contextlib.asynccontextmanager
@@ -55,7 +60,15 @@ async def open_context(settings: ApiSettings, endpoints: Endpoints) -> AsyncIter
         producer = AIOKafkaProducer(bootstrap_servers=endpoints.kafka_bootstrap, acks="all")
         try:
             await producer.start()
-            yield ApiContext(settings, endpoints, pool, producer, TokenStore(settings.api_tokens_file))
+            from api.http.verify import Verifier  # noqa: PLC0415 - it imports this module: on use, no cycle
+
+            verifier = Verifier()
+            try:
+                yield ApiContext(
+                    settings, endpoints, pool, producer, TokenStore(settings.api_tokens_file), verifier
+                )
+            finally:
+                await verifier.close()
         finally:
             await producer.stop()
     finally:

@@ -170,6 +170,20 @@ async def check_audit_and_cancel(api: httpx.AsyncClient) -> None:
     png = await api.get("/v1/audit/preemptions", headers={"accept": "image/png"})
     problem(png, 406, "not-acceptable")
 
+    # replay verify in the background: the chain and every session re-derived.
+    started = await api.post("/v1/verify")
+    assert started.status_code == 202, started.text
+    assert started.json()["state"] == "running"
+    verified = started.json()
+    for _ in range(600):
+        verified = (await api.get("/v1/verify")).json()
+        if verified["state"] != "running":
+            break
+        await asyncio.sleep(0.1)
+    assert verified["state"] == "done", verified
+    assert verified["result"]["ok"]
+    assert verified["result"]["sessions"] >= 1
+
     cancelled = await api.delete("/v1/jobs/default/llm-pretrain", params={"wait": "archived"})
     assert cancelled.status_code == 202, cancelled.text
     (obj,) = cancelled.json()["objects"]
@@ -228,6 +242,7 @@ async def test_refusals_are_problem_details_and_submit_nothing(
         problem(await api.delete("/v1/jobs/default/nope"), 404, "not-found")
         problem(await api.get("/v1/jobs/default/nope/explain"), 404, "not-found")
         problem(await api.get("/v1/sessions/nope"), 404, "not-found")
+        problem(await api.get("/v1/verify"), 404, "not-found")  # none has run
         problem(await api.get("/v1/nowhere"), 404, "not-found")
         problem(await api.get("/v1/jobs", params={"limit": 0}), 422, "invalid-parameter")
         problem(await api.get("/v1/jobs", params={"phase": "Sleeping"}), 422, "invalid-parameter")

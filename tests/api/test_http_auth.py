@@ -120,6 +120,7 @@ async def test_each_role_may_do_what_its_table_says_and_no_more(
             assert (await api.get("/v1/jobs/team-b/by-admin/explain", headers=who)).status_code == 200
         for who in (viewer, mine):
             problem(await api.get("/v1/audit/preemptions", headers=who), 403, "forbidden")
+            problem(await api.post("/v1/verify", headers=who), 403, "forbidden")
             problem(await api.get("/v1/sessions/any", headers=who), 403, "forbidden")
         assert (await api.get("/v1/jobs/team-a/own/explain", headers=mine)).status_code == 200
         problem(await api.get("/v1/jobs/team-b/by-admin/explain", headers=mine), 403, "forbidden")
