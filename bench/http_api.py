@@ -31,7 +31,6 @@ import json
 import socket
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,8 +40,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's pack
 import asyncpg
 import httpx
 
-from api.embedded import EmbeddedBroker, EmbeddedPostgres, create_topics
-from bench.e2e import _database, _endpoints, _leader_at, _percentile, _process, _projector, _scheduler
+from api.embedded import create_topics
+from bench.e2e import (
+    _database,
+    _endpoints,
+    _leader_at,
+    _percentile,
+    _process,
+    _projector,
+    _scheduler,
+    servers,
+)
 from bench.host import cpu_loop_seconds, memory_walk_seconds
 from events.topics import Topics
 
@@ -153,58 +161,51 @@ async def _reads(api: httpx.AsyncClient, opts: argparse.Namespace) -> None:
 
 async def main(opts: argparse.Namespace) -> None:
     print(f"host reference: integer loop {cpu_loop_seconds():.2f} s, dict walk {memory_walk_seconds():.2f} s")
-    with tempfile.TemporaryDirectory(prefix="tephra-bench-") as tmp:
-        base = Path(tmp)
-        base.chmod(0o711)  # noqa: ASYNC240 - once, before anything runs
-        logs = Path(opts.logs) if opts.logs else base / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        with EmbeddedPostgres(base / "pg", durable=False) as postgres, EmbeddedBroker() as broker:
-            topics = Topics(prefix="bench-api")
-            await create_topics(broker.bootstrap, topics.all(), partitions=1)
-            port = _free_port()
-            settings = {**_endpoints(broker.bootstrap, postgres.dsn, topics)}
-            async with _database(postgres.dsn) as dsn, contextlib.AsyncExitStack() as stack:
-                settings["TEPHRA_DATABASE_URL"] = dsn
-                api_env = {
-                    **settings,
-                    "TEPHRA_API_ADDR": f"127.0.0.1:{port}",
-                    "TEPHRA_API_BODY_LIMIT": str(2**26),
-                }
-                await stack.enter_async_context(
-                    _projector(broker.bootstrap, dsn, topics, logs / "projector.log")
-                )
-                scheduler = contextlib.AsyncExitStack()
-                sched = await scheduler.enter_async_context(
-                    _scheduler(broker.bootstrap, dsn, topics, opts.period, logs / "scheduler.log")
-                )
-                stack.push_async_exit(scheduler)
-                api_process = await stack.enter_async_context(_process("api", api_env, logs / "api.log"))
-                await _leader_at(sched)
-                assert api_process.stdout is not None
-                line = (await asyncio.wait_for(api_process.stdout.readline(), timeout=60)).decode()
-                url = line.removeprefix("tephra: API at ").strip()
-                api = await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=300))
-                cluster = await api.post(
-                    "/v1/manifests?wait=archived",
-                    content=_cluster_yaml(opts.nodes),
-                    headers={"content-type": "application/yaml"},
-                )
-                if cluster.status_code != 202:
-                    raise RuntimeError(f"the cluster: {cluster.status_code} {cluster.text[:500]}")
-                began = time.perf_counter()
-                await _submit(api, opts)
-                conn = await asyncpg.connect(dsn)
-                try:
-                    while await conn.fetchval("SELECT count(*) FROM jobs") < opts.jobs:  # noqa: ASYNC110
-                        await asyncio.sleep(0.2)
-                finally:
-                    await conn.close()
-                print(f"  all {opts.jobs} jobs projected {time.perf_counter() - began:.1f} s after the first")
-                print("reads while the scheduler runs sessions over the backlog:")
-                await _reads(api, opts)
-                await scheduler.aclose()
-                print("reads with the scheduler stopped (the projector idle):")
-                await _reads(api, opts)
+    with servers(opts.logs) as (postgres, broker, logs):
+        topics = Topics(prefix="bench-api")
+        await create_topics(broker.bootstrap, topics.all(), partitions=1)
+        port = _free_port()
+        settings = {**_endpoints(broker.bootstrap, postgres.dsn, topics)}
+        async with _database(postgres.dsn) as dsn, contextlib.AsyncExitStack() as stack:
+            settings["TEPHRA_DATABASE_URL"] = dsn
+            api_env = {
+                **settings,
+                "TEPHRA_API_ADDR": f"127.0.0.1:{port}",
+                "TEPHRA_API_BODY_LIMIT": str(2**26),
+            }
+            await stack.enter_async_context(_projector(broker.bootstrap, dsn, topics, logs / "projector.log"))
+            scheduler = contextlib.AsyncExitStack()
+            sched = await scheduler.enter_async_context(
+                _scheduler(broker.bootstrap, dsn, topics, opts.period, logs / "scheduler.log")
+            )
+            stack.push_async_exit(scheduler)
+            api_process = await stack.enter_async_context(_process("api", api_env, logs / "api.log"))
+            await _leader_at(sched)
+            assert api_process.stdout is not None
+            line = (await asyncio.wait_for(api_process.stdout.readline(), timeout=60)).decode()
+            url = line.removeprefix("tephra: API at ").strip()
+            api = await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=300))
+            cluster = await api.post(
+                "/v1/manifests?wait=archived",
+                content=_cluster_yaml(opts.nodes),
+                headers={"content-type": "application/yaml"},
+            )
+            if cluster.status_code != 202:
+                raise RuntimeError(f"the cluster: {cluster.status_code} {cluster.text[:500]}")
+            began = time.perf_counter()
+            await _submit(api, opts)
+            conn = await asyncpg.connect(dsn)
+            try:
+                while await conn.fetchval("SELECT count(*) FROM jobs") < opts.jobs:  # noqa: ASYNC110
+                    await asyncio.sleep(0.2)
+            finally:
+                await conn.close()
+            print(f"  all {opts.jobs} jobs projected {time.perf_counter() - began:.1f} s after the first")
+            print("reads while the scheduler runs sessions over the backlog:")
+            await _reads(api, opts)
+            await scheduler.aclose()
+            print("reads with the scheduler stopped (the projector idle):")
+            await _reads(api, opts)
 
 
 def _options() -> argparse.Namespace:
