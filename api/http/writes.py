@@ -23,6 +23,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
+import asyncpg
 from aiokafka.errors import KafkaError
 from fastapi import APIRouter, Depends, Query, Request
 
@@ -35,7 +36,7 @@ from api.manifests import InvalidManifests, ManifestError, ManifestObject, Manif
 from api.submit import produce_manifests
 from events.models import JobCancelled, JobCancelledData, JobSubmitted, QueueUpserted
 from projector.errors import WaitTimeoutError
-from projector.progress import EventFate, wait_for_event, wait_for_session_after
+from projector.progress import wait_for_events, wait_for_session_after
 
 __all__ = ["API_SOURCE", "MEDIA_TYPES", "router"]
 
@@ -115,6 +116,28 @@ async def _produce(ctx: ApiContext, manifests: Manifests) -> None:
         raise kafka_problem(exc) from None
 
 
+async def _wait_for(
+    conn: asyncpg.Connection, manifests: Manifests, objects: list[dict[str, Any]], wait: Wait, deadline: float
+) -> None:
+    """Fill ``objects`` in as the projection gets them: each one's seq (or rejection); with
+    ``decided``, the first session whose input holds every archived job, and each job's phase after it."""
+    fates = await wait_for_events(conn, [o.event.id for o in manifests.objects], deadline - time.monotonic())
+    jobs: dict[str, dict[str, Any]] = {}
+    for obj, out in zip(manifests.objects, objects, strict=True):
+        fate = fates[obj.event.id]
+        out["seq"] = fate.seq
+        if fate.error is not None:
+            out["rejected"] = {"error": fate.error, "detail": fate.detail}
+        elif isinstance(obj.event, JobSubmitted):
+            jobs[obj.event.data.job_id] = out
+    if wait != "decided" or not jobs:
+        return
+    last = max(out["seq"] for out in jobs.values())
+    session, _ = await wait_for_session_after(conn, last, deadline - time.monotonic())
+    for row in await conn.fetch("SELECT id, phase FROM jobs WHERE id = ANY($1::text[])", list(jobs)):
+        jobs[row["id"]].update(session=session, phase=row["phase"])
+
+
 async def _answer(ctx: ApiContext, manifests: Manifests, wait: Wait) -> dict[str, Any]:
     """The 202 body: each object's event id and, as far as the wait got in time, its fate."""
     objects: list[dict[str, Any]] = [
@@ -125,18 +148,7 @@ async def _answer(ctx: ApiContext, manifests: Manifests, wait: Wait) -> dict[str
         deadline = time.monotonic() + ctx.settings.api_wait_limit
         try:
             async with connection(ctx) as conn:
-                for obj, out in zip(manifests.objects, objects, strict=True):
-                    fate: EventFate = await wait_for_event(conn, obj.event.id, deadline - time.monotonic())
-                    out["seq"] = fate.seq
-                    if fate.error is not None:
-                        out["rejected"] = {"error": fate.error, "detail": fate.detail}
-                    if wait == "decided" and isinstance(obj.event, JobSubmitted) and fate.seq is not None:
-                        out["session"], _ = await wait_for_session_after(
-                            conn, fate.seq, deadline - time.monotonic()
-                        )
-                        out["phase"] = await conn.fetchval(
-                            "SELECT phase FROM jobs WHERE id = $1", obj.event.data.job_id
-                        )
+                await _wait_for(conn, manifests, objects, wait, deadline)
         except WaitTimeoutError:
             waited = False
     seqs = [o["seq"] for o in objects if o.get("seq") is not None]

@@ -192,6 +192,13 @@ async def check_audit_and_cancel(api: httpx.AsyncClient) -> None:
     after = (await api.get("/v1/jobs/default/llm-pretrain", params={"min_seq": obj["seq"]})).json()
     assert after["phase"] == "Cancelled"
 
+    # What the projector refuses comes back with its code: a second cancellation, a second submission.
+    again = await api.delete("/v1/jobs/default/llm-pretrain", params={"wait": "archived"})
+    assert again.json()["objects"][0]["rejected"]["error"] == "job-finished"
+    twice = await api.post("/v1/manifests?wait=decided", content=WORKLOADS, headers=YAML)
+    assert {o["rejected"]["error"] for o in twice.json()["objects"]} == {"duplicate-job"}
+    assert twice.json()["seq"] is None
+
 
 async def test_refusals_are_problem_details_and_submit_nothing(
     kafka_bootstrap: str, database_url: str, topics: Topics
