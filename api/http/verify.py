@@ -98,9 +98,8 @@ class Verifier:
             try:
                 result = await on_archive(ctx, None, work)
             except (Problem, _Stopped) as exc:
-                self.run = self.run.model_copy(
-                    update={"state": "failed", "finished": _now(), "error": getattr(exc, "detail", "stopped")}
-                )
+                error = exc.detail if isinstance(exc, Problem) else "the API stopped before the run finished"
+                self.run = self.run.model_copy(update={"state": "failed", "finished": _now(), "error": error})
                 return
             self.run = self.run.model_copy(
                 update={"state": "done", "finished": _now(), "result": result, "done": result["events"]}
