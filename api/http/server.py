@@ -36,9 +36,13 @@ def bind(settings: ApiSettings) -> socket.socket:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(128)
-    except OSError:
+    except OSError as exc:
         sock.close()
-        raise
+        raise OSError(
+            exc.errno,
+            f"cannot listen on TEPHRA_API_ADDR={settings.api_addr}: {exc.strerror};"
+            " set it (or --api-addr) to a free host:port, port 0 for any",
+        ) from None
     sock.setblocking(False)
     return sock
 

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 
 from api.demo_manifests import CLUSTER, URGENT, WORKLOADS
 from api.endpoints import Endpoints
@@ -306,3 +307,15 @@ async def test_tephra_api_serves_until_sigterm(
             _, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
         assert process.returncode == 0, stderr.decode()
         assert b"no API tokens are configured" in stderr
+
+
+def test_an_address_in_use_is_named_with_the_setting_to_change() -> None:
+    taken = bind(ApiSettings(api_addr="127.0.0.1:0"))
+    try:
+        port = taken.getsockname()[1]
+        with pytest.raises(
+            OSError, match=rf"cannot listen on TEPHRA_API_ADDR=127.0.0.1:{port}: .*--api-addr"
+        ):
+            bind(ApiSettings(api_addr=f"127.0.0.1:{port}"))
+    finally:
+        taken.close()
