@@ -110,7 +110,6 @@ class ProjectorMetrics:
     events_archived: int = 0
     events_rejected: int = 0
     duplicates_skipped: int = 0
-    other_cluster_skipped: int = 0
     offsets_went_backwards: int = 0
     #: Full collections of the frozen heap (projector.heap), at idle moments or in batches.
     heap_thaws: int = 0
@@ -346,6 +345,7 @@ class _Run:
                 cluster=target.cluster,
                 snapshot_every=settings.snapshot_every,
                 snapshot_scale=settings.snapshot_scale,
+                topics=target.topics,
             )
             self.metrics.last_seq = writer.state.seq
             self.heap.loaded()
@@ -567,6 +567,7 @@ class _Run:
         metrics = self.metrics
         if after is not None:
             await after  # raises if it failed: nothing later is written
+        await writer.settle(conn, plan)  # its id conflicts join the rejections to dead-letter
         if plan.rejections:
             await self._dead_letter(producer, plan.rejections)
         await writer.commit(conn, plan)
@@ -574,7 +575,6 @@ class _Run:
         metrics.events_archived += plan.archived
         metrics.events_rejected += len(plan.rejections)
         metrics.duplicates_skipped += plan.duplicates
-        metrics.other_cluster_skipped += plan.foreign
         metrics.last_seq = plan.last_seq
         metrics.last_batch_seconds = time.perf_counter() - began
         metrics.batch_seconds.append(metrics.last_batch_seconds)
