@@ -192,20 +192,31 @@ async def _migrate(database_url: str) -> None:
         return
 
 
-async def ensure_topics(bootstrap: str, topics: Topics) -> None:
-    """Create the deployment's topics that do not exist yet (one partition each; existing ones untouched).
+async def ensure_topics(settings: CommonSettings, bootstrap: str, topics: Topics) -> None:
+    """Create the deployment's topics that do not exist yet, as ``settings`` say (existing ones untouched).
 
-    A fresh broker has none, and a consumer assigned no partitions would fail
-    (or, Tansu, auto-create them with its own partition count).  Where the
-    broker refuses to create topics (ACLs), they must be provisioned: say so and
-    go on, so a broker that has them still works.
+    A fresh broker has none.  With ``TEPHRA_CREATE_TOPICS=false`` nothing is
+    created: the services wait for the topics and read them once they appear
+    (projector.topic_watch).  Where the broker refuses to create topics (ACLs),
+    they must be provisioned: say so and go on, as with the setting off.
     """
     from aiokafka.errors import KafkaError  # noqa: PLC0415 - keep `tephra --help` light
 
+    if not settings.create_topics:
+        return
     try:
-        await create_topics(bootstrap, topics.all())
+        await create_topics(
+            bootstrap,
+            topics.all(),
+            partitions=settings.topic_partitions,
+            replication_factor=settings.topic_replication_factor,
+        )
     except KafkaError as exc:
-        log.warning("could not create the topics %s (%s); they must exist", ", ".join(topics.all()), exc)
+        log.warning(
+            "could not create the topics %s (%s); the services wait until they exist",
+            ", ".join(topics.all()),
+            exc,
+        )
 
 
 SERVICES: dict[str, ServiceFactory] = {
@@ -230,12 +241,12 @@ async def run_services(settings: TephraSettings, endpoints: Endpoints, names: tu
 
     The schema is brought up to date first (idempotent, under the migrations'
     own lock), so no service starts against a database without its tables, and
-    the topics are created when missing, so none starts against a broker
-    without them.
+    the topics are created when missing (unless ``TEPHRA_CREATE_TOPICS`` is
+    off: then the services wait for them).
     """
     settings = settings_for(settings, names)
     await _migrate(endpoints.database_url)
-    await ensure_topics(endpoints.kafka_bootstrap, endpoints.topics)
+    await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
     async with asyncio.TaskGroup() as group:
         for name in names:
             group.create_task(SERVICES[name](settings, endpoints), name=name)
@@ -348,6 +359,7 @@ def scheduler_command(settings: TephraSettings, endpoints: Endpoints) -> int:
 
     async def main() -> None:
         await _migrate(endpoints.database_url)
+        await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
         await _scheduler_service(settings, endpoints, on_leader=announce)
 
     return run_until_signalled(main)

@@ -10,7 +10,9 @@ one life of the connections:
    tables (so a crash or a failed batch costs nothing but the redo);
 3. assign every partition of the intents, observations and decisions topics
    (no consumer group, no Kafka commits) and seek each to the offset stored
-   in ``consumer_offsets`` — 0 when there is none;
+   in ``consumer_offsets`` — 0 when there is none; topics and partitions
+   that appear later are found every ``projector_topics_refresh`` seconds
+   (:mod:`projector.topic_watch`) and assigned the same way;
 4. loop: gather a batch (by count, or after ``projector_linger_ms``), decode and fold
    it, produce its rejections to the dead-letter topic, then commit it to
    PostgreSQL in one transaction.  Two stages overlap: while batches
@@ -58,6 +60,7 @@ from projector.heap import BatchHeap
 from projector.migrate import apply_migrations
 from projector.plan import id_hint
 from projector.settings import ProjectorSettings
+from projector.topic_watch import TopicWatch
 from projector.writer import (
     BatchPlan,
     BatchWriter,
@@ -324,6 +327,13 @@ class _Run:
         self.stop = stop
         #: (topic, partition) -> the next offset this run expects to read.
         self.positions: dict[tuple[str, int], int] = {}
+        self._assigned = False
+        self.watch = TopicWatch(
+            target.kafka_bootstrap,
+            (target.topics.intents, target.topics.observations, target.topics.decisions),
+            who=f"projector {self.consumer_name}",
+            every=settings.projector_topics_refresh,
+        )
         self._last_report = time.monotonic()
         self.heap = BatchHeap(
             enabled=settings.projector_freeze,
@@ -369,8 +379,9 @@ class _Run:
             try:
                 await producer.start()
                 try:
-                    await self._assign(conn, consumer)
-                    await self._consume(conn, query_conn, consumer, producer, writer)
+                    async with self.watch:
+                        await self._assign(conn, consumer, await self.watch.partitions())
+                        await self._consume(conn, query_conn, consumer, producer, writer)
                 finally:
                     await producer.stop()
             finally:
@@ -395,31 +406,40 @@ class _Run:
                     await self.stop.wait()
         return False
 
-    async def _assign(self, conn: asyncpg.Connection, consumer: AIOKafkaConsumer) -> None:
-        topics = self.target.topics
-        wanted = (topics.intents, topics.observations, topics.decisions)
-        await consumer.topics()  # fetch metadata
-        partitions: list[TopicPartition] = []
-        for topic in wanted:
-            for number in sorted(consumer.partitions_for_topic(topic) or ()):
-                partitions.append(TopicPartition(topic, number))
-        consumer.assign(partitions)
-        stored = await stored_offsets(conn, self.consumer_name)
-        for tp in partitions:
-            position = stored.get((tp.topic, tp.partition), 0)
-            consumer.seek(tp, position)
-            self.positions[(tp.topic, tp.partition)] = position
-        log.info(
-            "projector %s assigned %d partitions: %s",
-            self.consumer_name,
-            len(partitions),
-            ", ".join(
-                f"{tp.topic}[{tp.partition}]@{self.positions[(tp.topic, tp.partition)]}" for tp in partitions
-            ),
-        )
+    async def _assign(
+        self, conn: asyncpg.Connection, consumer: AIOKafkaConsumer, found: Sequence[TopicPartition]
+    ) -> None:
+        """Assign ``found`` besides the partitions assigned already; the new ones from their stored offsets.
 
-    async def _gather(self, consumer: AIOKafkaConsumer) -> list[InboundRecord]:
+        Assigning anew resets every position in the client, so each partition
+        is sought again: the assigned ones to the next offset this run expects.
+        The first call assigns even when nothing is found: a consumer never
+        assigned waits in ``getmany`` for an assignment, past its timeout.
+        """
+        if not found and self._assigned:
+            return
+        self._assigned = True
+        stored = await stored_offsets(conn, self.consumer_name)
+        for tp in found:
+            self.positions.setdefault((tp.topic, tp.partition), stored.get((tp.topic, tp.partition), 0))
+        partitions = [TopicPartition(topic, partition) for topic, partition in sorted(self.positions)]
+        consumer.assign(partitions)
+        for tp in partitions:
+            consumer.seek(tp, self.positions[(tp.topic, tp.partition)])
+        if found:
+            log.info(
+                "projector %s assigned %d partitions: %s",
+                self.consumer_name,
+                len(partitions),
+                ", ".join(
+                    f"{tp.topic}[{tp.partition}]@{self.positions[tp.topic, tp.partition]}" for tp in found
+                ),
+            )
+
+    async def _gather(self, offsets: asyncpg.Connection, consumer: AIOKafkaConsumer) -> list[InboundRecord]:
         batch_size, linger_ms = self.settings.projector_batch_size, self.settings.projector_linger_ms
+        # Topics or partitions that appeared (the writer's connection may be committing: ask on the other).
+        await self._assign(offsets, consumer, await self.watch.new_partitions(consumer.assignment()))
         records: list[InboundRecord] = []
         deadline: float | None = None
         while len(records) < batch_size and not self.stop.is_set():
@@ -506,7 +526,7 @@ class _Run:
         try:
             while not self.stop.is_set():
                 began = clock()
-                records = await self._gather(consumer)
+                records = await self._gather(query_conn, consumer)
                 if not records:
                     while commits:  # idle: let the batches in flight land (and surface a failure)
                         await commits.popleft()
