@@ -11,11 +11,12 @@ with SIGKILL.
 
 Tansu keeps topics in memory, so a restarted embedded broker is empty while
 PostgreSQL still holds the event log, the projection and the projector's
-offsets.  Each start of the embedded stack therefore uses fresh topics,
-``<TEPHRA_TOPICS_PREFIX>-e<epoch>`` with the epoch one above the last one
-recorded in ``<data dir>/broker-epoch``; the projection carries on from where
-it was and the offsets stored for the old topics are never read again.  (With
-external Kafka the prefix is used as is.)
+offsets.  The topics keep their names (``TEPHRA_TOPICS_PREFIX``), so a
+producer configured once keeps working; the projector sees that the new logs
+are not the ones it read (projector.broker_identity) and reads them from
+their start, skipping the ids it archived.  ``<data dir>/broker-epoch``
+counts the embedded broker's starts (shown at start-up and in
+``stack.json``).
 """
 
 from __future__ import annotations
@@ -100,12 +101,13 @@ def embedded_stack(settings: CommonSettings, *, durable: bool = True) -> Iterato
             "stop it first or use another TEPHRA_DATA_DIR"
         )
     epoch = _next_epoch(data_dir)
-    topics = Topics(f"{settings.topics_prefix}-e{epoch}")
+    topics = Topics(settings.topics_prefix)
     with (
         EmbeddedPostgres(data_dir / "postgres", durable=durable) as postgres,
         EmbeddedBroker(log_path=data_dir / "tansu.log") as broker,
     ):
-        asyncio.run(create_topics(broker.bootstrap, topics.all(), partitions=1))
+        # Ours: created whatever TEPHRA_CREATE_TOPICS says (an external broker's topics may be provisioned).
+        asyncio.run(create_topics(broker.bootstrap, topics.all(), partitions=settings.topic_partitions))
         endpoints = Endpoints(broker.bootstrap, postgres.dsn, topics, settings.cluster)
         write_stack_record(
             data_dir,
@@ -316,7 +318,7 @@ def sigterm_unwinds() -> Iterator[None]:
 
 def _print_connection(stack: EmbeddedStack, out: TextIO) -> None:
     e = stack.endpoints
-    print(f"tephra: embedded stack up (data dir {stack.data_dir}, broker epoch {stack.epoch})", file=out)
+    print(f"tephra: embedded stack up (data dir {stack.data_dir}, broker start {stack.epoch})", file=out)
     print(f"  kafka     {e.kafka_bootstrap}   topics {e.topics.prefix}.*", file=out)
     print(f"  postgres  {e.database_url}", file=out)
     print("  in another shell: tephra submit FILE...; tephra get jobs", file=out)

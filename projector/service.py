@@ -29,11 +29,13 @@ counts a reconnect, waits with capped backoff and starts a new run.  Nothing
 is lost or duplicated because progress is only what PostgreSQL committed.
 
 A broker that lost data shows up as a fetch position out of range, a high
-watermark below the stored position, or records below it: all are logged
-at ERROR and counted in
-``offsets_went_backwards``, and consumption restarts from the broker's
-earliest offset (already archived event ids are skipped), never silently
-from the stale position.  Dead-letter messages are produced before the
+watermark below the stored position, records below it, or, before a
+partition resumes at its stored position, another record than the one
+archived from it (projector.broker_identity: a broker restarted empty whose
+new log already reaches past the stored position): all are logged at ERROR
+and counted in ``offsets_went_backwards``, and consumption restarts from the
+broker's earliest offset (already archived event ids are skipped), never
+silently from the stale position.  Dead-letter messages are produced before the
 batch commits, so after a crash they may be produced twice; ``rejected_events``
 holds each rejection exactly once.
 """
@@ -51,10 +53,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Final
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError, OffsetOutOfRangeError
 
 from events.topics import Topics
+from projector.broker_identity import IdentityCheck, Verdict, identity_check
 from projector.errors import ProjectorError
 from projector.heap import BatchHeap
 from projector.migrate import apply_migrations
@@ -327,6 +330,9 @@ class _Run:
         self.stop = stop
         #: (topic, partition) -> the next offset this run expects to read.
         self.positions: dict[tuple[str, int], int] = {}
+        #: Partitions resumed at a stored position whose first record read must be the one archived
+        #: from it (projector.broker_identity): (topic, partition) -> the check.
+        self.identity: dict[tuple[str, int], IdentityCheck] = {}
         self._assigned = False
         self.watch = TopicWatch(
             target.kafka_bootstrap,
@@ -421,7 +427,15 @@ class _Run:
         self._assigned = True
         stored = await stored_offsets(conn, self.consumer_name)
         for tp in found:
-            self.positions.setdefault((tp.topic, tp.partition), stored.get((tp.topic, tp.partition), 0))
+            key = (tp.topic, tp.partition)
+            if key in self.positions:
+                continue
+            position = stored.get(key, 0)
+            check = await identity_check(conn, tp.topic, tp.partition, position)
+            if check is not None:  # read the newest archived record first: is it still there?
+                self.identity[key] = check
+                position = check.offset
+            self.positions[key] = position
         partitions = [TopicPartition(topic, partition) for topic, partition in sorted(self.positions)]
         consumer.assign(partitions)
         for tp in partitions:
@@ -459,6 +473,9 @@ class _Run:
                 if not messages:
                     continue
                 topic, partition = key = (tp.topic, tp.partition)
+                if key in self.identity:
+                    await self._check_identity(consumer, tp, self.identity.pop(key), messages[0])
+                    continue  # what this fetch read was consumed already, or is read again
                 expected = self.positions.get(key, 0)
                 # A partition's offsets only increase: checking the first message checks them all.
                 if messages[0].offset < expected:
@@ -487,28 +504,52 @@ class _Run:
         """
         for tp in consumer.assignment():
             highwater = consumer.highwater(tp)
-            position = self.positions.get((tp.topic, tp.partition), 0)
-            if highwater is not None and highwater < position:
-                self.metrics.offsets_went_backwards += 1
-                log.error(
-                    "[PROJ-OFFSETS] %s[%d] stored position %d is beyond the broker's end %d: the broker"
-                    " lost data; restarting from its earliest offset (archived event ids are skipped)",
-                    tp.topic, tp.partition, position, highwater,
-                )  # fmt: skip
-                await consumer.seek_to_beginning(tp)
-                self.positions[(tp.topic, tp.partition)] = 0
+            key = (tp.topic, tp.partition)
+            position = self.positions.get(key, 0)
+            check = self.identity.get(key)
+            if highwater is None:
+                continue
+            if check is not None and check.ended_before(highwater):
+                del self.identity[key]
+                await self._lost(consumer, tp, f"no longer holds offset {check.offset} ({check.event_id})")
+            elif highwater < position:
+                await self._lost(
+                    consumer, tp, f"stored position {position} is beyond the broker's end {highwater}"
+                )
+
+    async def _check_identity(
+        self, consumer: AIOKafkaConsumer, tp: TopicPartition, check: IdentityCheck, first: ConsumerRecord
+    ) -> None:
+        """Resume at the stored position if the partition is the log it was; else read it from its start."""
+        verdict = check.verdict(first.offset, first.value)
+        if verdict is Verdict.LOST:
+            await self._lost(
+                consumer, tp, f"holds another record at offset {check.offset} than {check.event_id}"
+            )
+            return
+        if verdict is Verdict.UNKNOWN:
+            log.info(
+                "%s[%d] starts past offset %d (retention): resuming at the stored position %d unchecked",
+                tp.topic, tp.partition, check.offset, check.resume,
+            )  # fmt: skip
+        consumer.seek(tp, check.resume)
+        self.positions[(tp.topic, tp.partition)] = check.resume
+
+    async def _lost(self, consumer: AIOKafkaConsumer, tp: TopicPartition, what: str) -> None:
+        self.metrics.offsets_went_backwards += 1
+        log.error(
+            "[PROJ-OFFSETS] %s[%d] %s: the broker lost its data (a new log under the same name);"
+            " restarting from its earliest offset (archived event ids are skipped)",
+            tp.topic, tp.partition, what,
+        )  # fmt: skip
+        await consumer.seek_to_beginning(tp)
+        self.positions[(tp.topic, tp.partition)] = 0
 
     async def _went_backwards(self, consumer: AIOKafkaConsumer, exc: OffsetOutOfRangeError) -> None:
         positions = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
         for tp, offset in positions.items():
-            self.metrics.offsets_went_backwards += 1
-            log.error(
-                "[PROJ-OFFSETS] %s[%d] stored position %s is beyond the broker's log: the broker lost data;"
-                " restarting from its earliest offset (archived event ids are skipped)",
-                tp.topic, tp.partition, offset,
-            )  # fmt: skip
-            await consumer.seek_to_beginning(tp)
-            self.positions[(tp.topic, tp.partition)] = 0
+            self.identity.pop((tp.topic, tp.partition), None)
+            await self._lost(consumer, tp, f"stored position {offset} is beyond the broker's log")
 
     async def _consume(
         self,
