@@ -56,7 +56,7 @@ from events.models import (
     TaskSpec,
     Toleration,
 )
-from events.names import is_dns_label, is_dns_subdomain
+from events.names import invalid_name, is_dns_label, is_dns_subdomain
 from events.quantity import PODS, QuantityError, format_resources, parse_quantity
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
 from scheduler.core.config import ConfigError, parse_scheduler_config
@@ -761,10 +761,7 @@ def parse_manifests(
     defined: dict[str, ManifestObject] = {}
     for doc, kind, value in documents:
         try:
-            if kind == "job":
-                obj = _volcano_job(doc, value, env, priority_values)
-            else:
-                obj = _CONVERTERS[kind](doc, value, env)
+            obj = _convert(doc, kind, value, env, priority_values)
         except _DocumentInvalid as exc:
             errors.append(exc.error)
             continue
@@ -808,6 +805,20 @@ def load_manifest_files(
     if errors:
         raise InvalidManifests(errors)
     return parse_manifests(sources, cluster=cluster, source=source, now=now, new_id=new_id)
+
+
+def _convert(
+    doc: _Doc, kind: str, value: Mapping[str, Any], env: _Envelope, priority_values: Mapping[str, int]
+) -> ManifestObject:
+    if kind == "job":
+        obj = _volcano_job(doc, value, env, priority_values)
+    else:
+        obj = _CONVERTERS[kind](doc, value, env)
+    if (problem := invalid_name(obj.event)) is not None:
+        # The projector would reject it (invalid-name): the same check as for raw events.
+        where, _, why = problem.partition(": ")
+        doc.fail(f"(event {where})", why)
+    return obj
 
 
 _CONVERTERS: dict[str, Callable[[_Doc, Mapping[str, Any], _Envelope], ManifestObject]] = {

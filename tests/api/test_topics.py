@@ -24,7 +24,7 @@ from api.stack import SERVICES, ensure_topics, run_services
 from events.topics import Topics
 from projector.migrate import apply_migrations
 from tests.api.test_live_scheduling import NODE, SETUP, submit, vcjob
-from tests.service.helpers import stopped, until, wait_for
+from tests.service.helpers import stopped, stopped_all, until, wait_for
 
 PHASE = "SELECT phase FROM jobs WHERE id = $1"
 
@@ -112,10 +112,7 @@ async def _services(
                 )
         yield
     finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            await stopped(task)
+        await stopped_all(tasks)
 
 
 @pytest.mark.integration

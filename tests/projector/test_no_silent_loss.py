@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import asyncpg
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +24,7 @@ from events.serde import encode
 from events.topics import Topics, topic_for
 from projector.plan import InboundRecord
 from projector.writer import BatchWriter
+from tests.api.helpers import read_topic
 from tests.events.samples import job_submitted, node_reported, session_committed
 from tests.projector.helpers import create_database, drop_database, produce, reset_schema
 from tests.projector.streams import CLUSTER, event_stream
@@ -212,20 +212,6 @@ async def test_the_silent_drops_are_rejected_with_their_codes_and_dead_lettered(
     assert "'My Job!!'" in details["invalid-name"]
     assert "archived digest" in details["id-conflict"]
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=None, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        tp = TopicPartition(topics.rejected, 0)
-        consumer.assign([tp])
-        await consumer.seek_to_beginning(tp)
-        errors: list[bytes] = []
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 60
-        while len(errors) < len(expected):
-            if loop.time() > deadline:
-                pytest.fail(f"{len(errors)} dead letters read, expected {len(expected)}")
-            for records in (await consumer.getmany(tp, timeout_ms=500)).values():
-                errors += [dict(r.headers)["tephra-error"] for r in records]
-    finally:
-        await consumer.stop()
+    dead = await read_topic(kafka_bootstrap, topics.rejected)
+    errors = [dict(headers)["tephra-error"] for _, headers, _ in dead]
     assert sorted(errors) == sorted(code.encode() for code in expected.values())
