@@ -26,6 +26,8 @@ from projector.migrate import apply_migrations
 from tests.api.test_live_scheduling import NODE, SETUP, submit, vcjob
 from tests.service.helpers import stopped, stopped_all, until, wait_for
 
+pytestmark = pytest.mark.integration
+
 PHASE = "SELECT phase FROM jobs WHERE id = $1"
 
 
@@ -115,7 +117,6 @@ async def _services(
         await stopped_all(tasks)
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("order", list(itertools.permutations(SERVICES)), ids="-then-".join)
 async def test_services_started_in_any_order_wait_for_topics_that_appear_later(
     kafka_bootstrap: str, database_url: str, order: tuple[str, ...]
@@ -144,7 +145,6 @@ async def test_services_started_in_any_order_wait_for_topics_that_appear_later(
                 await conn.close()
 
 
-@pytest.mark.integration
 async def test_with_create_topics_on_the_services_create_them_with_the_set_partitions(
     kafka_bootstrap: str, database_url: str
 ) -> None:
