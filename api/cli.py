@@ -35,6 +35,7 @@ from projector.heap import tune_gc
 
 if TYPE_CHECKING:
     from api.endpoints import Endpoints
+    from api.manifests import ManifestObject
 
 app = typer.Typer(
     name="tephra",
@@ -196,8 +197,16 @@ def submit(
     provider = configure_tracing("tephra-submit")
     from aiokafka.errors import KafkaError
 
+    from api.stack import ensure_topics
+
+    async def create_and_produce() -> list[ManifestObject]:
+        # All the topics with the deployment's partition count, not only those produced to (a broker
+        # that creates topics on first use would create those alone, with its own count).
+        await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
+        return await produce_manifests(manifests, endpoints)
+
     try:
-        produced = asyncio.run(produce_manifests(manifests, endpoints))
+        produced = asyncio.run(create_and_produce())
     except KafkaError as exc:
         typer.echo(f"error: cannot reach Kafka at {endpoints.kafka_bootstrap}: {exc}", err=True)
         raise typer.Exit(1) from None

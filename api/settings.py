@@ -80,6 +80,15 @@ class CommonSettings(BaseSettings):
         default=DEFAULT_CLUSTER, description="cluster id: the Kafka key and the leader scope"
     )
     topics_prefix: str = Field(default=Topics().prefix, description="prefix of the Kafka topic names")
+    create_topics: bool = Field(
+        default=True,
+        description="create the deployment's missing topics at start (false: the services wait for them,"
+        " and read them once they exist)",
+    )
+    topic_partitions: int = Field(default=1, gt=0, description="partitions of each topic Tephra creates")
+    topic_replication_factor: int = Field(
+        default=1, gt=0, description="replicas of each topic Tephra creates (at most the number of brokers)"
+    )
     data_dir: Path = Field(default=Path(".tephra"), description="where the embedded stack keeps its data")
     log_level: LogLevel = Field(default=LogLevel.INFO, description="the services' log level")
 
