@@ -3,7 +3,8 @@
 Each service package owns the model of its own settings
 (:class:`~projector.settings.ProjectorSettings`,
 :class:`~scheduler.service.settings.SchedulerSettings`,
-:class:`~kube.settings.SimClusterSettings`); :class:`CommonSettings` holds
+:class:`~kube.settings.SimClusterSettings`,
+:class:`~api.http.settings.ApiSettings`); :class:`CommonSettings` holds
 what every command shares: where the stack is, and the log level.
 :class:`TephraSettings` is all of them in one object, the one the service
 commands build; each service is handed it as its own model (a base class).
@@ -30,6 +31,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from api.http.settings import ApiSettings
 from events.display import redact
 from events.models import DEFAULT_CLUSTER
 from events.topics import Topics
@@ -87,6 +89,15 @@ class CommonSettings(BaseSettings):
         default=DEFAULT_CLUSTER, description="cluster id: the Kafka key and the leader scope"
     )
     topics_prefix: str = Field(default=Topics().prefix, description="prefix of the Kafka topic names")
+    create_topics: bool = Field(
+        default=True,
+        description="create the deployment's missing topics at start (false: the services wait for them,"
+        " and read them once they exist)",
+    )
+    topic_partitions: int = Field(default=1, gt=0, description="partitions of each topic Tephra creates")
+    topic_replication_factor: int = Field(
+        default=1, gt=0, description="replicas of each topic Tephra creates (at most the number of brokers)"
+    )
     data_dir: Path = Field(default=Path(".tephra"), description="where the embedded stack keeps its data")
     log_level: LogLevel = Field(default=LogLevel.INFO, description="the services' log level")
 
@@ -141,7 +152,7 @@ class CommonSettings(BaseSettings):
         return self.kafka_bootstrap is None and self.database_url is None
 
 
-class TephraSettings(CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings):
+class TephraSettings(CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings, ApiSettings):
     """Every setting: what ``tephra up`` runs with; each service reads its own base class."""
 
     model_config = _CONFIG
@@ -150,10 +161,11 @@ class TephraSettings(CommonSettings, ProjectorSettings, SchedulerSettings, SimCl
 #: The models whose fields each command accepts as flags.  Every service command builds the
 #: whole :class:`TephraSettings` (one environment, checked as a whole); its flags are its own.
 COMMAND_SETTINGS: Mapping[str, tuple[type[BaseSettings], ...]] = {
-    "up": (CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings),
+    "up": (CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings, ApiSettings),
     "projector": (CommonSettings, ProjectorSettings),
     "scheduler": (CommonSettings, SchedulerSettings),
     "sim-cluster": (CommonSettings, SimClusterSettings),
+    "api": (CommonSettings, ApiSettings),
     "submit": (CommonSettings,),
     "get": (CommonSettings,),
 }
@@ -259,7 +271,7 @@ def configuration_markdown() -> str:
         "A flag wins over the variable; every value is checked once, at start-up, and a",
         "bad one stops the command with exit code 2 and a message naming the variable",
         "or the flag.  Every service command (`up`, `projector`, `scheduler`,",
-        "`sim-cluster`) checks the whole environment, as compose.yaml gives all its",
+        "`sim-cluster`, `api`) checks the whole environment, as compose.yaml gives all its",
         "services the same one; `tephra demo` reads the variables and takes no flags.",
         "With neither `TEPHRA_KAFKA_BOOTSTRAP` nor `TEPHRA_DATABASE_URL` set, commands",
         "use the embedded dev stack under `TEPHRA_DATA_DIR`.  OpenTelemetry reads the",

@@ -1,4 +1,4 @@
-"""``tephra up``: the embedded servers (when needed) plus projector, scheduler and simulated cluster.
+"""``tephra up``: the embedded servers (when needed) plus projector, scheduler, simulated cluster and API.
 
 One process, one :class:`asyncio.TaskGroup`: if any service fails, the group
 cancels the others and the process exits non-zero (its supervisor restarts
@@ -13,11 +13,12 @@ with SIGKILL.
 
 Tansu keeps topics in memory, so a restarted embedded broker is empty while
 PostgreSQL still holds the event log, the projection and the projector's
-offsets.  Each start of the embedded stack therefore uses fresh topics,
-``<TEPHRA_TOPICS_PREFIX>-e<epoch>`` with the epoch one above the last one
-recorded in ``<data dir>/broker-epoch``; the projection carries on from where
-it was and the offsets stored for the old topics are never read again.  (With
-external Kafka the prefix is used as is.)
+offsets.  The topics keep their names (``TEPHRA_TOPICS_PREFIX``), so a
+producer configured once keeps working; the projector sees that the new logs
+are not the ones it read (projector.broker_identity) and reads them from
+their start, skipping the ids it archived.  ``<data dir>/broker-epoch``
+counts the embedded broker's starts (shown at start-up and in
+``stack.json``).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ __all__ = [
     "EmbeddedStack",
     "StackAlreadyRunningError",
     "Terminated",
+    "api_service",
     "embedded_stack",
     "ensure_topics",
     "projector_command",
@@ -103,12 +105,13 @@ def embedded_stack(settings: CommonSettings, *, durable: bool = True) -> Iterato
             "stop it first or use another TEPHRA_DATA_DIR"
         )
     epoch = _next_epoch(data_dir)
-    topics = Topics(f"{settings.topics_prefix}-e{epoch}")
+    topics = Topics(settings.topics_prefix)
     with (
         EmbeddedPostgres(data_dir / "postgres", durable=durable) as postgres,
         EmbeddedBroker(log_path=data_dir / "tansu.log") as broker,
     ):
-        asyncio.run(create_topics(broker.bootstrap, topics.all(), partitions=1))
+        # Ours: created whatever TEPHRA_CREATE_TOPICS says (an external broker's topics may be provisioned).
+        asyncio.run(create_topics(broker.bootstrap, topics.all(), partitions=settings.topic_partitions))
         endpoints = Endpoints(broker.bootstrap, postgres.dsn, topics, settings.cluster)
         write_stack_record(
             data_dir,
@@ -199,20 +202,31 @@ async def _migrate(database_url: str) -> None:
         return
 
 
-async def ensure_topics(bootstrap: str, topics: Topics) -> None:
-    """Create the deployment's topics that do not exist yet (one partition each; existing ones untouched).
+async def ensure_topics(settings: CommonSettings, bootstrap: str, topics: Topics) -> None:
+    """Create the deployment's topics that do not exist yet, as ``settings`` say (existing ones untouched).
 
-    A fresh broker has none, and a consumer assigned no partitions would fail
-    (or, Tansu, auto-create them with its own partition count).  Where the
-    broker refuses to create topics (ACLs), they must be provisioned: say so and
-    go on, so a broker that has them still works.
+    A fresh broker has none.  With ``TEPHRA_CREATE_TOPICS=false`` nothing is
+    created: the services wait for the topics and read them once they appear
+    (projector.topic_watch).  Where the broker refuses to create topics (ACLs),
+    they must be provisioned: say so and go on, as with the setting off.
     """
     from aiokafka.errors import KafkaError  # noqa: PLC0415 - keep `tephra --help` light
 
+    if not settings.create_topics:
+        return
     try:
-        await create_topics(bootstrap, topics.all())
+        await create_topics(
+            bootstrap,
+            topics.all(),
+            partitions=settings.topic_partitions,
+            replication_factor=settings.topic_replication_factor,
+        )
     except KafkaError as exc:
-        log.warning("could not create the topics %s (%s); they must exist", ", ".join(topics.all()), exc)
+        log.warning(
+            "could not create the topics %s (%s); the services wait until they exist",
+            ", ".join(topics.all()),
+            exc,
+        )
 
 
 SERVICES: dict[str, ServiceFactory] = {
@@ -232,20 +246,42 @@ def settings_for(settings: TephraSettings, names: tuple[str, ...]) -> TephraSett
     return settings.model_copy(update={"projector_freeze": False})
 
 
-async def run_services(settings: TephraSettings, endpoints: Endpoints, names: tuple[str, ...]) -> None:
+def api_service(out: TextIO) -> ServiceFactory:
+    """The HTTP API as one of ``tephra up``'s services; its URL is printed to ``out`` once it listens."""
+
+    async def run(settings: TephraSettings, endpoints: Endpoints) -> None:
+        from api.http.server import serve_api  # noqa: PLC0415 - the service is composed here, once
+
+        await serve_api(
+            settings, endpoints, on_ready=lambda url: print(f"tephra: API at {url}", file=out, flush=True)
+        )
+
+    return run
+
+
+async def run_services(
+    settings: TephraSettings,
+    endpoints: Endpoints,
+    names: tuple[str, ...],
+    *,
+    also: dict[str, ServiceFactory] | None = None,
+) -> None:
     """Run the named services until one fails or the caller cancels.
 
     The schema is brought up to date first (idempotent, under the migrations'
     own lock), so no service starts against a database without its tables, and
-    the topics are created when missing, so none starts against a broker
-    without them.
+    the topics are created when missing (unless ``TEPHRA_CREATE_TOPICS`` is
+    off: then the services wait for them).  ``also``: services beside the named
+    ones (``tephra up``'s API).
     """
     settings = settings_for(settings, names)
     await _migrate(endpoints.database_url)
-    await ensure_topics(endpoints.kafka_bootstrap, endpoints.topics)
+    await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
     async with asyncio.TaskGroup() as group:
         for name in names:
             group.create_task(SERVICES[name](settings, endpoints), name=name)
+        for name, service in (also or {}).items():
+            group.create_task(service(settings, endpoints), name=name)
 
 
 def run_until_signalled(main: Callable[[], Awaitable[None]]) -> int:
@@ -314,7 +350,7 @@ def _print_connection(stack: EmbeddedStack, out: TextIO) -> None:
     e = stack.endpoints
     # The embedded PostgreSQL has no password (trust on loopback); redact() keeps it so if it ever has.
     kafka, postgres = redact(e.kafka_bootstrap), redact(e.database_url)
-    print(f"tephra: embedded stack up (data dir {stack.data_dir}, broker epoch {stack.epoch})", file=out)
+    print(f"tephra: embedded stack up (data dir {stack.data_dir}, broker start {stack.epoch})", file=out)
     print(f"  kafka     {kafka}   topics {e.topics.prefix}.*", file=out)
     print(f"  postgres  {postgres}", file=out)
     print("  in another shell: tephra submit FILE...; tephra get jobs", file=out)
@@ -329,15 +365,16 @@ def _print_connection(stack: EmbeddedStack, out: TextIO) -> None:
 def up_command(settings: TephraSettings, out: TextIO | None = None) -> int:
     out = out or sys.stdout  # read at call time: tests and embedding apps swap sys.stdout
     names = tuple(SERVICES)
+    also = {"api": api_service(out)}
     if not settings.embedded:
         from api.endpoints import resolve_endpoints  # noqa: PLC0415
 
         endpoints = resolve_endpoints(settings)
-        return run_until_signalled(lambda: run_services(settings, endpoints, names))
+        return run_until_signalled(lambda: run_services(settings, endpoints, names, also=also))
     try:
         with sigterm_unwinds(), embedded_stack(settings) as stack:
             _print_connection(stack, out)
-            code = run_until_signalled(lambda: run_services(settings, stack.endpoints, names))
+            code = run_until_signalled(lambda: run_services(settings, stack.endpoints, names, also=also))
     except StackAlreadyRunningError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -357,6 +394,7 @@ def scheduler_command(settings: TephraSettings, endpoints: Endpoints) -> int:
 
     async def main() -> None:
         await _migrate(endpoints.database_url)
+        await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
         await _scheduler_service(settings, endpoints, on_leader=announce)
 
     return run_until_signalled(main)

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -364,17 +364,24 @@ async def saturation(bootstrap: str, admin_dsn: str, logs: Path, opts: argparse.
     print(f"  {sessions}")
 
 
-async def main(opts: argparse.Namespace) -> None:
+@contextlib.contextmanager
+def servers(logs_option: str) -> Iterator[tuple[EmbeddedPostgres, EmbeddedBroker, Path]]:
+    """The embedded PostgreSQL and broker under a temporary directory, and where the runners log."""
     with tempfile.TemporaryDirectory(prefix="tephra-bench-") as tmp:
         base = Path(tmp)
-        base.chmod(0o711)  # noqa: ASYNC240 - once, before anything runs
-        logs = Path(opts.logs) if opts.logs else base / "logs"
+        base.chmod(0o711)
+        logs = Path(logs_option) if logs_option else base / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         with EmbeddedPostgres(base / "pg", durable=False) as postgres, EmbeddedBroker() as broker:
-            if not opts.skip_latency:
-                await latency(broker.bootstrap, postgres.dsn, logs, opts)
-            if not opts.skip_saturation:
-                await saturation(broker.bootstrap, postgres.dsn, logs, opts)
+            yield postgres, broker, logs
+
+
+async def main(opts: argparse.Namespace) -> None:
+    with servers(opts.logs) as (postgres, broker, logs):
+        if not opts.skip_latency:
+            await latency(broker.bootstrap, postgres.dsn, logs, opts)
+        if not opts.skip_saturation:
+            await saturation(broker.bootstrap, postgres.dsn, logs, opts)
 
 
 def _options() -> argparse.Namespace:

@@ -14,6 +14,7 @@ canonical quantity strings (``"500m"``, ``"8589934592"``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import (
@@ -83,6 +84,24 @@ __all__ = [
 DEFAULT_CLUSTER = "default"
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+def _requires(tag: str) -> Callable[[dict[str, Any]], None]:
+    """A schema hook: the published schema requires the ``tag`` member, as decoding does.
+
+    The models default their tag (``type``, a decision's ``kind``) so that
+    Python code need not repeat it; a producer's record must carry it, since
+    it says which schema the record follows (decoding an event without
+    ``type`` fails with ``missing-type``, a decision without ``kind`` too).
+    """
+
+    def hook(schema: dict[str, Any]) -> None:
+        properties = schema.get("properties")
+        if isinstance(properties, dict) and isinstance(properties.get(tag), dict):
+            properties[tag].pop("default", None)
+            schema["required"] = [*schema.get("required", []), tag]
+
+    return hook
 
 
 def _parse_resource_list(value: object) -> dict[str, int]:
@@ -283,26 +302,32 @@ class TaskFinishedData(EventData):
 # --------------------------------------------------------------------------- sessions
 
 
-class EnqueueDecision(EventData):
+class _DecisionData(EventData):
+    """Base of the decisions: the ``kind`` member says which one a decision is."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_requires("kind"))
+
+
+class EnqueueDecision(_DecisionData):
     kind: Literal["enqueue"] = "enqueue"
     job: str
 
 
-class BindDecision(EventData):
+class BindDecision(_DecisionData):
     kind: Literal["bind"] = "bind"
     task: str
     job: str
     node: str
 
 
-class PipelineDecision(EventData):
+class PipelineDecision(_DecisionData):
     kind: Literal["pipeline"] = "pipeline"
     task: str
     job: str
     node: str
 
 
-class EvictDecision(EventData):
+class EvictDecision(_DecisionData):
     kind: Literal["evict"] = "evict"
     task: str
     job: str
@@ -375,7 +400,7 @@ class SessionPartData(EventData):
 class _Envelope(BaseModel):
     """CloudEvents 1.0 structured-mode attributes shared by every event."""
 
-    model_config = _FROZEN
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_requires("type"))
 
     specversion: Literal["1.0"] = "1.0"
     id: str = Field(min_length=1)

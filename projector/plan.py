@@ -27,7 +27,9 @@ from events.models import (
     EvictDecision,
     SessionCommitted,
 )
+from events.names import invalid_name
 from events.serde import EventDecodeError, decode
+from events.topics import Topics, topic_for
 from projector.archive import JOB_EVENT_TYPES, job_of_event, stdlib_utc
 from projector.fold import apply
 from projector.projection_rows import (
@@ -47,6 +49,7 @@ __all__ = [
     "Decoded",
     "InboundRecord",
     "Rejection",
+    "Repeat",
     "decode_batch",
     "finish_plan",
     "fold_records",
@@ -73,7 +76,9 @@ class Rejection:
     partition: int
     offset: int
     raw: bytes | None
-    error: str  # stable code: a DecodeErrorCode, an invalid-event reason, empty-record or unstorable-text
+    #: Stable code: a DecodeErrorCode, an invalid-event reason, empty-record, unstorable-text,
+    #: invalid-name, unknown-cluster, wrong-topic or id-conflict.
+    error: str
     detail: str
     event_id: str | None
     event_type: str | None
@@ -131,6 +136,9 @@ def decode_batch(records: Iterable[InboundRecord]) -> list[Decoded]:
             event_id = None if "\x00" in event.id else event.id  # nor the rejection's event_id
             out.append((record, _rejection(record, "unstorable-text", detail, event_id, event.type)))
             continue
+        if (problem := invalid_name(event)) is not None:
+            out.append((record, _rejection(record, "invalid-name", problem, event.id, event.type)))
+            continue
         out.append((record, event))
     return out
 
@@ -150,6 +158,17 @@ def _rejection(
     )
 
 
+class Repeat(NamedTuple):
+    """A record whose event id is archived already (or earlier in the batch): a redelivery,
+    unless its content differs (:meth:`projector.writer.BatchWriter.settle` tells)."""
+
+    record: InboundRecord
+    event_id: str
+    event_type: str
+    #: The event's canonical bytes (events.canonical), compared through the archive's chain hash.
+    canonical: bytes
+
+
 @dataclass(slots=True)
 class BatchPlan:
     """Everything one batch will write, computed by :meth:`BatchWriter.prepare`."""
@@ -164,7 +183,8 @@ class BatchPlan:
     #: (topic, partition) -> next offset to read.
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     duplicates: int = 0
-    foreign: int = 0
+    #: The batch's records with an archived id, until the writer settles them.
+    repeats: list[Repeat] = field(default_factory=list)
     #: Ids of the archived events (duplicate detection while the plan is in flight).
     event_ids: set[str] = field(default_factory=set)
     #: The projection_meta columns other than seq, as of the end of the batch.
@@ -191,11 +211,15 @@ def fold_records(
     archived_ids: set[str],
     *,
     cluster: str,
+    topics: Topics | None = None,
 ) -> None:
     """Fold ``decoded`` into ``state`` and the plan (continuing where the plan stands).
 
-    Skips events already archived (same id: a producer retry or a redelivery) and
-    events of other clusters; events the fold refuses become rejections.
+    Sets aside events already archived (same id: a producer retry or a
+    redelivery, unless the content differs: see :class:`Repeat`).  Events of
+    another cluster (``unknown-cluster``), on another topic than their type's
+    (``wrong-topic``, when ``topics`` is given) and those the fold refuses
+    become rejections: nothing consumed is dropped without a row.
     """
     seq = plan.last_seq
     seen = plan.event_ids
@@ -212,9 +236,18 @@ def fold_records(
         event_id = item.id
         if event_id in seen or event_id in archived_ids:
             plan.duplicates += 1
+            plan.repeats.append(Repeat(record, event_id, item.type, canonical_form(item).bytes))
             continue
         if item.cluster != cluster:
-            plan.foreign += 1
+            detail = (
+                f"the event is for cluster {item.cluster!r}; this deployment archives cluster {cluster!r}"
+                " (TEPHRA_CLUSTER): produce it to its own cluster's topics"
+            )
+            plan.rejections.append(_rejection(record, "unknown-cluster", detail, event_id, item.type))
+            continue
+        if topics is not None and (expected := topic_for(item, topics)) != topic:
+            detail = f"a {item.type} event belongs on the topic {expected}, not {topic}"
+            plan.rejections.append(_rejection(record, "wrong-topic", detail, event_id, item.type))
             continue
         # What the archive keeps (the event in UTC) and the bytes the chain hashes, with
         # the pieces they are spliced from: the row's own columns (events.canonical).

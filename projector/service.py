@@ -10,7 +10,9 @@ one life of the connections:
    tables (so a crash or a failed batch costs nothing but the redo);
 3. assign every partition of the intents, observations and decisions topics
    (no consumer group, no Kafka commits) and seek each to the offset stored
-   in ``consumer_offsets`` — 0 when there is none;
+   in ``consumer_offsets`` — 0 when there is none; topics and partitions
+   that appear later are found every ``projector_topics_refresh`` seconds
+   (:mod:`projector.topic_watch`) and assigned the same way;
 4. loop: gather a batch (by count, or after ``projector_linger_ms``), decode and fold
    it, produce its rejections to the dead-letter topic, then commit it to
    PostgreSQL in one transaction.  Two stages overlap: while batches
@@ -27,11 +29,13 @@ counts a reconnect, waits with capped backoff and starts a new run.  Nothing
 is lost or duplicated because progress is only what PostgreSQL committed.
 
 A broker that lost data shows up as a fetch position out of range, a high
-watermark below the stored position, or records below it: all are logged
-at ERROR and counted in
-``offsets_went_backwards``, and consumption restarts from the broker's
-earliest offset (already archived event ids are skipped), never silently
-from the stale position.  Dead-letter messages are produced before the
+watermark below the stored position, records below it, or, before a
+partition resumes at its stored position, another record than the one
+archived from it (projector.broker_identity: a broker restarted empty whose
+new log already reaches past the stored position): all are logged at ERROR
+and counted in ``offsets_went_backwards``, and consumption restarts from the
+broker's earliest offset (already archived event ids are skipped), never
+silently from the stale position.  Dead-letter messages are produced before the
 batch commits, so after a crash they may be produced twice; ``rejected_events``
 holds each rejection exactly once.
 """
@@ -49,15 +53,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Final
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError, OffsetOutOfRangeError
 
 from events.topics import Topics
+from projector.broker_identity import IdentityCheck, Verdict, identity_check
 from projector.errors import ProjectorError
 from projector.heap import BatchHeap
 from projector.migrate import apply_migrations
 from projector.plan import id_hint
 from projector.settings import ProjectorSettings
+from projector.topic_watch import TopicWatch
 from projector.writer import (
     BatchPlan,
     BatchWriter,
@@ -110,7 +116,6 @@ class ProjectorMetrics:
     events_archived: int = 0
     events_rejected: int = 0
     duplicates_skipped: int = 0
-    other_cluster_skipped: int = 0
     offsets_went_backwards: int = 0
     #: Full collections of the frozen heap (projector.heap), at idle moments or in batches.
     heap_thaws: int = 0
@@ -325,6 +330,16 @@ class _Run:
         self.stop = stop
         #: (topic, partition) -> the next offset this run expects to read.
         self.positions: dict[tuple[str, int], int] = {}
+        #: Partitions resumed at a stored position whose first record read must be the one archived
+        #: from it (projector.broker_identity): (topic, partition) -> the check.
+        self.identity: dict[tuple[str, int], IdentityCheck] = {}
+        self._assigned = False
+        self.watch = TopicWatch(
+            target.kafka_bootstrap,
+            (target.topics.intents, target.topics.observations, target.topics.decisions),
+            who=f"projector {self.consumer_name}",
+            every=settings.projector_topics_refresh,
+        )
         self._last_report = time.monotonic()
         self.heap = BatchHeap(
             enabled=settings.projector_freeze,
@@ -346,6 +361,7 @@ class _Run:
                 cluster=target.cluster,
                 snapshot_every=settings.snapshot_every,
                 snapshot_scale=settings.snapshot_scale,
+                topics=target.topics,
             )
             self.metrics.last_seq = writer.state.seq
             self.heap.loaded()
@@ -369,8 +385,9 @@ class _Run:
             try:
                 await producer.start()
                 try:
-                    await self._assign(conn, consumer)
-                    await self._consume(conn, query_conn, consumer, producer, writer)
+                    async with self.watch:
+                        await self._assign(conn, consumer, await self.watch.partitions())
+                        await self._consume(conn, query_conn, consumer, producer, writer)
                 finally:
                     await producer.stop()
             finally:
@@ -395,31 +412,48 @@ class _Run:
                     await self.stop.wait()
         return False
 
-    async def _assign(self, conn: asyncpg.Connection, consumer: AIOKafkaConsumer) -> None:
-        topics = self.target.topics
-        wanted = (topics.intents, topics.observations, topics.decisions)
-        await consumer.topics()  # fetch metadata
-        partitions: list[TopicPartition] = []
-        for topic in wanted:
-            for number in sorted(consumer.partitions_for_topic(topic) or ()):
-                partitions.append(TopicPartition(topic, number))
-        consumer.assign(partitions)
-        stored = await stored_offsets(conn, self.consumer_name)
-        for tp in partitions:
-            position = stored.get((tp.topic, tp.partition), 0)
-            consumer.seek(tp, position)
-            self.positions[(tp.topic, tp.partition)] = position
-        log.info(
-            "projector %s assigned %d partitions: %s",
-            self.consumer_name,
-            len(partitions),
-            ", ".join(
-                f"{tp.topic}[{tp.partition}]@{self.positions[(tp.topic, tp.partition)]}" for tp in partitions
-            ),
-        )
+    async def _assign(
+        self, conn: asyncpg.Connection, consumer: AIOKafkaConsumer, found: Sequence[TopicPartition]
+    ) -> None:
+        """Assign ``found`` besides the partitions assigned already; the new ones from their stored offsets.
 
-    async def _gather(self, consumer: AIOKafkaConsumer) -> list[InboundRecord]:
+        Assigning anew resets every position in the client, so each partition
+        is sought again: the assigned ones to the next offset this run expects.
+        The first call assigns even when nothing is found: a consumer never
+        assigned waits in ``getmany`` for an assignment, past its timeout.
+        """
+        if not found and self._assigned:
+            return
+        self._assigned = True
+        stored = await stored_offsets(conn, self.consumer_name)
+        for tp in found:
+            key = (tp.topic, tp.partition)
+            if key in self.positions:
+                continue
+            position = stored.get(key, 0)
+            check = await identity_check(conn, tp.topic, tp.partition, position)
+            if check is not None:  # read the newest archived record first: is it still there?
+                self.identity[key] = check
+                position = check.offset
+            self.positions[key] = position
+        partitions = [TopicPartition(topic, partition) for topic, partition in sorted(self.positions)]
+        consumer.assign(partitions)
+        for tp in partitions:
+            consumer.seek(tp, self.positions[(tp.topic, tp.partition)])
+        if found:
+            log.info(
+                "projector %s assigned %d partitions: %s",
+                self.consumer_name,
+                len(partitions),
+                ", ".join(
+                    f"{tp.topic}[{tp.partition}]@{self.positions[tp.topic, tp.partition]}" for tp in found
+                ),
+            )
+
+    async def _gather(self, offsets: asyncpg.Connection, consumer: AIOKafkaConsumer) -> list[InboundRecord]:
         batch_size, linger_ms = self.settings.projector_batch_size, self.settings.projector_linger_ms
+        # Topics or partitions that appeared (the writer's connection may be committing: ask on the other).
+        await self._assign(offsets, consumer, await self.watch.new_partitions(consumer.assignment()))
         records: list[InboundRecord] = []
         deadline: float | None = None
         while len(records) < batch_size and not self.stop.is_set():
@@ -439,6 +473,9 @@ class _Run:
                 if not messages:
                     continue
                 topic, partition = key = (tp.topic, tp.partition)
+                if key in self.identity:
+                    await self._check_identity(consumer, tp, self.identity.pop(key), messages[0])
+                    continue  # what this fetch read was consumed already, or is read again
                 expected = self.positions.get(key, 0)
                 # A partition's offsets only increase: checking the first message checks them all.
                 if messages[0].offset < expected:
@@ -467,28 +504,52 @@ class _Run:
         """
         for tp in consumer.assignment():
             highwater = consumer.highwater(tp)
-            position = self.positions.get((tp.topic, tp.partition), 0)
-            if highwater is not None and highwater < position:
-                self.metrics.offsets_went_backwards += 1
-                log.error(
-                    "[PROJ-OFFSETS] %s[%d] stored position %d is beyond the broker's end %d: the broker"
-                    " lost data; restarting from its earliest offset (archived event ids are skipped)",
-                    tp.topic, tp.partition, position, highwater,
-                )  # fmt: skip
-                await consumer.seek_to_beginning(tp)
-                self.positions[(tp.topic, tp.partition)] = 0
+            key = (tp.topic, tp.partition)
+            position = self.positions.get(key, 0)
+            check = self.identity.get(key)
+            if highwater is None:
+                continue
+            if check is not None and check.ended_before(highwater):
+                del self.identity[key]
+                await self._lost(consumer, tp, f"no longer holds offset {check.offset} ({check.event_id})")
+            elif highwater < position:
+                await self._lost(
+                    consumer, tp, f"stored position {position} is beyond the broker's end {highwater}"
+                )
+
+    async def _check_identity(
+        self, consumer: AIOKafkaConsumer, tp: TopicPartition, check: IdentityCheck, first: ConsumerRecord
+    ) -> None:
+        """Resume at the stored position if the partition is the log it was; else read it from its start."""
+        verdict = check.verdict(first.offset, first.value)
+        if verdict is Verdict.LOST:
+            await self._lost(
+                consumer, tp, f"holds another record at offset {check.offset} than {check.event_id}"
+            )
+            return
+        if verdict is Verdict.UNKNOWN:
+            log.info(
+                "%s[%d] starts past offset %d (retention): resuming at the stored position %d unchecked",
+                tp.topic, tp.partition, check.offset, check.resume,
+            )  # fmt: skip
+        consumer.seek(tp, check.resume)
+        self.positions[(tp.topic, tp.partition)] = check.resume
+
+    async def _lost(self, consumer: AIOKafkaConsumer, tp: TopicPartition, what: str) -> None:
+        self.metrics.offsets_went_backwards += 1
+        log.error(
+            "[PROJ-OFFSETS] %s[%d] %s: the broker lost its data (a new log under the same name);"
+            " restarting from its earliest offset (archived event ids are skipped)",
+            tp.topic, tp.partition, what,
+        )  # fmt: skip
+        await consumer.seek_to_beginning(tp)
+        self.positions[(tp.topic, tp.partition)] = 0
 
     async def _went_backwards(self, consumer: AIOKafkaConsumer, exc: OffsetOutOfRangeError) -> None:
         positions = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
         for tp, offset in positions.items():
-            self.metrics.offsets_went_backwards += 1
-            log.error(
-                "[PROJ-OFFSETS] %s[%d] stored position %s is beyond the broker's log: the broker lost data;"
-                " restarting from its earliest offset (archived event ids are skipped)",
-                tp.topic, tp.partition, offset,
-            )  # fmt: skip
-            await consumer.seek_to_beginning(tp)
-            self.positions[(tp.topic, tp.partition)] = 0
+            self.identity.pop((tp.topic, tp.partition), None)
+            await self._lost(consumer, tp, f"stored position {offset} is beyond the broker's log")
 
     async def _consume(
         self,
@@ -506,7 +567,7 @@ class _Run:
         try:
             while not self.stop.is_set():
                 began = clock()
-                records = await self._gather(consumer)
+                records = await self._gather(query_conn, consumer)
                 if not records:
                     while commits:  # idle: let the batches in flight land (and surface a failure)
                         await commits.popleft()
@@ -567,6 +628,7 @@ class _Run:
         metrics = self.metrics
         if after is not None:
             await after  # raises if it failed: nothing later is written
+        await writer.settle(conn, plan)  # its id conflicts join the rejections to dead-letter
         if plan.rejections:
             await self._dead_letter(producer, plan.rejections)
         await writer.commit(conn, plan)
@@ -574,7 +636,6 @@ class _Run:
         metrics.events_archived += plan.archived
         metrics.events_rejected += len(plan.rejections)
         metrics.duplicates_skipped += plan.duplicates
-        metrics.other_cluster_skipped += plan.foreign
         metrics.last_seq = plan.last_seq
         metrics.last_batch_seconds = time.perf_counter() - began
         metrics.batch_seconds.append(metrics.last_batch_seconds)

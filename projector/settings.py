@@ -34,6 +34,11 @@ class ProjectorSettings(BaseSettings):
     projector_fetch_max_wait_ms: int = Field(
         default=25, gt=0, description="the longest a fetch waits at the broker for records"
     )
+    projector_topics_refresh: float = Field(
+        default=5.0,
+        gt=0,
+        description="seconds between two looks for topics and partitions that appeared since the start",
+    )
     snapshot_every: int = Field(default=10_000, gt=0, description="events between two state snapshots")
     snapshot_scale: float = Field(
         default=1.0,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -27,6 +27,7 @@ from opentelemetry.trace import Link, Span, SpanContext, Tracer
 from events.models import JobSubmitted
 from events.serde import EventDecodeError, decode
 from events.tracing import carrier_from_headers
+from projector.topic_watch import TopicWatch
 from scheduler.core.trace import (
     ActionRan,
     EnqueueVerdict,
@@ -113,25 +114,44 @@ class SubmissionTraces:
         if context.is_valid:
             self.remember(event.data.job_id, context)
 
-    async def follow(self, bootstrap: str, topic: str) -> None:
-        """Read ``topic`` from the beginning, forever (no consumer group, no commits)."""
+    async def follow(self, bootstrap: str, topic: str, *, refresh: float = 5.0) -> None:
+        """Read ``topic`` from the beginning, forever (no consumer group, no commits).
+
+        The topic may not exist yet, or gain partitions: every ``refresh``
+        seconds the partitions are looked up again and new ones read from
+        their beginning (:class:`~projector.topic_watch.TopicWatch`).
+        """
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+        watch = TopicWatch(bootstrap, [topic], who="the scheduler's submission trace follower", every=refresh)
+        #: partition -> the next offset to read (None: from its beginning).
+        positions: dict[TopicPartition, int | None] = {}
         await consumer.start()
         try:
-            await consumer.topics()
-            partitions = [
-                TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())
-            ]
-            consumer.assign(partitions)
-            await consumer.seek_to_beginning(*partitions)
-            while True:
-                batches = await consumer.getmany(timeout_ms=500, max_records=5_000)
-                for records in batches.values():
-                    for record in records:
-                        self.observe(record.value, record.headers)
-                await asyncio.sleep(0)
+            consumer.assign([])  # never assigned, getmany would wait for an assignment past its timeout
+            async with watch:
+                while True:
+                    if new := await watch.new_partitions(positions):
+                        positions.update(dict.fromkeys(new))
+                        await _assign(consumer, positions)
+                    batches = await consumer.getmany(timeout_ms=500, max_records=5_000)
+                    for tp, records in batches.items():
+                        for record in records:
+                            self.observe(record.value, record.headers)
+                        if records:
+                            positions[tp] = records[-1].offset + 1
+                    await asyncio.sleep(0)
         finally:
             await consumer.stop()
+
+
+async def _assign(consumer: AIOKafkaConsumer, positions: Mapping[TopicPartition, int | None]) -> None:
+    """Assign ``positions``' partitions, each at its position (assigning anew resets them all)."""
+    consumer.assign(list(positions))
+    for tp, offset in positions.items():
+        if offset is None:
+            await consumer.seek_to_beginning(tp)
+        else:
+            consumer.seek(tp, offset)
 
 
 class SchedulerMetrics:

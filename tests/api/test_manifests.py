@@ -376,6 +376,12 @@ def test_the_conformance_seed_documents_parse(tmp_path: Path) -> None:
             "spec.tiers[0].plugins[0].enableTeleport: unknown plugin option",
         ),
         ("a: [unclosed\n", "jobs.yaml, document 1: (yaml): not valid YAML"),
+        (
+            # The same name check as the projector's for raw events (events.names: invalid-name).
+            DEMO_TRAINING.replace("queue: default", "queue: My_Queue"),
+            "jobs.yaml, document 1 (Job default/demo-training): (event data.queue): 'My_Queue' is not a"
+            " DNS-1123 subdomain",
+        ),
     ],
 )
 def test_each_error_names_file_document_and_field(text: str, expected: str) -> None:

@@ -55,7 +55,7 @@ def _assert_no_secret(result: subprocess.CompletedProcess[str]) -> None:
 @pytest.mark.parametrize("url", MALFORMED_DATABASE_URLS)
 @pytest.mark.parametrize(
     "command",
-    [["get", "jobs"], ["submit", "job.yaml"], ["projector"], ["scheduler"], ["sim-cluster"], ["up"]],
+    [["get", "jobs"], ["submit", "job.yaml"], ["projector"], ["scheduler"], ["sim-cluster"], ["up"], ["api"]],
     ids=" ".join,
 )
 def test_a_malformed_database_url_is_refused_quoted_without_its_password(

@@ -105,6 +105,14 @@ async def stopped(task: asyncio.Task[Any], within: float = 30) -> None:
         task.result()  # re-raise what the service failed with
 
 
+async def stopped_all(tasks: Sequence[asyncio.Task[Any]]) -> None:
+    """Cancel every task, then wait for each to stop (re-raising what one failed with)."""
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        await stopped(task)
+
+
 @asynccontextmanager
 async def running_projector(
     kafka_bootstrap: str,
