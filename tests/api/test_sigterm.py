@@ -54,11 +54,12 @@ def _environment(kafka_bootstrap: str, database_url: str, topics: Topics, **extr
     return env
 
 
-async def _start(command: str, env: dict[str, str]) -> asyncio.subprocess.Process:
+async def _start(command: str, env: dict[str, str], *, module: str = "api.cli") -> asyncio.subprocess.Process:
+    """``python -m <module> <command>``, its stdout and stderr in one pipe."""
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "api.cli",
+        module,
         command,
         env=env,
         stdout=asyncio.subprocess.PIPE,
@@ -98,15 +99,7 @@ async def _terminate(proc: asyncio.subprocess.Process, seen: list[str]) -> float
 async def _replay_verify(database_url: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TEPHRA_")}
     env.update(TEPHRA_DATABASE_URL=database_url, PYTHONPATH=str(ROOT))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "replay.cli",
-        "verify",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
+    proc = await _start("verify", env, module="replay.cli")
     output, _ = await proc.communicate()
     assert proc.returncode == 0, output.decode()
     return output.decode()
