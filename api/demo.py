@@ -32,6 +32,7 @@ from api.settings import TephraSettings
 from api.stack import SERVICES, embedded_stack, run_services, run_until_signalled, sigterm_unwinds
 from api.submit import produce_manifests
 from api.views import fetch_items, render
+from events.display import printable
 from events.quantity import format_quantity
 from projector.migrate import apply_migrations
 
@@ -235,7 +236,7 @@ async def _replay_explain(database_url: str, job_id: str, out: TextIO) -> None:
             explanation = await explain_job(reader, job_id)
     except (ArchiveError, NotFound, ReplayError) as exc:
         # The recorded reasons above stand on their own; say why the re-run is missing.
-        print(f"  (replay could not explain it: {exc})", file=out)
+        print(f"  (replay could not explain it: {printable(exc)})", file=out)
         return
     print_explanation(
         Console(file=out, soft_wrap=False, width=200 if not out.isatty() else None), explanation
@@ -262,13 +263,13 @@ async def run_demo(settings: TephraSettings, endpoints: Endpoints, out: TextIO) 
 
         print("\nWhat the scheduler decided (accepted decisions, in order):", file=out)
         for line in await _decisions(con):
-            print(line, file=out)
+            print(printable(line), file=out)
         for kind in ("jobs", "nodes"):
             print(f"\n$ tephra get {kind}", file=out)
             render(kind, await fetch_items(endpoints.database_url, kind), "table", out)
         print(f"\nWhy {STUCK_JOB} did not move:", file=out)
         for line in await _why_pending(con, STUCK_JOB):
-            print(line, file=out)
+            print(printable(line), file=out)
         await _replay_explain(endpoints.database_url, STUCK_JOB, out)
         out.flush()
     finally:

@@ -25,12 +25,14 @@ from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Self, TypeVar, get_args
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.http.settings import ApiSettings
+from events.display import redact
 from events.models import DEFAULT_CLUSTER
 from events.topics import Topics
 from kube.settings import SimClusterSettings
@@ -67,8 +69,15 @@ class LogLevel(StrEnum):
     ERROR = "ERROR"
 
 
+#: hide_input_in_errors: pydantic's own message of a ValidationError quotes each bad value, and
+#: one of them may be a database URL with its password; load_settings quotes them redacted.
+_CONFIG = SettingsConfigDict(
+    env_prefix=ENV_PREFIX, extra="ignore", frozen=True, allow_inf_nan=False, hide_input_in_errors=True
+)
+
+
 class CommonSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, allow_inf_nan=False)
+    model_config = _CONFIG
 
     kafka_bootstrap: str | None = Field(
         default=None, description="host:port[,host:port] of the Kafka brokers (unset: the embedded stack)"
@@ -99,8 +108,10 @@ class CommonSettings(BaseSettings):
             return None
         for part in value.split(","):
             host, sep, port = part.strip().rpartition(":")
+            if "@" in host:
+                raise ValueError("expected host:port[,host:port] without credentials")
             if not sep or not host or not port.isdigit():
-                raise ValueError(f"expected host:port[,host:port], got {value!r}")
+                raise ValueError("expected host:port[,host:port]")
         return value
 
     @field_validator("database_url")
@@ -108,8 +119,9 @@ class CommonSettings(BaseSettings):
     def _database_url(cls, value: str | None) -> str | None:
         if value is None or value == "":
             return None
-        if not value.startswith(("postgresql://", "postgres://")):
-            raise ValueError(f"expected a postgresql:// URL, got {value!r}")
+        problem = _database_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)  # load_settings quotes the value, redacted
         return value
 
     @field_validator("cluster")
@@ -143,7 +155,7 @@ class CommonSettings(BaseSettings):
 class TephraSettings(CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings, ApiSettings):
     """Every setting: what ``tephra up`` runs with; each service reads its own base class."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, allow_inf_nan=False)
+    model_config = _CONFIG
 
 
 #: The models whose fields each command accepts as flags.  Every service command builds the
@@ -157,6 +169,36 @@ COMMAND_SETTINGS: Mapping[str, tuple[type[BaseSettings], ...]] = {
     "submit": (CommonSettings,),
     "get": (CommonSettings,),
 }
+
+
+def _shown(value: str) -> str:
+    """A setting's value as an error message may quote it: without its secrets."""
+    if any(c.isspace() for c in value):
+        # A password with a space in it would not be recognised as one (events.display): say less.
+        return "a value holding whitespace"
+    return repr(redact(value))
+
+
+def _database_url_problem(value: str) -> str | None:
+    """What is wrong with a database URL (never quoting it), or None.
+
+    Checked here, at the door, so no driver ever parses a malformed URL: one
+    with an unescaped ``/`` or ``#`` in its password is split in the wrong
+    place, and the driver's error would quote a piece of the password.
+    """
+    if not value.startswith(("postgresql://", "postgres://")):
+        return "expected a postgresql:// URL"
+    parts = urlsplit(value)
+    if "@" in parts.path + parts.query + parts.fragment:
+        return (
+            "expected postgresql://user:password@host:port/db; an '@' after the host means the"
+            " password holds a '/', '?' or '#': percent-encode it (%2F, %3F, %23)"
+        )
+    try:
+        parts.port  # noqa: B018 - parsing it is the check
+    except ValueError:
+        return "expected a port number after the host"
+    return None
 
 
 def env_name(field: str) -> str:
@@ -189,7 +231,8 @@ def load_settings(model: type[S], flags: Mapping[str, str] | None = None) -> S:
                 continue
             field = str(err["loc"][0])
             source = f"--{flag_name(field)}" if field in flags else env_name(field)
-            problems.append(f"{source}: {err['msg']} (got {err['input']!r})")
+            got = _shown(err["input"]) if isinstance(err["input"], str) else repr(err["input"])
+            problems.append(f"{source}: {err['msg']} (got {got})")
         raise SettingsError("invalid settings: " + "; ".join(problems)) from None
 
 

@@ -115,6 +115,7 @@ async def run_sim_service(
                 producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
                 try:
                     await producer.start()
+                    log.info("simulated cluster %s: running", cluster)
                     await run_sim_cluster(
                         read_tasks=functools.partial(read_sim_tasks, pool),
                         publish=functools.partial(_publish, producer, topics),

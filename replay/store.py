@@ -21,6 +21,7 @@ from typing import Any, Final
 import asyncpg
 
 from events.canonical import GENESIS_HASH
+from events.display import redact
 from events.models import SessionCommitted, SessionPart
 from events.serde import EventDecodeError, decode
 from projector.archive import JOB_EVENT_TYPES, row_canonical
@@ -323,7 +324,14 @@ async def open_archive(url: str) -> AsyncIterator[ArchiveReader]:
     try:
         conn = await asyncpg.connect(url)
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        raise ArchiveUnavailable(f"cannot connect to the archive database: {exc}") from None
+        raise ArchiveUnavailable(f"cannot connect to the archive database: {redact(str(exc))}") from None
+    except ValueError:
+        # The driver's own message may quote a piece of a password it split in the wrong place.
+        raise ArchiveUnavailable(
+            f"the archive database URL is malformed: {redact(url)} (expected"
+            " postgresql://user:password@host:port/db, with '/', '?', '#' and '@' in the password"
+            " percent-encoded)"
+        ) from None
     try:
         exists = await conn.fetchval("SELECT to_regclass('event_log') IS NOT NULL")
         if not exists:

@@ -142,7 +142,9 @@ class SessionLoop:
         try:
             await self._run()
         finally:
-            self.heap.thaw()
+            # Not a full collection on the way out (seconds on a big heap, and SIGTERM must stop the
+            # service within 2 s): unfrozen, the collector frees the rest when it next runs.
+            self.heap.unfreeze()
 
     async def _run(self) -> None:
         period = self.settings.schedule_period
@@ -180,6 +182,7 @@ class SessionLoop:
         state = await self.reader.state()
         read_seconds = time.perf_counter() - began
         now = self.clock()
+        log.debug("session %s began at seq %d (state read in %.3f s)", session_id, state.seq, read_seconds)
         with self.tracer.start_as_current_span(
             "tephra.session",
             attributes={
