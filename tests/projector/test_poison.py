@@ -18,7 +18,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from events.models import (
     Event,
@@ -35,7 +35,7 @@ from events.topics import Topics, topic_for
 from projector.reconstruct import load_projection, state_at, verify_chain
 from projector.service import DEAD_LETTER_BODY_BYTES
 from scheduler.service.leader import campaign
-from tests.projector.helpers import produce
+from tests.projector.helpers import produce, produce_raw
 from tests.projector.streams import CLUSTER, event_stream
 from tests.projector.test_service import running_projector, wait_until
 
@@ -128,16 +128,6 @@ def _hostile() -> dict[str, tuple[tuple[Event, bytes], str]]:
     }
 
 
-async def _produce_large(bootstrap: str, items: list[tuple[str, bytes]]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=8 * 1024 * 1024)
-    await producer.start()
-    try:
-        for topic, value in items:
-            await (await producer.send(topic, value=value, key=CLUSTER.encode()))
-    finally:
-        await producer.stop()
-
-
 async def _dead_letters(bootstrap: str, topic: str) -> list[tuple[int, dict[str, bytes]]]:
     """(body size, headers) of every message of the dead-letter topic."""
     consumer = AIOKafkaConsumer(
@@ -176,7 +166,7 @@ async def test_the_seed_corpus_is_rejected_with_codes_and_nothing_else_is_lost(
 
     async with running_projector(kafka_bootstrap, database_url, topics, projector_batch_size=64) as metrics:
         await produce(kafka_bootstrap, topics, [*before, *small, unindexable])
-        await _produce_large(kafka_bootstrap, large)
+        await produce_raw(kafka_bootstrap, large)
         await produce(kafka_bootstrap, topics, after)
         conn = await asyncpg.connect(database_url)
         try:
