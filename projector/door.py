@@ -81,7 +81,9 @@ def job_refusal(door: Door, event: Event) -> tuple[str, str] | None:
 
 
 def short(text: str, limit: int = MAX_DETAIL) -> str:
-    """``text`` cut to ``limit`` characters (marked), without NUL (PostgreSQL text cannot store it)."""
+    """``text`` cut to ``limit`` characters (marked), storable as PostgreSQL text (NUL escaped)."""
     if len(text) > limit:
         text = text[: limit - 3] + "..."
-    return text.replace("\x00", "\\u0000")
+    # Lone surrogates (from no decoded event, but an exception may hold anything) would
+    # fail the UTF-8 encoding of the text column: escaped as NUL is.
+    return text.encode("utf-8", "backslashreplace").decode().replace("\x00", "\\u0000")

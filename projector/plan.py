@@ -16,7 +16,7 @@ are kept out of the compiled unit (docs/projector.md).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 from events.canonical import canonical_form, chain_hash
@@ -168,14 +168,16 @@ def _held(record: InboundRecord, door: Door, code: str, detail: str) -> Rejectio
     return _truncated(rejection) if value is not None and len(value) > door.max_record_bytes else rejection
 
 
-def _truncated(rejection: Rejection) -> Rejection:
-    raw = rejection.raw
-    return replace(rejection, raw=None if raw is None else raw[:KEPT_BYTES])
+def _truncated(r: Rejection) -> Rejection:
+    """``r`` keeping only the head of its record (``KEPT_BYTES``)."""
+    raw = None if r.raw is None else r.raw[:KEPT_BYTES]
+    return Rejection(r.topic, r.partition, r.offset, raw, r.error, r.detail, r.event_id, r.event_type)
 
 
-#: The longest event id or type a rejection keeps (both are indexed or shown; an
-#: id longer than this is no id a producer meant, and the raw record holds it).
-_MAX_NAME: Final = 1_024
+#: The longest event id or type a rejection keeps: 256 characters are at most 1 KiB
+#: of UTF-8, well within a btree index row (``rejected_events_event_id``; 2,704
+#: bytes).  An id longer than this is no id a producer meant; the raw record holds it.
+_MAX_NAME: Final = 256
 
 
 def _rejection(

@@ -7,7 +7,8 @@ quantities around 2^50 and 2^63 and in every spelling, integers at the int32,
 2^53 and int64 edges, Unicode (NUL, control characters, astral planes, long
 strings), deep nesting where a schema allows any JSON — and then, now and
 then, broken: a required member dropped, a member of the wrong type, a huge
-member (over a megabyte), bytes that are not UTF-8 or not JSON.  Most records
+member (over a megabyte, over a btree index row), bytes that are not UTF-8
+or not JSON.  Most records
 are still valid, so the fold sees hostile values it must take, not only ones
 the door refuses.
 
@@ -18,6 +19,8 @@ each one is archived or rejected, never skipped as a duplicate.
 from __future__ import annotations
 
 import json
+import random
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Final
 
@@ -26,7 +29,7 @@ from hypothesis import strategies as st
 from events.models import EVENT_TYPES
 from events.schemas import PACKAGED_SCHEMAS
 
-__all__ = ["EXTREME_INTEGERS", "hostile_records"]
+__all__ = ["EXTREME_INTEGERS", "Records", "hostile_records", "set_member"]
 
 Schema = dict[str, Any]
 
@@ -203,7 +206,9 @@ def _record(draw: st.DrawFn, serial: int, cluster: str) -> tuple[str | None, byt
     document["id"] = f"fuzz-{serial}-{draw(_ID_TAILS)}"
     document["cluster"] = cluster
     document["type"] = event_type
-    breakage = draw(st.sampled_from(["none"] * 6 + ["drop", "retype", "huge", "not-utf8", "not-json"]))
+    breakage = draw(
+        st.sampled_from(["none"] * 6 + ["drop", "retype", "huge", "long-id", "not-utf8", "not-json"])
+    )
     if breakage == "drop":
         document.pop(draw(st.sampled_from(sorted(k for k in document if k not in {"id", "cluster"}))), None)
     elif breakage == "retype":
@@ -211,7 +216,11 @@ def _record(draw: st.DrawFn, serial: int, cluster: str) -> tuple[str | None, byt
             st.sampled_from([None, 1, [], {}, "x"])
         )
     elif breakage == "huge":
-        document["subject"] = "s" * draw(st.sampled_from([1_100_000, 2_200_000]))
+        # Incompressible: over a btree index row even compressed (the subject is indexed).
+        size = draw(st.sampled_from([550_000, 1_100_000]))
+        document["subject"] = random.Random(draw(st.integers(0, 2**32))).randbytes(size).hex()
+    elif breakage == "long-id":
+        document["id"] += random.Random(draw(st.integers(0, 2**32))).randbytes(3_000).hex()
     raw = json.dumps(document, ensure_ascii=draw(st.booleans())).encode("utf-8", "surrogatepass")
     if breakage == "not-utf8":
         raw = raw[:-1] + b"\xff}"
@@ -220,6 +229,27 @@ def _record(draw: st.DrawFn, serial: int, cluster: str) -> tuple[str | None, byt
     return (event_type, raw)
 
 
-def hostile_records(cluster: str, count: int) -> st.SearchStrategy[list[tuple[str | None, bytes]]]:
+class Records(list[tuple[str | None, bytes]]):
+    """(claimed type, bytes) pairs, shown short: a failing example may hold megabytes."""
+
+    def __repr__(self) -> str:
+        shown = [f"{event_type}:{len(raw)}B:{raw[:60]!r}" for event_type, raw in self]
+        return f"Records({shown})"
+
+
+def hostile_records(cluster: str, count: int) -> st.SearchStrategy[Records]:
     """``count`` hostile records of ``cluster``, each with a unique id."""
-    return st.tuples(*(_record(serial, cluster) for serial in range(count))).map(list)
+    return st.tuples(*(_record(serial, cluster) for serial in range(count))).map(Records)
+
+
+def set_member(path: str, value: object) -> Callable[[dict[str, Any]], None]:
+    """An edit of a JSON document: the member at dotted ``path`` (indices as numbers) set to ``value``."""
+
+    def edit(document: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        target: Any = document
+        for part in parents:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        target[last] = value
+
+    return edit

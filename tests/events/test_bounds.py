@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from events.models import INT32_MAX, MAX_LEADER_EPOCH, MAX_SEQ
 from events.serde import EventDecodeError, decode, encode
+from tests.events.hostile import set_member
 from tests.events.samples import sample_events
 
 _SAMPLES = {event.type: event for event in sample_events()}
@@ -18,17 +18,6 @@ _SAMPLES = {event.type: event for event in sample_events()}
 def _document(event_type: str) -> dict[str, Any]:
     document: dict[str, Any] = json.loads(encode(_SAMPLES[event_type]))
     return document
-
-
-def _set(path: str, value: object) -> Callable[[dict[str, Any]], None]:
-    def edit(document: dict[str, Any]) -> None:
-        *parents, last = path.split(".")
-        target: Any = document
-        for part in parents:
-            target = target[int(part)] if isinstance(target, list) else target[part]
-        target[last] = value
-
-    return edit
 
 
 JOB = "tephra.job.submitted.v1"
@@ -64,10 +53,10 @@ def test_the_edge_passes_and_one_past_it_is_refused_naming_the_field(
     event_type: str, path: str, accepted: object, refused: object
 ) -> None:
     document = _document(event_type)
-    _set(path, accepted)(document)
+    set_member(path, accepted)(document)
     decode(json.dumps(document).encode())
 
-    _set(path, refused)(document)
+    set_member(path, refused)(document)
     with pytest.raises(EventDecodeError) as caught:
         decode(json.dumps(document).encode())
     assert caught.value.code == "invalid-field"

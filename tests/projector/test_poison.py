@@ -20,8 +20,11 @@ import asyncpg
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from events.canonical import GENESIS_HASH
 from events.models import (
     Event,
+    JobCancelled,
+    JobCancelledData,
     JobSubmitted,
     JobSubmittedData,
     NodeReported,
@@ -32,14 +35,17 @@ from events.models import (
 )
 from events.serde import encode
 from events.topics import Topics, topic_for
+from projector.door import Door
+from projector.errors import RecordFailedError
 from projector.reconstruct import load_projection, state_at, verify_chain
 from projector.service import DEAD_LETTER_BODY_BYTES
+from projector.state import ClusterState
+from projector.writer import BatchWriter, decode_batch
 from scheduler.service.leader import campaign
-from tests.projector.helpers import produce, produce_raw
+from tests.events.hostile import set_member
+from tests.projector.helpers import produce, produce_raw, records
 from tests.projector.streams import CLUSTER, event_stream
 from tests.projector.test_service import running_projector, wait_until
-
-pytestmark = pytest.mark.integration
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 _ENVELOPE = {"source": "tests://poison", "cluster": CLUSTER, "time": T0}
@@ -67,65 +73,41 @@ def _session(event_id: str) -> SessionCommitted:
     return SessionCommitted(id=event_id, data=data, **_ENVELOPE)
 
 
-def _edited(event: Event, edit: Callable[[dict[str, Any]], object]) -> tuple[Event, bytes]:
+def _edited(event: Event, edits: list[Callable[[dict[str, Any]], None]]) -> tuple[Event, bytes]:
     """``event`` and its JSON edited past what the model lets one build."""
     document = json.loads(encode(event))
-    edit(document)
+    for edit in edits:
+        edit(document)
     return (event, json.dumps(document, separators=(",", ":")).encode())
 
 
-def _set(path: str, value: object) -> Callable[[dict[str, Any]], None]:
-    def edit(document: dict[str, Any]) -> None:
-        *parents, last = path.split(".")
-        target: Any = document
-        for part in parents:
-            target = target[int(part)] if isinstance(target, list) else target[part]
-        target[last] = value
-
-    return edit
+_BIG = "x" * (1024 * 1024 + 512 * 1024)
+#: (event id, what it is built from, member path, hostile value, the code it is rejected with)
+_SEED_CORPUS: list[tuple[str, Callable[[str], Event], str, object, str]] = [
+    ("far-past", _job, "time", "0001-01-01T00:00:00+14:00", "invalid-field"),
+    ("far-future", _job, "time", "9999-12-31T23:59:59-14:00", "invalid-field"),
+    ("epoch-2-63", _session, "data.leader_epoch", 2**63, "invalid-field"),
+    ("epoch-2-63-less-1", _session, "data.leader_epoch", 2**63 - 1, "invalid-field"),
+    ("cpu-100E", _node, "data.allocatable.cpu", "100E", "invalid-field"),
+    ("memory-1e30", _job, "data.tasks.0.resources.memory", "1e30", "invalid-field"),
+    ("ttl-2-40", _job, "data.ttl_seconds_after_finished", 2**40, "invalid-field"),
+    ("replicas-2m", _job, "data.tasks.0.replicas", 2_000_000, "too-many-replicas"),
+    # Over 1 MB and rejected (its time): its dead-letter message must be cut to fit the producer's limit.
+    ("oversized-rejected", _job, "data.annotations", {"big": _BIG}, "invalid-field"),
+    # Over the projector's record limit: refused unread, its head kept.
+    ("too-large", _job, "data.annotations", {"big": _BIG * 2}, "record-too-large"),
+]
 
 
 def _hostile() -> dict[str, tuple[tuple[Event, bytes], str]]:
     """Event id -> ((the event it was, its record), the code it is rejected with)."""
-    big_annotation = "x" * (1024 * 1024 + 512 * 1024)
-    return {
-        "far-past": (_edited(_job("far-past"), _set("time", "0001-01-01T00:00:00+14:00")), "invalid-field"),
-        "far-future": (
-            _edited(_job("far-future"), _set("time", "9999-12-31T23:59:59-14:00")),
-            "invalid-field",
-        ),
-        "epoch-2-63": (_edited(_session("epoch-2-63"), _set("data.leader_epoch", 2**63)), "invalid-field"),
-        "epoch-2-63-less-1": (
-            _edited(_session("epoch-2-63-less-1"), _set("data.leader_epoch", 2**63 - 1)),
-            "invalid-field",
-        ),
-        "cpu-100E": (_edited(_node("cpu-100E"), _set("data.allocatable.cpu", "100E")), "invalid-field"),
-        "memory-1e30": (
-            _edited(_job("memory-1e30"), _set("data.tasks.0.resources.memory", "1e30")),
-            "invalid-field",
-        ),
-        "ttl-2-40": (
-            _edited(_job("ttl-2-40"), _set("data.ttl_seconds_after_finished", 2**40)),
-            "invalid-field",
-        ),
-        "replicas-2m": (
-            _edited(_job("replicas-2m"), _set("data.tasks.0.replicas", 2_000_000)),
-            "too-many-replicas",
-        ),
-        # Over 1 MB and rejected: its dead-letter message must be cut to fit the producer's limit.
-        "oversized-rejected": (
-            _edited(
-                _job("oversized-rejected"),
-                lambda d: (_set("data.annotations", {"big": big_annotation})(d), _set("time", "bad")(d)),
-            ),
-            "invalid-field",
-        ),
-        # Over the projector's record limit: refused unread, its head kept.
-        "too-large": (
-            _edited(_job("too-large"), _set("data.annotations", {"big": big_annotation * 2})),
-            "record-too-large",
-        ),
-    }
+    hostile = {}
+    for event_id, build, path, value, code in _SEED_CORPUS:
+        edits = [set_member(path, value)]
+        if event_id == "oversized-rejected":
+            edits.append(set_member("time", "bad"))
+        hostile[event_id] = (_edited(build(event_id), edits), code)
+    return hostile
 
 
 async def _dead_letters(bootstrap: str, topic: str) -> list[tuple[int, dict[str, bytes]]]:
@@ -149,6 +131,7 @@ async def _dead_letters(bootstrap: str, topic: str) -> list[tuple[int, dict[str,
         await consumer.stop()
 
 
+@pytest.mark.integration
 async def test_the_seed_corpus_is_rejected_with_codes_and_nothing_else_is_lost(
     kafka_bootstrap: str, database_url: str, topics: Topics
 ) -> None:
@@ -211,6 +194,7 @@ async def test_the_seed_corpus_is_rejected_with_codes_and_nothing_else_is_lost(
     assert all(h["tephra-truncated"] == str(DEAD_LETTER_BODY_BYTES).encode() for h in oversized)
 
 
+@pytest.mark.integration
 async def test_the_operator_skips_a_record_by_its_position_and_it_is_recorded(
     kafka_bootstrap: str, database_url: str, topics: Topics
 ) -> None:
@@ -238,3 +222,30 @@ async def test_the_operator_skips_a_record_by_its_position_and_it_is_recorded(
             assert await conn.fetchval("SELECT count(*) FROM event_log WHERE event_id = $1", skipped.id) == 0
         finally:
             await conn.close()
+
+
+def test_a_record_the_fold_raises_on_poisons_the_batch_and_is_refused_by_position_on_the_redo() -> None:
+    # A fold that raises (here: a job naming a task the state lost, as a bug could leave
+    # it) must not stop the projector: the record is named, and the redone batch refuses it.
+    def corrupted() -> ClusterState:
+        state = ClusterState()
+        writer = BatchWriter(state, GENESIS_HASH, consumer="c", cluster=CLUSTER)
+        writer.prepare(decode_batch(records([_job("victim")], topic="i")), set())
+        state.jobs["poison/victim"].tasks.append("poison/ghost")
+        return state
+
+    cancel = JobCancelled(id="cancel", data=JobCancelledData(job_id="poison/victim"), **_ENVELOPE)
+    batch = records([_node("before"), cancel, _node("after")], topic="i", start=10)
+
+    writer = BatchWriter(corrupted(), GENESIS_HASH, consumer="c", cluster=CLUSTER)
+    with pytest.raises(RecordFailedError) as caught:
+        writer.prepare(decode_batch(batch), set())
+    assert (caught.value.position, caught.value.code) == (("i", 0, 11), "fold-failed")
+    assert "KeyError" in caught.value.detail
+    assert writer.poisoned
+
+    door = Door(refused={caught.value.position: (caught.value.code, caught.value.detail)})
+    redo = BatchWriter(corrupted(), GENESIS_HASH, consumer="c", cluster=CLUSTER, door=door)
+    plan = redo.prepare(decode_batch(batch, door), set())
+    assert [(r.offset, r.error, r.event_id) for r in plan.rejections] == [(11, "fold-failed", "cancel")]
+    assert plan.archived == 2
