@@ -37,9 +37,10 @@ from events.serde import encode
 from events.topics import Topics, topic_for
 from projector.door import Door
 from projector.errors import RecordFailedError
+from projector.migrate import apply_migrations
 from projector.reconstruct import load_projection, state_at, verify_chain
 from projector.service import DEAD_LETTER_BODY_BYTES
-from projector.state import ClusterState
+from projector.state import CLOCK_START, ClusterState
 from projector.writer import BatchWriter, decode_batch
 from scheduler.service.leader import campaign
 from tests.events.hostile import set_member
@@ -249,3 +250,23 @@ def test_a_record_the_fold_raises_on_poisons_the_batch_and_is_refused_by_positio
     plan = redo.prepare(decode_batch(batch, door), set())
     assert [(r.offset, r.error, r.event_id) for r in plan.rejections] == [(11, "fold-failed", "cancel")]
     assert plan.archived == 2
+
+
+@pytest.mark.integration
+async def test_a_projection_that_folded_nothing_loads_with_an_aware_clock_and_folds_on(
+    database_url: str,
+) -> None:
+    # Its stored clock (year 1) reads back as asyncpg's -infinity, a naive datetime: the
+    # fold and the projection rows raised TypeError at every batch after such a restart.
+    conn = await asyncpg.connect(database_url)
+    try:
+        await apply_migrations(conn)
+        assert (await load_projection(conn)).clock == CLOCK_START
+        assert await load_projection(conn) == await state_at(conn, 0)
+        writer = await BatchWriter.load(conn, consumer="c", cluster=CLUSTER)
+        refused = JobCancelled(id="nothing", data=JobCancelledData(job_id="poison/none"), **_ENVELOPE)
+        assert (await writer.write(conn, records([refused], topic="i"))).archived == 0
+        writer = await BatchWriter.load(conn, consumer="c", cluster=CLUSTER)
+        assert (await writer.write(conn, records([_node("first")], topic="o"))).archived == 1
+    finally:
+        await conn.close()
