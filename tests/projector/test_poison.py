@@ -19,6 +19,7 @@ from typing import Any
 import asyncpg
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from pydantic import ValidationError
 
 from events.canonical import GENESIS_HASH
 from events.models import (
@@ -40,6 +41,7 @@ from projector.errors import RecordFailedError
 from projector.migrate import apply_migrations
 from projector.reconstruct import load_projection, state_at, verify_chain
 from projector.service import DEAD_LETTER_BODY_BYTES
+from projector.settings import ProjectorSettings, parse_positions
 from projector.state import CLOCK_START, ClusterState
 from projector.writer import BatchWriter, decode_batch
 from scheduler.service.leader import campaign
@@ -270,3 +272,10 @@ async def test_a_projection_that_folded_nothing_loads_with_an_aware_clock_and_fo
         assert (await writer.write(conn, records([_node("first")], topic="o"))).archived == 1
     finally:
         await conn.close()
+
+
+def test_skip_record_takes_positions_and_names_a_bad_one() -> None:
+    settings = ProjectorSettings(skip_record="tephra.intents:0:12, tephra.decisions:3:0")
+    assert parse_positions(settings.skip_record) == [("tephra.intents", 0, 12), ("tephra.decisions", 3, 0)]
+    with pytest.raises(ValidationError, match=r"'tephra\.intents:x:1' is not TOPIC:PARTITION:OFFSET"):
+        ProjectorSettings(skip_record="tephra.intents:x:1")
