@@ -10,6 +10,10 @@ are refused whatever they hold:
 * a JobSubmitted with a task of more than ``max_replicas_per_task`` replicas
   (``too-many-replicas``) or more than ``max_tasks_per_job`` tasks in all
   (``too-many-tasks``): each task is state the projector and the scheduler keep;
+* a SchedulerConfigured that ``config_check`` finds no session could run with
+  (``invalid-config``): in force, it would fail every session.  The check is the
+  scheduler's (``scheduler.core.config.config_problem``), given by whoever composes
+  the projector (``api``), as the projector does not import the scheduler;
 * a record at a position in ``refused``: the operator's ``--skip-record``
   (``skipped-by-operator``), or a record that failed the fold or storage in an
   earlier run of this process (``fold-failed``, ``unstorable``).
@@ -22,23 +26,26 @@ folds the archive) needs none of these settings.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from events.models import Event, JobSubmitted
+from events.models import Event, JobSubmitted, SchedulerConfigSpec, SchedulerConfigured
 
 __all__ = [
     "KEPT_BYTES",
     "MAX_DETAIL",
+    "ConfigCheck",
     "Door",
     "Position",
-    "job_refusal",
+    "refusal",
     "short",
 ]
 
 #: (topic, partition, offset): a record's place in Kafka.
 Position = tuple[str, int, int]
+#: What makes a scheduler configuration unusable, or None (``config_problem``).
+ConfigCheck = Callable[[SchedulerConfigSpec], str | None]
 
 #: Bytes of a record too large to decode that ``rejected_events`` keeps (its head;
 #: the record itself stays in Kafka until the topic's retention drops it).
@@ -56,10 +63,17 @@ class Door:
     max_tasks_per_job: int = 10_000
     #: position -> (code, detail).  The service's own mapping: it adds to it between runs.
     refused: Mapping[Position, tuple[str, str]] = field(default_factory=dict)
+    config_check: ConfigCheck | None = None
 
 
-def job_refusal(door: Door, event: Event) -> tuple[str, str] | None:
-    """(code, detail) when ``event`` is a JobSubmitted over the door's task bounds, else None."""
+def refusal(door: Door, event: Event) -> tuple[str, str] | None:
+    """(code, detail) when ``event`` may not pass ``door``, else None."""
+    if isinstance(event, SchedulerConfigured):
+        check = door.config_check
+        problem = None if check is None else check(event.data.config)
+        if problem is None:
+            return None
+        return ("invalid-config", f"no session can run with this configuration: {problem}")
     if not isinstance(event, JobSubmitted):
         return None
     total = 0

@@ -29,7 +29,7 @@ from events.models import (
 )
 from events.serde import EventDecodeError, decode
 from projector.archive import JOB_EVENT_TYPES, job_of_event, stdlib_utc
-from projector.door import KEPT_BYTES, Door, job_refusal, short
+from projector.door import KEPT_BYTES, Door, refusal, short
 from projector.errors import RecordFailedError
 from projector.fold import apply
 from projector.projection_rows import (
@@ -77,7 +77,8 @@ class Rejection:
     raw: bytes | None
     #: Stable code: a DecodeErrorCode, an invalid-event reason (projector.fold), empty-record,
     #: unstorable-text, decode-failed, or a door's (projector.door): record-too-large,
-    #: too-many-replicas, too-many-tasks, skipped-by-operator, fold-failed, unstorable.
+    #: too-many-replicas, too-many-tasks, invalid-config, skipped-by-operator, fold-failed,
+    #: unstorable.
     error: str
     detail: str
     event_id: str | None
@@ -154,8 +155,8 @@ def decode_batch(records: Iterable[InboundRecord], door: Door = _DEFAULT_DOOR) -
             detail = f"field {where}: contains U+0000 (NUL), which PostgreSQL text cannot store"
             out.append((record, _rejection(record, "unstorable-text", detail, event.id, event.type)))
             continue
-        if (refusal := job_refusal(door, event)) is not None:
-            out.append((record, _rejection(record, *refusal, event.id, event.type)))
+        if (refused_here := refusal(door, event)) is not None:
+            out.append((record, _rejection(record, *refused_here, event.id, event.type)))
             continue
         out.append((record, event))
     return out

@@ -53,7 +53,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError, OffsetOutOfRangeError
 
 from events.topics import Topics
-from projector.door import Door, Position, short
+from projector.door import ConfigCheck, Door, Position, short
 from projector.errors import BatchFailedError, ProjectorError, RecordFailedError
 from projector.heap import BatchHeap
 from projector.migrate import apply_migrations
@@ -154,6 +154,8 @@ class _Target:
     database_url: str
     topics: Topics
     cluster: str
+    #: The scheduler's configuration check (projector.door), given by api.
+    config_check: ConfigCheck | None = None
 
 
 async def run_projector(
@@ -165,11 +167,16 @@ async def run_projector(
     cluster: str,
     stop: asyncio.Event | None = None,
     metrics: ProjectorMetrics | None = None,
+    config_check: ConfigCheck | None = None,
 ) -> None:
-    """Run until ``stop`` is set, reconnecting after broker or database outages."""
+    """Run until ``stop`` is set, reconnecting after broker or database outages.
+
+    ``config_check`` says what makes a scheduler configuration unusable (the
+    scheduler's ``config_problem``): such a SchedulerConfigured is rejected.
+    """
     stop = stop or asyncio.Event()
     metrics = metrics if metrics is not None else ProjectorMetrics()
-    target = _Target(kafka_bootstrap, database_url, topics, cluster)
+    target = _Target(kafka_bootstrap, database_url, topics, cluster, config_check)
     try:
         await _supervise(settings, target, metrics, stop)
     finally:
@@ -374,6 +381,7 @@ class _Run:
             max_replicas_per_task=settings.max_replicas_per_task,
             max_tasks_per_job=settings.max_tasks_per_job,
             refused=refused if refused is not None else {},
+            config_check=target.config_check,
         )
         #: (topic, partition) -> the offset below which records are committed one per batch.
         self.isolating = isolating if isolating is not None else {}

@@ -4,8 +4,9 @@ Each example is a batch of records drawn from the JSON Schemas with extreme
 values and breakage (:mod:`tests.events.hostile`), produced to fresh topics
 and consumed by the real projector on the real broker and PostgreSQL.  The
 properties: the projector never stops (its task is alive and consumes every
-record), every record is archived or rejected — archived + rejected = sent —
-and the archive still verifies and folds to the projection.  Bounded for CI:
+record), every record is archived or rejected — archived + rejected = sent —,
+the archive still verifies and folds to the projection, and the scheduler's
+session runs on that projection.  Bounded for CI:
 a few examples of a few dozen records (tens of seconds); the seed corpus of
 known poison records is tests/projector/test_poison.py.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from datetime import UTC, datetime
 
 import asyncpg
 import pytest
@@ -23,6 +25,8 @@ from api.embedded import create_topics
 from events.topics import Topics
 from projector.reconstruct import load_projection, state_at, verify_chain
 from projector.settings import ProjectorSettings
+from scheduler.core.session import run_session
+from scheduler.snapshot_builder import build_snapshot, config_in_force
 from tests.events.hostile import Records, hostile_records
 from tests.projector.helpers import produce_raw, reset_schema
 from tests.projector.streams import CLUSTER
@@ -73,7 +77,11 @@ async def _fire(kafka_bootstrap: str, database_url: str, batch: list[tuple[str |
                 event("a record isolated by a redo")
             assert (metrics.duplicates_skipped, metrics.other_cluster_skipped) == (0, 0)
             assert (await verify_chain(conn)).ok
-            assert await load_projection(conn) == await state_at(conn, archived)
+            state = await load_projection(conn)
+            assert state == await state_at(conn, archived)
+            # What the scheduler does with it at every session: it must not raise.
+            config, _ = config_in_force(state)
+            run_session(build_snapshot(state), config, datetime(2026, 6, 1, tzinfo=UTC))
     finally:
         await conn.close()
 

@@ -30,6 +30,9 @@ from events.models import (
     JobSubmittedData,
     NodeReported,
     NodeReportedData,
+    SchedulerConfigSpec,
+    SchedulerConfigured,
+    SchedulerConfiguredData,
     SessionCommitted,
     SessionCommittedData,
     TaskSpec,
@@ -69,6 +72,11 @@ def _node(event_id: str) -> NodeReported:
     )
 
 
+def _configured(event_id: str) -> SchedulerConfigured:
+    spec = SchedulerConfigSpec(actions=["enqueue", "allocate"])
+    return SchedulerConfigured(id=event_id, data=SchedulerConfiguredData(config=spec), **_ENVELOPE)
+
+
 def _session(event_id: str) -> SessionCommitted:
     data = SessionCommittedData(
         session_id=event_id, leader_epoch=1, input_seq=0, config_version=0, now=T0, input_digest="d"
@@ -95,6 +103,8 @@ _SEED_CORPUS: list[tuple[str, Callable[[str], Event], str, object, str]] = [
     ("memory-1e30", _job, "data.tasks.0.resources.memory", "1e30", "invalid-field"),
     ("ttl-2-40", _job, "data.ttl_seconds_after_finished", 2**40, "invalid-field"),
     ("replicas-2m", _job, "data.tasks.0.replicas", 2_000_000, "too-many-replicas"),
+    # Valid as an event, but no session could run with it: in force, it failed every session.
+    ("unknown-action", _configured, "data.config.actions", ["enqueue", "bogus"], "invalid-config"),
     # Over 1 MB and rejected (its time): its dead-letter message must be cut to fit the producer's limit.
     ("oversized-rejected", _job, "data.annotations", {"big": _BIG}, "invalid-field"),
     # Over the projector's record limit: refused unread, its head kept.
