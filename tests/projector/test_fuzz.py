@@ -1,8 +1,9 @@
 """Hostile records fired at the running projector (issue 22, item 2).
 
 Each example is a batch of records drawn from the JSON Schemas with extreme
-values and breakage (:mod:`tests.events.hostile`), produced to fresh topics
-and consumed by the real projector on the real broker and PostgreSQL.  The
+values and breakage (:mod:`tests.events.hostile`), each after an event of a
+plausible stream, produced to fresh topics and consumed by the real projector
+on the real broker and PostgreSQL.  The
 properties: the projector never stops (its task is alive and consumes every
 record), every record is archived or rejected — archived + rejected = sent —,
 the archive still verifies and folds to the projection, and the scheduler's
@@ -20,16 +21,18 @@ from datetime import UTC, datetime
 import asyncpg
 import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import strategies as st
 
 from api.embedded import create_topics
-from events.topics import Topics
+from events.serde import encode
+from events.topics import Topics, topic_for
 from projector.reconstruct import load_projection, state_at, verify_chain
 from projector.settings import ProjectorSettings
 from scheduler.core.session import run_session
 from scheduler.snapshot_builder import build_snapshot, config_in_force
 from tests.events.hostile import Records, hostile_records
 from tests.projector.helpers import produce_raw, reset_schema
-from tests.projector.streams import CLUSTER
+from tests.projector.streams import CLUSTER, event_stream
 from tests.projector.test_service import wait_until
 from tests.service.helpers import running_projector
 
@@ -50,7 +53,15 @@ def _topic(event_type: str | None, topics: Topics) -> str:
     return topics.intents
 
 
-async def _fire(kafka_bootstrap: str, database_url: str, batch: list[tuple[str | None, bytes]]) -> None:
+def _amid_plausible(batch: Records, seed: int, topics: Topics) -> list[tuple[str, bytes]]:
+    """The hostile records one by one between the events of a plausible stream (streams.event_stream):
+    the fold meets them amid real jobs, nodes and sessions."""
+    plausible = [(topic_for(event, topics), encode(event)) for event in event_stream(seed, len(batch))]
+    hostile = [(_topic(event_type, topics), raw) for event_type, raw in batch]
+    return [record for pair in zip(plausible, hostile, strict=True) for record in pair]
+
+
+async def _fire(kafka_bootstrap: str, database_url: str, batch: Records, seed: int) -> None:
     topics = Topics(prefix=f"fuzz-{secrets.token_hex(6)}")
     await create_topics(kafka_bootstrap, topics.all(), partitions=1)
     conn = await asyncpg.connect(database_url)
@@ -61,16 +72,15 @@ async def _fire(kafka_bootstrap: str, database_url: str, batch: list[tuple[str |
         async with running_projector(
             kafka_bootstrap, database_url, topics, settings, cluster=CLUSTER
         ) as metrics:
-            await produce_raw(
-                kafka_bootstrap, [(_topic(event_type, topics), raw) for event_type, raw in batch]
-            )
+            sent = _amid_plausible(batch, seed, topics)
+            await produce_raw(kafka_bootstrap, sent)
             await wait_until(
-                conn, "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets", len(batch), 90
+                conn, "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets", len(sent), 90
             )
             archived = await conn.fetchval("SELECT count(*) FROM event_log")
             codes = await conn.fetch("SELECT error, count(*) AS n FROM rejected_events GROUP BY error")
             rejected = sum(row["n"] for row in codes)
-            assert archived + rejected == len(batch)
+            assert archived + rejected == len(sent)
             for row in codes:  # what the examples reached (pytest --hypothesis-show-statistics)
                 event(f"rejected: {row['error']}")
             if metrics.records_isolated:
@@ -97,8 +107,8 @@ async def _fire(kafka_bootstrap: str, database_url: str, batch: list[tuple[str |
         HealthCheck.data_too_large,
     ],
 )
-@given(batch=hostile_records(CLUSTER, RECORDS))
+@given(batch=hostile_records(CLUSTER, RECORDS), seed=st.integers(0, 2**16))
 def test_hostile_records_never_stop_the_projector_and_each_is_archived_or_rejected(
-    kafka_bootstrap: str, database_url: str, batch: Records
+    kafka_bootstrap: str, database_url: str, batch: Records, seed: int
 ) -> None:
-    asyncio.run(_fire(kafka_bootstrap, database_url, batch))
+    asyncio.run(_fire(kafka_bootstrap, database_url, batch, seed))
