@@ -141,6 +141,7 @@ ServiceFactory = Callable[[TephraSettings, Endpoints], Coroutine[Any, Any, None]
 
 async def _projector_service(settings: TephraSettings, endpoints: Endpoints) -> None:
     from projector.service import run_projector  # noqa: PLC0415 - the service is composed here, once
+    from scheduler.core.config import config_problem  # noqa: PLC0415
 
     await run_projector(
         settings,
@@ -148,6 +149,7 @@ async def _projector_service(settings: TephraSettings, endpoints: Endpoints) -> 
         database_url=endpoints.database_url,
         topics=endpoints.topics,
         cluster=endpoints.cluster,
+        config_check=config_problem,
     )
 
 

@@ -15,7 +15,8 @@ canonical quantity strings (``"500m"``, ``"8589934592"``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, TypeAlias
+from datetime import UTC, datetime
+from typing import Annotated, Any, Final, Literal, TypeAlias
 
 from pydantic import (
     AwareDatetime,
@@ -29,17 +30,24 @@ from pydantic import (
     model_serializer,
 )
 
-from events.quantity import format_resources, parse_resources
+from events.quantity import MAX_QUANTITY, format_resources, parse_resources
 
 __all__ = [
     "DEFAULT_CLUSTER",
+    "EARLIEST_TIME",
     "EVENT_TYPES",
+    "INT32_MAX",
+    "LATEST_TIME",
+    "MAX_LEADER_EPOCH",
+    "MAX_SEQ",
+    "MAX_SESSION_PARTS",
     "ActionConfiguration",
     "BindDecision",
     "Decision",
     "EnqueueDecision",
     "Event",
     "EventData",
+    "EventTime",
     "EvictDecision",
     "JobCancelled",
     "JobCancelledData",
@@ -85,6 +93,42 @@ DEFAULT_CLUSTER = "default"
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
+# --------------------------------------------------------------------------- bounds
+# Every number and time an event carries is bounded at the door, so that no value
+# a producer sends can overflow the fold (datetime arithmetic), PostgreSQL's
+# columns (integer, bigint), or the scheduler's int64 resource matrices
+# (docs/archive-format.md, "Bounds").
+
+#: Kubernetes' int32 fields (replicas, minAvailable, priorities, TTLs, exit codes).
+INT32_MAX: Final = 2**31 - 1
+#: Seqs (``input_seq``): PostgreSQL bigint.
+MAX_SEQ: Final = 2**63 - 1
+#: Leader epochs: exact in every JSON reader (2^53 - 1), far below bigint, so a
+#: leader's next epoch (one higher) is always storable.
+MAX_LEADER_EPOCH: Final = 2**53 - 1
+#: Parts of one split session (each up to the broker's message limit: 100k parts
+#: are 100 GB of decisions at 1 MB each).
+MAX_SESSION_PARTS: Final = 100_000
+#: Event times: 1970-01-01T00:00:00Z inclusive to 9900-01-01T00:00:00Z exclusive,
+#: compared in UTC (the offset applied).  The upper end leaves room for a TTL
+#: (at most INT32_MAX seconds, ~68 years) to be added before year 9999 ends.
+EARLIEST_TIME: Final = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_TIME: Final = datetime(9900, 1, 1, tzinfo=UTC)
+
+EventTime: TypeAlias = Annotated[
+    AwareDatetime,
+    Field(
+        ge=EARLIEST_TIME,
+        lt=LATEST_TIME,
+        json_schema_extra={
+            "formatMinimum": "1970-01-01T00:00:00Z",
+            "formatExclusiveMaximum": "9900-01-01T00:00:00Z",
+            "description": "RFC 3339 time with an offset; in UTC at or after 1970-01-01T00:00:00Z"
+            " and before 9900-01-01T00:00:00Z",
+        },
+    ),
+]
+
 
 def _requires(tag: str) -> Callable[[dict[str, Any]], None]:
     """A schema hook: the published schema requires the ``tag`` member, as decoding does.
@@ -117,6 +161,8 @@ ResourceList: TypeAlias = Annotated[
             "type": "object",
             "description": "Kubernetes ResourceList: resource name -> quantity (e.g. '500m', '8Gi', 8)",
             "additionalProperties": {"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 0}]},
+            "$comment": f"every quantity, in Tephra's units (cpu millicores, other resources base units),"
+            f" must be below {MAX_QUANTITY} (2^50)",
         }
     ),
 ]
@@ -140,7 +186,7 @@ class QueueUpsertedData(EventData):
     deserved: ResourceList = Field(default_factory=dict)
     guarantee: ResourceList = Field(default_factory=dict)
     reclaimable: bool = True
-    priority: int = Field(default=0, ge=0)
+    priority: int = Field(default=0, ge=0, le=INT32_MAX)
     state: Literal["Open", "Closed", "Closing"] = "Open"
     parent: str | None = None
 
@@ -151,7 +197,7 @@ class QueueDeletedData(EventData):
 
 class PriorityClassUpsertedData(EventData):
     name: str = Field(min_length=1)
-    value: int
+    value: int = Field(ge=-INT32_MAX - 1, le=INT32_MAX)
     global_default: bool = False
     preemption_policy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
 
@@ -211,8 +257,10 @@ class TaskSpec(EventData):
     """One task (role) of a job: ``replicas`` identical pods ``<job>-<task>-<index>``."""
 
     name: str = Field(min_length=1)
-    replicas: int = Field(ge=0)
-    min_available: int | None = Field(default=None, ge=0)
+    #: Bounded here by Kubernetes' int32; the projector bounds it tighter by its settings
+    #: (``TEPHRA_MAX_REPLICAS_PER_TASK``, ``TEPHRA_MAX_TASKS_PER_JOB``).
+    replicas: int = Field(ge=0, le=INT32_MAX)
+    min_available: int | None = Field(default=None, ge=0, le=INT32_MAX)
     resources: ResourceList = Field(default_factory=dict)
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
@@ -229,7 +277,7 @@ class JobSubmittedData(EventData):
     name: str = Field(min_length=1)
     queue: str = "default"
     priority_class: str | None = None
-    min_available: int | None = Field(default=None, ge=0)
+    min_available: int | None = Field(default=None, ge=0, le=INT32_MAX)
     min_resources: ResourceList | None = None
     tasks: list[TaskSpec] = Field(min_length=1)
     labels: dict[str, str] = Field(default_factory=dict)
@@ -240,7 +288,9 @@ class JobSubmittedData(EventData):
     #: and left out when None, so a job without its own TTL serialises exactly as before
     #: the field existed (one form, one hash in the archive).  A field-level rule, not a
     #: model serializer: the serialization schema stays typed (no free-form object).
-    ttl_seconds_after_finished: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
+    ttl_seconds_after_finished: int | None = Field(
+        default=None, ge=0, le=INT32_MAX, exclude_if=lambda v: v is None
+    )
 
     @property
     def job_id(self) -> str:
@@ -295,7 +345,7 @@ class TaskFinishedData(EventData):
     task_id: str = Field(min_length=1)
     node: str | None = None
     outcome: Literal["succeeded", "failed", "evicted"]
-    exit_code: int | None = None
+    exit_code: int | None = Field(default=None, ge=-INT32_MAX - 1, le=INT32_MAX)
     reason: str = ""
 
 
@@ -362,14 +412,14 @@ class SessionCommittedData(EventData):
     """
 
     session_id: str = Field(min_length=1)
-    leader_epoch: int = Field(ge=0)
-    input_seq: int = Field(ge=0)
-    config_version: int = Field(ge=0)
-    now: AwareDatetime
+    leader_epoch: int = Field(ge=0, le=MAX_LEADER_EPOCH)
+    input_seq: int = Field(ge=0, le=MAX_SEQ)
+    config_version: int = Field(ge=0, le=INT32_MAX)
+    now: EventTime
     input_digest: str
     logic_flags: list[str] = Field(default_factory=list)
     decisions: list[Decision] = Field(default_factory=list)
-    parts: int = Field(default=0, ge=0)
+    parts: int = Field(default=0, ge=0, le=MAX_SESSION_PARTS)
     pending: list[PendingJob] = Field(default_factory=list)
     pending_digest: str = ""
 
@@ -380,7 +430,7 @@ class SessionPartData(EventData):
     is the parts' ``pending`` in index order followed by the marker's."""
 
     session_id: str = Field(min_length=1)
-    index: int = Field(ge=0)
+    index: int = Field(ge=0, lt=MAX_SESSION_PARTS)
     decisions: list[Decision] = Field(default_factory=list)
     pending: list[PendingJob] = Field(default_factory=list)
 
@@ -405,7 +455,7 @@ class _Envelope(BaseModel):
     specversion: Literal["1.0"] = "1.0"
     id: str = Field(min_length=1)
     source: str = Field(min_length=1)
-    time: AwareDatetime
+    time: EventTime
     subject: str | None = None
     datacontenttype: Literal["application/json"] = "application/json"
     cluster: str = Field(default=DEFAULT_CLUSTER, min_length=1)

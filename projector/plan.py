@@ -31,6 +31,8 @@ from events.names import invalid_name
 from events.serde import EventDecodeError, decode
 from events.topics import Topics, topic_for
 from projector.archive import JOB_EVENT_TYPES, job_of_event, stdlib_utc
+from projector.door import KEPT_BYTES, Door, refusal, short
+from projector.errors import RecordFailedError
 from projector.fold import apply
 from projector.projection_rows import (
     ProjectionWrite,
@@ -76,8 +78,10 @@ class Rejection:
     partition: int
     offset: int
     raw: bytes | None
-    #: Stable code: a DecodeErrorCode, an invalid-event reason, empty-record, unstorable-text,
-    #: invalid-name, unknown-cluster, wrong-topic or id-conflict.
+    #: Stable code: a DecodeErrorCode, an invalid-event reason (projector.fold), empty-record,
+    #: unstorable-text, decode-failed, invalid-name, unknown-cluster, wrong-topic, id-conflict,
+    #: or a door's (projector.door): record-too-large, too-many-replicas, too-many-tasks,
+    #: invalid-config, skipped-by-operator, fold-failed, unstorable.
     error: str
     detail: str
     event_id: str | None
@@ -118,23 +122,44 @@ def id_hint(value: bytes | None) -> str | None:
         return None
 
 
-def decode_batch(records: Iterable[InboundRecord]) -> list[Decoded]:
-    """Each record with its event, or the rejection saying why it is not one."""
+_DEFAULT_DOOR: Final = Door()
+
+
+def decode_batch(records: Iterable[InboundRecord], door: Door = _DEFAULT_DOOR) -> list[Decoded]:
+    """Each record with its event, or the rejection saying why it is not one (or may not pass ``door``)."""
     out: list[Decoded] = []
+    refused = door.refused
     for record in records:
         value = record.value
+        if refused and (held := refused.get((record.topic, record.partition, record.offset))) is not None:
+            out.append((record, _held(record, door, *held)))
+            continue
         if value is None:
             out.append((record, _rejection(record, "empty-record", "the record has no value", None, None)))
+            continue
+        if len(value) > door.max_record_bytes:
+            detail = (
+                f"the record has {len(value)} bytes, over the {door.max_record_bytes} accepted"
+                f" (TEPHRA_MAX_RECORD_BYTES); its first {KEPT_BYTES} bytes are kept"
+            )
+            rejection = _rejection(record, "record-too-large", detail, id_hint(value[:KEPT_BYTES]), None)
+            out.append((record, _truncated(rejection)))
             continue
         try:
             event = decode(value)
         except EventDecodeError as exc:
             out.append((record, _rejection(record, exc.code, str(exc), exc.event_id, exc.event_type)))
             continue
+        except Exception as exc:  # noqa: BLE001 - whatever a record makes the decoder raise rejects that record
+            detail = f"the decoder failed on this record: {exc!r}"
+            out.append((record, _rejection(record, "decode-failed", detail, id_hint(value), None)))
+            continue
         if (where := nul_path(value)) is not None:
             detail = f"field {where}: contains U+0000 (NUL), which PostgreSQL text cannot store"
-            event_id = None if "\x00" in event.id else event.id  # nor the rejection's event_id
-            out.append((record, _rejection(record, "unstorable-text", detail, event_id, event.type)))
+            out.append((record, _rejection(record, "unstorable-text", detail, event.id, event.type)))
+            continue
+        if (refused_here := refusal(door, event)) is not None:
+            out.append((record, _rejection(record, *refused_here, event.id, event.type)))
             continue
         if (problem := invalid_name(event)) is not None:
             out.append((record, _rejection(record, "invalid-name", problem, event.id, event.type)))
@@ -143,19 +168,46 @@ def decode_batch(records: Iterable[InboundRecord]) -> list[Decoded]:
     return out
 
 
+def _held(record: InboundRecord, door: Door, code: str, detail: str) -> Rejection:
+    """The rejection of a record the door refuses by its position."""
+    value = record.value
+    rejection = _rejection(record, code, detail, None if value is None else id_hint(value[:KEPT_BYTES]), None)
+    return _truncated(rejection) if value is not None and len(value) > door.max_record_bytes else rejection
+
+
+def _truncated(r: Rejection) -> Rejection:
+    """``r`` keeping only the head of its record (``KEPT_BYTES``)."""
+    raw = None if r.raw is None else r.raw[:KEPT_BYTES]
+    return Rejection(r.topic, r.partition, r.offset, raw, r.error, r.detail, r.event_id, r.event_type)
+
+
+#: The longest event id or type a rejection keeps: 256 characters are at most 1 KiB
+#: of UTF-8, well within a btree index row (``rejected_events_event_id``; 2,704
+#: bytes).  An id longer than this is no id a producer meant; the raw record holds it.
+_MAX_NAME: Final = 256
+
+
 def _rejection(
     record: InboundRecord, error: str, detail: str, event_id: str | None, event_type: str | None
 ) -> Rejection:
+    # Everything stored must be storable whatever the record held: no NUL in text,
+    # nothing over an index's row limit.
     return Rejection(
         topic=record.topic,
         partition=record.partition,
         offset=record.offset,
         raw=record.value,
         error=error,
-        detail=detail,
-        event_id=event_id,
-        event_type=event_type,
+        detail=short(detail),
+        event_id=_storable_name(event_id),
+        event_type=_storable_name(event_type),
     )
+
+
+def _storable_name(name: str | None) -> str | None:
+    if name is None or len(name) > _MAX_NAME or "\x00" in name:
+        return None
+    return name
 
 
 class Repeat(NamedTuple):
@@ -249,31 +301,37 @@ def fold_records(
             detail = f"a {item.type} event belongs on the topic {expected}, not {topic}"
             plan.rejections.append(_rejection(record, "wrong-topic", detail, event_id, item.type))
             continue
-        # What the archive keeps (the event in UTC) and the bytes the chain hashes, with
-        # the pieces they are spliced from: the row's own columns (events.canonical).
-        form = canonical_form(item)
-        event = form.event
-        outcome = apply(state, seq + 1, event)
-        if outcome.invalid is not None:
-            plan.rejections.append(_rejection(record, outcome.invalid, outcome.detail, event_id, form.type))
-            continue
-        seq += 1
-        seen.add(event_id)
-        digest = chain_hash(prev_hash, form.bytes)
-        row = (
-            seq, event_id, form.type, form.cluster, form.subject, form.source, stdlib_utc(form.instant),
-            form.data, topic, partition, offset, prev_hash, digest,
-            job_of_event(event) if form.type in JOB_EVENT_TYPES else None,
-        )  # fmt: skip
-        archive_rows.append(row)
-        prev_hash = digest
-        for kind, key in outcome.touched:
-            if kind == "session":
-                plan.sessions.append(state.sessions[key])
-            else:
-                touched.setdefault(kind, {})[key] = seq
-        if outcome.decisions and isinstance(event, SessionCommitted):
-            _record_decisions(plan, seq, event.data.session_id, outcome.decisions)
+        try:
+            # What the archive keeps (the event in UTC) and the bytes the chain hashes, with
+            # the pieces they are spliced from: the row's own columns (events.canonical).
+            form = canonical_form(item)
+            event = form.event
+            outcome = apply(state, seq + 1, event)
+            if outcome.invalid is not None:
+                rejection = _rejection(record, outcome.invalid, outcome.detail, event_id, form.type)
+                plan.rejections.append(rejection)
+                continue
+            seq += 1
+            seen.add(event_id)
+            digest = chain_hash(prev_hash, form.bytes)
+            row = (
+                seq, event_id, form.type, form.cluster, form.subject, form.source, stdlib_utc(form.instant),
+                form.data, topic, partition, offset, prev_hash, digest,
+                job_of_event(event) if form.type in JOB_EVENT_TYPES else None,
+            )  # fmt: skip
+            archive_rows.append(row)
+            prev_hash = digest
+            for kind, key in outcome.touched:
+                if kind == "session":
+                    plan.sessions.append(state.sessions[key])
+                else:
+                    touched.setdefault(kind, {})[key] = seq
+            if outcome.decisions and isinstance(event, SessionCommitted):
+                _record_decisions(plan, seq, event.data.session_id, outcome.decisions)
+        except Exception as exc:
+            # The fold may have changed the state part way: the writer is poisoned (its
+            # caller rebuilds it from the database) and the record is refused on the redo.
+            raise RecordFailedError((topic, partition, offset), "fold-failed", repr(exc)) from exc
     plan.last_seq = seq
     plan.last_hash = prev_hash
 

@@ -30,7 +30,7 @@ from projector.projection_rows import (
     projection_statements,
     session_statement,
 )
-from projector.state import MAX_SESSIONS, ClusterState, JobState, TaskRow, assemble
+from projector.state import CLOCK_START, MAX_SESSIONS, ClusterState, JobState, TaskRow, assemble
 from projector.state_json import (
     early_from_json,
     job_from_json,
@@ -141,7 +141,7 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
         sessions=sessions,
         session_parts=parts_from_json(json.loads(meta["session_parts"])),
         early_observations=early_from_json(json.loads(meta["early_observations"])),
-        clock=meta["clock"],
+        clock=_clock(meta["clock"]),
     )
 
 
@@ -156,6 +156,18 @@ async def _decoded(rows: list[asyncpg.Record], decode: Callable[[asyncpg.Record]
         decoded.extend(decode(row) for row in rows[start : start + _DECODE_CHUNK])
         await asyncio.sleep(0)
     return decoded
+
+
+def _clock(value: datetime) -> datetime:
+    """The stored clock; the start of time when it is that.
+
+    The clock of a state that folded nothing is 0001-01-01T00:00:00Z, which asyncpg
+    writes as PostgreSQL's -infinity and reads back as a naive ``datetime.min``:
+    compared with an event's aware time it raised TypeError in the fold and the
+    projection rows at every batch after a restart (a batch of rejections only is
+    enough to write it).
+    """
+    return CLOCK_START if value.tzinfo is None else value
 
 
 def _job(spec: str, phase: str, phase_reason: str, finished_at: datetime | None) -> JobState:

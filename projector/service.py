@@ -54,15 +54,16 @@ from typing import Final
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
-from aiokafka.errors import KafkaError, OffsetOutOfRangeError
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError, OffsetOutOfRangeError
 
 from events.topics import Topics
 from projector.broker_identity import IdentityCheck, Verdict, identity_check
-from projector.errors import ProjectorError
+from projector.door import ConfigCheck, Door, Position, short
+from projector.errors import BatchFailedError, ProjectorError, RecordFailedError
 from projector.heap import BatchHeap
 from projector.migrate import apply_migrations
 from projector.plan import id_hint
-from projector.settings import ProjectorSettings
+from projector.settings import ProjectorSettings, parse_positions
 from projector.topic_watch import TopicWatch
 from projector.writer import (
     BatchPlan,
@@ -105,6 +106,22 @@ _RETRIABLE_DB: Final = (
 )
 
 
+#: PostgreSQL errors one record's values cause (the same bytes fail the same way):
+#: class 22 (data: a value out of range, untranslatable text), 23 (integrity), 54
+#: (program limit: an index row too large).  A batch that fails with one is redone a
+#: record at a time and the record that fails alone is rejected (``unstorable``).
+_RECORD_STORAGE_ERRORS: Final = (
+    asyncpg.exceptions.DataError,
+    asyncpg.exceptions.IntegrityConstraintViolationError,
+    asyncpg.exceptions.ProgramLimitExceededError,
+    OverflowError,
+)
+#: The dead-letter producer's request limit, set deliberately (aiokafka's default, and
+#: within the default message.max.bytes of Kafka brokers): a rejected record's body is
+#: cut to :data:`DEAD_LETTER_BODY_BYTES` so that any record fits with its headers.
+DEAD_LETTER_MAX_BYTES: Final = 1_048_576
+DEAD_LETTER_BODY_BYTES: Final = 900 * 1024
+
 STAGES: Final = ("gather", "prepare", "check_wait", "heap", "commit_wait")
 
 
@@ -120,6 +137,8 @@ class ProjectorMetrics:
     #: Full collections of the frozen heap (projector.heap), at idle moments or in batches.
     heap_thaws: int = 0
     reconnects: int = 0
+    #: Records refused by their position after they failed the fold or storage (a redo each).
+    records_isolated: int = 0
     last_seq: int = 0
     last_batch_seconds: float = 0.0
     #: The newest batch latencies (decode, fold, dead-letter, commit), seconds.
@@ -140,6 +159,8 @@ class _Target:
     database_url: str
     topics: Topics
     cluster: str
+    #: The scheduler's configuration check (projector.door), given by api.
+    config_check: ConfigCheck | None = None
 
 
 async def run_projector(
@@ -151,11 +172,16 @@ async def run_projector(
     cluster: str,
     stop: asyncio.Event | None = None,
     metrics: ProjectorMetrics | None = None,
+    config_check: ConfigCheck | None = None,
 ) -> None:
-    """Run until ``stop`` is set, reconnecting after broker or database outages."""
+    """Run until ``stop`` is set, reconnecting after broker or database outages.
+
+    ``config_check`` says what makes a scheduler configuration unusable (the
+    scheduler's ``config_problem``): such a SchedulerConfigured is rejected.
+    """
     stop = stop or asyncio.Event()
     metrics = metrics if metrics is not None else ProjectorMetrics()
-    target = _Target(kafka_bootstrap, database_url, topics, cluster)
+    target = _Target(kafka_bootstrap, database_url, topics, cluster, config_check)
     try:
         await _supervise(settings, target, metrics, stop)
     finally:
@@ -166,10 +192,34 @@ async def _supervise(
     settings: ProjectorSettings, target: _Target, metrics: ProjectorMetrics, stop: asyncio.Event
 ) -> None:
     backoff = 0.2
+    # Records refused by position (projector.door), and the batch being redone a record at a
+    # time: both outlive a run, as the failures they answer end the run.
+    refused: dict[Position, tuple[str, str]] = {}
+    for position in parse_positions(settings.skip_record):
+        refused[position] = ("skipped-by-operator", "skipped by the operator (TEPHRA_SKIP_RECORD)")
+        log.warning(
+            "[PROJ-SKIP] the record at %s[%d]@%d will be rejected unread (skipped-by-operator)", *position
+        )
+    isolating: dict[tuple[str, int], int] = {}
     while not stop.is_set():
         began = time.monotonic()
         try:
-            await _Run(settings, target, metrics, stop).run()
+            await _Run(settings, target, metrics, stop, refused=refused, isolating=isolating).run()
+        except RecordFailedError as exc:
+            # One record failed: redo at once without it (the writer reloads from the database).
+            metrics.records_isolated += 1
+            refused[exc.position] = (exc.code, short(exc.detail))
+            log.exception("rejecting that record and redoing its batch")
+        except BatchFailedError as exc:
+            if len(exc.positions) == 1:
+                metrics.records_isolated += 1
+                refused[exc.positions[0]] = (exc.code, short(exc.detail))
+                log.exception("rejecting that record and redoing its batch")
+            else:
+                for topic, partition, offset in exc.positions:
+                    key = (topic, partition)
+                    isolating[key] = max(isolating.get(key, 0), offset + 1)
+                log.exception("redoing those records one per batch to find the one to reject")
         except (*_RETRIABLE_DB, KafkaError, ProjectorError) as exc:
             if isinstance(exc, ProjectorError) and not exc.retriable:
                 raise
@@ -321,9 +371,25 @@ class _Run:
     """One life of the database connection, the consumer and the producer."""
 
     def __init__(
-        self, settings: ProjectorSettings, target: _Target, metrics: ProjectorMetrics, stop: asyncio.Event
+        self,
+        settings: ProjectorSettings,
+        target: _Target,
+        metrics: ProjectorMetrics,
+        stop: asyncio.Event,
+        *,
+        refused: dict[Position, tuple[str, str]] | None = None,
+        isolating: dict[tuple[str, int], int] | None = None,
     ) -> None:
         self.settings = settings
+        self.door = Door(
+            max_record_bytes=settings.max_record_bytes,
+            max_replicas_per_task=settings.max_replicas_per_task,
+            max_tasks_per_job=settings.max_tasks_per_job,
+            refused=refused if refused is not None else {},
+            config_check=target.config_check,
+        )
+        #: (topic, partition) -> the offset below which records are committed one per batch.
+        self.isolating = isolating if isolating is not None else {}
         self.target = target
         self.consumer_name = settings.consumer_name(target.cluster)
         self.metrics = metrics
@@ -362,6 +428,7 @@ class _Run:
                 snapshot_every=settings.snapshot_every,
                 snapshot_scale=settings.snapshot_scale,
                 topics=target.topics,
+                door=self.door,
             )
             self.metrics.last_seq = writer.state.seq
             self.heap.loaded()
@@ -373,7 +440,9 @@ class _Run:
                 max_partition_fetch_bytes=8 * 1024 * 1024,
                 fetch_max_wait_ms=settings.projector_fetch_max_wait_ms,
             )
-            producer = AIOKafkaProducer(bootstrap_servers=target.kafka_bootstrap, acks="all")
+            producer = AIOKafkaProducer(
+                bootstrap_servers=target.kafka_bootstrap, acks="all", max_request_size=DEAD_LETTER_MAX_BYTES
+            )
             # Duplicate checks of the next batch run while the writer's connection commits.
             # Planned for its ids every time: a generic plan made while event_log was
             # small stayed a sequential scan, comparing every row with 1,000 ids
@@ -450,8 +519,17 @@ class _Run:
                 ),
             )
 
+    def _isolating(self) -> bool:
+        """Whether a failed batch is being redone a record at a time (until its records are past)."""
+        isolating = self.isolating
+        for key in [key for key, end in isolating.items() if self.positions.get(key, 0) >= end]:
+            del isolating[key]
+        return bool(isolating)
+
     async def _gather(self, offsets: asyncpg.Connection, consumer: AIOKafkaConsumer) -> list[InboundRecord]:
         batch_size, linger_ms = self.settings.projector_batch_size, self.settings.projector_linger_ms
+        if self._isolating():
+            batch_size, linger_ms = 1, 0
         # Topics or partitions that appeared (the writer's connection may be committing: ask on the other).
         await self._assign(offsets, consumer, await self.watch.new_partitions(consumer.assignment()))
         records: list[InboundRecord] = []
@@ -468,31 +546,39 @@ class _Run:
             except OffsetOutOfRangeError as exc:
                 await self._went_backwards(consumer, exc)
                 continue
-            for tp in sorted(fetched, key=lambda p: (p.topic, p.partition)):
-                messages = fetched[tp]
-                if not messages:
-                    continue
-                topic, partition = key = (tp.topic, tp.partition)
-                if key in self.identity:
-                    await self._check_identity(consumer, tp, self.identity.pop(key), messages[0])
-                    continue  # what this fetch read was consumed already, or is read again
-                expected = self.positions.get(key, 0)
-                # A partition's offsets only increase: checking the first message checks them all.
-                if messages[0].offset < expected:
-                    self.metrics.offsets_went_backwards += 1
-                    log.error(
-                        "[PROJ-OFFSETS] %s[%d] delivered offset %d below the stored position %d:"
-                        " the broker lost data; consuming what it has now",
-                        topic, partition, messages[0].offset, expected,
-                    )  # fmt: skip
-                self.positions[key] = messages[-1].offset + 1
-                records += [InboundRecord(topic, partition, m.offset, m.value) for m in messages]
+            records += await self._take(consumer, fetched)
             if not fetched:
                 await self._check_high_watermarks(consumer)
                 if not records:
                     break  # idle: the caller finishes the commit in flight meanwhile
             if records and deadline is None:
                 deadline = time.monotonic() + linger_ms / 1000
+        return records
+
+    async def _take(
+        self, consumer: AIOKafkaConsumer, fetched: dict[TopicPartition, list[ConsumerRecord]]
+    ) -> list[InboundRecord]:
+        """The records of one fetch to project, positions moved past them, in partition order."""
+        records: list[InboundRecord] = []
+        for tp in sorted(fetched, key=lambda p: (p.topic, p.partition)):
+            messages = fetched[tp]
+            if not messages:
+                continue
+            topic, partition = key = (tp.topic, tp.partition)
+            if key in self.identity:
+                await self._check_identity(consumer, tp, self.identity.pop(key), messages[0])
+                continue  # what this fetch read was consumed already, or is read again
+            expected = self.positions.get(key, 0)
+            # A partition's offsets only increase: checking the first message checks them all.
+            if messages[0].offset < expected:
+                self.metrics.offsets_went_backwards += 1
+                log.error(
+                    "[PROJ-OFFSETS] %s[%d] delivered offset %d below the stored position %d:"
+                    " the broker lost data; consuming what it has now",
+                    topic, partition, messages[0].offset, expected,
+                )  # fmt: skip
+            self.positions[key] = messages[-1].offset + 1
+            records += [InboundRecord(topic, partition, m.offset, m.value) for m in messages]
         return records
 
     async def _check_high_watermarks(self, consumer: AIOKafkaConsumer) -> None:
@@ -603,7 +689,13 @@ class _Run:
                 stages["heap"] += frozen - prepared
                 stages["commit_wait"] += clock() - frozen
                 commit = self._commit(
-                    conn, producer, writer, plan, began=gathered, after=commits[-1] if commits else None
+                    conn,
+                    producer,
+                    writer,
+                    plan,
+                    records,
+                    began=gathered,
+                    after=commits[-1] if commits else None,
                 )
                 commits.append(asyncio.create_task(commit))
             while commits:
@@ -621,6 +713,7 @@ class _Run:
         producer: AIOKafkaProducer,
         writer: BatchWriter,
         plan: BatchPlan,
+        records: Sequence[InboundRecord],
         *,
         began: float,
         after: asyncio.Task[None] | None,
@@ -631,7 +724,13 @@ class _Run:
         await writer.settle(conn, plan)  # its id conflicts join the rejections to dead-letter
         if plan.rejections:
             await self._dead_letter(producer, plan.rejections)
-        await writer.commit(conn, plan)
+        try:
+            await writer.commit(conn, plan)
+        except _RETRIABLE_DB:
+            raise  # an outage (some are DataError's kin in asyncpg's tree: checked first)
+        except _RECORD_STORAGE_ERRORS as exc:
+            positions = [(r.topic, r.partition, r.offset) for r in records]
+            raise BatchFailedError(positions, "unstorable", f"PostgreSQL refused the batch: {exc!r}") from exc
         metrics.batches += 1
         metrics.events_archived += plan.archived
         metrics.events_rejected += len(plan.rejections)
@@ -649,13 +748,69 @@ class _Run:
             _log_metrics("projector metrics", metrics)
 
     async def _dead_letter(self, producer: AIOKafkaProducer, rejections: Sequence[Rejection]) -> None:
+        """Produce the rejections to the dead-letter topic: the reference and the body, cut to fit.
+
+        A message the broker refuses for its size is sent again with the reference
+        alone, never treated as an outage (``rejected_events`` keeps what the record
+        held either way).
+        """
         topic = self.target.topics.rejected
-        futures = []
+        sent = []
         for r in rejections:
-            headers = [
-                ("tephra-error", r.error.encode()),
-                ("tephra-detail", r.detail.encode()),
-                ("tephra-source", f"{r.topic}/{r.partition}/{r.offset}".encode()),
-            ]
-            futures.append(await producer.send(topic, value=r.raw or b"", headers=headers))
-        await asyncio.gather(*futures)
+            body = r.raw or b""
+            headers = _dead_letter_headers(r, len(body))
+            if len(body) > DEAD_LETTER_BODY_BYTES:
+                body = body[:DEAD_LETTER_BODY_BYTES]
+            sent.append((r, await self._send_or_reference(producer, topic, r, body, headers)))
+        for r, future in sent:
+            if future is None:
+                continue
+            try:
+                await future
+            except MessageSizeTooLargeError:
+                await self._send_reference(producer, topic, r)
+
+    async def _send_or_reference(
+        self,
+        producer: AIOKafkaProducer,
+        topic: str,
+        r: Rejection,
+        body: bytes,
+        headers: list[tuple[str, bytes]],
+    ) -> asyncio.Future[object] | None:
+        try:
+            future: asyncio.Future[object] = await producer.send(topic, value=body, headers=headers)
+        except MessageSizeTooLargeError:
+            await self._send_reference(producer, topic, r)
+            return None
+        return future
+
+    async def _send_reference(self, producer: AIOKafkaProducer, topic: str, r: Rejection) -> None:
+        """The rejection's reference alone (no body), for a broker whose limit is below ours."""
+        log.warning(
+            "dead-letter message for %s[%d]@%d is over the broker's limit: sending its reference alone",
+            r.topic, r.partition, r.offset,
+        )  # fmt: skip
+        headers = _dead_letter_headers(r, len(r.raw or b""))
+        try:
+            await (await producer.send(topic, value=b"", headers=headers))
+        except MessageSizeTooLargeError:
+            log.exception(
+                "dead-letter reference for %s[%d]@%d refused for its size: kept in rejected_events only",
+                r.topic, r.partition, r.offset,
+            )  # fmt: skip
+
+
+def _dead_letter_headers(r: Rejection, size: int) -> list[tuple[str, bytes]]:
+    """Where the rejected record is (topic/partition/offset), its id, why, and its size in bytes."""
+    headers = [
+        ("tephra-error", r.error.encode()),
+        ("tephra-detail", short(r.detail, 1_000).encode()),
+        ("tephra-source", f"{r.topic}/{r.partition}/{r.offset}".encode()),
+        ("tephra-size", str(size).encode()),
+    ]
+    if r.event_id is not None:
+        headers.append(("tephra-event-id", r.event_id.encode()))
+    if size > DEAD_LETTER_BODY_BYTES:
+        headers.append(("tephra-truncated", str(DEAD_LETTER_BODY_BYTES).encode()))
+    return headers

@@ -53,7 +53,8 @@ import orjson
 
 from events.canonical import GENESIS_HASH, chain_hash
 from events.topics import Topics
-from projector.errors import ProjectionDriftError
+from projector.door import Door
+from projector.errors import BatchFailedError, ProjectionDriftError
 from projector.plan import (
     BatchPlan,
     Decoded,
@@ -139,12 +140,15 @@ class BatchWriter:
         snapshot_scale: float = 1.0,
         last_snapshot_seq: int = 0,
         topics: Topics | None = None,
+        door: Door | None = None,
     ) -> None:
         check_snapshot_spacing(snapshot_every, snapshot_scale)
         self.state = state
         #: The deployment's topics: an event read from another topic than its type's is
         #: rejected (``wrong-topic``).  None (tools reading files): not checked.
         self.topics = topics
+        #: The bounds records must keep and the positions refused (projector.door).
+        self.door = door or Door()
         self.last_hash = last_hash
         self.consumer = consumer
         self.cluster = cluster
@@ -169,6 +173,7 @@ class BatchWriter:
         snapshot_every: int = 10_000,
         snapshot_scale: float = 1.0,
         topics: Topics | None = None,
+        door: Door | None = None,
     ) -> BatchWriter:
         """A writer positioned at what the database holds (rebuilt first if an upgrade marked it)."""
         await rebuild_projection(conn)
@@ -187,6 +192,7 @@ class BatchWriter:
             snapshot_scale=snapshot_scale,
             last_snapshot_seq=last_snapshot,
             topics=topics,
+            door=door,
         )
 
     # ------------------------------------------------------------------ step 2
@@ -220,7 +226,7 @@ class BatchWriter:
         plan = self._begin()
         with self._poison_on_error():
             self._fold(plan, decoded, archived_ids)
-            self._finish(plan)
+            self._finish_naming(plan, [record for record, _ in decoded])
         self._in_flight.append(plan)
         return plan
 
@@ -243,12 +249,12 @@ class BatchWriter:
         plan = self._begin()
         with self._poison_on_error():
             for start in range(0, len(records), chunk):
-                decoded = decode_batch(records[start : start + chunk])
+                decoded = decode_batch(records[start : start + chunk], self.door)
                 archived = await check(start, decoded)
                 self._fold(plan, decoded, archived)
                 del decoded  # now, while the events are in the caches
                 await asyncio.sleep(0)
-            self._finish(plan)
+            self._finish_naming(plan, records)
         self._in_flight.append(plan)
         return plan
 
@@ -268,6 +274,17 @@ class BatchWriter:
     def _fold(self, plan: BatchPlan, decoded: Sequence[Decoded], archived_ids: set[str]) -> None:
         """Fold ``decoded`` into the state and the plan (continuing where the plan stands)."""
         fold_records(self.state, plan, decoded, archived_ids, cluster=self.cluster, topics=self.topics)
+
+    def _finish_naming(self, plan: BatchPlan, records: Sequence[InboundRecord]) -> None:
+        """:meth:`_finish`; a failure names the batch's records (no one record is to blame)."""
+        try:
+            self._finish(plan)
+        except Exception as exc:
+            raise BatchFailedError(
+                [(r.topic, r.partition, r.offset) for r in records],
+                "unstorable",
+                f"projecting failed: {exc!r}",
+            ) from exc
 
     def _finish(self, plan: BatchPlan) -> None:
         """Read the rows the batch touched, and a snapshot when due, out of the state."""
@@ -376,7 +393,7 @@ class BatchWriter:
 
     async def write(self, conn: asyncpg.Connection, records: Sequence[InboundRecord]) -> BatchPlan:
         """Steps 1, 2 and 4 without a dead-letter topic (tests, tools, the bench)."""
-        decoded = decode_batch(records)
+        decoded = decode_batch(records, self.door)
         plan = self.prepare(decoded, await self.archived_ids(conn, decoded))
         await self.commit(conn, plan)
         return plan

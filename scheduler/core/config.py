@@ -31,6 +31,7 @@ __all__ = [
     "PluginOption",
     "SchedulerConfig",
     "Tier",
+    "config_problem",
     "parse_scheduler_config",
 ]
 
@@ -317,3 +318,16 @@ DEFAULT_CONFIG: SchedulerConfig = parse_scheduler_config(
         ],
     }
 )
+
+
+def config_problem(spec: SchedulerConfigSpec) -> str | None:
+    """What makes ``spec`` a configuration a session cannot run with, or None.
+
+    The projector refuses such a SchedulerConfigured at its door (``invalid-config``):
+    folded, it would be the config in force, and every session would fail on it.
+    """
+    try:
+        SchedulerConfig.from_spec(spec)
+    except (ConfigError, TypeError, ValueError) as exc:
+        return str(exc)
+    return None

@@ -29,6 +29,7 @@ from events.topics import Topics, kafka_key, topic_for
 from projector.migrate import apply_migrations
 from projector.service import ProjectorMetrics, run_projector
 from projector.settings import ProjectorSettings
+from scheduler.core.config import config_problem
 from scheduler.service.main import run_scheduler
 from scheduler.service.settings import SchedulerSettings
 from scheduler.service.telemetry import SchedulerMetrics
@@ -139,6 +140,7 @@ async def running_projector(
             cluster=cluster,
             stop=stop,
             metrics=metrics,
+            config_check=config_problem,  # as api composes it
         )
     )
     try:
