@@ -85,7 +85,7 @@ async def _fire(kafka_bootstrap: str, database_url: str, batch: Records, seed: i
                 event(f"rejected: {row['error']}")
             if metrics.records_isolated:
                 event("a record isolated by a redo")
-            assert (metrics.duplicates_skipped, metrics.other_cluster_skipped) == (0, 0)
+            assert metrics.duplicates_skipped == 0  # no redelivery here: every id is sent once
             assert (await verify_chain(conn)).ok
             state = await load_projection(conn)
             assert state == await state_at(conn, archived)

@@ -66,10 +66,9 @@ def _job(event_id: str, **task: Any) -> JobSubmitted:
     )
 
 
-def _node(event_id: str) -> NodeReported:
-    return NodeReported(
-        id=event_id, data=NodeReportedData(name=event_id, allocatable={"cpu": "8"}), **_ENVELOPE
-    )
+def _node(event_id: str, name: str | None = None) -> NodeReported:
+    data = NodeReportedData(name=name or event_id, allocatable={"cpu": "8"})
+    return NodeReported(id=event_id, data=data, **_ENVELOPE)
 
 
 def _configured(event_id: str) -> SchedulerConfigured:
@@ -152,7 +151,7 @@ async def test_the_seed_corpus_is_rejected_with_codes_and_nothing_else_is_lost(
     # An id no btree index holds (PostgreSQL refuses the row at storage, whatever the door
     # let through): the batch is redone a record at a time and only that record rejected.
     unindexable_id = secrets.token_urlsafe(12_000)
-    unindexable = _node(unindexable_id)
+    unindexable = _node(unindexable_id, name="node-unindexable")  # a valid name: only the id is too big
     stream = event_stream(31, 400)
     before, after = stream[:200], stream[200:]
     records = [(topic_for(event, topics), value) for (event, value), _ in hostile.values()]
