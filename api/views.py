@@ -199,7 +199,8 @@ async def list_sessions(con: asyncpg.Connection, limit: int = 20) -> list[Item]:
                 "now": _iso(row["now"]),
                 "accepted": row["accepted"],
                 "voided": doc.get("voided", []),
-                "pending": doc.get("pending", []),
+                # The newest session's list only (None for older ones; the archive keeps them).
+                "pending": doc.get("pending"),
                 # Seconds: snapshot read, computation, publish, until the projection applied it.
                 "durations": None
                 if row["compute_seconds"] is None
@@ -344,9 +345,10 @@ def _table(kind: str, items: list[Item]) -> Table:
             table.add_column(column)
         for s in items:
             took = "-" if s["durations"] is None else f"{sum(s['durations'].values()) * 1000:.0f}ms"
+            pending = "-" if s["pending"] is None else str(len(s["pending"]))  # the newest session's only
             table.add_row(
                 s["id"], str(s["seq"]), str(s["leaderEpoch"]), str(s["inputSeq"]), s["now"] or "-",
-                str(s["accepted"]), str(len(s["voided"])), str(len(s["pending"])), took,
+                str(s["accepted"]), str(len(s["voided"])), pending, took,
             )  # fmt: skip
     return table
 

@@ -321,7 +321,7 @@ def session_to_json(s: SessionRecord) -> dict[str, Any]:
             }
             for v in s.voided
         ],
-        "pending": [json_form(p) for p in s.pending],
+        "pending": None if s.pending is None else [json_form(p) for p in s.pending],
         "pending_digest": s.pending_digest,
         "input_digest": s.input_digest,
         "logic_flags": list(s.logic_flags),
@@ -348,7 +348,7 @@ def session_from_json(d: dict[str, Any]) -> SessionRecord:
             )
             for v in d["voided"]
         ),
-        pending=tuple(PendingJob.model_validate(p) for p in d["pending"]),
+        pending=None if d["pending"] is None else tuple(PendingJob.model_validate(p) for p in d["pending"]),
         pending_digest=d["pending_digest"],
         input_digest=d["input_digest"],
         logic_flags=tuple(d["logic_flags"]),

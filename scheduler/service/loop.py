@@ -58,8 +58,10 @@ from scheduler.service.publisher import SessionPublisher
 from scheduler.service.records import SessionTiming, record_session
 from scheduler.service.runner import SessionRunner
 from scheduler.service.session_events import (
+    WHOLE_PENDING_EVERY,
     SessionHeader,
     digest_pending,
+    pending_change,
     pending_jobs,
     session_events,
     session_id_for,
@@ -175,6 +177,7 @@ class SessionLoop:
         """One session: read, compute, publish, wait until applied; returns the seq it was applied at."""
         epoch = self.leadership.epoch
         session_id = session_id_for(self.cluster, epoch, self._counter)
+        whole_pending = self._counter % WHOLE_PENDING_EVERY == 0
         self._counter += 1
         began = time.perf_counter()
         state = await self.reader.state()
@@ -190,7 +193,9 @@ class SessionLoop:
             },
         ) as span:
             try:
-                computed = await self.runner.run(session_id, lambda: self._compute(state, session_id, now))
+                computed = await self.runner.run(
+                    session_id, lambda: self._compute(state, session_id, now, whole_pending=whole_pending)
+                )
             except SessionOverrun as exc:
                 span.record_exception(exc)
                 span.set_status(Status(StatusCode.ERROR, "session overran its budget"))
@@ -258,8 +263,13 @@ class SessionLoop:
         )
         return applied.seq
 
-    def _compute(self, state: ClusterState, session_id: str, now: datetime) -> _Computed:
-        """Runs in the worker thread: everything CPU-bound, nothing that touches the loop."""
+    def _compute(
+        self, state: ClusterState, session_id: str, now: datetime, *, whole_pending: bool
+    ) -> _Computed:
+        """Runs in the worker thread: everything CPU-bound, nothing that touches the loop.
+
+        ``whole_pending``: publish the whole pending list, not the change from the newest
+        session's (see :mod:`scheduler.service.session_events`)."""
         began = time.perf_counter()
         snapshot, digest = self.reader.snapshots.build(state)
         # The state and the snapshot cache are long-lived; the session's objects are not.
@@ -269,6 +279,14 @@ class SessionLoop:
         decisions = tuple(result.events())
         pending = pending_jobs(result.pending)
         pending_digest = digest_pending(pending)
+        # The fold keeps the newest session's whole list: the base a change is read against.
+        newest = None if whole_pending else next(reversed(state.sessions.values()), None)
+        change = pending_change(
+            pending,
+            newest.session_id if newest is not None else "",
+            newest.pending if newest is not None else None,
+            max_cleared_bytes=self.settings.scheduler_max_message_bytes // 2,
+        )
         header = SessionHeader(
             session_id=session_id,
             cluster=self.cluster,
@@ -278,8 +296,10 @@ class SessionLoop:
             now=now,
             input_digest=digest,
             logic_flags=tuple(sorted(self.logic_flags)),
-            pending=pending,
+            pending=change.pending,
             pending_digest=pending_digest,
+            pending_base=change.base,
+            pending_cleared=change.cleared,
         )
         events = session_events(
             header, decisions, time=now, max_message_bytes=self.settings.scheduler_max_message_bytes

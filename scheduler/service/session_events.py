@@ -9,6 +9,14 @@ pending reasons stay in the marker while it fits; when they alone would make
 it too large they travel in further parts too (after the decisions' parts,
 in job order), and the fold reassembles them in part order.
 
+A big backlog leaves the same jobs pending with the same reasons session
+after session, so the reasons normally travel as the change from the newest
+session the input held (:func:`pending_change`): the jobs whose reasons are
+new or different, and the ids of the jobs no longer pending.  The whole list
+travels when there is no such session, when the change would be no smaller,
+and every :data:`WHOLE_PENDING_EVERY` sessions, which bounds how far back a
+reader of one session walks to rebuild its list.
+
 Sizes are exact, not estimated: :func:`events.serde.encode` writes compact
 JSON, so a part's size is the size of the empty part plus each decision's
 JSON and the commas between them.
@@ -38,8 +46,11 @@ from scheduler.service.errors import SessionTooLarge
 
 __all__ = [
     "SCHEDULER_SOURCE",
+    "WHOLE_PENDING_EVERY",
+    "PendingChange",
     "SessionHeader",
     "digest_pending",
+    "pending_change",
     "pending_jobs",
     "session_events",
     "session_id_for",
@@ -48,6 +59,8 @@ __all__ = [
 SCHEDULER_SOURCE: Final = "tephra://scheduler"
 # The namespace of session ids (a fixed, arbitrary UUID owned by this module).
 _SESSION_NAMESPACE: Final = uuid.UUID("0b6c2f9e-4a51-4d7e-8f3a-2c9d5e1a7b60")
+#: One session in this many carries its whole pending list (the first of a term always does).
+WHOLE_PENDING_EVERY: Final = 64
 
 
 class _HasCodeAndMessage(Protocol):
@@ -72,6 +85,18 @@ class SessionHeader:
     logic_flags: tuple[str, ...]
     pending: tuple[PendingJob, ...]
     pending_digest: str
+    #: With a base: ``pending`` is the change from session ``pending_base``'s list (see the module).
+    pending_base: str = ""
+    pending_cleared: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PendingChange:
+    """What a session carries of its pending list: the whole list (``base`` empty) or the change."""
+
+    base: str
+    pending: tuple[PendingJob, ...]
+    cleared: tuple[str, ...]
 
 
 def session_id_for(cluster: str, epoch: int, counter: int) -> str:
@@ -85,6 +110,32 @@ def pending_jobs(pending: Mapping[str, Sequence[_HasCodeAndMessage]]) -> tuple[P
         PendingJob(job=job, reasons=[PendingReason(code=r.code, message=r.message) for r in pending[job]])
         for job in sorted(pending)
     )
+
+
+def pending_change(
+    pending: tuple[PendingJob, ...],
+    base_id: str,
+    base: Sequence[PendingJob] | None,
+    *,
+    max_cleared_bytes: int,
+) -> PendingChange:
+    """The change from ``base`` (session ``base_id``'s whole list, None when unknown) to ``pending``.
+
+    The whole list instead when there is no base, when the change holds as many entries, or when
+    its cleared ids would take more than ``max_cleared_bytes`` of the marker (they travel in it).
+    """
+    whole = PendingChange(base="", pending=pending, cleared=())
+    if base is None or not base_id:
+        return whole
+    before = {p.job: p for p in base}
+    changed = tuple(p for p in pending if before.get(p.job) != p)
+    now = {p.job for p in pending}
+    cleared = tuple(sorted(job for job in before if job not in now))
+    if len(changed) + len(cleared) >= len(pending):
+        return whole
+    if sum(len(json.dumps(job)) + 1 for job in cleared) > max_cleared_bytes:
+        return whole
+    return PendingChange(base=base_id, pending=changed, cleared=cleared)
 
 
 def digest_pending(pending: Sequence[PendingJob]) -> str:
@@ -183,6 +234,8 @@ def _marker(
             parts=parts,
             pending=list(pending),
             pending_digest=header.pending_digest,
+            pending_base=header.pending_base,
+            pending_cleared=list(header.pending_cleared),
         ),
     )
 

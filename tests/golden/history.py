@@ -56,6 +56,7 @@ from scheduler.core.snapshot import snapshot_digest
 from scheduler.service.session_events import (
     SessionHeader,
     digest_pending,
+    pending_change,
     pending_jobs,
     session_events,
     session_id_for,
@@ -144,6 +145,9 @@ class LiveRun:
     step: timedelta = timedelta(seconds=1)
     max_message_bytes: int = _LARGE_MESSAGE
     logic_flags: tuple[str, ...] = ()
+    #: Publish pending reasons as the change from the newest session's list, as the live
+    #: scheduler does (the golden archives keep the whole lists they were recorded with).
+    pending_changes: bool = False
     #: Rewrites a session's decisions before it is published: how the divergent
     #: golden log records a session that a different core would have decided.
     tamper: Callable[[int, list[Decision]], list[Decision]] | None = None
@@ -239,6 +243,13 @@ class LiveRun:
             decisions = self.tamper(len(self.sessions), decisions)
         session_id = session_id_for(self.cluster, self.epoch, len(self.sessions))
         pending = pending_jobs(result.pending)
+        newest = next(reversed(self.state.sessions.values()), None) if self.pending_changes else None
+        change = pending_change(
+            pending,
+            newest.session_id if newest is not None else "",
+            newest.pending if newest is not None else None,
+            max_cleared_bytes=self.max_message_bytes // 2,
+        )
         input_seq = self.state.seq
         if meanwhile is not None:
             meanwhile()
@@ -251,8 +262,10 @@ class LiveRun:
             now=self._now,
             input_digest=snapshot_digest(snapshot),
             logic_flags=self.logic_flags,
-            pending=pending,
+            pending=change.pending,
             pending_digest=digest_pending(pending),
+            pending_base=change.base,
+            pending_cleared=change.cleared,
         )
         for event in session_events(
             header, decisions, time=self._now, max_message_bytes=self.max_message_bytes
