@@ -17,6 +17,8 @@ It prints, asserting nothing:
   max over the steady phase, and each phase's p50 / p90 / max;
 * the RSS of the scheduler and the projector over time (``/proc/<pid>``), and
   its growth from the end of the first minute of the steady phase to the end;
+* the CPU seconds each service used per live session (``/proc/<pid>/stat``):
+  steadier than the wall clock on a shared machine;
 * the bytes archived per session (``event_log.data`` of its SessionCommitted
   and SessionParts) and of its ``sessions`` row.
 
@@ -57,7 +59,7 @@ from bench.e2e import (
     _wait_count,
 )
 from bench.host import cpu_loop_seconds, memory_walk_seconds
-from bench.projector_throughput import memory_mb
+from bench.projector_throughput import _child_cpu, memory_mb
 from events.topics import Topics
 
 #: Each job asks for 8 of a node's 64 cpu: 8 run per node, the rest of the backlog waits.
@@ -177,7 +179,9 @@ async def backlog(bootstrap: str, admin_dsn: str, logs: Path, opts: argparse.Nam
                 since = time.time() - led
                 print(f"  {running:,} jobs bound {since:.0f} s after leadership; steady phase begins")
                 pids = {"scheduler": sched.pid, "projector": projector.pid}
+                cpu_before = {name: _child_cpu(pid) for name, pid in pids.items()}
                 samples = await _steady(producer, topics, opts, pids)
+                cpu = {name: _child_cpu(pid) - cpu_before[name] for name, pid in pids.items()}
                 times = await _session_times(conn, ramp)
                 phases = await _phase_figures(conn)
                 archive = await _archive_figures(conn)
@@ -191,6 +195,8 @@ async def backlog(bootstrap: str, admin_dsn: str, logs: Path, opts: argparse.Nam
             f"  live sessions: {len(times)}; seconds p50 {statistics.median(times):.3f},"
             f" p99 {_percentile(times, 0.99):.3f}, max {max(times):.3f} (goal: p99 <= 2 s)"
         )
+        per_session = ", ".join(f"{name} {used / len(times):.2f} s" for name, used in sorted(cpu.items()))
+        print(f"  CPU per live session: {per_session}")
     else:
         print("  no session recorded in the steady phase")
     print(f"  per session p50/p90/max ms (all sessions): {phases}")
