@@ -65,7 +65,8 @@ from events.topics import Topics
 #: Each job asks for 8 of a node's 64 cpu: 8 run per node, the rest of the backlog waits.
 _JOB_CPU: Final = "8"
 _RUNNING_PER_NODE: Final = 8
-#: RSS growth is measured from this far into the steady phase (past the first sessions' ramp).
+#: RSS growth is measured from this far into the steady phase (past the first sessions' ramp),
+#: or from a quarter of a shorter one.
 _WARM: Final = 60.0
 
 _SESSION_TYPES: Final = ("tephra.session.committed.v1", "tephra.session.part.v1")
@@ -134,12 +135,12 @@ async def _archive_figures(conn: asyncpg.Connection) -> str:
     )
 
 
-def _print_memory(samples: list[tuple[float, dict[str, float]]]) -> None:
+def _print_memory(samples: list[tuple[float, dict[str, float]]], seconds: float) -> None:
     names = sorted(samples[0][1])
     print("  RSS MiB over the steady phase: t(s) " + " ".join(f"{n:>10}" for n in names))
     for at, rss in samples:
         print(f"    {at:8.0f} " + " ".join(f"{rss[n]:10.0f}" for n in names))
-    warm = next(((at, rss) for at, rss in samples if at >= _WARM), samples[0])
+    warm = next(((at, rss) for at, rss in samples if at >= min(_WARM, seconds / 4)), samples[0])
     end = samples[-1][1]
     growth = ", ".join(f"{n} {100 * (end[n] - warm[1][n]) / warm[1][n]:+.1f} %" for n in names)
     print(f"  RSS growth from t={warm[0]:.0f} s to the end: {growth} (goal: within 10 %)")
@@ -200,7 +201,7 @@ async def backlog(bootstrap: str, admin_dsn: str, logs: Path, opts: argparse.Nam
     else:
         print("  no session recorded in the steady phase")
     print(f"  per session p50/p90/max ms (all sessions): {phases}")
-    _print_memory(samples)
+    _print_memory(samples, opts.seconds)
     print(f"  {archive}")
 
 

@@ -59,8 +59,8 @@ from scheduler.service.records import SessionTiming, record_session
 from scheduler.service.runner import SessionRunner
 from scheduler.service.session_events import (
     WHOLE_PENDING_EVERY,
+    PendingTexts,
     SessionHeader,
-    digest_pending,
     pending_change,
     pending_jobs,
     session_events,
@@ -138,6 +138,7 @@ class SessionLoop:
         self._counter = 0
         self._last: _Last | None = None
         self.heap = HeapGuard(enabled=settings.scheduler_freeze_heap)
+        self._pending_texts = PendingTexts()
 
     async def run(self) -> None:
         """Schedule until cancelled (the term ends) or a non-retriable error."""
@@ -277,14 +278,16 @@ class SessionLoop:
         config, config_version = config_in_force(state)
         result = run_session(snapshot, config, now, logic_flags=self.logic_flags)
         decisions = tuple(result.events())
-        pending = pending_jobs(result.pending)
-        pending_digest = digest_pending(pending)
-        # The fold keeps the newest session's whole list: the base a change is read against.
-        newest = None if whole_pending else next(reversed(state.sessions.values()), None)
+        # The fold keeps the newest session's whole list: the base a change is read against,
+        # and the entries (with their JSON) that a backlog carries over unchanged.
+        newest = next(reversed(state.sessions.values()), None)
+        before = newest.pending if newest is not None and newest.pending is not None else ()
+        pending = pending_jobs(result.pending, reuse={p.job: p for p in before})
+        pending_digest = self._pending_texts.digest(pending)
         change = pending_change(
             pending,
-            newest.session_id if newest is not None else "",
-            newest.pending if newest is not None else None,
+            "" if newest is None or whole_pending else newest.session_id,
+            None if newest is None or whole_pending else newest.pending,
             max_cleared_bytes=self.settings.scheduler_max_message_bytes // 2,
         )
         header = SessionHeader(

@@ -48,6 +48,7 @@ __all__ = [
     "SCHEDULER_SOURCE",
     "WHOLE_PENDING_EVERY",
     "PendingChange",
+    "PendingTexts",
     "SessionHeader",
     "digest_pending",
     "pending_change",
@@ -104,12 +105,33 @@ def session_id_for(cluster: str, epoch: int, counter: int) -> str:
     return str(uuid.uuid5(_SESSION_NAMESPACE, f"{cluster}|{epoch}|{counter}"))
 
 
-def pending_jobs(pending: Mapping[str, Sequence[_HasCodeAndMessage]]) -> tuple[PendingJob, ...]:
-    """The core's pending reasons (job -> ranked reasons) as event models, by job id."""
-    return tuple(
-        PendingJob(job=job, reasons=[PendingReason(code=r.code, message=r.message) for r in pending[job]])
-        for job in sorted(pending)
-    )
+def pending_jobs(
+    pending: Mapping[str, Sequence[_HasCodeAndMessage]], reuse: Mapping[str, PendingJob] | None = None
+) -> tuple[PendingJob, ...]:
+    """The core's pending reasons (job -> ranked reasons) as event models, by job id.
+
+    ``reuse``: entries of an earlier list (the newest session's), taken as they are where the
+    reasons did not change: a backlog keeps most of them, and an entry that is the same object
+    is found unchanged (and its JSON in :class:`PendingTexts`) without comparing it.
+    """
+    reuse = reuse or {}
+    out: list[PendingJob] = []
+    for job in sorted(pending):
+        reasons = pending[job]
+        known = reuse.get(job)
+        if (
+            known is None
+            or len(known.reasons) != len(reasons)
+            or any(
+                k.code != r.code or k.message != r.message
+                for k, r in zip(known.reasons, reasons, strict=True)
+            )
+        ):
+            known = PendingJob(
+                job=job, reasons=[PendingReason(code=r.code, message=r.message) for r in reasons]
+            )
+        out.append(known)
+    return tuple(out)
 
 
 def pending_change(
@@ -128,7 +150,7 @@ def pending_change(
     if base is None or not base_id:
         return whole
     before = {p.job: p for p in base}
-    changed = tuple(p for p in pending if before.get(p.job) != p)
+    changed = tuple(p for p in pending if (b := before.get(p.job)) is not p and b != p)
     now = {p.job for p in pending}
     cleared = tuple(sorted(job for job in before if job not in now))
     if len(changed) + len(cleared) >= len(pending):
@@ -140,10 +162,34 @@ def pending_change(
 
 def digest_pending(pending: Sequence[PendingJob]) -> str:
     """``sha256:<hex>`` of the canonical JSON of the pending list (what replay compares)."""
-    body = json.dumps(
-        [p.model_dump(mode="json") for p in pending], sort_keys=True, separators=(",", ":"), ensure_ascii=True
-    )
-    return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
+    return PendingTexts().digest(pending)
+
+
+def _entry_text(entry: PendingJob) -> str:
+    return json.dumps(entry.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+class PendingTexts:
+    """The canonical JSON of each entry of the last list digested, kept while the entry (the same
+    object) is in the next list: a backlog's digest then encodes only the entries that changed.
+    The list's JSON is its entries' joined (compact separators), so the digest is the same."""
+
+    def __init__(self) -> None:
+        self._texts: dict[str, tuple[PendingJob, str]] = {}
+
+    def digest(self, pending: Sequence[PendingJob]) -> str:
+        """``sha256:<hex>`` of the canonical JSON of the pending list (what replay compares)."""
+        texts: dict[str, tuple[PendingJob, str]] = {}
+        parts: list[str] = []
+        known = self._texts
+        for entry in pending:
+            hit = known.get(entry.job)
+            text = hit[1] if hit is not None and hit[0] is entry else _entry_text(entry)
+            texts[entry.job] = (entry, text)
+            parts.append(text)
+        self._texts = texts
+        body = "[" + ",".join(parts) + "]"
+        return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
 
 
 def session_events(
