@@ -35,7 +35,6 @@ import contextlib
 import secrets
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Final
@@ -45,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's pack
 import asyncpg
 from aiokafka import AIOKafkaProducer
 
-from api.embedded import EmbeddedBroker, EmbeddedPostgres, create_topics
+from api.embedded import create_topics
 from bench.e2e import (
     _cluster_events,
     _database,
@@ -57,6 +56,7 @@ from bench.e2e import (
     _projector,
     _scheduler,
     _wait_count,
+    embedded_servers,
 )
 from bench.host import cpu_loop_seconds, memory_walk_seconds
 from bench.projector_throughput import _child_cpu, memory_mb
@@ -210,13 +210,8 @@ async def main(opts: argparse.Namespace) -> None:
         f"host reference: integer loop {cpu_loop_seconds():.2f} s, dict walk {memory_walk_seconds():.2f} s"
         " (bench/host.py; not measured)"
     )
-    with tempfile.TemporaryDirectory(prefix="tephra-bench-") as tmp:
-        base = Path(tmp)
-        base.chmod(0o711)  # noqa: ASYNC240 - once, before anything runs
-        logs = Path(opts.logs) if opts.logs else base / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        with EmbeddedPostgres(base / "pg", durable=False) as postgres, EmbeddedBroker() as broker:
-            await backlog(broker.bootstrap, postgres.dsn, logs, opts)
+    with embedded_servers(opts.logs) as (bootstrap, dsn, logs):
+        await backlog(bootstrap, dsn, logs, opts)
 
 
 def _options() -> argparse.Namespace:

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -364,17 +364,25 @@ async def saturation(bootstrap: str, admin_dsn: str, logs: Path, opts: argparse.
     print(f"  {sessions}")
 
 
-async def main(opts: argparse.Namespace) -> None:
+@contextlib.contextmanager
+def embedded_servers(logs_dir: str) -> Iterator[tuple[str, str, Path]]:
+    """An embedded PostgreSQL and broker for one bench run: (bootstrap, admin DSN, logs directory);
+    the services' logs go to ``logs_dir`` when given, else to a directory removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="tephra-bench-") as tmp:
         base = Path(tmp)
-        base.chmod(0o711)  # noqa: ASYNC240 - once, before anything runs
-        logs = Path(opts.logs) if opts.logs else base / "logs"
+        base.chmod(0o711)
+        logs = Path(logs_dir) if logs_dir else base / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         with EmbeddedPostgres(base / "pg", durable=False) as postgres, EmbeddedBroker() as broker:
-            if not opts.skip_latency:
-                await latency(broker.bootstrap, postgres.dsn, logs, opts)
-            if not opts.skip_saturation:
-                await saturation(broker.bootstrap, postgres.dsn, logs, opts)
+            yield broker.bootstrap, postgres.dsn, logs
+
+
+async def main(opts: argparse.Namespace) -> None:
+    with embedded_servers(opts.logs) as (bootstrap, dsn, logs):
+        if not opts.skip_latency:
+            await latency(bootstrap, dsn, logs, opts)
+        if not opts.skip_saturation:
+            await saturation(bootstrap, dsn, logs, opts)
 
 
 def _options() -> argparse.Namespace:
