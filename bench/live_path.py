@@ -7,7 +7,7 @@ backlog of bench/backlog.py: 8 run per node, the rest wait) into a state,
 then runs ``--sessions`` sessions as the scheduler's loop does, each on the
 state the previous one left (one more job submitted in between), and prints
 each stage's CPU time: the snapshot (incremental), the core, the pending
-reasons as events, their digest, the change from the newest session's list,
+reasons (as events, their digest, the change from the newest session's list),
 the session's events, the collection of its garbage, and the fold of its
 events.  CPU time, not the wall clock: on a shared machine it moves less.
 bench/backlog.py measures the same path with the deployed runners.
@@ -36,10 +36,9 @@ from scheduler.core.session import run_session
 from scheduler.service.session_events import (
     PendingTexts,
     SessionHeader,
-    pending_change,
-    pending_jobs,
     session_events,
     session_id_for,
+    session_pending,
 )
 from scheduler.service.snapshot_cache import SnapshotCache
 from scheduler.snapshot_builder import config_in_force
@@ -65,20 +64,14 @@ def _compute(
     gc.freeze()  # as scheduler.service.heap does before each session
     config, version = config_in_force(state)
     result = _stage(times, "core", lambda: run_session(snapshot, config, now))
-    newest = next(reversed(state.sessions.values()), None)
-    before = newest.pending if newest is not None and newest.pending is not None else ()
-    pending = _stage(times, "pending", lambda: pending_jobs(result.pending, {p.job: p for p in before}))
-    pending_digest = _stage(times, "digest", lambda: texts.digest(pending))
-    change = _stage(
+    pending = _stage(
         times,
-        "change",
-        lambda: pending_change(
-            pending,
-            newest.session_id if newest is not None else "",
-            newest.pending if newest is not None else None,
-            max_cleared_bytes=_MAX_MESSAGE_BYTES // 2,
+        "pending",
+        lambda: session_pending(
+            state, result.pending, texts, whole_list=False, max_cleared_bytes=_MAX_MESSAGE_BYTES // 2
         ),
     )
+    change = pending.change
     header = SessionHeader(
         session_id=session_id_for("bench", 1, number),
         cluster="bench",
@@ -89,7 +82,7 @@ def _compute(
         input_digest=digest,
         logic_flags=(),
         pending=change.pending,
-        pending_digest=pending_digest,
+        pending_digest=pending.digest,
         pending_base=change.base,
         pending_cleared=change.cleared,
     )

@@ -61,10 +61,9 @@ from scheduler.service.session_events import (
     WHOLE_PENDING_EVERY,
     PendingTexts,
     SessionHeader,
-    pending_change,
-    pending_jobs,
     session_events,
     session_id_for,
+    session_pending,
 )
 from scheduler.service.settings import SchedulerSettings
 from scheduler.service.telemetry import (
@@ -278,18 +277,14 @@ class SessionLoop:
         config, config_version = config_in_force(state)
         result = run_session(snapshot, config, now, logic_flags=self.logic_flags)
         decisions = tuple(result.events())
-        # The fold keeps the newest session's whole list: the base a change is read against,
-        # and the entries (with their JSON) that a backlog carries over unchanged.
-        newest = next(reversed(state.sessions.values()), None)
-        before = newest.pending if newest is not None and newest.pending is not None else ()
-        pending = pending_jobs(result.pending, reuse={p.job: p for p in before})
-        pending_digest = self._pending_texts.digest(pending)
-        change = pending_change(
-            pending,
-            "" if newest is None or whole_pending else newest.session_id,
-            None if newest is None or whole_pending else newest.pending,
+        pending = session_pending(
+            state,
+            result.pending,
+            self._pending_texts,
+            whole_list=whole_pending,
             max_cleared_bytes=self.settings.scheduler_max_message_bytes // 2,
         )
+        change = pending.change
         header = SessionHeader(
             session_id=session_id,
             cluster=self.cluster,
@@ -300,7 +295,7 @@ class SessionLoop:
             input_digest=digest,
             logic_flags=tuple(sorted(self.logic_flags)),
             pending=change.pending,
-            pending_digest=pending_digest,
+            pending_digest=pending.digest,
             pending_base=change.base,
             pending_cleared=change.cleared,
         )
@@ -310,8 +305,8 @@ class SessionLoop:
         return _Computed(
             events=events,
             decisions=decisions,
-            pending_jobs=len(pending),
-            pending_digest=pending_digest,
+            pending_jobs=len(pending.whole),
+            pending_digest=pending.digest,
             input_digest=digest,
             config_version=config_version,
             time_dependent=not TIME_DEPENDENT_PLUGINS.isdisjoint(config.plugin_names()),

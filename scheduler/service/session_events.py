@@ -42,6 +42,7 @@ from events.models import (
     SessionPartData,
 )
 from events.serde import encode
+from projector.state import ClusterState
 from scheduler.service.errors import SessionTooLarge
 
 __all__ = [
@@ -50,11 +51,13 @@ __all__ = [
     "PendingChange",
     "PendingTexts",
     "SessionHeader",
+    "SessionPending",
     "digest_pending",
     "pending_change",
     "pending_jobs",
     "session_events",
     "session_id_for",
+    "session_pending",
 ]
 
 SCHEDULER_SOURCE: Final = "tephra://scheduler"
@@ -132,6 +135,40 @@ def pending_jobs(
             )
         out.append(known)
     return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPending:
+    """A session's pending reasons as it publishes them."""
+
+    #: The whole list, by job id.
+    whole: tuple[PendingJob, ...]
+    #: Of the whole list.
+    digest: str
+    change: PendingChange
+
+
+def session_pending(
+    state: ClusterState,
+    reasons: Mapping[str, Sequence[_HasCodeAndMessage]],
+    texts: PendingTexts,
+    *,
+    whole_list: bool,
+    max_cleared_bytes: int,
+) -> SessionPending:
+    """The core's pending ``reasons`` for a session on ``state``: the whole list (reusing the newest
+    session's unchanged entries, see :func:`pending_jobs`), its digest, and what travels: the change
+    from the newest session's list, or the whole list when ``whole_list`` or no change applies."""
+    newest = next(reversed(state.sessions.values()), None)
+    before = newest.pending if newest is not None and newest.pending is not None else ()
+    whole = pending_jobs(reasons, reuse={p.job: p for p in before})
+    change = pending_change(
+        whole,
+        "" if newest is None or whole_list else newest.session_id,
+        None if newest is None or whole_list else newest.pending,
+        max_cleared_bytes=max_cleared_bytes,
+    )
+    return SessionPending(whole=whole, digest=texts.digest(whole), change=change)
 
 
 def pending_change(

@@ -54,12 +54,11 @@ from scheduler.core.config import DEFAULT_CONFIG
 from scheduler.core.session import SessionResult, run_session
 from scheduler.core.snapshot import snapshot_digest
 from scheduler.service.session_events import (
+    PendingTexts,
     SessionHeader,
-    digest_pending,
-    pending_change,
-    pending_jobs,
     session_events,
     session_id_for,
+    session_pending,
 )
 from scheduler.snapshot_builder import build_snapshot, config_in_force
 
@@ -242,14 +241,14 @@ class LiveRun:
         if self.tamper is not None:
             decisions = self.tamper(len(self.sessions), decisions)
         session_id = session_id_for(self.cluster, self.epoch, len(self.sessions))
-        pending = pending_jobs(result.pending)
-        newest = next(reversed(self.state.sessions.values()), None) if self.pending_changes else None
-        change = pending_change(
-            pending,
-            newest.session_id if newest is not None else "",
-            newest.pending if newest is not None else None,
+        pending = session_pending(
+            self.state,
+            result.pending,
+            PendingTexts(),
+            whole_list=not self.pending_changes,
             max_cleared_bytes=self.max_message_bytes // 2,
         )
+        change = pending.change
         input_seq = self.state.seq
         if meanwhile is not None:
             meanwhile()
@@ -263,7 +262,7 @@ class LiveRun:
             input_digest=snapshot_digest(snapshot),
             logic_flags=self.logic_flags,
             pending=change.pending,
-            pending_digest=digest_pending(pending),
+            pending_digest=pending.digest,
             pending_base=change.base,
             pending_cleared=change.cleared,
         )
