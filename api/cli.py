@@ -231,7 +231,7 @@ def get(
 @app.command()
 @settings_flags("up")
 def up(flags: dict[str, str]) -> None:
-    """Run projector + scheduler + simulated cluster in one process (embedded servers when none are set)."""
+    """Run projector, scheduler, simulated cluster and HTTP API in one process (embedded servers if unset)."""
     from api.stack import up_command
 
     settings = _settings(TephraSettings, flags)
@@ -268,6 +268,95 @@ def scheduler(flags: dict[str, str]) -> None:
 
     settings = _settings(TephraSettings, flags)
     raise typer.Exit(scheduler_command(settings, _endpoints(settings)))
+
+
+@app.command("api")
+@settings_flags("api")
+def api_server(flags: dict[str, str]) -> None:
+    """Run only the HTTP API (TEPHRA_API_ADDR); prints `tephra: API at <url>` once it listens."""
+    from api.http.server import api_command
+
+    settings = _settings(TephraSettings, flags)
+    raise typer.Exit(api_command(settings, _endpoints(settings)))
+
+
+token_app = typer.Typer(
+    help="The HTTP API's bearer tokens (stored hashed in TEPHRA_API_TOKENS_FILE).", no_args_is_help=True
+)
+app.add_typer(token_app, name="token")
+TokensFile = Annotated[
+    str | None,
+    typer.Option(
+        "--api-tokens-file", help="the tokens file (TEPHRA_API_TOKENS_FILE; default .tephra/api-tokens.json)"
+    ),
+]
+
+
+def _tokens_file(value: str | None) -> Path:
+    from api.http.settings import ApiSettings
+
+    return _settings(ApiSettings, {"api_tokens_file": value} if value else {}, log=False).api_tokens_file
+
+
+@token_app.command("create")
+def token_create(
+    subject: Annotated[str, typer.Option(help="Who the token is for (recorded with what it does).")],
+    role: Annotated[str, typer.Option(help="viewer, submitter, auditor or admin")],
+    queue: Annotated[list[str] | None, typer.Option(help="A submitter's queue (repeat; none: any).")] = None,
+    namespace: Annotated[
+        list[str] | None, typer.Option(help="A submitter's namespace (repeat; none: any).")
+    ] = None,
+    tokens_file: TokensFile = None,
+) -> None:
+    """Make a token; prints it once (only its hash is kept)."""
+    from api.http.tokens import Role, TokenError, create_token
+
+    try:
+        token, stored = create_token(
+            _tokens_file(tokens_file),
+            subject=subject,
+            role=Role(role),
+            queues=tuple(queue or ()),
+            namespaces=tuple(namespace or ()),
+        )
+    except ValueError as exc:  # TokenError, or a role that is not one
+        message = str(exc) if isinstance(exc, TokenError) else f"--role: expected one of {', '.join(Role)}"
+        typer.echo(f"error: {message}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"token {stored.id} for {stored.subject} ({stored.role}); it is not shown again:", err=True)
+    typer.echo(token)
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_id: Annotated[str, typer.Argument(help="The token's id (tephra token list).")],
+    tokens_file: TokensFile = None,
+) -> None:
+    """Revoke a token: the API refuses it from its next request."""
+    from api.http.tokens import TokenError, revoke_token
+
+    try:
+        revoked = revoke_token(_tokens_file(tokens_file), token_id)
+    except TokenError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"revoked {revoked.id} ({revoked.subject})")
+
+
+@token_app.command("list")
+def token_list(tokens_file: TokensFile = None) -> None:
+    """Every token: id, subject, role, scope, created, revoked (never a secret)."""
+    from api.http.tokens import TokenError, TokenStore
+
+    try:
+        tokens = TokenStore(_tokens_file(tokens_file)).all()
+    except TokenError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    for t in tokens:
+        scope = f" queues={','.join(t.queues) or '*'} namespaces={','.join(t.namespaces) or '*'}"
+        state = " revoked" if t.revoked else ""
+        typer.echo(f"{t.id} {t.subject} {t.role}{scope if t.role == 'submitter' else ''} {t.created}{state}")
 
 
 @app.command()

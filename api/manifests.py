@@ -76,6 +76,9 @@ PREEMPTABLE_KEY = "volcano.sh/preemptable"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _MISSING: Any = object()
+# libyaml's safe loader where PyYAML was built with it: about 8x faster than the pure-Python one
+# (bench/http_api.py's YAML submissions); the same documents, errors and marks.
+_YAML_LOADER: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _M = TypeVar("_M", bound=BaseModel)
 
 
@@ -694,7 +697,7 @@ def _documents(file: str, text: str) -> Iterator[tuple[int, Any]]:
         return
     index = 0
     try:
-        for index, value in enumerate(yaml.safe_load_all(text), start=1):
+        for index, value in enumerate(yaml.load_all(text, Loader=_YAML_LOADER), start=1):
             if value is not None:
                 yield index, value
     except yaml.YAMLError as exc:

@@ -3,7 +3,8 @@
 Each service package owns the model of its own settings
 (:class:`~projector.settings.ProjectorSettings`,
 :class:`~scheduler.service.settings.SchedulerSettings`,
-:class:`~kube.settings.SimClusterSettings`); :class:`CommonSettings` holds
+:class:`~kube.settings.SimClusterSettings`,
+:class:`~api.http.settings.ApiSettings`); :class:`CommonSettings` holds
 what every command shares: where the stack is, and the log level.
 :class:`TephraSettings` is all of them in one object, the one the service
 commands build; each service is handed it as its own model (a base class).
@@ -29,6 +30,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from api.http.settings import ApiSettings
 from events.models import DEFAULT_CLUSTER
 from events.topics import Topics
 from kube.settings import SimClusterSettings
@@ -129,7 +131,7 @@ class CommonSettings(BaseSettings):
         return self.kafka_bootstrap is None and self.database_url is None
 
 
-class TephraSettings(CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings):
+class TephraSettings(CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings, ApiSettings):
     """Every setting: what ``tephra up`` runs with; each service reads its own base class."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, allow_inf_nan=False)
@@ -138,10 +140,11 @@ class TephraSettings(CommonSettings, ProjectorSettings, SchedulerSettings, SimCl
 #: The models whose fields each command accepts as flags.  Every service command builds the
 #: whole :class:`TephraSettings` (one environment, checked as a whole); its flags are its own.
 COMMAND_SETTINGS: Mapping[str, tuple[type[BaseSettings], ...]] = {
-    "up": (CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings),
+    "up": (CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings, ApiSettings),
     "projector": (CommonSettings, ProjectorSettings),
     "scheduler": (CommonSettings, SchedulerSettings),
     "sim-cluster": (CommonSettings, SimClusterSettings),
+    "api": (CommonSettings, ApiSettings),
     "submit": (CommonSettings,),
     "get": (CommonSettings,),
 }
@@ -216,7 +219,7 @@ def configuration_markdown() -> str:
         "A flag wins over the variable; every value is checked once, at start-up, and a",
         "bad one stops the command with exit code 2 and a message naming the variable",
         "or the flag.  Every service command (`up`, `projector`, `scheduler`,",
-        "`sim-cluster`) checks the whole environment, as compose.yaml gives all its",
+        "`sim-cluster`, `api`) checks the whole environment, as compose.yaml gives all its",
         "services the same one; `tephra demo` reads the variables and takes no flags.",
         "With neither `TEPHRA_KAFKA_BOOTSTRAP` nor `TEPHRA_DATABASE_URL` set, commands",
         "use the embedded dev stack under `TEPHRA_DATA_DIR`.  OpenTelemetry reads the",

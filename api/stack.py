@@ -1,4 +1,4 @@
-"""``tephra up``: the embedded servers (when needed) plus projector, scheduler and simulated cluster.
+"""``tephra up``: the embedded servers (when needed) plus projector, scheduler, simulated cluster and API.
 
 One process, one :class:`asyncio.TaskGroup`: if any service fails, the group
 cancels the others and the process exits non-zero (its supervisor restarts
@@ -47,6 +47,7 @@ __all__ = [
     "EmbeddedStack",
     "StackAlreadyRunningError",
     "Terminated",
+    "api_service",
     "embedded_stack",
     "ensure_topics",
     "projector_command",
@@ -225,13 +226,32 @@ def settings_for(settings: TephraSettings, names: tuple[str, ...]) -> TephraSett
     return settings.model_copy(update={"projector_freeze": False})
 
 
-async def run_services(settings: TephraSettings, endpoints: Endpoints, names: tuple[str, ...]) -> None:
+def api_service(out: TextIO) -> ServiceFactory:
+    """The HTTP API as one of ``tephra up``'s services; its URL is printed to ``out`` once it listens."""
+
+    async def run(settings: TephraSettings, endpoints: Endpoints) -> None:
+        from api.http.server import serve_api  # noqa: PLC0415 - the service is composed here, once
+
+        await serve_api(
+            settings, endpoints, on_ready=lambda url: print(f"tephra: API at {url}", file=out, flush=True)
+        )
+
+    return run
+
+
+async def run_services(
+    settings: TephraSettings,
+    endpoints: Endpoints,
+    names: tuple[str, ...],
+    *,
+    also: dict[str, ServiceFactory] | None = None,
+) -> None:
     """Run the named services until one fails or the caller cancels.
 
     The schema is brought up to date first (idempotent, under the migrations'
     own lock), so no service starts against a database without its tables, and
     the topics are created when missing, so none starts against a broker
-    without them.
+    without them.  ``also``: services beside the named ones (``tephra up``'s API).
     """
     settings = settings_for(settings, names)
     await _migrate(endpoints.database_url)
@@ -239,6 +259,8 @@ async def run_services(settings: TephraSettings, endpoints: Endpoints, names: tu
     async with asyncio.TaskGroup() as group:
         for name in names:
             group.create_task(SERVICES[name](settings, endpoints), name=name)
+        for name, service in (also or {}).items():
+            group.create_task(service(settings, endpoints), name=name)
 
 
 def run_until_signalled(main: Callable[[], Awaitable[None]]) -> int:
@@ -320,15 +342,16 @@ def _print_connection(stack: EmbeddedStack, out: TextIO) -> None:
 def up_command(settings: TephraSettings, out: TextIO | None = None) -> int:
     out = out or sys.stdout  # read at call time: tests and embedding apps swap sys.stdout
     names = tuple(SERVICES)
+    also = {"api": api_service(out)}
     if not settings.embedded:
         from api.endpoints import resolve_endpoints  # noqa: PLC0415
 
         endpoints = resolve_endpoints(settings)
-        return run_until_signalled(lambda: run_services(settings, endpoints, names))
+        return run_until_signalled(lambda: run_services(settings, endpoints, names, also=also))
     try:
         with sigterm_unwinds(), embedded_stack(settings) as stack:
             _print_connection(stack, out)
-            code = run_until_signalled(lambda: run_services(settings, stack.endpoints, names))
+            code = run_until_signalled(lambda: run_services(settings, stack.endpoints, names, also=also))
     except StackAlreadyRunningError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -27,8 +28,11 @@ from projector.state import OCCUPYING, TASK_STATUSES
 
 __all__ = [
     "KINDS",
+    "JobQuery",
     "ViewError",
     "get_command",
+    "job_page",
+    "job_tasks",
     "list_jobs",
     "list_nodes",
     "list_queues",
@@ -77,34 +81,94 @@ async def _occupancy(con: asyncpg.Connection) -> tuple[dict[str, dict[str, int]]
     return per_node, per_queue
 
 
-async def _latest_pending(con: asyncpg.Connection) -> tuple[str | None, dict[str, list[dict[str, str]]]]:
-    row = await con.fetchrow(
-        "SELECT session_id, doc -> 'pending' AS pending FROM sessions ORDER BY seq DESC LIMIT 1"
+async def _pending_reasons(
+    con: asyncpg.Connection, job_ids: list[str]
+) -> tuple[str | None, dict[str, list[dict[str, str]]]]:
+    """The newest session's pending reasons of the given jobs (only theirs are read out of it)."""
+    rows = await con.fetch(
+        """
+        SELECT s.session_id, p.value ->> 'job' AS job, coalesce(p.value -> 'reasons', '[]'::json) AS reasons
+          FROM (SELECT session_id, doc FROM sessions ORDER BY seq DESC LIMIT 1) AS s,
+               json_array_elements(CASE WHEN json_typeof(s.doc -> 'pending') = 'array'
+                                        THEN s.doc -> 'pending' ELSE '[]'::json END) AS p(value)
+         WHERE p.value ->> 'job' = ANY($1::text[])
+        """,
+        job_ids,
     )
-    if row is None:
-        return None, {}
-    return row["session_id"], {p["job"]: p.get("reasons", []) for p in _json(row["pending"]) or []}
+    session_id = rows[0]["session_id"] if rows else None
+    return session_id, {row["job"]: _json(row["reasons"]) for row in rows}
 
 
-async def list_jobs(con: asyncpg.Connection) -> list[Item]:
+@dataclass(frozen=True)
+class JobQuery:
+    """Which jobs :func:`list_jobs` returns: filters, and a page (ids after ``after``, at most ``limit``)."""
+
+    namespace: str | None = None
+    queue: str | None = None
+    phase: str | None = None
+    job_id: str | None = None
+    after: str | None = None
+    limit: int | None = None
+    #: Read the newest session's pending reasons of these jobs: its whole document is parsed,
+    #: which at 50k pending jobs costs more than the rest of a page (bench/http_api.py).
+    reasons: bool = True
+
+
+async def list_jobs(con: asyncpg.Connection, query: JobQuery = JobQuery()) -> list[Item]:
+    """The jobs the query selects, in id order (``tephra get jobs``: all of them)."""
+    _, items = await job_page(con, query)
+    return items
+
+
+async def job_page(con: asyncpg.Connection, query: JobQuery) -> tuple[int, list[Item]]:
+    """The seq the projection reflects and the jobs the query selects, in id order.
+
+    The jobs, their task counts and the seq are one statement, so they agree
+    without a transaction (one round trip: most of a page's cost on a busy
+    host, bench/http_api.py); the pending reasons, when asked for, are a second
+    query, which agrees with the first inside a repeatable-read transaction.
+    """
+    filters = (
+        ("namespace = $", query.namespace),
+        ("queue = $", query.queue),
+        ("phase = $", query.phase),
+        ("id = $", query.job_id),
+        ("id > $", query.after),
+    )
+    where: list[str] = []
+    args: list[object] = []
+    for condition, value in filters:
+        if value is not None:
+            args.append(value)
+            where.append(f"j.{condition}{len(args)}")
+    limit = ""
+    if query.limit is not None:
+        args.append(query.limit)
+        limit = f" LIMIT ${len(args)}"
     jobs = await con.fetch(
-        "SELECT id, namespace, name, queue, phase, phase_reason, created, spec FROM jobs ORDER BY id"
+        # Only the constant fragments here are joined; every value is a parameter.
+        "SELECT j.id, j.namespace, j.name, j.queue, j.phase, j.phase_reason, j.created,"  # noqa: S608
+        " (j.spec ->> 'min_available')::integer AS min_available,"
+        " (SELECT json_object_agg(c.status, c.n) FROM (SELECT status, count(*) AS n FROM tasks"
+        "   WHERE job_id = j.id GROUP BY status) AS c)::text AS counts,"
+        " (SELECT seq FROM projection_meta) AS projected_seq"
+        " FROM jobs AS j" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY j.id" + limit,
+        *args,
     )
-    counts: dict[str, dict[str, int]] = {}
-    for row in await con.fetch("SELECT job_id, status, count(*) AS n FROM tasks GROUP BY job_id, status"):
-        counts.setdefault(row["job_id"], {})[row["status"]] = row["n"]
-    session_id, pending = await _latest_pending(con)
+    seq = jobs[0]["projected_seq"] if jobs else await con.fetchval("SELECT seq FROM projection_meta")
+    ids = [job["id"] for job in jobs]
+    session_id, pending = await _pending_reasons(con, ids) if query.reasons else (None, {})
     items = []
     for job in jobs:
-        spec = _json(job["spec"])
-        tasks = {status: counts.get(job["id"], {}).get(status, 0) for status in TASK_STATUSES}
+        counts = json.loads(job["counts"]) if job["counts"] else {}
+        tasks = {status: counts.get(status, 0) for status in TASK_STATUSES}
         item: Item = {
             "id": job["id"],
             "namespace": job["namespace"],
             "name": job["name"],
             "queue": job["queue"],
             "phase": job["phase"],
-            "minAvailable": spec.get("min_available"),
+            "minAvailable": job["min_available"],
             "tasks": tasks,
             "created": _iso(job["created"]),
         }
@@ -114,7 +178,18 @@ async def list_jobs(con: asyncpg.Connection) -> list[Item]:
             item["pendingReasons"] = pending[job["id"]]
             item["pendingSession"] = session_id
         items.append(item)
-    return items
+    return int(seq), items
+
+
+async def job_tasks(con: asyncpg.Connection, job_id: str) -> list[Item]:
+    """One job's tasks in role and index order: status and node."""
+    rows = await con.fetch(
+        "SELECT id, role, idx, status, node FROM tasks WHERE job_id = $1 ORDER BY role, idx", job_id
+    )
+    return [
+        {"id": r["id"], "role": r["role"], "index": r["idx"], "status": r["status"], "node": r["node"]}
+        for r in rows
+    ]
 
 
 async def list_queues(con: asyncpg.Connection) -> list[Item]:

@@ -56,7 +56,7 @@ from bench.e2e import (
     _projector,
     _scheduler,
     _wait_count,
-    embedded_servers,
+    servers,
 )
 from bench.host import cpu_loop_seconds, memory_walk_seconds
 from bench.projector_throughput import _child_cpu, memory_mb
@@ -210,8 +210,8 @@ async def main(opts: argparse.Namespace) -> None:
         f"host reference: integer loop {cpu_loop_seconds():.2f} s, dict walk {memory_walk_seconds():.2f} s"
         " (bench/host.py; not measured)"
     )
-    with embedded_servers(opts.logs) as (bootstrap, dsn, logs):
-        await backlog(bootstrap, dsn, logs, opts)
+    with servers(opts.logs) as (postgres, broker, logs):
+        await backlog(broker.bootstrap, postgres.dsn, logs, opts)
 
 
 def _options() -> argparse.Namespace:

@@ -365,24 +365,23 @@ async def saturation(bootstrap: str, admin_dsn: str, logs: Path, opts: argparse.
 
 
 @contextlib.contextmanager
-def embedded_servers(logs_dir: str) -> Iterator[tuple[str, str, Path]]:
-    """An embedded PostgreSQL and broker for one bench run: (bootstrap, admin DSN, logs directory);
-    the services' logs go to ``logs_dir`` when given, else to a directory removed afterwards."""
+def servers(logs_option: str) -> Iterator[tuple[EmbeddedPostgres, EmbeddedBroker, Path]]:
+    """The embedded PostgreSQL and broker under a temporary directory, and where the runners log."""
     with tempfile.TemporaryDirectory(prefix="tephra-bench-") as tmp:
         base = Path(tmp)
         base.chmod(0o711)
-        logs = Path(logs_dir) if logs_dir else base / "logs"
+        logs = Path(logs_option) if logs_option else base / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         with EmbeddedPostgres(base / "pg", durable=False) as postgres, EmbeddedBroker() as broker:
-            yield broker.bootstrap, postgres.dsn, logs
+            yield postgres, broker, logs
 
 
 async def main(opts: argparse.Namespace) -> None:
-    with embedded_servers(opts.logs) as (bootstrap, dsn, logs):
+    with servers(opts.logs) as (postgres, broker, logs):
         if not opts.skip_latency:
-            await latency(bootstrap, dsn, logs, opts)
+            await latency(broker.bootstrap, postgres.dsn, logs, opts)
         if not opts.skip_saturation:
-            await saturation(bootstrap, dsn, logs, opts)
+            await saturation(broker.bootstrap, postgres.dsn, logs, opts)
 
 
 def _options() -> argparse.Namespace:

@@ -23,7 +23,15 @@ import asyncpg
 from projector.errors import WaitTimeoutError
 from projector.writer import NOTIFY_CHANNEL
 
-__all__ = ["EventFate", "projected_seq", "wait_for_event", "wait_for_seq", "wait_for_session"]
+__all__ = [
+    "EventFate",
+    "projected_seq",
+    "wait_for_event",
+    "wait_for_events",
+    "wait_for_seq",
+    "wait_for_session",
+    "wait_for_session_after",
+]
 
 T = TypeVar("T")
 
@@ -132,3 +140,58 @@ async def wait_for_event(
         return None if row is None else EventFate(event_id, None, row["error"], row["detail"])
 
     return await _wait(conn, check, f"event {event_id}", timeout_s, poll)
+
+
+async def wait_for_session_after(
+    conn: asyncpg.Connection,
+    seq: int,
+    timeout_s: float,
+    *,
+    poll: float = 0.5,
+) -> tuple[str, int]:
+    """Wait until a session whose input includes ``seq`` is applied; return its id and seq.
+
+    The first such session is the first to have decided about what was
+    archived at ``seq`` (placed it, or recorded why it stayed pending).
+    """
+
+    async def check() -> tuple[str, int] | None:
+        row = await conn.fetchrow(
+            "SELECT session_id, seq FROM sessions WHERE input_seq >= $1 ORDER BY seq LIMIT 1", seq
+        )
+        return None if row is None else (row["session_id"], int(row["seq"]))
+
+    return await _wait(conn, check, f"a session after seq {seq}", timeout_s, poll)
+
+
+async def wait_for_events(
+    conn: asyncpg.Connection,
+    event_ids: list[str],
+    timeout_s: float,
+    *,
+    poll: float = 0.5,
+) -> dict[str, EventFate]:
+    """Wait until every event of ``event_ids`` is archived or rejected; their fates by id.
+
+    Two queries per wake-up whatever the number of events (a submission of
+    hundreds), where :func:`wait_for_event` per event would take two each.
+    """
+    fates: dict[str, EventFate] = {}
+
+    async def check() -> dict[str, EventFate] | None:
+        left = [i for i in event_ids if i not in fates]
+        for row in await conn.fetch(
+            "SELECT event_id, seq FROM event_log WHERE event_id = ANY($1::text[])", left
+        ):
+            fates[row["event_id"]] = EventFate(row["event_id"], int(row["seq"]))
+        left = [i for i in left if i not in fates]
+        if left:
+            for row in await conn.fetch(
+                "SELECT DISTINCT ON (event_id) event_id, error, detail FROM rejected_events"
+                " WHERE event_id = ANY($1::text[]) ORDER BY event_id, id DESC",
+                left,
+            ):
+                fates[row["event_id"]] = EventFate(row["event_id"], None, row["error"], row["detail"])
+        return fates if len(fates) == len(set(event_ids)) else None
+
+    return await _wait(conn, check, f"{len(event_ids)} events", timeout_s, poll)

@@ -188,23 +188,7 @@ def verify(
 
     report = _run(url, work)
     if as_json:
-        typer.echo(
-            dump_json(
-                {
-                    "ok": report.ok,
-                    "events": report.events,
-                    "sessions": report.sessions,
-                    "divergences": [
-                        {"code": d.code, "seq": d.seq, "session": d.session_id, "message": str(d)}
-                        for d in report.divergences
-                    ],
-                    "warnings": [
-                        {"code": d.code, "seq": d.seq, "session": d.session_id, "message": str(d)}
-                        for d in report.warnings
-                    ],
-                }
-            )
-        )
+        typer.echo(dump_json(report.to_json()))
     else:
         print_verify(_console(), report)
     raise typer.Exit(0 if report.ok else 1)

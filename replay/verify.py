@@ -177,6 +177,20 @@ class VerifyReport:
     def ok(self) -> bool:
         return not self.divergences
 
+    def to_json(self) -> dict[str, Any]:
+        """``replay verify --format json``."""
+
+        def entries(found: tuple[Divergence, ...]) -> list[dict[str, Any]]:
+            return [{"code": d.code, "seq": d.seq, "session": d.session_id, "message": str(d)} for d in found]
+
+        return {
+            "ok": self.ok,
+            "events": self.events,
+            "sessions": self.sessions,
+            "divergences": entries(self.divergences),
+            "warnings": entries(self.warnings),
+        }
+
 
 def verify_events(
     rows: Sequence[ArchivedEvent],

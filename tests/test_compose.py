@@ -10,7 +10,12 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-TEPHRA_SERVICES = {"projector": "projector", "scheduler": "scheduler", "sim-cluster": "sim-cluster"}
+TEPHRA_SERVICES = {
+    "projector": "projector",
+    "scheduler": "scheduler",
+    "sim-cluster": "sim-cluster",
+    "api": "api",
+}
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import typer.core
 from typer.testing import CliRunner
 
 from api.cli import app
+from api.http.settings import ApiSettings
 from api.settings import (
     COMMAND_SETTINGS,
     CommonSettings,
@@ -26,7 +27,7 @@ from projector.settings import ProjectorSettings
 from scheduler.service.settings import SchedulerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
-MODELS = (CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings)
+MODELS = (CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings, ApiSettings)
 
 
 def test_every_field_name_is_unique_across_the_models_and_tephra_settings_holds_them_all() -> None:

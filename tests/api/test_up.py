@@ -59,6 +59,7 @@ def environment(data_dir: Path) -> dict[str, str]:
         TEPHRA_SCHEDULE_PERIOD="0.2",
         TEPHRA_SIM_BIND_DELAY="0.1",
         TEPHRA_SIM_EVICT_DELAY="0.1",
+        TEPHRA_API_ADDR="127.0.0.1:0",  # any free port: tests run side by side
         PYTHONPATH=str(Path(__file__).resolve().parents[2]),
     )
     return env
@@ -135,6 +136,7 @@ def test_up_runs_the_stack_stops_cleanly_on_signals_and_restarts_on_fresh_topics
     finally:
         output = stop(proc, signal.SIGTERM)
     assert "embedded stack up" in output
+    assert "tephra: API at http://127.0.0.1:" in output
     assert "tephra: stopped" in output
     assert not (data_dir / STACK_FILE).exists()
     assert processes_mentioning(str(data_dir)) == []

@@ -1,0 +1,49 @@
+"""The HTTP API's settings: ``TEPHRA_<FIELD>`` variables, ``--<field>`` on ``tephra api`` and ``tephra up``.
+
+Where it connects (Kafka, PostgreSQL, topics, cluster) is not here: ``api``
+resolves the endpoints and passes them to the app alongside these.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["ApiSettings", "split_addr"]
+
+
+def split_addr(value: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` too) -> (host, port); raises ValueError naming what is wrong."""
+    host, sep, port = value.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected host:port, got {value!r}")
+    return host, int(port)
+
+
+class ApiSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TEPHRA_", extra="ignore", frozen=True, allow_inf_nan=False)
+
+    api_addr: str = Field(default="127.0.0.1:8080", description="host:port the HTTP API listens on")
+    api_body_limit: int = Field(
+        default=4 * 2**20, gt=0, description="bytes: the largest request body accepted (larger: 413)"
+    )
+    api_wait_limit: float = Field(
+        default=30.0,
+        gt=0,
+        description="seconds: the longest a request waits for the projection (?min_seq=, ?wait=)",
+    )
+    api_page_limit: int = Field(default=500, gt=0, description="the most items one page of a listing holds")
+    api_tokens_file: Path = Field(
+        default=Path(".tephra/api-tokens.json"),
+        description="the API tokens, hashed (tephra token create); none: reads open, writes loopback only",
+    )
+    api_pool_size: int = Field(default=8, gt=0, description="PostgreSQL connections the API keeps open")
+
+    @field_validator("api_addr")
+    @classmethod
+    def _addr(cls, value: str) -> str:
+        split_addr(value)
+        return value
