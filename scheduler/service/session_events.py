@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Protocol, TypeVar
 
+from events.jsonform import LastForms
 from events.models import (
     Decision,
     PendingJob,
@@ -207,26 +208,22 @@ def _entry_text(entry: PendingJob) -> str:
 
 
 class PendingTexts:
-    """The canonical JSON of each entry of the last list digested, kept while the entry (the same
-    object) is in the next list: a backlog's digest then encodes only the entries that changed.
-    The list's JSON is its entries' joined (compact separators), so the digest is the same."""
+    """The digest of a pending list, re-encoding only the entries that are not the same objects as
+    in the last list digested (:class:`~events.jsonform.LastForms`): a backlog's digest encodes only
+    the entries that changed.  The list's JSON is its entries' joined (compact separators), so the
+    digest is the same."""
 
     def __init__(self) -> None:
-        self._texts: dict[str, tuple[PendingJob, str]] = {}
+        self._texts: LastForms[PendingJob, str] = LastForms(_entry_text, _job_of)
 
     def digest(self, pending: Sequence[PendingJob]) -> str:
         """``sha256:<hex>`` of the canonical JSON of the pending list (what replay compares)."""
-        texts: dict[str, tuple[PendingJob, str]] = {}
-        parts: list[str] = []
-        known = self._texts
-        for entry in pending:
-            hit = known.get(entry.job)
-            text = hit[1] if hit is not None and hit[0] is entry else _entry_text(entry)
-            texts[entry.job] = (entry, text)
-            parts.append(text)
-        self._texts = texts
-        body = "[" + ",".join(parts) + "]"
+        body = "[" + ",".join(self._texts.of(pending)) + "]"
         return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
+
+
+def _job_of(entry: PendingJob) -> str:
+    return entry.job
 
 
 def session_events(
