@@ -180,23 +180,22 @@ async def _why_pending(con: asyncpg.Connection, job_id: str) -> list[str]:
     job = await con.fetchrow("SELECT phase, spec FROM jobs WHERE id = $1", job_id)
     if job is None:
         return [f"  {job_id} is not in the projection"]
-    sessions = await con.fetch(
+    # The projection keeps the newest session's pending list (the archive keeps every session's).
+    latest = await con.fetchrow(
         """
         SELECT session_id, seq, p -> 'reasons' AS reasons
-          FROM sessions, json_array_elements(doc -> 'pending') AS p
+          FROM (SELECT * FROM sessions ORDER BY seq DESC LIMIT 1) AS s,
+               json_array_elements(CASE WHEN json_typeof(doc -> 'pending') = 'array'
+                                        THEN doc -> 'pending' ELSE '[]'::json END) AS p
          WHERE p ->> 'job' = $1
-         ORDER BY seq
         """,
         job_id,
     )
     lines = [f"  {job_id} is {job['phase']}."]
-    if not sessions:
-        lines.append("  No session recorded a reason for it.")
+    if latest is None:
+        lines.append("  The latest session recorded no reason for it.")
         return lines
-    latest = sessions[-1]
-    lines.append(
-        f"  {len(sessions)} session(s) considered it and left it pending; the latest, {latest['session_id']}"
-    )
+    lines.append(f"  The latest session, {latest['session_id']}, left it pending")
     lines.append(f"  (seq {latest['seq']}), recorded:")
     for reason in _json(latest["reasons"]) or []:
         lines.append(f"    - {reason['code']}: {reason['message']}")

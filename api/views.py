@@ -91,7 +91,8 @@ async def _pending_reasons(
         """
         SELECT s.session_id, p.value ->> 'job' AS job, coalesce(p.value -> 'reasons', '[]'::json) AS reasons
           FROM (SELECT session_id, doc FROM sessions ORDER BY seq DESC LIMIT 1) AS s,
-               json_array_elements(coalesce(s.doc -> 'pending', '[]'::json)) AS p(value)
+               json_array_elements(CASE WHEN json_typeof(s.doc -> 'pending') = 'array'
+                                        THEN s.doc -> 'pending' ELSE '[]'::json END) AS p(value)
          WHERE p.value ->> 'job' = ANY($1::text[])
         """,
         job_ids,
@@ -275,7 +276,8 @@ async def list_sessions(con: asyncpg.Connection, limit: int = 20) -> list[Item]:
                 "now": _iso(row["now"]),
                 "accepted": row["accepted"],
                 "voided": doc.get("voided", []),
-                "pending": doc.get("pending", []),
+                # The newest session's list only (None for older ones; the archive keeps them).
+                "pending": doc.get("pending"),
                 # Seconds: snapshot read, computation, publish, until the projection applied it.
                 "durations": None
                 if row["compute_seconds"] is None
@@ -428,10 +430,11 @@ def _table(kind: str, items: list[Item]) -> Table:
             table.add_column(column)
         for s in items:
             took = "-" if s["durations"] is None else f"{sum(s['durations'].values()) * 1000:.0f}ms"
+            pending = "-" if s["pending"] is None else str(len(s["pending"]))  # the newest session's only
             _add_row(
                 table,
                 s["id"], str(s["seq"]), str(s["leaderEpoch"]), str(s["inputSeq"]), s["now"] or "-",
-                str(s["accepted"]), str(len(s["voided"])), str(len(s["pending"])), took,
+                str(s["accepted"]), str(len(s["voided"])), pending, took,
             )  # fmt: skip
     return table
 

@@ -14,7 +14,7 @@ canonical quantity strings (``"500m"``, ``"8589934592"``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal, TypeAlias
 
@@ -87,6 +87,7 @@ __all__ = [
     "TaskStartedData",
     "TierSpec",
     "Toleration",
+    "changed_pending",
 ]
 
 DEFAULT_CLUSTER = "default"
@@ -404,11 +405,31 @@ class PendingJob(EventData):
     reasons: list[PendingReason] = Field(default_factory=list)
 
 
+def changed_pending(
+    base: Iterable[PendingJob], changed: Iterable[PendingJob], cleared: Iterable[str]
+) -> tuple[PendingJob, ...]:
+    """A whole pending list (in job order) from its base's and a session's change
+    (``SessionCommittedData.pending_base``): the fold and replay read changes with it."""
+    jobs = {p.job: p for p in base}
+    for job in cleared:
+        jobs.pop(job, None)
+    for entry in changed:
+        jobs[entry.job] = entry
+    return tuple(jobs[job] for job in sorted(jobs))
+
+
 class SessionCommittedData(EventData):
     """One scheduling session, applied whole or not at all.
 
     When ``parts`` > 0 the decisions travel in that many :class:`SessionPart`
     events published before this marker, and ``decisions`` is empty.
+
+    Pending reasons are whole or a change (added later): with ``pending_base``
+    empty, ``pending`` (with the parts') is the session's whole pending list;
+    otherwise it is the change from the list of session ``pending_base`` (the
+    newest session the scheduler's input held): ``pending`` the jobs whose
+    reasons are new or different, ``pending_cleared`` the jobs no longer
+    pending.  ``pending_digest`` is always the whole list's.
     """
 
     session_id: str = Field(min_length=1)
@@ -422,6 +443,19 @@ class SessionCommittedData(EventData):
     parts: int = Field(default=0, ge=0, le=MAX_SESSION_PARTS)
     pending: list[PendingJob] = Field(default_factory=list)
     pending_digest: str = ""
+    pending_base: str = ""
+    pending_cleared: list[str] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _omit_whole_list_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A session with its whole pending list serialises exactly as before the change fields
+        # existed: one form (and one hash in the archive) for markers archived earlier and now.
+        data: dict[str, Any] = handler(self)
+        if not self.pending_base:
+            data.pop("pending_base", None)
+        if not self.pending_cleared:
+            data.pop("pending_cleared", None)
+        return data
 
 
 class SessionPartData(EventData):

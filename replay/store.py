@@ -72,7 +72,10 @@ _BATCH: Final = 5_000
 # Sessions and parts are cast to jsonb once (OFFSET 0 keeps a subquery from being inlined, which
 # would repeat the cast) and, in the same pass, trimmed to the job (see ArchiveReader.job_history)
 # when they name it: its pending entry (in a marker, or in a part when the reasons did not fit the
-# marker) or a decision.  A split session's marker is trimmed too, as a candidate: it comes back
+# marker) or a decision.  Every marker that records a change of pending reasons (``pending_base``)
+# comes back, trimmed to the job (its entry, and the job's id if it left the pending list): the job
+# keeps its base session's entry where the change does not name it (replay.explain.mentions).
+# A split session's marker is trimmed too, as a candidate: it comes back
 # when one of its parts names the job, since the marker is what makes the parts a session.  Only
 # (seq, session id, the trimmed view) is kept per session row.  The other rows come back as archived.
 _JOB_HISTORY: Final = (
@@ -89,9 +92,15 @@ _JOB_HISTORY: Final = (
                        (SELECT jsonb_agg(p.value ORDER BY p.n)
                           FROM jsonb_array_elements(doc->'pending') WITH ORDINALITY AS p(value, n)
                          WHERE p.value->>'job' = $1),
-                       '[]'::jsonb)))::text END AS data
+                       '[]'::jsonb))
+                   || CASE WHEN doc ? 'pending_cleared' THEN jsonb_build_object('pending_cleared',
+                          CASE WHEN doc->'pending_cleared' ? $1 THEN jsonb_build_array($1::text)
+                               ELSE '[]'::jsonb END)
+                      ELSE '{}'::jsonb END)::text
+               END AS data
           FROM (SELECT s.*, doc->>'session_id' AS session_id,
                        coalesce(doc->'pending' @> jsonb_build_array($3::jsonb), false)
+                         OR doc ? 'pending_base'
                          OR coalesce(doc->'decisions' @> jsonb_build_array($3::jsonb), false)
                          OR coalesce(doc->'decisions' @> jsonb_build_array($4::jsonb), false) AS names,
                        type = $2 AND coalesce((doc->>'parts')::int, 0) > 0 AS split

@@ -93,7 +93,9 @@ def run_session(
         registry.action(name).execute(ssn)
     for plugin in plugins:
         plugin.on_session_close(ssn)
-    return _close(ssn, snapshot, allocated)
+    result = _close(ssn, snapshot, allocated)
+    ssn.release()
+    return result
 
 
 _PENDING: Final = str(PodGroupPhase.PENDING)

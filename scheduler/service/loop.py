@@ -58,11 +58,12 @@ from scheduler.service.publisher import SessionPublisher
 from scheduler.service.records import SessionTiming, record_session
 from scheduler.service.runner import SessionRunner
 from scheduler.service.session_events import (
+    WHOLE_PENDING_EVERY,
+    PendingTexts,
     SessionHeader,
-    digest_pending,
-    pending_jobs,
     session_events,
     session_id_for,
+    session_pending,
 )
 from scheduler.service.settings import SchedulerSettings
 from scheduler.service.telemetry import (
@@ -136,6 +137,7 @@ class SessionLoop:
         self._counter = 0
         self._last: _Last | None = None
         self.heap = HeapGuard(enabled=settings.scheduler_freeze_heap)
+        self._pending_texts = PendingTexts()
 
     async def run(self) -> None:
         """Schedule until cancelled (the term ends) or a non-retriable error."""
@@ -177,6 +179,7 @@ class SessionLoop:
         """One session: read, compute, publish, wait until applied; returns the seq it was applied at."""
         epoch = self.leadership.epoch
         session_id = session_id_for(self.cluster, epoch, self._counter)
+        whole_pending = self._counter % WHOLE_PENDING_EVERY == 0
         self._counter += 1
         began = time.perf_counter()
         state = await self.reader.state()
@@ -193,7 +196,9 @@ class SessionLoop:
             },
         ) as span:
             try:
-                computed = await self.runner.run(session_id, lambda: self._compute(state, session_id, now))
+                computed = await self.runner.run(
+                    session_id, lambda: self._compute(state, session_id, now, whole_pending=whole_pending)
+                )
             except SessionOverrun as exc:
                 span.record_exception(exc)
                 span.set_status(Status(StatusCode.ERROR, "session overran its budget"))
@@ -261,8 +266,13 @@ class SessionLoop:
         )
         return applied.seq
 
-    def _compute(self, state: ClusterState, session_id: str, now: datetime) -> _Computed:
-        """Runs in the worker thread: everything CPU-bound, nothing that touches the loop."""
+    def _compute(
+        self, state: ClusterState, session_id: str, now: datetime, *, whole_pending: bool
+    ) -> _Computed:
+        """Runs in the worker thread: everything CPU-bound, nothing that touches the loop.
+
+        ``whole_pending``: publish the whole pending list, not the change from the newest
+        session's (see :mod:`scheduler.service.session_events`)."""
         began = time.perf_counter()
         snapshot, digest = self.reader.snapshots.build(state)
         # The state and the snapshot cache are long-lived; the session's objects are not.
@@ -270,8 +280,14 @@ class SessionLoop:
         config, config_version = config_in_force(state)
         result = run_session(snapshot, config, now, logic_flags=self.logic_flags)
         decisions = tuple(result.events())
-        pending = pending_jobs(result.pending)
-        pending_digest = digest_pending(pending)
+        pending = session_pending(
+            state,
+            result.pending,
+            self._pending_texts,
+            whole_list=whole_pending,
+            max_cleared_bytes=self.settings.scheduler_max_message_bytes // 2,
+        )
+        change = pending.change
         header = SessionHeader(
             session_id=session_id,
             cluster=self.cluster,
@@ -281,8 +297,10 @@ class SessionLoop:
             now=now,
             input_digest=digest,
             logic_flags=tuple(sorted(self.logic_flags)),
-            pending=pending,
-            pending_digest=pending_digest,
+            pending=change.pending,
+            pending_digest=pending.digest,
+            pending_base=change.base,
+            pending_cleared=change.cleared,
         )
         events = session_events(
             header, decisions, time=now, max_message_bytes=self.settings.scheduler_max_message_bytes
@@ -290,8 +308,8 @@ class SessionLoop:
         return _Computed(
             events=events,
             decisions=decisions,
-            pending_jobs=len(pending),
-            pending_digest=pending_digest,
+            pending_jobs=len(pending.whole),
+            pending_digest=pending.digest,
             input_digest=digest,
             config_version=config_version,
             time_dependent=not TIME_DEPENDENT_PLUGINS.isdisjoint(config.plugin_names()),
