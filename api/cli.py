@@ -193,7 +193,7 @@ def submit(
     for warning in manifests.warnings:
         typer.echo(f"warning: {warning}", err=True)
     endpoints = _endpoints(settings)
-    provider = configure_tracing("tephra-submit")
+    provider = configure_tracing("tephra-submit", without_exporter=True)
     from aiokafka.errors import KafkaError
 
     try:

@@ -40,6 +40,7 @@ __all__ = [
     "ENV_PREFIX",
     "CommonSettings",
     "LogLevel",
+    "ObservabilitySettings",
     "SettingsError",
     "TephraSettings",
     "configuration_markdown",
@@ -129,7 +130,36 @@ class CommonSettings(BaseSettings):
         return self.kafka_bootstrap is None and self.database_url is None
 
 
-class TephraSettings(CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings):
+class ObservabilitySettings(BaseSettings):
+    """Where a service process serves its metrics and health (tracing is the ``OTEL_*`` variables')."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, allow_inf_nan=False)
+
+    metrics_addr: str = Field(
+        default="",
+        description="host:port serving /metrics (Prometheus text), /healthz and /readyz (unset: none;"
+        " port 0: any free port, printed at start)",
+    )
+    ready_max_lag: int = Field(
+        default=1_000,
+        ge=0,
+        description="records the projector may be behind the broker and still answer /readyz with 200",
+    )
+
+    @field_validator("metrics_addr")
+    @classmethod
+    def _metrics_addr(cls, value: str) -> str:
+        if value == "":
+            return value
+        _, sep, port = value.rpartition(":")
+        if not sep or not port.isdigit() or int(port) > 65_535:
+            raise ValueError(f"expected host:port (or :port), got {value!r}")
+        return value
+
+
+class TephraSettings(
+    CommonSettings, ObservabilitySettings, ProjectorSettings, SchedulerSettings, SimClusterSettings
+):
     """Every setting: what ``tephra up`` runs with; each service reads its own base class."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, allow_inf_nan=False)
@@ -138,10 +168,10 @@ class TephraSettings(CommonSettings, ProjectorSettings, SchedulerSettings, SimCl
 #: The models whose fields each command accepts as flags.  Every service command builds the
 #: whole :class:`TephraSettings` (one environment, checked as a whole); its flags are its own.
 COMMAND_SETTINGS: Mapping[str, tuple[type[BaseSettings], ...]] = {
-    "up": (CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings),
-    "projector": (CommonSettings, ProjectorSettings),
-    "scheduler": (CommonSettings, SchedulerSettings),
-    "sim-cluster": (CommonSettings, SimClusterSettings),
+    "up": (CommonSettings, ObservabilitySettings, ProjectorSettings, SchedulerSettings, SimClusterSettings),
+    "projector": (CommonSettings, ObservabilitySettings, ProjectorSettings),
+    "scheduler": (CommonSettings, ObservabilitySettings, SchedulerSettings),
+    "sim-cluster": (CommonSettings, ObservabilitySettings, SimClusterSettings),
     "submit": (CommonSettings,),
     "get": (CommonSettings,),
 }

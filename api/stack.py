@@ -41,6 +41,7 @@ from api.endpoints import (
     write_stack_record,
 )
 from api.settings import CommonSettings, TephraSettings
+from api.telemetry import observability
 from events.topics import Topics
 
 __all__ = [
@@ -324,9 +325,14 @@ def up_command(settings: TephraSettings, out: TextIO | None = None) -> int:
         from api.endpoints import resolve_endpoints  # noqa: PLC0415
 
         endpoints = resolve_endpoints(settings)
-        return run_until_signalled(lambda: run_services(settings, endpoints, names))
+        with observability(settings, "tephra", names, out):
+            return run_until_signalled(lambda: run_services(settings, endpoints, names))
     try:
-        with sigterm_unwinds(), embedded_stack(settings) as stack:
+        with (
+            sigterm_unwinds(),
+            embedded_stack(settings) as stack,
+            observability(settings, "tephra", names, out),
+        ):
             _print_connection(stack, out)
             code = run_until_signalled(lambda: run_services(settings, stack.endpoints, names))
     except StackAlreadyRunningError as exc:
@@ -337,7 +343,8 @@ def up_command(settings: TephraSettings, out: TextIO | None = None) -> int:
 
 
 def projector_command(settings: TephraSettings, endpoints: Endpoints) -> int:
-    return run_until_signalled(lambda: run_services(settings, endpoints, ("projector",)))
+    with observability(settings, "tephra-projector", ("projector",), sys.stdout):
+        return run_until_signalled(lambda: run_services(settings, endpoints, ("projector",)))
 
 
 def scheduler_command(settings: TephraSettings, endpoints: Endpoints) -> int:
@@ -350,8 +357,10 @@ def scheduler_command(settings: TephraSettings, endpoints: Endpoints) -> int:
         await _migrate(endpoints.database_url)
         await _scheduler_service(settings, endpoints, on_leader=announce)
 
-    return run_until_signalled(main)
+    with observability(settings, "tephra-scheduler", ("scheduler",), sys.stdout):
+        return run_until_signalled(main)
 
 
 def sim_cluster_command(settings: TephraSettings, endpoints: Endpoints) -> int:
-    return run_until_signalled(lambda: run_services(settings, endpoints, ("sim-cluster",)))
+    with observability(settings, "tephra-sim-cluster", ("sim-cluster",), sys.stdout):
+        return run_until_signalled(lambda: run_services(settings, endpoints, ("sim-cluster",)))

@@ -29,9 +29,17 @@ than failing the event; the propagator then ignores what it cannot parse.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
-__all__ = ["TRACE_HEADERS", "carrier_from_headers", "headers_from_carrier"]
+__all__ = [
+    "TRACE_HEADERS",
+    "carrier_from_headers",
+    "headers_from_carrier",
+    "trace_id_of",
+    "traceparent_of",
+]
 
 #: The carrier keys (and Kafka header names) that hold trace context.
 TRACE_HEADERS: tuple[str, ...] = ("traceparent", "tracestate", "baggage")
@@ -61,3 +69,41 @@ def carrier_from_headers(headers: Iterable[tuple[str, bytes | None]] | None) -> 
         elif key in _LIST_HEADERS:
             carrier[key] = f"{carrier[key]},{value}"
     return carrier
+
+
+#: Header names that carry a record's ``traceparent``: the W3C name, and the CloudEvents Kafka
+#: binding's binary-mode name of the distributed-tracing extension.
+_TRACEPARENT_HEADERS: Final = frozenset({"traceparent", "ce_traceparent"})
+# Version 00 (and any later version's first four fields): version-traceid-spanid-flags, lowercase hex.
+_TRACEPARENT: Final = re.compile(r"[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
+
+
+def traceparent_of(headers: Sequence[tuple[str, bytes | None]] | None) -> str | None:
+    """The record's valid W3C ``traceparent`` (first one), or None: what the archive keeps.
+
+    Anything else (not UTF-8, malformed, an all-zero id, version ff) is not
+    trace context and is dropped; it never fails the record.
+    """
+    if not headers:
+        return None
+    for name, raw in headers:
+        if raw is None or name.lower() not in _TRACEPARENT_HEADERS:
+            continue
+        try:
+            value = raw.decode("ascii").strip()
+        except UnicodeDecodeError:
+            continue
+        match = _TRACEPARENT.fullmatch(value[:55])
+        if match is None or value.startswith("ff"):
+            continue
+        if len(value) > 55 and (value.startswith("00") or value[55] != "-"):
+            continue  # version 00 is exactly 55 characters; later versions only append "-..." fields
+        if match[1] == "0" * 32 or match[2] == "0" * 16:
+            continue
+        return value[:55]
+    return None
+
+
+def trace_id_of(traceparent: str | None) -> str | None:
+    """The 32-hex-digit trace id of a stored ``traceparent`` (None for None)."""
+    return None if traceparent is None else traceparent[3:35]

@@ -63,6 +63,9 @@ class InboundRecord(NamedTuple):
     partition: int
     offset: int
     value: bytes | None
+    #: The W3C ``traceparent`` the producer sent with the record (``events.tracing``), archived
+    #: beside the event, outside the bytes the chain hashes.
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +207,7 @@ def fold_records(
     offsets = plan.offsets
     archive_rows = plan.archive_rows
     for record, item in decoded:
-        topic, partition, offset, _ = record
+        topic, partition, offset, _, traceparent = record
         offsets[(topic, partition)] = offset + 1
         if isinstance(item, Rejection):
             plan.rejections.append(item)
@@ -230,7 +233,7 @@ def fold_records(
         row = (
             seq, event_id, form.type, form.cluster, form.subject, form.source, stdlib_utc(form.instant),
             form.data, topic, partition, offset, prev_hash, digest,
-            job_of_event(event) if form.type in JOB_EVENT_TYPES else None,
+            job_of_event(event) if form.type in JOB_EVENT_TYPES else None, traceparent,
         )  # fmt: skip
         archive_rows.append(row)
         prev_hash = digest

@@ -53,11 +53,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, OffsetOutOfRangeError
 
 from events.topics import Topics
+from events.tracing import traceparent_of
 from projector.errors import ProjectorError
 from projector.heap import BatchHeap
 from projector.migrate import apply_migrations
 from projector.plan import id_hint
 from projector.settings import ProjectorSettings
+from projector.telemetry import observe_batch, observe_lag, set_connected
 from projector.writer import (
     BatchPlan,
     BatchWriter,
@@ -370,8 +372,10 @@ class _Run:
                 await producer.start()
                 try:
                     await self._assign(conn, consumer)
+                    set_connected(True)
                     await self._consume(conn, query_conn, consumer, producer, writer)
                 finally:
+                    set_connected(False)
                     await producer.stop()
             finally:
                 await consumer.stop()
@@ -449,13 +453,17 @@ class _Run:
                         topic, partition, messages[0].offset, expected,
                     )  # fmt: skip
                 self.positions[key] = messages[-1].offset + 1
-                records += [InboundRecord(topic, partition, m.offset, m.value) for m in messages]
+                records += [
+                    InboundRecord(topic, partition, m.offset, m.value, traceparent_of(m.headers))
+                    for m in messages
+                ]
             if not fetched:
                 await self._check_high_watermarks(consumer)
                 if not records:
                     break  # idle: the caller finishes the commit in flight meanwhile
             if records and deadline is None:
                 deadline = time.monotonic() + linger_ms / 1000
+        observe_lag(consumer, self.positions)
         return records
 
     async def _check_high_watermarks(self, consumer: AIOKafkaConsumer) -> None:
@@ -578,6 +586,7 @@ class _Run:
         metrics.last_seq = plan.last_seq
         metrics.last_batch_seconds = time.perf_counter() - began
         metrics.batch_seconds.append(metrics.last_batch_seconds)
+        observe_batch(plan, metrics.last_batch_seconds, [r.error for r in plan.rejections])
         for rejection in plan.rejections:
             log.warning(
                 "rejected %s[%d]@%d: %s: %s",
