@@ -29,7 +29,7 @@ from events.quantity import CPU, MEMORY
 from projector.state import OCCUPYING, ClusterState
 from scheduler.core.trace import GangNotReady, StatementClosed, TraceStep, VictimEvicted
 
-__all__ = ["GPU", "SessionObservation", "observe_leadership", "observe_session"]
+__all__ = ["GPU", "SessionObservation", "observe_leadership", "observe_session", "observe_skip"]
 
 GPU: Final = "nvidia.com/gpu"
 
@@ -170,6 +170,8 @@ class _Series:
 
 _SERIES: Final = _Series()
 _last_refresh = 0.0
+#: The input state of the newest session, when the throttle kept it from the gauges.
+_unrefreshed: ClusterState | None = None
 
 
 def observe_leadership(epoch: int | None, *, failing: bool | None = None) -> None:
@@ -181,8 +183,26 @@ def observe_leadership(epoch: int | None, *, failing: bool | None = None) -> Non
         FAILING.set(1 if failing else 0)
 
 
-def observe_session(observation: SessionObservation, *, refresh_every: float = 1.0) -> None:
-    global _last_refresh  # noqa: PLW0603 - one process-wide throttle, as the metrics are process-wide
+def observe_skip() -> None:
+    """A session was skipped: nothing changed since the newest one, whose state the gauges now show."""
+    SESSIONS_SKIPPED.inc()
+    _refresh(None)
+
+
+def _refresh(state: ClusterState | None, refresh_every: float = 1.0) -> None:
+    """The state gauges from ``state`` (None: from the newest state not shown yet), at most once per
+    ``refresh_every`` seconds: the walk over every task runs on the event loop."""
+    global _last_refresh, _unrefreshed  # noqa: PLW0603 - one process-wide throttle, as the metrics are
+    if state is not None:
+        _unrefreshed = state
+    if _unrefreshed is None or time.monotonic() - _last_refresh < refresh_every:
+        return
+    _last_refresh = time.monotonic()
+    _observe_state(_unrefreshed)
+    _unrefreshed = None
+
+
+def observe_session(observation: SessionObservation) -> None:
     o = observation
     SESSIONS.inc()
     E2E_LATENCY.observe(o.seconds * 1000)
@@ -195,9 +215,7 @@ def observe_session(observation: SessionObservation, *, refresh_every: float = 1
         code = job.reasons[0].code if job.reasons else "unknown"
         pending_codes[(code,)] = pending_codes.get((code,), 0) + 1
     _SERIES.replace(PENDING_JOBS, pending_codes)
-    if time.monotonic() - _last_refresh >= refresh_every:
-        _last_refresh = time.monotonic()
-        _observe_state(o.state)
+    _refresh(o.state)
 
 
 def _observe_decisions(state: ClusterState, now: datetime, decisions: Iterable[Decision]) -> None:

@@ -123,7 +123,7 @@ class SchedulerMetrics:
 
     def skip(self) -> None:
         self.skipped += 1
-        prom.SESSIONS_SKIPPED.inc()
+        prom.observe_skip()
 
     def overrun(self) -> None:
         self.overruns += 1
