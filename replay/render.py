@@ -43,7 +43,8 @@ def _detail(detail: dict[str, Any]) -> str:
 def print_explanation(console: Console, explanation: Explanation) -> None:
     e = explanation
     facts = e.facts
-    console.print(f"[bold]Job {escape(e.job)}[/bold]")
+    traced = "" if e.trace_id is None else f"  (trace id {e.trace_id})"
+    console.print(f"[bold]Job {escape(e.job)}[/bold]{traced}")
     if facts:
         tasks = ", ".join(f"{n} {status}" for status, n in facts["tasks"].items()) or "none"
         console.print(

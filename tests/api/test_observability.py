@@ -13,6 +13,7 @@ import json
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -184,6 +185,16 @@ def test_one_trace_per_job_path_and_metrics_that_agree_with_tephra_get(data_dir:
 
             story = _eventually("both jobs' spans arrive", lambda: _story(receiver.snapshot()))
             _assert_trace(story, receiver.snapshot())
+            # replay explain names the trace the job's story starts in, read from the archive.
+            explained = subprocess.run(
+                [sys.executable, "-m", "replay.cli", "explain", "default/high", "--format", "json"],
+                env=_env(data_dir, receiver),
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=True,
+            )
+            assert json.loads(explained.stdout)["traceId"] == story["submit high"].trace_id
             _assert_metrics(data_dir, receiver, metrics_url)
         finally:
             proc.send_signal(signal.SIGINT)
