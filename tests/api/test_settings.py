@@ -13,6 +13,7 @@ from api.cli import app
 from api.settings import (
     COMMAND_SETTINGS,
     CommonSettings,
+    ObservabilitySettings,
     SettingsError,
     TephraSettings,
     configuration_markdown,
@@ -26,7 +27,7 @@ from projector.settings import ProjectorSettings
 from scheduler.service.settings import SchedulerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
-MODELS = (CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings)
+MODELS = (CommonSettings, ObservabilitySettings, ProjectorSettings, SchedulerSettings, SimClusterSettings)
 
 
 def test_every_field_name_is_unique_across_the_models_and_tephra_settings_holds_them_all() -> None:
