@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -134,10 +133,9 @@ def _settings(model: type[S], flags: dict[str, str], *, log: bool = True) -> S:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
     if log and isinstance(settings, CommonSettings):
-        level = logging.getLevelNamesMapping()[settings.log_level.value]
-        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-        # aiokafka's INFO and DEBUG lines are about its own connections, many per second.
-        logging.getLogger("aiokafka").setLevel(max(logging.WARNING, level))
+        from api.logs import configure_logging
+
+        configure_logging(settings.log_level, settings.log_format)
     return settings
 
 

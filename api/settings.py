@@ -39,6 +39,7 @@ __all__ = [
     "COMMAND_SETTINGS",
     "ENV_PREFIX",
     "CommonSettings",
+    "LogFormat",
     "LogLevel",
     "ObservabilitySettings",
     "SettingsError",
@@ -66,6 +67,11 @@ class LogLevel(StrEnum):
     ERROR = "ERROR"
 
 
+class LogFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
 class CommonSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, allow_inf_nan=False)
 
@@ -81,6 +87,9 @@ class CommonSettings(BaseSettings):
     topics_prefix: str = Field(default=Topics().prefix, description="prefix of the Kafka topic names")
     data_dir: Path = Field(default=Path(".tephra"), description="where the embedded stack keeps its data")
     log_level: LogLevel = Field(default=LogLevel.INFO, description="the services' log level")
+    log_format: LogFormat = Field(
+        default=LogFormat.TEXT, description="text lines, or one JSON object a line (for log collectors)"
+    )
 
     @field_validator("kafka_bootstrap")
     @classmethod

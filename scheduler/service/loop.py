@@ -270,7 +270,7 @@ class SessionLoop:
                 action_seconds=[(name, (end - start) / 1e9) for name, start, end in computed.actions],
             )
         )
-        log.debug(
+        log.info(
             "session %s (epoch %d) at seq %d: %d decisions, %d accepted, %d pending, %.3f s",
             session_id,
             epoch,
@@ -280,6 +280,17 @@ class SessionLoop:
             computed.pending_jobs,
             timing.total_seconds,
         )
+        if log.isEnabledFor(logging.DEBUG):  # Volcano's -v=4: every decision, every pending job's reason
+            for decision in computed.decisions:
+                log.debug("session %s: %s", session_id, decision.model_dump_json())
+            for job in computed.pending:
+                reason = job.reasons[0] if job.reasons else None
+                log.debug(
+                    "session %s: %s pending: %s",
+                    session_id,
+                    job.job,
+                    "no reason" if reason is None else f"[{reason.code}] {reason.message}",
+                )
         return applied.seq
 
     def _compute(self, state: ClusterState, session_id: str, now: datetime) -> _Computed:

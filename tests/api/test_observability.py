@@ -49,6 +49,7 @@ def _env(home: Path, receiver: OtlpReceiver) -> dict[str, str]:
         OTEL_RESOURCE_ATTRIBUTES="deployment.environment=test",
         OTEL_BSP_SCHEDULE_DELAY="100",
         TEPHRA_METRICS_ADDR="127.0.0.1:0",
+        TEPHRA_LOG_FORMAT="json",
     )
     env.pop("OTEL_SERVICE_NAME", None)
     env.pop("OTEL_SDK_DISABLED", None)
@@ -202,6 +203,13 @@ def test_one_trace_per_job_path_and_metrics_that_agree_with_tephra_get(data_dir:
             reader.join(timeout=10)
             proc.stdout.close()  # type: ignore[union-attr]
         assert proc.returncode == 0, "".join(output)[-5000:]
+    # TEPHRA_LOG_FORMAT=json: the services' log lines are JSON objects; one INFO line per session.
+    logged = [json.loads(line) for line in output if line.startswith("{")]
+    sessions = [
+        r for r in logged if r["logger"] == "tephra.scheduler" and r["message"].startswith("session ")
+    ]
+    assert sessions, "".join(output)[-5000:]
+    assert {r["level"] for r in sessions} == {"INFO"}
 
 
 def _phase(home: Path, receiver: OtlpReceiver, job: str, phase: str) -> bool | str:
