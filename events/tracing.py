@@ -74,33 +74,33 @@ def carrier_from_headers(headers: Iterable[tuple[str, bytes | None]] | None) -> 
 #: Header names that carry a record's ``traceparent``: the W3C name, and the CloudEvents Kafka
 #: binding's binary-mode name of the distributed-tracing extension.
 _TRACEPARENT_HEADERS: Final = frozenset({"traceparent", "ce_traceparent"})
-# Version 00 (and any later version's first four fields): version-traceid-spanid-flags, lowercase hex.
-_TRACEPARENT: Final = re.compile(r"[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
+# version-traceid-spanid-flags, lowercase hex; a version above 00 may append "-..." fields.
+_TRACEPARENT: Final = re.compile(rb"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-.*)?", re.DOTALL)
+_ZERO_TRACE: Final = b"0" * 32
+_ZERO_SPAN: Final = b"0" * 16
 
 
 def traceparent_of(headers: Sequence[tuple[str, bytes | None]] | None) -> str | None:
-    """The record's valid W3C ``traceparent`` (first one), or None: what the archive keeps.
+    """The record's valid W3C ``traceparent`` (the first one), or None: what the archive keeps.
 
-    Anything else (not UTF-8, malformed, an all-zero id, version ff) is not
-    trace context and is dropped; it never fails the record.
+    Anything else (malformed, an all-zero id, version ff, version 00 with more
+    fields) is not trace context and is dropped; it never fails the record.
+    Called for every record the projector reads, so it works on the bytes.
     """
     if not headers:
         return None
     for name, raw in headers:
-        if raw is None or name.lower() not in _TRACEPARENT_HEADERS:
+        if raw is None or (name != "traceparent" and name.lower() not in _TRACEPARENT_HEADERS):
             continue
-        try:
-            value = raw.decode("ascii").strip()
-        except UnicodeDecodeError:
+        match = _TRACEPARENT.fullmatch(raw.strip())
+        if match is None:
             continue
-        match = _TRACEPARENT.fullmatch(value[:55])
-        if match is None or value.startswith("ff"):
+        version, trace_id, span_id, extra = match.groups()
+        if version == b"ff" or (extra is not None and version == b"00"):
             continue
-        if len(value) > 55 and (value.startswith("00") or value[55] != "-"):
-            continue  # version 00 is exactly 55 characters; later versions only append "-..." fields
-        if match[1] == "0" * 32 or match[2] == "0" * 16:
+        if trace_id == _ZERO_TRACE or span_id == _ZERO_SPAN:
             continue
-        return value[:55]
+        return raw.strip()[:55].decode("ascii")
     return None
 
 

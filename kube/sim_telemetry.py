@@ -27,6 +27,7 @@ from events.models import Event, TaskFinished, TaskStarted
 from events.tracing import headers_from_carrier
 from kube.sim import TaskView
 from projector.archive import JOB_SUBMITTED
+from projector.telemetry import tracing_enabled
 
 __all__ = ["Headers", "SimTelemetry", "set_connected"]
 
@@ -93,7 +94,7 @@ class SimTelemetry:
     async def _publish(
         self, send: Callable[[Sequence[Event], Sequence[Headers]], Awaitable[None]], events: Sequence[Event]
     ) -> None:
-        if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        if not tracing_enabled():
             await send(events, [[] for _ in events])  # not tracing: no span, no query
             return
         contexts = await self._contexts(events)

@@ -22,7 +22,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from projector.plan import BatchPlan
 
-__all__ = ["observe_batch", "observe_lag", "set_connected"]
+__all__ = ["observe_batch", "observe_lag", "set_connected", "tracing_enabled"]
 
 EVENTS_ARCHIVED: Final = Counter("tephra_events_archived", "Events appended to event_log")
 EVENTS_REJECTED: Final = Counter(
@@ -57,6 +57,12 @@ _TRACER = trace.get_tracer("tephra.projector")
 _SEQ, _ID, _TYPE, _TOPIC, _PARTITION, _OFFSET, _JOB, _TRACEPARENT = 0, 1, 2, 8, 9, 10, 13, 14
 
 
+def tracing_enabled() -> bool:
+    """Whether this process installed a tracer provider (``api.telemetry``): without one, spans are
+    no-ops, and the work of building them (parsing contexts, reading them from the archive) is skipped."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
 def set_connected(connected: bool) -> None:
     PROJECTOR_CONNECTED.set(1 if connected else 0)
     if not connected:
@@ -84,6 +90,8 @@ def observe_batch(plan: BatchPlan, seconds: float, rejection_codes: Collection[s
         EVENTS_REJECTED.labels(code).inc()
     PROJECTOR_SEQ.set(plan.last_seq)
     BATCH_SECONDS.observe(seconds)
+    if not tracing_enabled():
+        return
     end = time.time_ns()
     start = end - int(seconds * 1e9)
     for row in plan.archive_rows:

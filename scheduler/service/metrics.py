@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
@@ -130,27 +131,17 @@ FAILING: Final = Gauge(
 )
 
 
+@dataclass(frozen=True, slots=True)
 class SessionObservation:
     """What one applied session tells the metrics; built by the session loop."""
 
-    def __init__(
-        self,
-        *,
-        state: ClusterState,
-        now: datetime,
-        decisions: Sequence[Decision],
-        trace: Sequence[TraceStep],
-        pending: Sequence[PendingJob],
-        seconds: float,
-        action_seconds: Sequence[tuple[str, float]],
-    ) -> None:
-        self.state = state
-        self.now = now
-        self.decisions = decisions
-        self.trace = trace
-        self.pending = pending
-        self.seconds = seconds
-        self.action_seconds = action_seconds
+    state: ClusterState
+    now: datetime
+    decisions: Sequence[Decision]
+    trace: Sequence[TraceStep]
+    pending: Sequence[PendingJob]
+    seconds: float
+    action_seconds: Sequence[tuple[str, float]]
 
 
 class _Series:

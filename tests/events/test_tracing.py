@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from events.serde import encode
-from events.tracing import carrier_from_headers, headers_from_carrier
+from events.tracing import carrier_from_headers, headers_from_carrier, trace_id_of, traceparent_of
 from tests.events.samples import job_submitted
 
 PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
@@ -87,3 +87,32 @@ def test_no_headers_means_a_fresh_root(tracer: trace.Tracer) -> None:
 
     with tracer.start_as_current_span("project", context=extracted) as span:
         assert span.parent is None
+
+
+VALID = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ([("traceparent", VALID.encode())], VALID),
+        ([("ce_traceparent", VALID.encode())], VALID),  # the CloudEvents Kafka binding's binary mode
+        ([("TraceParent", VALID.encode())], VALID),
+        ([("x", b"1"), ("traceparent", b"junk"), ("traceparent", VALID.encode())], VALID),
+        ([("traceparent", f"01{VALID[2:]}-future".encode())], f"01{VALID[2:]}"),
+        ([("traceparent", f"{VALID}-more".encode())], None),  # version 00 has exactly four fields
+        ([("traceparent", f"ff{VALID[2:]}".encode())], None),
+        ([("traceparent", VALID.replace("0af7651916cd43dd8448eb211c80319c", "0" * 32).encode())], None),
+        ([("traceparent", VALID.replace("b7ad6b7169203331", "0" * 16).encode())], None),
+        ([("traceparent", VALID.upper().encode())], None),
+        ([("traceparent", b"\xff\xfe")], None),
+        ([("traceparent", None)], None),
+        ([], None),
+        (None, None),
+    ],
+)
+def test_the_archived_traceparent_is_a_valid_w3c_one_or_none(
+    headers: list[tuple[str, bytes | None]] | None, expected: str | None
+) -> None:
+    assert traceparent_of(headers) == expected
+    assert trace_id_of(expected) == (None if expected is None else expected[3:35])
