@@ -209,6 +209,9 @@ def observability(
     provider = configure_tracing(service_name)
     server = None
     if settings.metrics_addr:
+        from scheduler.service.metrics import keep_state_gauges  # noqa: PLC0415 - only when serving
+
+        keep_state_gauges(True)
         max_lag = settings.ready_max_lag
         server = MetricsServer(
             settings.metrics_addr, lambda: readiness_problems(REGISTRY, services, max_lag)

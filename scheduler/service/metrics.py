@@ -30,7 +30,14 @@ from events.quantity import CPU, MEMORY
 from projector.state import OCCUPYING, ClusterState
 from scheduler.core.trace import GangNotReady, StatementClosed, TraceStep, VictimEvicted
 
-__all__ = ["GPU", "SessionObservation", "observe_leadership", "observe_session", "observe_skip"]
+__all__ = [
+    "GPU",
+    "SessionObservation",
+    "keep_state_gauges",
+    "observe_leadership",
+    "observe_session",
+    "observe_skip",
+]
 
 GPU: Final = "nvidia.com/gpu"
 
@@ -163,6 +170,14 @@ _SERIES: Final = _Series()
 _last_refresh = 0.0
 #: The input state of the newest session, when the throttle kept it from the gauges.
 _unrefreshed: ClusterState | None = None
+#: Whether the per-queue, per-node gauges are kept (a walk over every task): only when a process
+#: serves its metrics (``api.telemetry.observability``), not in benches and tests that do not.
+_state_gauges = False
+
+
+def keep_state_gauges(enabled: bool) -> None:
+    global _state_gauges  # noqa: PLW0603 - the process's metrics are process-wide
+    _state_gauges = enabled
 
 
 def observe_leadership(epoch: int | None, *, failing: bool | None = None) -> None:
@@ -184,6 +199,8 @@ def _refresh(state: ClusterState | None, refresh_every: float = 1.0) -> None:
     """The state gauges from ``state`` (None: from the newest state not shown yet), at most once per
     ``refresh_every`` seconds: the walk over every task runs on the event loop."""
     global _last_refresh, _unrefreshed  # noqa: PLW0603 - one process-wide throttle, as the metrics are
+    if not _state_gauges:
+        return
     if state is not None:
         _unrefreshed = state
     if _unrefreshed is None or time.monotonic() - _last_refresh < refresh_every:
