@@ -140,14 +140,19 @@ def _settings(model: type[S], flags: dict[str, str], *, log: bool = True) -> S:
 
 
 @contextmanager
-def _embedded_stack_errors() -> Iterator[None]:
-    """An embedded server that cannot start is a setup problem: its message, exit 2, no traceback."""
+def _setup_errors() -> Iterator[None]:
+    """An embedded server that cannot start, or an OTEL_* setting that cannot be honoured, is a
+    setup problem: its message, exit 2, no traceback."""
     from api.embedded import EmbeddedError
+    from api.telemetry import TracingError
 
     try:
         yield
     except EmbeddedError as exc:
         typer.echo(f"error: the embedded stack could not start: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except TracingError as exc:
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
 
 
@@ -191,7 +196,8 @@ def submit(
     for warning in manifests.warnings:
         typer.echo(f"warning: {warning}", err=True)
     endpoints = _endpoints(settings)
-    provider = configure_tracing("tephra-submit", without_exporter=True)
+    with _setup_errors():
+        provider = configure_tracing("tephra-submit", without_exporter=True)
     from aiokafka.errors import KafkaError
 
     try:
@@ -233,7 +239,7 @@ def up(flags: dict[str, str]) -> None:
     from api.stack import up_command
 
     settings = _settings(TephraSettings, flags)
-    with _embedded_stack_errors():
+    with _setup_errors():
         code = up_command(settings)
     raise typer.Exit(code)
 
@@ -245,7 +251,8 @@ def sim_cluster(flags: dict[str, str]) -> None:
     from api.stack import sim_cluster_command
 
     settings = _settings(TephraSettings, flags)
-    raise typer.Exit(sim_cluster_command(settings, _endpoints(settings)))
+    with _setup_errors():
+        raise typer.Exit(sim_cluster_command(settings, _endpoints(settings)))
 
 
 @app.command()
@@ -255,7 +262,8 @@ def projector(flags: dict[str, str]) -> None:
     from api.stack import projector_command
 
     settings = _settings(TephraSettings, flags)
-    raise typer.Exit(projector_command(settings, _endpoints(settings)))
+    with _setup_errors():
+        raise typer.Exit(projector_command(settings, _endpoints(settings)))
 
 
 @app.command()
@@ -265,7 +273,8 @@ def scheduler(flags: dict[str, str]) -> None:
     from api.stack import scheduler_command
 
     settings = _settings(TephraSettings, flags)
-    raise typer.Exit(scheduler_command(settings, _endpoints(settings)))
+    with _setup_errors():
+        raise typer.Exit(scheduler_command(settings, _endpoints(settings)))
 
 
 @app.command()
@@ -276,7 +285,7 @@ def demo(
     from api.demo import demo_command
 
     settings = _settings(TephraSettings, {}, log=False)  # the demo prints its own account
-    with _embedded_stack_errors():
+    with _setup_errors():
         code = demo_command(settings, keep=keep)
     raise typer.Exit(code)
 

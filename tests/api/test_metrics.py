@@ -14,7 +14,13 @@ from prometheus_client import REGISTRY, CollectorRegistry, Gauge
 
 import kube.sim_telemetry
 import projector.telemetry
-from api.telemetry import MetricsServer, readiness_problems
+from api.telemetry import (
+    MetricsServer,
+    TracingError,
+    configure_tracing,
+    readiness_problems,
+    tracing_requested,
+)
 from projector.state import ClusterState, NodeState, QueueState, QueueStatus
 from scheduler.service import metrics
 
@@ -152,3 +158,23 @@ def test_health_and_readiness_say_what_is_not_ready(lag: int) -> None:
     assert readiness_problems(registry, ("sim-cluster",), 1_000) == [
         "sim-cluster: not connected to the broker and the database"
     ]
+
+
+@pytest.mark.parametrize("protocol", ["http/json", "grpc"])
+def test_an_otlp_protocol_this_process_cannot_speak_is_a_clear_error(
+    protocol: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
+    assert tracing_requested()
+    with pytest.raises(TracingError, match="OTEL_EXPORTER_OTLP_PROTOCOL") as raised:
+        configure_tracing("tephra-test")
+    assert "http/protobuf" in str(raised.value)  # what to use instead
+
+
+def test_without_an_endpoint_the_services_install_no_tracer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    assert not tracing_requested()
+    assert configure_tracing("tephra-test") is None
