@@ -39,6 +39,7 @@ __all__ = [
     "headers_from_carrier",
     "trace_id_of",
     "traceparent_of",
+    "valid_traceparent",
 ]
 
 #: The carrier keys (and Kafka header names) that hold trace context.
@@ -92,16 +93,33 @@ def traceparent_of(headers: Sequence[tuple[str, bytes | None]] | None) -> str | 
     for name, raw in headers:
         if raw is None or (name != "traceparent" and name.lower() not in _TRACEPARENT_HEADERS):
             continue
-        match = _TRACEPARENT.fullmatch(raw.strip())
-        if match is None:
-            continue
-        version, trace_id, span_id, extra = match.groups()
-        if version == b"ff" or (extra is not None and version == b"00"):
-            continue
-        if trace_id == _ZERO_TRACE or span_id == _ZERO_SPAN:
-            continue
-        return raw.strip()[:55].decode("ascii")
+        found = _valid(raw.strip())
+        if found is not None:
+            return found
     return None
+
+
+def valid_traceparent(value: str | None) -> str | None:
+    """``value`` (a CloudEvents ``traceparent`` attribute) when it is a valid W3C traceparent, its
+    first four fields; else None (as :func:`traceparent_of`)."""
+    if value is None:
+        return None
+    try:
+        return _valid(value.strip().encode("ascii"))
+    except UnicodeEncodeError:
+        return None
+
+
+def _valid(raw: bytes) -> str | None:
+    match = _TRACEPARENT.fullmatch(raw)
+    if match is None:
+        return None
+    version, trace_id, span_id, extra = match.groups()
+    if version == b"ff" or (extra is not None and version == b"00"):
+        return None  # version 00 has exactly four fields; ff is forbidden
+    if trace_id == _ZERO_TRACE or span_id == _ZERO_SPAN:
+        return None
+    return raw[:55].decode("ascii")
 
 
 def trace_id_of(traceparent: str | None) -> str | None:

@@ -28,6 +28,7 @@ from events.models import (
     SessionCommitted,
 )
 from events.serde import EventDecodeError, decode
+from events.tracing import valid_traceparent
 from projector.archive import JOB_EVENT_TYPES, job_of_event, stdlib_utc
 from projector.fold import apply
 from projector.projection_rows import (
@@ -64,7 +65,8 @@ class InboundRecord(NamedTuple):
     offset: int
     value: bytes | None
     #: The W3C ``traceparent`` the producer sent with the record (``events.tracing``), archived
-    #: beside the event, outside the bytes the chain hashes.
+    #: beside the event, outside the bytes the chain hashes; else the event's own (the
+    #: CloudEvents extension attribute), when valid.
     traceparent: str | None = None
 
 
@@ -223,6 +225,8 @@ def fold_records(
         # the pieces they are spliced from: the row's own columns (events.canonical).
         form = canonical_form(item)
         event = form.event
+        if traceparent is None and item.traceparent is not None:  # the CloudEvents extension
+            traceparent = valid_traceparent(item.traceparent)
         outcome = apply(state, seq + 1, event)
         if outcome.invalid is not None:
             plan.rejections.append(_rejection(record, outcome.invalid, outcome.detail, event_id, form.type))
