@@ -36,7 +36,7 @@ from api.settings import (
     load_settings,
     type_name,
 )
-from events.display import printable, redact
+from events.display import redact
 from projector.heap import tune_gc
 
 if TYPE_CHECKING:
@@ -133,23 +133,6 @@ def settings_flags(command: str) -> Callable[[Callable[..., None]], Callable[...
 S = TypeVar("S", bound=BaseSettings)
 
 
-class _SafeFormatter(logging.Formatter):
-    """Log lines as the services write them, made safe (events.display).
-
-    The message's control characters are escaped (a name from an event cannot
-    forge a log line or recolour the terminal), and passwords are redacted
-    from the whole line, tracebacks included.
-    """
-
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        return super().formatMessage(
-            logging.makeLogRecord({**record.__dict__, "message": printable(record.message)})
-        )
-
-    def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
-
-
 def _settings(model: type[S], flags: dict[str, str], *, log: bool = True) -> S:
     """The settings, validated once (a bad value: its message, exit 2); logging set up at their level."""
     try:
@@ -158,24 +141,26 @@ def _settings(model: type[S], flags: dict[str, str], *, log: bool = True) -> S:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
     if log and isinstance(settings, CommonSettings):
-        level = logging.getLevelNamesMapping()[settings.log_level.value]
-        handler = logging.StreamHandler()
-        handler.setFormatter(_SafeFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-        logging.basicConfig(level=level, handlers=[handler])
-        # aiokafka's INFO and DEBUG lines are about its own connections, many per second.
-        logging.getLogger("aiokafka").setLevel(max(logging.WARNING, level))
+        from api.logs import configure_logging
+
+        configure_logging(settings.log_level, settings.log_format)
     return settings
 
 
 @contextmanager
-def _embedded_stack_errors() -> Iterator[None]:
-    """An embedded server that cannot start is a setup problem: its message, exit 2, no traceback."""
+def _setup_errors() -> Iterator[None]:
+    """An embedded server that cannot start, or an OTEL_* setting that cannot be honoured, is a
+    setup problem: its message, exit 2, no traceback."""
     from api.embedded import EmbeddedError
+    from api.telemetry import TracingError
 
     try:
         yield
     except EmbeddedError as exc:
         typer.echo(f"error: the embedded stack could not start: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except TracingError as exc:
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
 
 
@@ -219,7 +204,8 @@ def submit(
     for warning in manifests.warnings:
         typer.echo(f"warning: {warning}", err=True)
     endpoints = _endpoints(settings)
-    provider = configure_tracing("tephra-submit")
+    with _setup_errors():
+        provider = configure_tracing("tephra-submit", without_exporter=True)
     from aiokafka.errors import KafkaError
 
     from api.stack import ensure_topics
@@ -269,7 +255,7 @@ def up(flags: dict[str, str]) -> None:
     from api.stack import up_command
 
     settings = _settings(TephraSettings, flags)
-    with _embedded_stack_errors():
+    with _setup_errors():
         code = up_command(settings)
     raise typer.Exit(code)
 
@@ -281,7 +267,8 @@ def sim_cluster(flags: dict[str, str]) -> None:
     from api.stack import sim_cluster_command
 
     settings = _settings(TephraSettings, flags)
-    raise typer.Exit(sim_cluster_command(settings, _endpoints(settings)))
+    with _setup_errors():
+        raise typer.Exit(sim_cluster_command(settings, _endpoints(settings)))
 
 
 @app.command()
@@ -291,7 +278,8 @@ def projector(flags: dict[str, str]) -> None:
     from api.stack import projector_command
 
     settings = _settings(TephraSettings, flags)
-    raise typer.Exit(projector_command(settings, _endpoints(settings)))
+    with _setup_errors():
+        raise typer.Exit(projector_command(settings, _endpoints(settings)))
 
 
 @app.command()
@@ -301,7 +289,8 @@ def scheduler(flags: dict[str, str]) -> None:
     from api.stack import scheduler_command
 
     settings = _settings(TephraSettings, flags)
-    raise typer.Exit(scheduler_command(settings, _endpoints(settings)))
+    with _setup_errors():
+        raise typer.Exit(scheduler_command(settings, _endpoints(settings)))
 
 
 @app.command("api")
@@ -401,7 +390,7 @@ def demo(
     from api.demo import demo_command
 
     settings = _settings(TephraSettings, {}, log=False)  # the demo prints its own account
-    with _embedded_stack_errors():
+    with _setup_errors():
         code = demo_command(settings, keep=keep)
     raise typer.Exit(code)
 

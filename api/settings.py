@@ -43,7 +43,9 @@ __all__ = [
     "COMMAND_SETTINGS",
     "ENV_PREFIX",
     "CommonSettings",
+    "LogFormat",
     "LogLevel",
+    "ObservabilitySettings",
     "SettingsError",
     "TephraSettings",
     "configuration_markdown",
@@ -76,6 +78,11 @@ _CONFIG = SettingsConfigDict(
 )
 
 
+class LogFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
 class CommonSettings(BaseSettings):
     model_config = _CONFIG
 
@@ -100,6 +107,9 @@ class CommonSettings(BaseSettings):
     )
     data_dir: Path = Field(default=Path(".tephra"), description="where the embedded stack keeps its data")
     log_level: LogLevel = Field(default=LogLevel.INFO, description="the services' log level")
+    log_format: LogFormat = Field(
+        default=LogFormat.TEXT, description="text lines, or one JSON object a line (for log collectors)"
+    )
 
     @field_validator("kafka_bootstrap")
     @classmethod
@@ -152,7 +162,41 @@ class CommonSettings(BaseSettings):
         return self.kafka_bootstrap is None and self.database_url is None
 
 
-class TephraSettings(CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings, ApiSettings):
+class ObservabilitySettings(BaseSettings):
+    """Where a service process serves its metrics and health (tracing is the ``OTEL_*`` variables')."""
+
+    model_config = _CONFIG
+
+    metrics_addr: str = Field(
+        default="",
+        description="host:port serving /metrics (Prometheus text), /healthz and /readyz (unset: none;"
+        " port 0: any free port, printed at start)",
+    )
+    ready_max_lag: int = Field(
+        default=1_000,
+        ge=0,
+        description="records the projector may be behind the broker and still answer /readyz with 200",
+    )
+
+    @field_validator("metrics_addr")
+    @classmethod
+    def _metrics_addr(cls, value: str) -> str:
+        if value == "":
+            return value
+        _, sep, port = value.rpartition(":")
+        if not sep or not port.isdigit() or int(port) > 65_535:
+            raise ValueError(f"expected host:port (or :port), got {value!r}")
+        return value
+
+
+class TephraSettings(
+    CommonSettings,
+    ObservabilitySettings,
+    ProjectorSettings,
+    SchedulerSettings,
+    SimClusterSettings,
+    ApiSettings,
+):
     """Every setting: what ``tephra up`` runs with; each service reads its own base class."""
 
     model_config = _CONFIG
@@ -161,10 +205,17 @@ class TephraSettings(CommonSettings, ProjectorSettings, SchedulerSettings, SimCl
 #: The models whose fields each command accepts as flags.  Every service command builds the
 #: whole :class:`TephraSettings` (one environment, checked as a whole); its flags are its own.
 COMMAND_SETTINGS: Mapping[str, tuple[type[BaseSettings], ...]] = {
-    "up": (CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings, ApiSettings),
-    "projector": (CommonSettings, ProjectorSettings),
-    "scheduler": (CommonSettings, SchedulerSettings),
-    "sim-cluster": (CommonSettings, SimClusterSettings),
+    "up": (
+        CommonSettings,
+        ObservabilitySettings,
+        ProjectorSettings,
+        SchedulerSettings,
+        SimClusterSettings,
+        ApiSettings,
+    ),
+    "projector": (CommonSettings, ObservabilitySettings, ProjectorSettings),
+    "scheduler": (CommonSettings, ObservabilitySettings, SchedulerSettings),
+    "sim-cluster": (CommonSettings, ObservabilitySettings, SimClusterSettings),
     "api": (CommonSettings, ApiSettings),
     "submit": (CommonSettings,),
     "get": (CommonSettings,),

@@ -44,6 +44,7 @@ from api.endpoints import (
     write_stack_record,
 )
 from api.settings import CommonSettings, TephraSettings
+from api.telemetry import observability
 from events.display import redact
 from events.topics import Topics
 
@@ -372,9 +373,14 @@ def up_command(settings: TephraSettings, out: TextIO | None = None) -> int:
         from api.endpoints import resolve_endpoints  # noqa: PLC0415
 
         endpoints = resolve_endpoints(settings)
-        return run_until_signalled(lambda: run_services(settings, endpoints, names, also=also))
+        with observability(settings, "tephra", names, out):
+            return run_until_signalled(lambda: run_services(settings, endpoints, names, also=also))
     try:
-        with sigterm_unwinds(), embedded_stack(settings) as stack:
+        with (
+            sigterm_unwinds(),
+            embedded_stack(settings) as stack,
+            observability(settings, "tephra", names, out),
+        ):
             _print_connection(stack, out)
             code = run_until_signalled(lambda: run_services(settings, stack.endpoints, names, also=also))
     except StackAlreadyRunningError as exc:
@@ -385,7 +391,8 @@ def up_command(settings: TephraSettings, out: TextIO | None = None) -> int:
 
 
 def projector_command(settings: TephraSettings, endpoints: Endpoints) -> int:
-    return run_until_signalled(lambda: run_services(settings, endpoints, ("projector",)))
+    with observability(settings, "tephra-projector", ("projector",), sys.stdout):
+        return run_until_signalled(lambda: run_services(settings, endpoints, ("projector",)))
 
 
 def scheduler_command(settings: TephraSettings, endpoints: Endpoints) -> int:
@@ -399,8 +406,10 @@ def scheduler_command(settings: TephraSettings, endpoints: Endpoints) -> int:
         await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
         await _scheduler_service(settings, endpoints, on_leader=announce)
 
-    return run_until_signalled(main)
+    with observability(settings, "tephra-scheduler", ("scheduler",), sys.stdout):
+        return run_until_signalled(main)
 
 
 def sim_cluster_command(settings: TephraSettings, endpoints: Endpoints) -> int:
-    return run_until_signalled(lambda: run_services(settings, endpoints, ("sim-cluster",)))
+    with observability(settings, "tephra-sim-cluster", ("sim-cluster",), sys.stdout):
+        return run_until_signalled(lambda: run_services(settings, endpoints, ("sim-cluster",)))

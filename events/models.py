@@ -493,6 +493,11 @@ class _Envelope(BaseModel):
     subject: str | None = None
     datacontenttype: Literal["application/json"] = "application/json"
     cluster: str = Field(default=DEFAULT_CLUSTER, min_length=1)
+    #: The CloudEvents distributed-tracing extension (structured mode): the producer's W3C trace
+    #: context.  Delivery metadata, not part of what happened: the canonical bytes leave it out,
+    #: and the archive keeps a valid one beside the event (``event_log.traceparent``).
+    traceparent: str | None = Field(default=None, max_length=512)
+    tracestate: str | None = Field(default=None, max_length=512)
 
 
 class QueueUpserted(_Envelope):

@@ -30,6 +30,7 @@ from events.models import (
 from events.names import invalid_name
 from events.serde import EventDecodeError, decode
 from events.topics import Topics, topic_for
+from events.tracing import valid_traceparent
 from projector.archive import JOB_EVENT_TYPES, job_of_event, stdlib_utc
 from projector.door import KEPT_BYTES, Door, refusal, short
 from projector.errors import RecordFailedError
@@ -68,6 +69,10 @@ class InboundRecord(NamedTuple):
     partition: int
     offset: int
     value: bytes | None
+    #: The W3C ``traceparent`` the producer sent with the record (``events.tracing``), archived
+    #: beside the event, outside the bytes the chain hashes; else the event's own (the
+    #: CloudEvents extension attribute), when valid.
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +261,21 @@ class BatchPlan:
         return len(self.archive_rows)
 
 
+def _misrouted(record: InboundRecord, item: Event, cluster: str, topics: Topics | None) -> Rejection | None:
+    """The rejection of an event of another cluster (``unknown-cluster``) or on another topic than
+    its type's (``wrong-topic``, when ``topics`` is given); None when it came where it belongs."""
+    if item.cluster != cluster:
+        detail = (
+            f"the event is for cluster {item.cluster!r}; this deployment archives cluster {cluster!r}"
+            " (TEPHRA_CLUSTER): produce it to its own cluster's topics"
+        )
+        return _rejection(record, "unknown-cluster", detail, item.id, item.type)
+    if topics is not None and (expected := topic_for(item, topics)) != record.topic:
+        detail = f"a {item.type} event belongs on the topic {expected}, not {record.topic}"
+        return _rejection(record, "wrong-topic", detail, item.id, item.type)
+    return None
+
+
 def fold_records(
     state: ClusterState,
     plan: BatchPlan,
@@ -280,7 +300,7 @@ def fold_records(
     offsets = plan.offsets
     archive_rows = plan.archive_rows
     for record, item in decoded:
-        topic, partition, offset, _ = record
+        topic, partition, offset, _, traceparent = record
         offsets[(topic, partition)] = offset + 1
         if isinstance(item, Rejection):
             plan.rejections.append(item)
@@ -290,22 +310,16 @@ def fold_records(
             plan.duplicates += 1
             plan.repeats.append(Repeat(record, event_id, item.type, canonical_form(item).bytes))
             continue
-        if item.cluster != cluster:
-            detail = (
-                f"the event is for cluster {item.cluster!r}; this deployment archives cluster {cluster!r}"
-                " (TEPHRA_CLUSTER): produce it to its own cluster's topics"
-            )
-            plan.rejections.append(_rejection(record, "unknown-cluster", detail, event_id, item.type))
-            continue
-        if topics is not None and (expected := topic_for(item, topics)) != topic:
-            detail = f"a {item.type} event belongs on the topic {expected}, not {topic}"
-            plan.rejections.append(_rejection(record, "wrong-topic", detail, event_id, item.type))
+        if (misrouted := _misrouted(record, item, cluster, topics)) is not None:
+            plan.rejections.append(misrouted)
             continue
         try:
             # What the archive keeps (the event in UTC) and the bytes the chain hashes, with
             # the pieces they are spliced from: the row's own columns (events.canonical).
             form = canonical_form(item)
             event = form.event
+            if traceparent is None and item.traceparent is not None:  # the CloudEvents extension
+                traceparent = valid_traceparent(item.traceparent)
             outcome = apply(state, seq + 1, event)
             if outcome.invalid is not None:
                 rejection = _rejection(record, outcome.invalid, outcome.detail, event_id, form.type)
@@ -317,7 +331,7 @@ def fold_records(
             row = (
                 seq, event_id, form.type, form.cluster, form.subject, form.source, stdlib_utc(form.instant),
                 form.data, topic, partition, offset, prev_hash, digest,
-                job_of_event(event) if form.type in JOB_EVENT_TYPES else None,
+                job_of_event(event) if form.type in JOB_EVENT_TYPES else None, traceparent,
             )  # fmt: skip
             archive_rows.append(row)
             prev_hash = digest

@@ -57,6 +57,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError, OffsetOutOfRangeError
 
 from events.topics import Topics
+from events.tracing import traceparent_of
 from projector.broker_identity import IdentityCheck, Verdict, identity_check
 from projector.door import ConfigCheck, Door, Position, short
 from projector.errors import BatchFailedError, ProjectorError, RecordFailedError
@@ -64,6 +65,7 @@ from projector.heap import BatchHeap
 from projector.migrate import apply_migrations
 from projector.plan import id_hint
 from projector.settings import ProjectorSettings, parse_positions
+from projector.telemetry import observe_batch, observe_lag, set_connected
 from projector.topic_watch import TopicWatch
 from projector.writer import (
     BatchPlan,
@@ -456,8 +458,10 @@ class _Run:
                 try:
                     async with self.watch:
                         await self._assign(conn, consumer, await self.watch.partitions())
+                        set_connected(True)
                         await self._consume(conn, query_conn, consumer, producer, writer)
                 finally:
+                    set_connected(False)
                     await producer.stop()
             finally:
                 await consumer.stop()
@@ -553,6 +557,7 @@ class _Run:
                     break  # idle: the caller finishes the commit in flight meanwhile
             if records and deadline is None:
                 deadline = time.monotonic() + linger_ms / 1000
+        observe_lag(consumer, self.positions)
         return records
 
     async def _take(
@@ -578,7 +583,10 @@ class _Run:
                     topic, partition, messages[0].offset, expected,
                 )  # fmt: skip
             self.positions[key] = messages[-1].offset + 1
-            records += [InboundRecord(topic, partition, m.offset, m.value) for m in messages]
+            records += [
+                InboundRecord(topic, partition, m.offset, m.value, traceparent_of(m.headers))
+                for m in messages
+            ]
         return records
 
     async def _check_high_watermarks(self, consumer: AIOKafkaConsumer) -> None:
@@ -738,6 +746,7 @@ class _Run:
         metrics.last_seq = plan.last_seq
         metrics.last_batch_seconds = time.perf_counter() - began
         metrics.batch_seconds.append(metrics.last_batch_seconds)
+        observe_batch(plan, metrics.last_batch_seconds, [r.error for r in plan.rejections])
         for rejection in plan.rejections:
             log.warning(
                 "rejected %s[%d]@%d: %s: %s",

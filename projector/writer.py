@@ -94,7 +94,7 @@ ArchivedCheck = Callable[[int, list[Decoded]], Awaitable[set[str]]]
 NOTIFY_CHANNEL: Final = "tephra_projection"
 _EVENT_LOG_COLUMNS: Final = (
     "seq", "event_id", "type", "cluster", "subject", "source", "time", "data",
-    "topic", "partition", "kafka_offset", "prev_hash", "hash", "job",
+    "topic", "partition", "kafka_offset", "prev_hash", "hash", "job", "traceparent",
 )  # fmt: skip
 _REJECTED_COLUMNS: Final = (
     "topic", "partition", "kafka_offset", "raw", "error", "detail", "event_id", "event_type",

@@ -328,6 +328,8 @@ class Explanation:
     recorded_reasons: tuple[PendingReason, ...] = ()
     verdict: str = ""
     counterfactual: Counterfactual | None = None
+    #: The trace id of the job's submission (its story in a tracing backend), when it had one.
+    trace_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         session: dict[str, Any] | None = None
@@ -336,6 +338,7 @@ class Explanation:
             session = {"id": s.session_id, "seq": s.seq, "inputSeq": s.input_seq, "now": s.now.isoformat()}
         return {
             "job": self.job,
+            "traceId": self.trace_id,
             "timeline": [e.to_json() for e in self.timeline],
             "session": session,
             "verdict": self.verdict,

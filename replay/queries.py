@@ -8,6 +8,7 @@ callback ``(done, total)``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -123,6 +124,18 @@ async def explain_job(
         UnknownJob: the archive has nothing about ``job`` (or nothing at ``--at``).
         UnknownSession: ``session_id`` is not in the archive.
     """
+    explanation = await _explain_job(reader, job, session_id=session_id, at=at, counterfactual=counterfactual)
+    return dataclasses.replace(explanation, trace_id=await reader.trace_id(job))
+
+
+async def _explain_job(
+    reader: ArchiveReader,
+    job: str,
+    *,
+    session_id: str | None,
+    at: datetime | None,
+    counterfactual: bool,
+) -> Explanation:
     history = await reader.job_history(job)
     if not history:
         raise UnknownJob(job)

@@ -55,7 +55,8 @@ def _detail(detail: dict[str, Any]) -> str:
 def print_explanation(console: Console, explanation: Explanation) -> None:
     e = explanation
     facts = e.facts
-    console.print(f"[bold]Job {_text(e.job)}[/bold]")
+    traced = "" if e.trace_id is None else f"  (trace id {_text(e.trace_id)})"
+    console.print(f"[bold]Job {_text(e.job)}[/bold]{traced}")
     if facts:
         tasks = _text(", ".join(f"{n} {status}" for status, n in facts["tasks"].items()) or "none")
         console.print(

@@ -24,7 +24,8 @@ from events.canonical import GENESIS_HASH
 from events.display import redact
 from events.models import SessionCommitted, SessionPart
 from events.serde import EventDecodeError, decode
-from projector.archive import JOB_EVENT_TYPES, row_canonical
+from events.tracing import trace_id_of
+from projector.archive import JOB_EVENT_TYPES, JOB_SUBMITTED, row_canonical
 from projector.state import ClusterState, SessionRecord
 from projector.state_json import session_from_json, state_from_jsonable
 from replay.archive import ArchivedEvent
@@ -172,6 +173,24 @@ class ArchiveReader:
 
     def __init__(self, conn: asyncpg.Connection) -> None:
         self._conn = conn
+
+    async def trace_id(self, job: str) -> str | None:
+        """The trace id of ``job``'s newest submission, as its producer sent it (None: sent without
+        trace context, or archived before ``event_log`` kept it)."""
+        has_column = await self._conn.fetchval(
+            "SELECT EXISTS (SELECT FROM information_schema.columns"
+            " WHERE table_name = 'event_log' AND column_name = 'traceparent'"
+            " AND table_schema = ANY(current_schemas(false)))"
+        )
+        if not has_column:
+            return None
+        traceparent = await self._conn.fetchval(
+            "SELECT traceparent FROM event_log WHERE type = $1 AND job = $2 AND traceparent IS NOT NULL"
+            " ORDER BY seq DESC LIMIT 1",
+            JOB_SUBMITTED,
+            job,
+        )
+        return trace_id_of(traceparent)
 
     async def last_seq(self) -> int:
         value = await self._conn.fetchval("SELECT coalesce(max(seq), 0) FROM event_log")

@@ -46,13 +46,21 @@ import asyncpg
 from opentelemetry import propagate
 from opentelemetry.trace import Status, StatusCode, Tracer
 
-from events.models import BindDecision, Decision, PipelineDecision, SessionCommitted, SessionPart
+from events.models import (
+    BindDecision,
+    Decision,
+    PendingJob,
+    PipelineDecision,
+    SessionCommitted,
+    SessionPart,
+)
 from projector.state import ClusterState
 from scheduler.core.session import run_session
 from scheduler.core.trace import TraceStep
 from scheduler.service.errors import ProjectionStalled, SessionOverrun
 from scheduler.service.heap import HeapGuard
 from scheduler.service.leader import Leadership
+from scheduler.service.metrics import SessionObservation, observe_session
 from scheduler.service.projection import AppliedSession, ProjectionReader
 from scheduler.service.publisher import SessionPublisher
 from scheduler.service.records import SessionTiming, record_session
@@ -70,6 +78,7 @@ from scheduler.service.telemetry import (
     SchedulerMetrics,
     SubmissionTraces,
     emit_action_spans,
+    jobs_decided,
     set_session_attributes,
 )
 from scheduler.snapshot_builder import config_in_force
@@ -93,6 +102,9 @@ class _Computed:
     time_dependent: bool
     trace: tuple[TraceStep, ...]
     seconds: float
+    pending: tuple[PendingJob, ...]
+    #: (action, start, end) of each action run, ns since the epoch.
+    actions: tuple[tuple[str, int, int], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,10 +215,11 @@ class SessionLoop:
                 span.record_exception(exc)
                 span.set_status(Status(StatusCode.ERROR, "session overran its budget"))
                 raise
-            emit_action_spans(self.tracer, computed.trace, time.time_ns())
+            emit_action_spans(self.tracer, computed.trace, [(a, b) for _, a, b in computed.actions])
             placed = list(dict.fromkeys(d.job for d in computed.decisions if isinstance(d, BindDecision)))
-            for link in self.traces.links_for(placed):
-                span.add_link(link.context, link.attributes)
+            if span.is_recording():
+                for link in await self.traces.links_for(self.records, jobs_decided(computed.decisions)):
+                    span.add_link(link.context, link.attributes)
             set_session_attributes(
                 span,
                 decisions=len(computed.decisions),
@@ -254,7 +267,18 @@ class SessionLoop:
         )
         await record_session(self.records, timing)
         self.metrics.session(len(computed.decisions), timing.total_seconds)
-        log.debug(
+        observe_session(
+            SessionObservation(
+                state=state,
+                now=now,
+                decisions=computed.decisions,
+                trace=computed.trace,
+                pending=computed.pending,
+                seconds=timing.total_seconds,
+                action_seconds=[(name, (end - start) / 1e9) for name, start, end in computed.actions],
+            )
+        )
+        log.info(
             "session %s (epoch %d) at seq %d: %d decisions, %d accepted, %d pending, %.3f s",
             session_id,
             epoch,
@@ -264,6 +288,17 @@ class SessionLoop:
             computed.pending_jobs,
             timing.total_seconds,
         )
+        if log.isEnabledFor(logging.DEBUG):  # Volcano's -v=4: every decision, every pending job's reason
+            for decision in computed.decisions:
+                log.debug("session %s: %s", session_id, decision.model_dump_json())
+            for job in computed.pending:
+                reason = job.reasons[0] if job.reasons else None
+                log.debug(
+                    "session %s: %s pending: %s",
+                    session_id,
+                    job.job,
+                    "no reason" if reason is None else f"[{reason.code}] {reason.message}",
+                )
         return applied.seq
 
     def _compute(
@@ -278,7 +313,13 @@ class SessionLoop:
         # The state and the snapshot cache are long-lived; the session's objects are not.
         self.heap.before_session()
         config, config_version = config_in_force(state)
-        result = run_session(snapshot, config, now, logic_flags=self.logic_flags)
+        actions: list[tuple[str, int, int]] = []
+
+        def timed(action: str) -> Callable[[], None]:
+            start = time.time_ns()
+            return lambda: actions.append((action, start, time.time_ns()))
+
+        result = run_session(snapshot, config, now, logic_flags=self.logic_flags, observe_action=timed)
         decisions = tuple(result.events())
         pending = session_pending(
             state,
@@ -315,6 +356,8 @@ class SessionLoop:
             time_dependent=not TIME_DEPENDENT_PLUGINS.isdisjoint(config.plugin_names()),
             trace=result.trace,
             seconds=time.perf_counter() - began,
+            pending=pending.whole,
+            actions=tuple(actions),
         )
 
     async def _wait_applied(self, session_id: str) -> AppliedSession:
