@@ -123,3 +123,22 @@ def test_the_projector_freezes_the_heap_only_in_a_process_of_its_own() -> None:
     assert settings_for(settings, ("projector",)).projector_freeze
     assert not settings_for(settings, tuple(SERVICES)).projector_freeze
     assert not settings_for(settings, ("projector", "sim-cluster")).projector_freeze
+
+
+def test_the_data_dir_defaults_to_the_users_state_directory_not_the_current_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from replay.locate import database_url
+
+    monkeypatch.delenv("TEPHRA_DATA_DIR", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.chdir(tmp_path)
+    assert CommonSettings().data_dir == tmp_path / "state" / "tephra"
+    # replay finds the same stack record as tephra, from any folder.
+    (tmp_path / "state" / "tephra").mkdir(parents=True)
+    (tmp_path / "state" / "tephra" / "stack.json").write_text('{"database_url": "postgresql://x@h/db"}')
+    assert database_url({"XDG_STATE_HOME": str(tmp_path / "state")}) == "postgresql://x@h/db"
+    # The XDG rule: a relative XDG_STATE_HOME is ignored, the home's .local/state is used.
+    monkeypatch.setenv("XDG_STATE_HOME", "relative")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert CommonSettings().data_dir == tmp_path / "home" / ".local" / "state" / "tephra"
