@@ -217,24 +217,136 @@ def submit(
         typer.echo(obj.ref)
 
 
+OutputOption = Annotated[
+    str, typer.Option("--output", "-o", help="table, wide, json, yaml or name", metavar="FORMAT")
+]
+NamespaceOption = Annotated[
+    str, typer.Option("--namespace", "-n", help="The jobs' namespace.", metavar="NAMESPACE")
+]
+AllNamespacesOption = Annotated[
+    bool, typer.Option("--all-namespaces", "-A", help="Jobs of every namespace (a NAMESPACE column).")
+]
+
+
 @app.command()
 @settings_flags("get")
 def get(
     what: Annotated[str, typer.Argument(help="jobs, queues, nodes or sessions")],
+    name: Annotated[
+        str | None, typer.Argument(help="Only this one (a job: NAME in the namespace, or NAMESPACE/NAME).")
+    ] = None,
+    *,
     flags: dict[str, str],
-    output: Annotated[str, typer.Option("--output", "-o", help="table, json or yaml")] = "table",
+    output: OutputOption = "table",
+    namespace: NamespaceOption = "default",
+    all_namespaces: AllNamespacesOption = False,
     limit: Annotated[int, typer.Option(help="sessions: how many of the newest to show")] = 20,
 ) -> None:
-    """Show the projected state, kubectl-style."""
+    """Show the projected state, kubectl-style (exit 1: the named object does not exist)."""
     from api.views import ViewError, get_command
 
     settings = _settings(CommonSettings, flags)
     endpoints = _endpoints(settings)
     try:
-        raise typer.Exit(get_command(what, output, endpoints, limit=limit))
+        code = get_command(
+            what, output, endpoints, name=name, namespace=None if all_namespaces else namespace, limit=limit
+        )
     except ViewError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    raise typer.Exit(code)
+
+
+def _job_id(name: str, namespace: str) -> str:
+    return name if "/" in name else f"{namespace}/{name}"
+
+
+describe_app = typer.Typer(help="One object in full, kubectl describe-style.", no_args_is_help=True)
+app.add_typer(describe_app, name="describe")
+cancel_app = typer.Typer(
+    help="Cancel a job: JobCancelled, produced as submit produces.", no_args_is_help=True
+)
+app.add_typer(cancel_app, name="cancel")
+
+
+@describe_app.command("job")
+@settings_flags("get")
+def describe_job(
+    name: Annotated[str, typer.Argument(help="The job: NAME in the namespace, or NAMESPACE/NAME.")],
+    *,
+    flags: dict[str, str],
+    namespace: NamespaceOption = "default",
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="text, json or yaml", metavar="FORMAT")
+    ] = "text",
+) -> None:
+    """A job's facts, tasks, the newest pending reasons and its events (exit 1: no such job)."""
+    import asyncio
+    import json
+
+    import yaml
+
+    from api.views import ViewError, describe_text, fetch_job
+
+    if output not in ("text", "json", "yaml"):
+        typer.echo(f"error: unknown output format {output!r}; expected text, json or yaml", err=True)
+        raise typer.Exit(2)
+    settings = _settings(CommonSettings, flags, log=False)
+    endpoints = _endpoints(settings)
+    job_id = _job_id(name, namespace)
+    try:
+        item = asyncio.run(fetch_job(endpoints.database_url, job_id))
+    except ViewError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if item is None:
+        typer.echo(f"error: job {job_id!r} not found", err=True)
+        raise typer.Exit(1)
+    if output == "json":
+        typer.echo(json.dumps(item, indent=2))
+    elif output == "yaml":
+        typer.echo(yaml.safe_dump(item, sort_keys=False), nl=False)
+    else:
+        typer.echo(describe_text(item), nl=False)
+
+
+@cancel_app.command("job")
+@settings_flags("submit")
+def cancel_job(
+    name: Annotated[str, typer.Argument(help="The job: NAME in the namespace, or NAMESPACE/NAME.")],
+    *,
+    flags: dict[str, str],
+    namespace: NamespaceOption = "default",
+    reason: Annotated[str, typer.Option(help="Why, recorded in the event.")] = "",
+) -> None:
+    """Cancel a job: its tasks are released and it ends Cancelled; prints job/<ns>/<name> cancelled."""
+    import asyncio
+
+    from aiokafka.errors import KafkaError
+
+    from api.submit import CANCEL_SOURCE, job_cancellation, produce_manifests
+    from api.views import JobQuery, ViewError, fetch_items
+
+    settings = _settings(CommonSettings, flags, log=False)
+    endpoints = _endpoints(settings)
+    job_id = _job_id(name, namespace)
+    try:
+        found = asyncio.run(
+            fetch_items(endpoints.database_url, "jobs", query=JobQuery(job_id=job_id, reasons=False))
+        )
+    except ViewError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if not found:
+        typer.echo(f"error: no job {job_id} in the projection: nothing to cancel", err=True)
+        raise typer.Exit(1)
+    manifests = job_cancellation(job_id, cluster=settings.cluster, source=CANCEL_SOURCE, reason=reason)
+    try:
+        asyncio.run(produce_manifests(manifests, endpoints))
+    except KafkaError as exc:
+        typer.echo(f"error: cannot reach Kafka at {endpoints.kafka_bootstrap}: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"job/{job_id} cancelled")
 
 
 @app.command()
@@ -379,6 +491,26 @@ def demo(
     with _embedded_stack_errors():
         code = demo_command(settings, keep=keep)
     raise typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"tephra {version('tephra')}")
+        except PackageNotFoundError:
+            typer.echo("tephra (not installed: no version)")
+        raise typer.Exit
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Tephra: an event-sourced batch scheduler with Volcano's semantics and a replayable audit log."""
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ the scheduler links the session that places a job to that span.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,13 +20,28 @@ from opentelemetry.trace import Tracer
 
 from api.endpoints import Endpoints
 from api.manifests import ManifestObject, Manifests, load_manifest_files
+from events.models import JobCancelled, JobCancelledData
 from events.serde import encode
 from events.topics import kafka_key, topic_for
 from events.tracing import headers_from_carrier
 
-__all__ = ["SUBMIT_SOURCE", "load_submission", "produce_manifests"]
+__all__ = ["CANCEL_SOURCE", "SUBMIT_SOURCE", "job_cancellation", "load_submission", "produce_manifests"]
 
 SUBMIT_SOURCE = "tephra://cli/submit"
+CANCEL_SOURCE = "tephra://cli/cancel"
+
+
+def job_cancellation(job_id: str, *, cluster: str, source: str, reason: str = "") -> Manifests:
+    """The JobCancelled of ``job_id``, ready for :func:`produce_manifests` (as a submission is)."""
+    event = JobCancelled(
+        id=str(uuid.uuid4()),
+        source=source,
+        time=datetime.now(UTC),
+        subject=f"job/{job_id}",
+        cluster=cluster,
+        data=JobCancelledData(job_id=job_id, reason=reason),
+    )
+    return Manifests((ManifestObject(f"job/{job_id}", event, "", 0),))
 
 
 def load_submission(paths: Sequence[Path], *, cluster: str, source: str = SUBMIT_SOURCE) -> Manifests:

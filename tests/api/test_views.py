@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 import pytest
@@ -36,16 +37,22 @@ async def settled_demo_cluster(endpoints: Endpoints) -> None:
         await conn.close()
 
 
-def cli(endpoints: Endpoints, *args: str) -> str:
-    """``tephra get ...`` as a user runs it (in a worker thread: the command runs its own event loop)."""
+def tephra(endpoints: Endpoints, *args: str, code: int = 0) -> str:
+    """``tephra ...`` as a user runs it at 80 columns (in a worker thread: it runs its own event loop)."""
     env = {
         "TEPHRA_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
         "TEPHRA_DATABASE_URL": endpoints.database_url,
         "TEPHRA_TOPICS_PREFIX": endpoints.topics.prefix,
+        "COLUMNS": "80",
     }
-    result = CliRunner().invoke(app, ["get", *args], env=env)
-    assert result.exit_code == 0, result.output
-    return result.stdout
+    result = CliRunner().invoke(app, list(args), env=env)
+    assert result.exit_code == code, result.output
+    return result.stdout if code == 0 else result.stderr
+
+
+def cli(endpoints: Endpoints, *args: str) -> str:
+    """``tephra get ...``."""
+    return tephra(endpoints, "get", *args)
 
 
 async def test_get_lists_jobs_queues_nodes_and_sessions(
@@ -99,9 +106,15 @@ async def test_get_lists_jobs_queues_nodes_and_sessions(
     assert all(set(s["durations"]) == {"read", "compute", "publish", "apply"} for s in recorded)
     assert all(s["durations"]["compute"] > 0 for s in recorded)
 
-    header = jobs_table.splitlines()[0].split()
-    assert header[:5] == ["NAMESPACE", "NAME", "QUEUE", "PHASE", "MIN"]
-    assert "llm-pretrain" in jobs_table
+    # kubectl's layout at 80 columns: whole names, the pending gang's reason code only.
+    header, *lines = jobs_table.splitlines()
+    assert header.split() == ["NAME", "QUEUE", "PHASE", "MIN", "RUNNING", "PENDING", "AGE", "REASON"]
+    assert all(len(line) <= 80 for line in jobs_table.splitlines()), jobs_table
+    rows = {line.split()[0]: line.split() for line in lines}
+    assert sorted(rows) == ["batch-inference", "demo-training", "llm-pretrain"]
+    assert rows["llm-pretrain"][1:5] == ["training", "Pending", "4", "0"]
+    assert rows["llm-pretrain"][-1] == ",".join(dict.fromkeys(r["code"] for r in stuck["pendingReasons"]))
+    assert rows["demo-training"][1:3] == ["default", "Running"]
     assert "NAME" in nodes_table
     assert sessions_table.splitlines()[0].split()[-1] == "TOOK"
     assert "/8" in nodes_table
@@ -114,6 +127,9 @@ def test_get_refuses_unknown_kinds_and_formats_with_a_message(tmp_path: object) 
     assert "unknown kind 'pods'; expected one of: jobs, queues, nodes, sessions" in result.stderr
     result = CliRunner().invoke(app, ["get", "jobs", "-o", "xml"], env=env)
     assert result.exit_code == 2
+    assert "unknown output format 'xml'; expected one of: table, wide, json, yaml, name" in result.stderr
+    result = CliRunner().invoke(app, ["describe", "job", "x", "-o", "xml"], env=env)
+    assert result.exit_code == 2
     assert "unknown output format 'xml'" in result.stderr
 
 
@@ -122,3 +138,92 @@ def test_get_without_a_running_stack_says_how_to_start_one(tmp_path: object) -> 
     assert result.exit_code == 2
     assert "no Tephra stack is running" in result.stderr
     assert "tephra up" in result.stderr
+
+
+async def test_get_by_name_namespaces_wide_name_describe_and_cancel(
+    kafka_bootstrap: str, database_url: str, topics: Topics
+) -> None:
+    endpoints = Endpoints(kafka_bootstrap, database_url, topics, "default")
+
+    def run(*args: str, code: int = 0) -> str:
+        return tephra(endpoints, *args, code=code)
+
+    async with live_stack(endpoints):
+        await settled_demo_cluster(endpoints)
+        one = await asyncio.to_thread(run, "get", "jobs", "llm-pretrain", "-o", "json")
+        qualified = await asyncio.to_thread(run, "get", "job", "default/llm-pretrain", "-o", "name")
+        missing = await asyncio.to_thread(run, "get", "jobs", "nope", code=1)
+        elsewhere = await asyncio.to_thread(run, "get", "jobs", "-n", "research")
+        every = await asyncio.to_thread(run, "get", "jobs", "-A")
+        wide = await asyncio.to_thread(run, "get", "jobs", "-o", "wide")
+        names = await asyncio.to_thread(run, "get", "nodes", "-o", "name")
+        node = await asyncio.to_thread(run, "get", "nodes", "gpu-2", "-o", "json")
+        described = await asyncio.to_thread(run, "describe", "job", "llm-pretrain")
+        described_json = await asyncio.to_thread(
+            run, "describe", "job", "default/demo-training", "-o", "json"
+        )
+        no_such = await asyncio.to_thread(run, "describe", "job", "nope", code=1)
+        cancelled = await asyncio.to_thread(run, "cancel", "job", "llm-pretrain", "--reason", "not today")
+        cannot = await asyncio.to_thread(run, "cancel", "job", "nope", code=1)
+        conn = await asyncpg.connect(endpoints.database_url)
+        try:
+            await wait_for(
+                conn, "SELECT count(*) FROM jobs WHERE id = 'default/llm-pretrain' AND phase = 'Cancelled'", 1
+            )
+            archived = await conn.fetchrow(
+                "SELECT source, data ->> 'reason' AS reason FROM event_log"
+                " WHERE job = 'default/llm-pretrain' AND type = 'tephra.job.cancelled.v1'"
+            )
+        finally:
+            await conn.close()
+
+    assert [j["id"] for j in json.loads(one)["items"]] == ["default/llm-pretrain"]
+    assert qualified == "job/default/llm-pretrain\n"
+    assert "job 'nope' not found in namespace default" in missing
+    assert elsewhere == "No jobs found in namespace research (-A: every namespace).\n"
+    assert every.split()[:2] == ["NAMESPACE", "NAME"]
+    assert ["default", "llm-pretrain"] in [line.split()[:2] for line in every.splitlines()]
+    # -o wide: every task count and each pending reason's whole text.
+    assert "SUCCEEDED" in wide.splitlines()[0]
+    stuck = json.loads(one)["items"][0]
+    assert (
+        f"{stuck['pendingReasons'][0]['code']}: resource in cluster is overused" in wide
+    )  # the numbers vary
+    assert names == "node/gpu-1\nnode/gpu-2\nnode/gpu-3\n"
+    assert [n["name"] for n in json.loads(node)["items"]] == ["gpu-2"]
+
+    assert_describes_the_pending_gang(described, stuck)
+    training = json.loads(described_json)
+    assert training["phase"] == "Running"
+    assert [e["event"] for e in training["events"]].count("Bound") == 2
+    assert all(t["node"] for t in training["taskList"])
+    assert "job 'default/nope' not found" in no_such
+
+    # cancel: a JobCancelled through the producer path, archived with its reason.
+    assert cancelled == "job/default/llm-pretrain cancelled\n"
+    assert "no job default/nope in the projection" in cannot
+    assert archived is not None
+    assert (archived["source"], archived["reason"]) == ("tephra://cli/cancel", "not today")
+
+
+def assert_describes_the_pending_gang(described: str, stuck: dict[str, Any]) -> None:
+    """describe: facts, the tasks, the newest session's pending reasons, the events."""
+    facts = dict(line.split(":", 1) for line in described.split("\n\n", maxsplit=1)[0].splitlines())
+    assert {k: facts[k].strip() for k in ("Name", "Namespace", "Queue", "Phase", "Min Available")} == {
+        "Name": "llm-pretrain",
+        "Namespace": "default",
+        "Queue": "training",
+        "Phase": "Pending",
+        "Min Available": "4",
+    }
+    assert "Task List:" in described
+    assert described.count("Pending  -") == 4  # four tasks, none on a node
+    assert "Pending Reasons (session " in described  # the newest session's, which a later one may replace
+    assert f"  {stuck['pendingReasons'][0]['code']}: resource in cluster is overused" in described
+    assert "Submitted" in described.split("Events:")[1]
+
+
+def test_tephra_version() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.startswith("tephra ")
