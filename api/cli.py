@@ -70,13 +70,15 @@ def schemas(
 @app.command()
 def simulate(
     files: Annotated[list[Path], typer.Argument(help="Scenario files (multi-document YAML).")],
-    format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
+    output: Annotated[str, typer.Option("--output", "-o", help="table or json", metavar="FORMAT")] = "table",
+    format_alias: Annotated[str | None, typer.Option("--format", "-f", hidden=True)] = None,
     sessions: Annotated[int | None, typer.Option(help="Override the scenario's session count.")] = None,
 ) -> None:
     """Run scheduling sessions over a K8s-shaped scenario file and print the decisions."""
     from scheduler.simulate import simulate_command
 
-    raise typer.Exit(simulate_command(files, output_format=format, sessions=sessions))
+    # -f/--format: the spelling before -o, kept working.
+    raise typer.Exit(simulate_command(files, output_format=format_alias or output, sessions=sessions))
 
 
 # --------------------------------------------------------------------------- the live stack

@@ -142,3 +142,13 @@ def test_the_data_dir_defaults_to_the_users_state_directory_not_the_current_fold
     monkeypatch.setenv("XDG_STATE_HOME", "relative")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert CommonSettings().data_dir == tmp_path / "home" / ".local" / "state" / "tephra"
+
+
+def test_simulate_takes_the_one_output_flag_and_its_former_spelling() -> None:
+    scenario = str(sorted((Path(__file__).parents[1] / "conformance" / "scenarios").glob("*.yaml"))[0])
+    new = CliRunner().invoke(app, ["simulate", scenario, "-o", "json"])
+    old = CliRunner().invoke(app, ["simulate", scenario, "--format", "json"])
+    assert new.exit_code == 0, new.output
+    assert new.stdout == old.stdout
+    assert new.stdout.lstrip().startswith(("{", "["))
+    assert "--format" not in CliRunner().invoke(app, ["simulate", "--help"]).stdout  # hidden
