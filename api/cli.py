@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
 from api.settings import (
@@ -84,6 +85,24 @@ def simulate(
 # --------------------------------------------------------------------------- the live stack
 
 
+_SETTINGS_NOTE = (
+    "\n\nEach setting --x-y below is also the environment variable TEPHRA_X_Y (named first in its help);"
+    " a flag wins over the variable.  docs/configuration.md lists them all."
+)
+
+
+def _metavar(info: FieldInfo) -> str:
+    """The value's kind, short (a list of choices goes to the help: the help column keeps its width)."""
+    kind = type_name(info)
+    return "CHOICE" if "|" in kind and kind != "true|false" else kind.upper()
+
+
+def _flag_help(name: str, info: FieldInfo) -> str:
+    kind = type_name(info)
+    choices = f"; one of {kind}" if _metavar(info) == "CHOICE" else ""
+    return f"{env_name(name)}: {info.description} (default: {default_text(info)}{choices})"
+
+
 def settings_flags(command: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Give a command a ``--flag`` for every field of its settings models (``COMMAND_SETTINGS``).
 
@@ -103,8 +122,8 @@ def settings_flags(command: str) -> Callable[[Callable[..., None]], Callable[...
                     str | None,
                     typer.Option(
                         f"--{flag_name(name)}",
-                        help=f"{info.description} ({env_name(name)}; default: {default_text(info)})",
-                        metavar=type_name(info).upper(),
+                        help=_flag_help(name, info),
+                        metavar=_metavar(info),
                         show_default=False,
                         rich_help_panel="Settings",
                     ),
@@ -118,7 +137,8 @@ def settings_flags(command: str) -> Callable[[Callable[..., None]], Callable[...
             flags = {name: str(value) for name in fields if (value := values.pop(name)) is not None}
             function(**values, flags=flags)
 
-        # Typer reads the command's options from its signature.
+        # Typer reads the command's options from its signature, its help from the docstring.
+        run.__doc__ = (function.__doc__ or "").rstrip() + _SETTINGS_NOTE
         signature = inspect.Signature([p for p in own if p.name != "flags"] + options)
         run.__signature__ = signature  # type: ignore[attr-defined]
         return run

@@ -152,3 +152,13 @@ def test_simulate_takes_the_one_output_flag_and_its_former_spelling() -> None:
     assert new.stdout == old.stdout
     assert new.stdout.lstrip().startswith(("{", "["))
     assert "--format" not in CliRunner().invoke(app, ["simulate", "--help"]).stdout  # hidden
+
+
+@pytest.mark.parametrize("command", ["up", "projector", "scheduler", "sim-cluster", "api"])
+def test_a_service_commands_help_lists_its_settings_and_their_variables(command: str) -> None:
+    shown = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"}).stdout
+    assert "TEPHRA_X_Y" in shown
+    for model in COMMAND_SETTINGS[command]:
+        for field in model.model_fields:
+            assert f"--{flag_name(field)}" in shown
+            assert f"{env_name(field)}:" in shown
