@@ -366,10 +366,11 @@ def _age(created: str | None, now: datetime) -> str:
 
 
 def reason_codes(item: Item) -> str:
-    """The short REASON of a job: its pending reasons' codes (the newest session's), else its phase's."""
-    reasons = item.get("pendingReasons") or []
-    if reasons:
-        return ",".join(dict.fromkeys(str(r["code"]) for r in reasons))
+    """The short REASON of a job: its first (most fundamental) pending reason's code and how many
+    more there are (the newest session's), else its phase's reason."""
+    codes = list(dict.fromkeys(str(r["code"]) for r in item.get("pendingReasons") or []))
+    if codes:
+        return codes[0] + (f" (+{len(codes) - 1})" if len(codes) > 1 else "")
     return str(item.get("reason", "")) or "-"
 
 
@@ -420,8 +421,8 @@ def _job_rows(
             "AGE",
             "REASON",
         )
-    else:
-        header = (*head, "NAME", "QUEUE", "PHASE", "MIN", "RUNNING", "PENDING", "AGE", "REASON")
+    else:  # READY: tasks on a node of all the tasks (kubectl's READY); MIN and the rest in -o wide
+        header = (*head, "NAME", "QUEUE", "PHASE", "READY", "AGE", "REASON")
     rows: list[tuple[object, ...]] = []
     for j in items:
         t = j["tasks"]
@@ -445,19 +446,8 @@ def _job_rows(
                 )
             )
         else:
-            rows.append(
-                (
-                    *first,
-                    j["name"],
-                    j["queue"],
-                    j["phase"],
-                    j["minAvailable"],
-                    running,
-                    t["Pending"],
-                    age,
-                    reason_codes(j),
-                )
-            )
+            ready = f"{running}/{sum(t.values())}"
+            rows.append((*first, j["name"], j["queue"], j["phase"], ready, age, reason_codes(j)))
     return header, rows
 
 

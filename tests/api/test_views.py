@@ -108,13 +108,15 @@ async def test_get_lists_jobs_queues_nodes_and_sessions(
 
     # kubectl's layout at 80 columns: whole names, the pending gang's reason code only.
     header, *lines = jobs_table.splitlines()
-    assert header.split() == ["NAME", "QUEUE", "PHASE", "MIN", "RUNNING", "PENDING", "AGE", "REASON"]
+    assert header.split() == ["NAME", "QUEUE", "PHASE", "READY", "AGE", "REASON"]
     assert all(len(line) <= 80 for line in jobs_table.splitlines()), jobs_table
     rows = {line.split()[0]: line.split() for line in lines}
     assert sorted(rows) == ["batch-inference", "demo-training", "llm-pretrain"]
-    assert rows["llm-pretrain"][1:5] == ["training", "Pending", "4", "0"]
-    assert rows["llm-pretrain"][-1] == ",".join(dict.fromkeys(r["code"] for r in stuck["pendingReasons"]))
-    assert rows["demo-training"][1:3] == ["default", "Running"]
+    assert rows["llm-pretrain"][1:4] == ["training", "Pending", "0/4"]
+    codes = list(dict.fromkeys(r["code"] for r in stuck["pendingReasons"]))
+    more = f" (+{len(codes) - 1})" if len(codes) > 1 else ""
+    assert jobs_table.splitlines()[1 + sorted(rows).index("llm-pretrain")].endswith(codes[0] + more)
+    assert rows["demo-training"][1:4] == ["default", "Running", "2/2"]
     assert "NAME" in nodes_table
     assert sessions_table.splitlines()[0].split()[-1] == "TOOK"
     assert "/8" in nodes_table
