@@ -265,18 +265,30 @@ def get(
     limit: Annotated[int, typer.Option(help="sessions: how many of the newest to show")] = 20,
 ) -> None:
     """Show the projected state, kubectl-style (exit 1: the named object does not exist)."""
-    from api.views import ViewError, get_command
+    from api.views import get_command
 
     settings = _settings(CommonSettings, flags)
     endpoints = _endpoints(settings)
-    try:
+    with _view_errors():
         code = get_command(
             what, output, endpoints, name=name, namespace=None if all_namespaces else namespace, limit=limit
         )
+    raise typer.Exit(code)
+
+
+JobName = Annotated[str, typer.Argument(help="The job: NAME in the namespace, or NAMESPACE/NAME.")]
+
+
+@contextmanager
+def _view_errors() -> Iterator[None]:
+    """A projection that cannot be read (or a wrong kind or format): its message, exit 2."""
+    from api.views import ViewError
+
+    try:
+        yield
     except ViewError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    raise typer.Exit(code)
 
 
 def _job_id(name: str, namespace: str) -> str:
@@ -294,7 +306,7 @@ app.add_typer(cancel_app, name="cancel")
 @describe_app.command("job")
 @settings_flags("get")
 def describe_job(
-    name: Annotated[str, typer.Argument(help="The job: NAME in the namespace, or NAMESPACE/NAME.")],
+    name: JobName,
     *,
     flags: dict[str, str],
     namespace: NamespaceOption = "default",
@@ -308,7 +320,7 @@ def describe_job(
 
     import yaml
 
-    from api.views import ViewError, describe_text, fetch_job
+    from api.views import describe_text, fetch_job
 
     if output not in ("text", "json", "yaml"):
         typer.echo(f"error: unknown output format {output!r}; expected text, json or yaml", err=True)
@@ -316,11 +328,8 @@ def describe_job(
     settings = _settings(CommonSettings, flags, log=False)
     endpoints = _endpoints(settings)
     job_id = _job_id(name, namespace)
-    try:
+    with _view_errors():
         item = asyncio.run(fetch_job(endpoints.database_url, job_id))
-    except ViewError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
     if item is None:
         typer.echo(f"error: job {job_id!r} not found", err=True)
         raise typer.Exit(1)
@@ -335,7 +344,7 @@ def describe_job(
 @cancel_app.command("job")
 @settings_flags("submit")
 def cancel_job(
-    name: Annotated[str, typer.Argument(help="The job: NAME in the namespace, or NAMESPACE/NAME.")],
+    name: JobName,
     *,
     flags: dict[str, str],
     namespace: NamespaceOption = "default",
@@ -347,18 +356,14 @@ def cancel_job(
     from aiokafka.errors import KafkaError
 
     from api.submit import CANCEL_SOURCE, job_cancellation, produce_manifests
-    from api.views import JobQuery, ViewError, fetch_items
+    from api.views import JobQuery, fetch_items
 
     settings = _settings(CommonSettings, flags, log=False)
     endpoints = _endpoints(settings)
     job_id = _job_id(name, namespace)
-    try:
-        found = asyncio.run(
-            fetch_items(endpoints.database_url, "jobs", query=JobQuery(job_id=job_id, reasons=False))
-        )
-    except ViewError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+    query = JobQuery(job_id=job_id, reasons=False)
+    with _view_errors():
+        found = asyncio.run(fetch_items(endpoints.database_url, "jobs", query=query))
     if not found:
         typer.echo(f"error: no job {job_id} in the projection: nothing to cancel", err=True)
         raise typer.Exit(1)
