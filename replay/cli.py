@@ -62,7 +62,9 @@ _LEGACY = {"auto": "table", "text": "table"}
 
 
 def _console(err: bool = False) -> Console:
-    return Console(stderr=err, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+    # Piped: wide enough for the tables, unless COLUMNS says how wide (rich reads it itself).
+    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
+    return Console(stderr=err, soft_wrap=False, width=None if wide else 200)
 
 
 def _output(
