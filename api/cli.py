@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
@@ -37,6 +37,7 @@ from projector.heap import tune_gc
 if TYPE_CHECKING:
     from api.endpoints import Endpoints
     from api.manifests import ManifestObject
+    from api.views import Item
 
 app = typer.Typer(
     name="tephra",
@@ -303,6 +304,39 @@ cancel_app = typer.Typer(
 app.add_typer(cancel_app, name="cancel")
 
 
+DescribeOutput = Annotated[str, typer.Option("--output", "-o", help="text, json or yaml", metavar="FORMAT")]
+
+
+def _describe(
+    output: str,
+    flags: dict[str, str],
+    what: str,
+    read: Callable[[str], Coroutine[object, object, Item | None]],
+    text: Callable[[Item], str],
+) -> None:
+    """Read one object (``read`` gets the database URL) and print it; exit 1 when it does not exist."""
+    import asyncio
+    import json
+
+    import yaml
+
+    if output not in ("text", "json", "yaml"):
+        typer.echo(f"error: unknown output format {output!r}; expected text, json or yaml", err=True)
+        raise typer.Exit(2)
+    endpoints = _endpoints(_settings(CommonSettings, flags, log=False))
+    with _view_errors():
+        item = asyncio.run(read(endpoints.database_url))
+    if item is None:
+        typer.echo(f"error: {what} not found", err=True)
+        raise typer.Exit(1)
+    if output == "json":
+        typer.echo(json.dumps(item, indent=2))
+    elif output == "yaml":
+        typer.echo(yaml.safe_dump(item, sort_keys=False), nl=False)
+    else:
+        typer.echo(text(item), nl=False)
+
+
 @describe_app.command("job")
 @settings_flags("get")
 def describe_job(
@@ -310,35 +344,53 @@ def describe_job(
     *,
     flags: dict[str, str],
     namespace: NamespaceOption = "default",
-    output: Annotated[
-        str, typer.Option("--output", "-o", help="text, json or yaml", metavar="FORMAT")
-    ] = "text",
+    output: DescribeOutput = "text",
 ) -> None:
     """A job's facts, tasks, the newest pending reasons and its events (exit 1: no such job)."""
-    import asyncio
-    import json
-
-    import yaml
-
     from api.views import describe_text, fetch_job
 
-    if output not in ("text", "json", "yaml"):
-        typer.echo(f"error: unknown output format {output!r}; expected text, json or yaml", err=True)
-        raise typer.Exit(2)
-    settings = _settings(CommonSettings, flags, log=False)
-    endpoints = _endpoints(settings)
     job_id = _job_id(name, namespace)
-    with _view_errors():
-        item = asyncio.run(fetch_job(endpoints.database_url, job_id))
-    if item is None:
-        typer.echo(f"error: job {job_id!r} not found", err=True)
-        raise typer.Exit(1)
-    if output == "json":
-        typer.echo(json.dumps(item, indent=2))
-    elif output == "yaml":
-        typer.echo(yaml.safe_dump(item, sort_keys=False), nl=False)
-    else:
-        typer.echo(describe_text(item), nl=False)
+    _describe(output, flags, f"job {job_id!r}", lambda url: fetch_job(url, job_id), describe_text)
+
+
+@describe_app.command("queue")
+@settings_flags("get")
+def describe_queue(
+    name: Annotated[str, typer.Argument(help="The queue.")],
+    *,
+    flags: dict[str, str],
+    output: DescribeOutput = "text",
+) -> None:
+    """A queue's settings, what it holds, its jobs by phase (exit 1: no such queue)."""
+    from api.views import describe_object_text, fetch_object
+
+    _describe(
+        output,
+        flags,
+        f"queue {name!r}",
+        lambda url: fetch_object(url, "queues", name),
+        lambda item: describe_object_text("queues", item),
+    )
+
+
+@describe_app.command("node")
+@settings_flags("get")
+def describe_node(
+    name: Annotated[str, typer.Argument(help="The node.")],
+    *,
+    flags: dict[str, str],
+    output: DescribeOutput = "text",
+) -> None:
+    """A node's status, labels, what it has and holds, and the tasks on it (exit 1: no such node)."""
+    from api.views import describe_object_text, fetch_object
+
+    _describe(
+        output,
+        flags,
+        f"node {name!r}",
+        lambda url: fetch_object(url, "nodes", name),
+        lambda item: describe_object_text("nodes", item),
+    )
 
 
 @cancel_app.command("job")

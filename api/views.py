@@ -660,6 +660,70 @@ async def describe_job(con: asyncpg.Connection, job_id: str, *, events: int = 30
     return item
 
 
+def _facts(facts: Sequence[tuple[str, object]]) -> list[str]:
+    """``Label:  value`` lines, the values aligned."""
+    width = max(len(label) for label, _ in facts) + 2
+    return [f"{label + ':':<{width}}{cell(value)}" for label, value in facts]
+
+
+def _indented(header: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> list[str]:
+    return ["  " + line for line in columns(header, rows).splitlines()] if rows else ["  none"]
+
+
+def _quantities(resources: Mapping[str, str]) -> str:
+    return ", ".join(f"{name}: {amount}" for name, amount in sorted(resources.items())) or "-"
+
+
+async def describe_object(con: asyncpg.Connection, kind: str, name: str) -> Item | None:
+    """A queue or node as ``tephra describe`` shows it: its listing item, and for a node its tasks."""
+    items = await (list_queues(con) if kind == "queues" else list_nodes(con))
+    item = next((i for i in items if i["name"] == name), None)
+    if item is not None and kind == "nodes":
+        rows = await con.fetch(
+            "SELECT id, job_id, status FROM tasks WHERE node = $1 AND status = ANY($2::text[]) ORDER BY id",
+            name,
+            sorted(OCCUPYING),
+        )
+        item["taskList"] = [{"id": r["id"], "job": r["job_id"], "status": r["status"]} for r in rows]
+    return item
+
+
+def describe_object_text(kind: str, item: Item) -> str:
+    """A queue's facts and its jobs by phase; a node's facts and the tasks on it."""
+    if kind == "queues":
+        lines = _facts(
+            [
+                ("Name", item["name"]),
+                ("State", item["state"]),
+                ("Weight", item["weight"]),
+                ("Priority", item["priority"]),
+                ("Reclaimable", item["reclaimable"]),
+                ("Capability", _quantities(item["capability"])),
+                ("Deserved", _quantities(item["deserved"])),
+                ("Guarantee", _quantities(item["guarantee"])),
+                ("Allocated", _quantities(item["allocated"])),
+            ]
+        )
+        lines += ["", "Jobs:", *_indented(("PHASE", "JOBS"), list(item["jobs"].items()))]
+    else:
+        status = ("Ready" if item["ready"] else "NotReady") + (
+            ",SchedulingDisabled" if item["unschedulable"] else ""
+        )
+        labels = ", ".join(f"{k}={v}" for k, v in sorted(item["labels"].items())) or "-"
+        lines = _facts(
+            [
+                ("Name", item["name"]),
+                ("Status", status),
+                ("Labels", labels),
+                ("Allocatable", _quantities(item["allocatable"])),
+                ("Allocated", _quantities(item["used"])),
+            ]
+        )
+        rows = [(t["id"], t["job"], t["status"]) for t in item["taskList"]]
+        lines += ["", "Tasks:", *_indented(("TASK", "JOB", "STATUS"), rows)]
+    return "\n".join(lines) + "\n"
+
+
 def describe_text(item: Item) -> str:
     """``kubectl describe``'s layout: facts, tasks, the newest pending reasons, the event timeline."""
     t = item["tasks"]
@@ -672,29 +736,26 @@ def describe_text(item: Item) -> str:
         ("Tasks", ", ".join(f"{n} {status}" for status, n in t.items() if n) or "none"),
         ("Created", item["created"]),
     ]
-    width = max(len(label) for label, _ in facts) + 2
-    lines = [f"{label + ':':<{width}}{cell(value)}" for label, value in facts]
+    lines = _facts(facts)
     lines += ["", "Task List:"]
     task_rows = [(task["role"], task["index"], task["status"], task["node"]) for task in item["taskList"]]
-    lines += ["  " + line for line in columns(("ROLE", "INDEX", "STATUS", "NODE"), task_rows).splitlines()]
+    lines += _indented(("ROLE", "INDEX", "STATUS", "NODE"), task_rows)
     reasons = item.get("pendingReasons") or []
     lines += [
         "",
         f"Pending Reasons (session {item.get('pendingSession')}):" if reasons else "Pending Reasons: none",
     ]
     lines += [f"  {cell(r['code'])}: {cell(r['message'])}" for r in reasons]
-    lines += ["", "Events:"]
-    if item["events"]:
-        event_rows = [(e["seq"], e["time"], e["event"], e["task"], e["detail"]) for e in item["events"]]
-        lines += [
-            "  " + line
-            for line in columns(("SEQ", "TIME", "EVENT", "TASK", "DETAIL"), event_rows).splitlines()
-        ]
-    else:
-        lines.append("  none")
+    event_rows = [(e["seq"], e["time"], e["event"], e["task"], e["detail"]) for e in item["events"]]
+    lines += ["", "Events:", *_indented(("SEQ", "TIME", "EVENT", "TASK", "DETAIL"), event_rows)]
     return "\n".join(lines) + "\n"
 
 
 async def fetch_job(database_url: str, job_id: str) -> Item | None:
     """:func:`describe_job` in one read-only transaction."""
     return await read_projection(database_url, lambda con: describe_job(con, job_id))
+
+
+async def fetch_object(database_url: str, kind: str, name: str) -> Item | None:
+    """:func:`describe_object` in one read-only transaction."""
+    return await read_projection(database_url, lambda con: describe_object(con, kind, name))

@@ -165,6 +165,9 @@ async def test_get_by_name_namespaces_wide_name_describe_and_cancel(
             run, "describe", "job", "default/demo-training", "-o", "json"
         )
         no_such = await asyncio.to_thread(run, "describe", "job", "nope", code=1)
+        queue = await asyncio.to_thread(run, "describe", "queue", "training")
+        described_node = await asyncio.to_thread(run, "describe", "node", "gpu-1", "-o", "json")
+        no_node = await asyncio.to_thread(run, "describe", "node", "gpu-9", code=1)
         cancelled = await asyncio.to_thread(run, "cancel", "job", "llm-pretrain", "--reason", "not today")
         cannot = await asyncio.to_thread(run, "cancel", "job", "nope", code=1)
         conn = await asyncpg.connect(endpoints.database_url)
@@ -200,12 +203,23 @@ async def test_get_by_name_namespaces_wide_name_describe_and_cancel(
     assert [e["event"] for e in training["events"]].count("Bound") == 2
     assert all(t["node"] for t in training["taskList"])
     assert "job 'default/nope' not found" in no_such
+    assert_describes_a_queue_and_a_node(queue, described_node, no_node)
 
     # cancel: a JobCancelled through the producer path, archived with its reason.
     assert cancelled == "job/default/llm-pretrain cancelled\n"
     assert "no job default/nope in the projection" in cannot
     assert archived is not None
     assert (archived["source"], archived["reason"]) == ("tephra://cli/cancel", "not today")
+
+
+def assert_describes_a_queue_and_a_node(queue: str, node: str, no_node: str) -> None:
+    assert "Capability:" in queue
+    assert ["Pending", "1"] in [line.split() for line in queue.split("Jobs:")[1].splitlines()]
+    gpu_1 = json.loads(node)
+    assert gpu_1["allocatable"]["nvidia.com/gpu"] == "8"
+    assert gpu_1["taskList"]
+    assert all(t["status"] in {"Bound", "Running"} for t in gpu_1["taskList"])
+    assert "node 'gpu-9' not found" in no_node
 
 
 def assert_describes_the_pending_gang(described: str, stuck: dict[str, Any]) -> None:
