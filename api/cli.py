@@ -353,6 +353,19 @@ def describe_job(
     _describe(output, flags, f"job {job_id!r}", lambda url: fetch_job(url, job_id), describe_text)
 
 
+def _describe_object(kind: str, name: str, flags: dict[str, str], output: str) -> None:
+    from api.views import describe_object_text, fetch_object
+
+    what = f"{kind.removesuffix('s')} {name!r}"
+    _describe(
+        output,
+        flags,
+        what,
+        lambda url: fetch_object(url, kind, name),
+        lambda item: describe_object_text(kind, item),
+    )
+
+
 @describe_app.command("queue")
 @settings_flags("get")
 def describe_queue(
@@ -362,15 +375,7 @@ def describe_queue(
     output: DescribeOutput = "text",
 ) -> None:
     """A queue's settings, what it holds, its jobs by phase (exit 1: no such queue)."""
-    from api.views import describe_object_text, fetch_object
-
-    _describe(
-        output,
-        flags,
-        f"queue {name!r}",
-        lambda url: fetch_object(url, "queues", name),
-        lambda item: describe_object_text("queues", item),
-    )
+    _describe_object("queues", name, flags, output)
 
 
 @describe_app.command("node")
@@ -382,15 +387,7 @@ def describe_node(
     output: DescribeOutput = "text",
 ) -> None:
     """A node's status, labels, what it has and holds, and the tasks on it (exit 1: no such node)."""
-    from api.views import describe_object_text, fetch_object
-
-    _describe(
-        output,
-        flags,
-        f"node {name!r}",
-        lambda url: fetch_object(url, "nodes", name),
-        lambda item: describe_object_text("nodes", item),
-    )
+    _describe_object("nodes", name, flags, output)
 
 
 @cancel_app.command("job")
