@@ -36,7 +36,7 @@ from projector.heap import tune_gc
 
 if TYPE_CHECKING:
     from api.endpoints import Endpoints
-    from api.manifests import ManifestObject
+    from api.manifests import ManifestObject, Manifests
     from api.views import Item
 
 app = typer.Typer(
@@ -402,9 +402,7 @@ def cancel_job(
     """Cancel a job: its tasks are released and it ends Cancelled; prints job/<ns>/<name> cancelled."""
     import asyncio
 
-    from aiokafka.errors import KafkaError
-
-    from api.submit import CANCEL_SOURCE, job_cancellation, produce_manifests
+    from api.submit import CANCEL_SOURCE, job_cancellation
     from api.views import JobQuery, fetch_items
 
     settings = _settings(CommonSettings, flags, log=False)
@@ -416,13 +414,57 @@ def cancel_job(
     if not found:
         typer.echo(f"error: no job {job_id} in the projection: nothing to cancel", err=True)
         raise typer.Exit(1)
-    manifests = job_cancellation(job_id, cluster=settings.cluster, source=CANCEL_SOURCE, reason=reason)
+    _produce(
+        job_cancellation(job_id, cluster=settings.cluster, source=CANCEL_SOURCE, reason=reason), endpoints
+    )
+    typer.echo(f"job/{job_id} cancelled")
+
+
+def _produce(manifests: Manifests, endpoints: Endpoints) -> None:
+    """Produce the events as ``tephra submit`` does (Kafka unreachable: its message, exit 1)."""
+    import asyncio
+
+    from aiokafka.errors import KafkaError
+
+    from api.submit import produce_manifests
+
     try:
         asyncio.run(produce_manifests(manifests, endpoints))
     except KafkaError as exc:
         typer.echo(f"error: cannot reach Kafka at {endpoints.kafka_bootstrap}: {exc}", err=True)
         raise typer.Exit(1) from None
-    typer.echo(f"job/{job_id} cancelled")
+
+
+delete_app = typer.Typer(help="Delete a queue (QueueDeleted, produced as submit does).", no_args_is_help=True)
+app.add_typer(delete_app, name="delete")
+
+
+@delete_app.command("queue")
+@settings_flags("submit")
+def delete_queue(name: Annotated[str, typer.Argument(help="The queue.")], *, flags: dict[str, str]) -> None:
+    """Delete a queue that holds no unfinished job (as Volcano refuses to); prints queue/<name> deleted."""
+    import asyncio
+
+    from api.submit import DELETE_SOURCE, queue_deletion
+    from api.views import fetch_items
+
+    settings = _settings(CommonSettings, flags, log=False)
+    endpoints = _endpoints(settings)
+    with _view_errors():
+        queues = asyncio.run(fetch_items(endpoints.database_url, "queues"))
+    queue = next((q for q in queues if q["name"] == name), None)
+    if queue is None:
+        typer.echo(f"error: no queue {name} in the projection: nothing to delete", err=True)
+        raise typer.Exit(1)
+    live = {phase: n for phase, n in queue["jobs"].items() if phase in ("Pending", "Inqueue", "Running")}
+    if live:
+        held = ", ".join(f"{n} {phase}" for phase, n in live.items())
+        typer.echo(
+            f"error: queue {name} still holds jobs ({held}); cancel them first (tephra cancel job)", err=True
+        )
+        raise typer.Exit(1)
+    _produce(queue_deletion(name, cluster=settings.cluster, source=DELETE_SOURCE), endpoints)
+    typer.echo(f"queue/{name} deleted")
 
 
 @app.command()

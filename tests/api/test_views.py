@@ -243,3 +243,39 @@ def test_tephra_version() -> None:
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0
     assert result.stdout.startswith("tephra ")
+
+
+async def test_delete_queue_refuses_a_queue_with_unfinished_jobs_and_deletes_an_idle_one(
+    kafka_bootstrap: str, database_url: str, topics: Topics
+) -> None:
+    endpoints = Endpoints(kafka_bootstrap, database_url, topics, "default")
+    idle = (
+        "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: idle}\nspec: {weight: 1}\n"
+    )
+
+    def run(*args: str, code: int = 0) -> str:
+        return tephra(endpoints, *args, code=code)
+
+    async with live_stack(endpoints):
+        await settled_demo_cluster(endpoints)
+        await produce_manifests(
+            parse_manifests([("idle.yaml", idle)], cluster=endpoints.cluster, now=datetime.now(UTC)),
+            endpoints,
+        )
+        conn = await asyncpg.connect(endpoints.database_url)
+        try:
+            await wait_for(conn, "SELECT count(*) FROM queues WHERE name = 'idle'", 1)
+            busy = await asyncio.to_thread(run, "delete", "queue", "training", code=1)
+            missing = await asyncio.to_thread(run, "delete", "queue", "nope", code=1)
+            deleted = await asyncio.to_thread(run, "delete", "queue", "idle")
+            await wait_for(conn, "SELECT count(*) FROM queues WHERE name = 'idle'", 0)
+            source = await conn.fetchval(
+                "SELECT source FROM event_log"
+                " WHERE type = 'tephra.queue.deleted.v1' AND data ->> 'name' = 'idle'"
+            )
+        finally:
+            await conn.close()
+    assert "queue training still holds jobs (1 Pending, 1 Running); cancel them first" in busy
+    assert "no queue nope in the projection" in missing
+    assert deleted == "queue/idle deleted\n"
+    assert source == "tephra://cli/delete"
