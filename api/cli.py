@@ -43,7 +43,7 @@ app = typer.Typer(
     name="tephra",
     help="Tephra: an event-sourced batch scheduler with Volcano's semantics and a replayable audit log.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion
     pretty_exceptions_enable=False,
 )
 
@@ -254,7 +254,13 @@ AllNamespacesOption = Annotated[
 @app.command()
 @settings_flags("get")
 def get(
-    what: Annotated[str, typer.Argument(help="jobs, queues, nodes or sessions")],
+    what: Annotated[
+        str,
+        typer.Argument(
+            help="jobs, queues, nodes or sessions",
+            autocompletion=lambda: ["jobs", "queues", "nodes", "sessions"],
+        ),
+    ],
     name: Annotated[
         str | None, typer.Argument(help="Only this one (a job: NAME in the namespace, or NAMESPACE/NAME).")
     ] = None,

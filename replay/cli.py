@@ -42,7 +42,7 @@ app = typer.Typer(
     name="replay",
     help="Rebuild past scheduling sessions from the archive: explain, verify, audit. Read-only.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion
     pretty_exceptions_enable=False,
 )
 audit_app = typer.Typer(help="Compliance views over the archive.", no_args_is_help=True)

@@ -162,3 +162,13 @@ def test_a_service_commands_help_lists_its_settings_and_their_variables(command:
         for field in model.model_fields:
             assert f"--{flag_name(field)}" in shown
             assert f"{env_name(field)}:" in shown
+
+
+def test_tephra_completes_commands_and_kinds_in_bash() -> None:
+    script = CliRunner().invoke(app, ["--show-completion", "bash"])
+    assert script.exit_code == 0
+    assert "_tephra_completion" in script.stdout
+    # What bash asks when the user presses tab after `tephra get j`.
+    env = {"_TEPHRA_COMPLETE": "complete_bash", "COMP_WORDS": "tephra get j", "COMP_CWORD": "2"}
+    completed = CliRunner().invoke(app, [], env=env, prog_name="tephra")
+    assert completed.stdout.split() == ["jobs"]
