@@ -270,6 +270,10 @@ def get(
     namespace: NamespaceOption = "default",
     all_namespaces: AllNamespacesOption = False,
     limit: Annotated[int, typer.Option(help="sessions: how many of the newest to show")] = 20,
+    selector: Annotated[
+        str | None,
+        typer.Option("--selector", "-l", help="nodes: only those with these labels (key=value[,key=value])"),
+    ] = None,
 ) -> None:
     """Show the projected state, kubectl-style (exit 1: the named object does not exist)."""
     from api.views import get_command
@@ -278,7 +282,13 @@ def get(
     endpoints = _endpoints(settings)
     with _view_errors():
         code = get_command(
-            what, output, endpoints, name=name, namespace=None if all_namespaces else namespace, limit=limit
+            what,
+            output,
+            endpoints,
+            name=name,
+            namespace=None if all_namespaces else namespace,
+            limit=limit,
+            labels=selector,
         )
     raise typer.Exit(code)
 

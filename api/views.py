@@ -548,6 +548,8 @@ class Selection:
     name: str | None = None
     namespace: str | None = "default"  # None: every namespace (-A)
     limit: int = 20  # sessions: how many of the newest
+    #: nodes: key=value pairs every listed node's labels hold (``-l``).
+    labels: tuple[tuple[str, str], ...] = ()
 
     def job_query(self) -> JobQuery:
         if self.name is not None and "/" in self.name:
@@ -570,10 +572,27 @@ async def select_items(database_url: str, selection: Selection) -> list[Item]:
     if kind == "jobs":
         return await fetch_items(database_url, kind, query=selection.job_query())
     items = await fetch_items(database_url, kind, limit=selection.limit)
+    if selection.labels:
+        items = [i for i in items if all(i["labels"].get(k) == v for k, v in selection.labels)]
     if selection.name is None:
         return items
     key = _REF[kind][1]
     return [item for item in items if item[key] == selection.name]
+
+
+def label_selector(text: str | None, kind: str) -> tuple[tuple[str, str], ...]:
+    """``-l key=value[,key=value]`` as pairs; only nodes have labels."""
+    if not text:
+        return ()
+    if kind != "nodes":
+        raise ViewError(f"-l: {kind} have no labels; only nodes do")
+    pairs = []
+    for part in text.split(","):
+        key, sep, value = part.strip().partition("=")
+        if not sep or not key:
+            raise ViewError(f"-l: expected key=value[,key=value], got {text!r}")
+        pairs.append((key, value))
+    return tuple(pairs)
 
 
 def get_command(
@@ -584,6 +603,7 @@ def get_command(
     name: str | None = None,
     namespace: str | None = "default",
     limit: int = 20,
+    labels: str | None = None,
     out: TextIO | None = None,
 ) -> int:
     """``tephra get``: 0, or 1 when a named object does not exist."""
@@ -591,7 +611,7 @@ def get_command(
     kind = kind_of(what)
     if output not in OUTPUTS:
         raise ViewError(f"unknown output format {output!r}; expected one of: {', '.join(OUTPUTS)}")
-    selection = Selection(kind, name, namespace, limit)
+    selection = Selection(kind, name, namespace, limit, label_selector(labels, kind))
     items = asyncio.run(select_items(endpoints.database_url, selection))
     if name is not None and not items:
         where = f" in namespace {namespace or 'default'}" if kind == "jobs" and "/" not in name else ""

@@ -245,7 +245,7 @@ def test_tephra_version() -> None:
     assert result.stdout.startswith("tephra ")
 
 
-async def test_delete_queue_refuses_a_queue_with_unfinished_jobs_and_deletes_an_idle_one(
+async def test_delete_queue_refuses_a_queue_with_unfinished_jobs_and_deletes_an_idle_one_and_labels_select(
     kafka_bootstrap: str, database_url: str, topics: Topics
 ) -> None:
     endpoints = Endpoints(kafka_bootstrap, database_url, topics, "default")
@@ -268,6 +268,9 @@ async def test_delete_queue_refuses_a_queue_with_unfinished_jobs_and_deletes_an_
             busy = await asyncio.to_thread(run, "delete", "queue", "training", code=1)
             missing = await asyncio.to_thread(run, "delete", "queue", "nope", code=1)
             deleted = await asyncio.to_thread(run, "delete", "queue", "idle")
+            a100 = await asyncio.to_thread(run, "get", "nodes", "-l", "gpu-type=a100", "-o", "name")
+            h100 = await asyncio.to_thread(run, "get", "nodes", "-l", "gpu-type=h100")
+            unlabelled = await asyncio.to_thread(run, "get", "jobs", "-l", "team=ml", code=2)
             await wait_for(conn, "SELECT count(*) FROM queues WHERE name = 'idle'", 0)
             source = await conn.fetchval(
                 "SELECT source FROM event_log"
@@ -279,3 +282,6 @@ async def test_delete_queue_refuses_a_queue_with_unfinished_jobs_and_deletes_an_
     assert "no queue nope in the projection" in missing
     assert deleted == "queue/idle deleted\n"
     assert source == "tephra://cli/delete"
+    assert a100 == "node/gpu-1\nnode/gpu-2\nnode/gpu-3\n"
+    assert h100 == "No nodes found.\n"
+    assert "-l: jobs have no labels; only nodes do" in unlabelled
