@@ -274,6 +274,10 @@ def get(
         str | None,
         typer.Option("--selector", "-l", help="nodes: only those with these labels (key=value[,key=value])"),
     ] = None,
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", help="Keep watching: print each row again when it changes.")
+    ] = False,
+    watch_interval: Annotated[float, typer.Option(help="-w: seconds between reads", min=0.1)] = 2.0,
 ) -> None:
     """Show the projected state, kubectl-style (exit 1: the named object does not exist)."""
     from api.views import get_command
@@ -289,6 +293,7 @@ def get(
             namespace=None if all_namespaces else namespace,
             limit=limit,
             labels=selector,
+            watch_interval=watch_interval if watch else None,
         )
     raise typer.Exit(code)
 

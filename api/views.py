@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -452,6 +453,13 @@ def _job_rows(
 
 
 def _table(kind: str, items: list[Item], *, wide: bool = False, namespaces: bool = True) -> str:
+    return columns(*_table_rows(kind, items, wide=wide, namespaces=namespaces))
+
+
+def _table_rows(
+    kind: str, items: list[Item], *, wide: bool, namespaces: bool
+) -> tuple[tuple[str, ...], list[tuple[object, ...]]]:
+    """A table's header and rows (one per item, in order), not yet laid out."""
     if kind == "jobs":
         header, rows = _job_rows(items, wide=wide, namespaces=namespaces)
     elif kind == "queues":
@@ -514,7 +522,7 @@ def _table(kind: str, items: list[Item], *, wide: bool = False, namespaces: bool
                     took,
                 )
             )
-    return columns(header, rows)
+    return header, rows
 
 
 _REF = {
@@ -595,6 +603,44 @@ def label_selector(text: str | None, kind: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def watch(
+    database_url: str,
+    selection: Selection,
+    output: str,
+    out: TextIO,
+    *,
+    interval: float = 2.0,
+    rounds: int | None = None,
+) -> None:
+    """``get -w``: the table, then each row again whenever it changes (its AGE aside), until interrupted.
+
+    ``rounds``: stop after that many reads (None: never; Ctrl-C ends it).
+    """
+    if output not in ("table", "wide"):
+        raise ViewError(f"-w: watches a table (-o table or wide), not {output}")
+    key = _REF[selection.kind][1]
+    shown: dict[object, tuple[object, ...]] = {}
+    done = 0
+    while rounds is None or done < rounds:
+        items = asyncio.run(select_items(database_url, selection))
+        header, rows = _table_rows(
+            selection.kind, items, wide=output == "wide", namespaces=selection.namespace is None
+        )
+        age = header.index("AGE") if "AGE" in header else None
+        changed = []
+        for item, row in zip(items, rows, strict=True):
+            compared = row if age is None else row[:age] + row[age + 1 :]
+            if shown.get(item[key]) != compared:
+                shown[item[key]] = compared
+                changed.append(row)
+        text = columns(header, changed) if changed else ""
+        out.write(text if done == 0 else "".join(text.splitlines(keepends=True)[1:]))
+        out.flush()
+        done += 1
+        if rounds is None or done < rounds:
+            time.sleep(interval)
+
+
 def get_command(
     what: str,
     output: str,
@@ -604,6 +650,7 @@ def get_command(
     namespace: str | None = "default",
     limit: int = 20,
     labels: str | None = None,
+    watch_interval: float | None = None,
     out: TextIO | None = None,
 ) -> int:
     """``tephra get``: 0, or 1 when a named object does not exist."""
@@ -612,6 +659,12 @@ def get_command(
     if output not in OUTPUTS:
         raise ViewError(f"unknown output format {output!r}; expected one of: {', '.join(OUTPUTS)}")
     selection = Selection(kind, name, namespace, limit, label_selector(labels, kind))
+    if watch_interval is not None:
+        try:
+            watch(endpoints.database_url, selection, output, out, interval=watch_interval)
+        except KeyboardInterrupt:
+            pass
+        return 0
     items = asyncio.run(select_items(endpoints.database_url, selection))
     if name is not None and not items:
         where = f" in namespace {namespace or 'default'}" if kind == "jobs" and "/" not in name else ""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -285,3 +287,38 @@ async def test_delete_queue_refuses_a_queue_with_unfinished_jobs_and_deletes_an_
     assert a100 == "node/gpu-1\nnode/gpu-2\nnode/gpu-3\n"
     assert h100 == "No nodes found.\n"
     assert "-l: jobs have no labels; only nodes do" in unlabelled
+
+
+async def test_get_watch_prints_the_table_then_each_row_that_changes(
+    kafka_bootstrap: str, database_url: str, topics: Topics
+) -> None:
+    endpoints = Endpoints(kafka_bootstrap, database_url, topics, "default")
+    env = {
+        **os.environ,
+        "TEPHRA_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
+        "TEPHRA_DATABASE_URL": endpoints.database_url,
+        "TEPHRA_TOPICS_PREFIX": endpoints.topics.prefix,
+    }
+    async with live_stack(endpoints):
+        await settled_demo_cluster(endpoints)
+        watcher = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "api.cli", "get", "jobs", "-w", "--watch-interval", "0.2",
+            env=env, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert watcher.stdout is not None
+        try:
+
+            async def line() -> list[str]:
+                return (await asyncio.wait_for(watcher.stdout.readline(), 60)).decode().split()  # type: ignore[union-attr]
+
+            first = [await line() for _ in range(4)]
+            await asyncio.to_thread(tephra, endpoints, "cancel", "job", "llm-pretrain")
+            change = await line()
+            while change[0] != "llm-pretrain":  # a running job's row may change too (its tasks)
+                change = await line()
+        finally:
+            watcher.terminate()
+            await watcher.wait()
+    assert first[0] == ["NAME", "QUEUE", "PHASE", "READY", "AGE", "REASON"]
+    assert sorted(row[0] for row in first[1:]) == ["batch-inference", "demo-training", "llm-pretrain"]
+    assert change[:3] == ["llm-pretrain", "training", "Cancelled"]
