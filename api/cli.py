@@ -387,28 +387,23 @@ def _describe_object(kind: str, name: str, flags: dict[str, str], output: str) -
     )
 
 
-@describe_app.command("queue")
-@settings_flags("get")
-def describe_queue(
-    name: Annotated[str, typer.Argument(help="The queue.")],
-    *,
-    flags: dict[str, str],
-    output: DescribeOutput = "text",
-) -> None:
-    """A queue's settings, what it holds, its jobs by phase (exit 1: no such queue)."""
-    _describe_object("queues", name, flags, output)
+ObjectName = Annotated[str, typer.Argument(help="Its name.")]
 
 
-@describe_app.command("node")
-@settings_flags("get")
-def describe_node(
-    name: Annotated[str, typer.Argument(help="The node.")],
-    *,
-    flags: dict[str, str],
-    output: DescribeOutput = "text",
-) -> None:
-    """A node's status, labels, what it has and holds, and the tasks on it (exit 1: no such node)."""
-    _describe_object("nodes", name, flags, output)
+def _describe_command(kind: str, doc: str) -> None:
+    """Register ``tephra describe <kind without s> NAME`` for a queue or a node."""
+
+    def command(name: ObjectName, *, flags: dict[str, str], output: DescribeOutput = "text") -> None:
+        _describe_object(kind, name, flags, output)
+
+    command.__doc__ = doc
+    describe_app.command(kind.removesuffix("s"))(settings_flags("get")(command))
+
+
+_describe_command("queues", "A queue's settings, what it holds, its jobs by phase (exit 1: no such queue).")
+_describe_command(
+    "nodes", "A node's status, labels, what it has and holds, and the tasks on it (exit 1: no such node)."
+)
 
 
 @cancel_app.command("job")
