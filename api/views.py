@@ -703,7 +703,8 @@ async def describe_job(con: asyncpg.Connection, job_id: str, *, events: int = 30
         """
         SELECT * FROM (
             SELECT e.seq, e.time, e.type AS what, coalesce(e.data ->> 'task_id', '') AS task,
-                   coalesce(e.data ->> 'reason', e.data ->> 'message', '') AS detail
+                   concat_ws(' ', 'to queue ' || (e.data ->> 'queue'), e.data ->> 'outcome',
+                             'on ' || (e.data ->> 'node'), nullif(e.data ->> 'reason', '')) AS detail
               FROM event_log e WHERE e.job = $1
             UNION ALL
             SELECT b.seq, e.time, 'Bound', b.task_id, 'to ' || b.node || ' (session ' || b.session_id || ')'

@@ -203,6 +203,7 @@ async def test_get_by_name_namespaces_wide_name_describe_and_cancel(
     training = json.loads(described_json)
     assert training["phase"] == "Running"
     assert [e["event"] for e in training["events"]].count("Bound") == 2
+    assert [e["detail"][:7] for e in training["events"] if e["event"] == "Started"] == ["on gpu-"] * 2
     assert all(t["node"] for t in training["taskList"])
     assert "job 'default/nope' not found" in no_such
     assert_describes_a_queue_and_a_node(queue, described_node, no_node)
@@ -238,7 +239,8 @@ def assert_describes_the_pending_gang(described: str, stuck: dict[str, Any]) -> 
     assert described.count("Pending  -") == 4  # four tasks, none on a node
     assert "Pending Reasons (session " in described  # the newest session's, which a later one may replace
     assert f"  {stuck['pendingReasons'][0]['code']}: resource in cluster is overused" in described
-    assert "Submitted" in described.split("Events:")[1]
+    (submitted,) = [line for line in described.split("Events:")[1].splitlines() if "Submitted" in line]
+    assert submitted.endswith("to queue training")
 
 
 def test_tephra_version() -> None:
