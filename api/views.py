@@ -745,7 +745,9 @@ def _indented(header: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> li
 
 
 def _quantities(resources: Mapping[str, str]) -> str:
-    return ", ".join(f"{name}: {amount}" for name, amount in sorted(resources.items())) or "-"
+    """``cpu: 64, memory: 512Gi, ...`` as the tables show them."""
+    amounts = parse_resources(dict(resources))
+    return ", ".join(f"{name}: {_amount(name, amount)}" for name, amount in sorted(amounts.items())) or "-"
 
 
 async def describe_object(con: asyncpg.Connection, kind: str, name: str) -> Item | None:

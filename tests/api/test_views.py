@@ -217,6 +217,7 @@ async def test_get_by_name_namespaces_wide_name_describe_and_cancel(
 
 def assert_describes_a_queue_and_a_node(queue: str, node: str, no_node: str) -> None:
     assert "Capability:" in queue
+    assert "memory: 192Gi" in queue.split("Allocated:")[1].splitlines()[0]  # quantities as people write them
     assert ["Pending", "1"] in [line.split() for line in queue.split("Jobs:")[1].splitlines()]
     gpu_1 = json.loads(node)
     assert gpu_1["allocatable"]["nvidia.com/gpu"] == "8"
