@@ -17,12 +17,13 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
 from api.settings import (
@@ -41,13 +42,14 @@ from projector.heap import tune_gc
 
 if TYPE_CHECKING:
     from api.endpoints import Endpoints
-    from api.manifests import ManifestObject
+    from api.manifests import ManifestObject, Manifests
+    from api.views import Item
 
 app = typer.Typer(
     name="tephra",
     help="Tephra: an event-sourced batch scheduler with Volcano's semantics and a replayable audit log.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion
     pretty_exceptions_enable=False,
 )
 
@@ -76,16 +78,36 @@ def schemas(
 @app.command()
 def simulate(
     files: Annotated[list[Path], typer.Argument(help="Scenario files (multi-document YAML).")],
-    format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
+    output: Annotated[str, typer.Option("--output", "-o", help="table or json", metavar="FORMAT")] = "table",
+    format_alias: Annotated[str | None, typer.Option("--format", "-f", hidden=True)] = None,
     sessions: Annotated[int | None, typer.Option(help="Override the scenario's session count.")] = None,
 ) -> None:
     """Run scheduling sessions over a K8s-shaped scenario file and print the decisions."""
     from scheduler.simulate import simulate_command
 
-    raise typer.Exit(simulate_command(files, output_format=format, sessions=sessions))
+    # -f/--format: the spelling before -o, kept working.
+    raise typer.Exit(simulate_command(files, output_format=format_alias or output, sessions=sessions))
 
 
 # --------------------------------------------------------------------------- the live stack
+
+
+_SETTINGS_NOTE = (
+    "\n\nEach setting --x-y below is also the environment variable TEPHRA_X_Y (named first in its help);"
+    " a flag wins over the variable.  docs/configuration.md lists them all."
+)
+
+
+def _metavar(info: FieldInfo) -> str:
+    """The value's kind, short (a list of choices goes to the help: the help column keeps its width)."""
+    kind = type_name(info)
+    return "CHOICE" if "|" in kind and kind != "true|false" else kind.upper()
+
+
+def _flag_help(name: str, info: FieldInfo) -> str:
+    kind = type_name(info)
+    choices = f"; one of {kind}" if _metavar(info) == "CHOICE" else ""
+    return f"{env_name(name)}: {info.description} (default: {default_text(info)}{choices})"
 
 
 def settings_flags(command: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -107,8 +129,8 @@ def settings_flags(command: str) -> Callable[[Callable[..., None]], Callable[...
                     str | None,
                     typer.Option(
                         f"--{flag_name(name)}",
-                        help=f"{info.description} ({env_name(name)}; default: {default_text(info)})",
-                        metavar=type_name(info).upper(),
+                        help=_flag_help(name, info),
+                        metavar=_metavar(info),
                         show_default=False,
                         rich_help_panel="Settings",
                     ),
@@ -122,7 +144,8 @@ def settings_flags(command: str) -> Callable[[Callable[..., None]], Callable[...
             flags = {name: str(value) for name in fields if (value := values.pop(name)) is not None}
             function(**values, flags=flags)
 
-        # Typer reads the command's options from its signature.
+        # Typer reads the command's options from its signature, its help from the docstring.
+        run.__doc__ = (function.__doc__ or "").rstrip() + _SETTINGS_NOTE
         signature = inspect.Signature([p for p in own if p.name != "flags"] + options)
         run.__signature__ = signature  # type: ignore[attr-defined]
         return run
@@ -228,24 +251,247 @@ def submit(
         typer.echo(obj.ref)
 
 
+OutputOption = Annotated[
+    str, typer.Option("--output", "-o", help="table, wide, json, yaml or name", metavar="FORMAT")
+]
+NamespaceOption = Annotated[
+    str, typer.Option("--namespace", "-n", help="The jobs' namespace.", metavar="NAMESPACE")
+]
+AllNamespacesOption = Annotated[
+    bool, typer.Option("--all-namespaces", "-A", help="Jobs of every namespace (a NAMESPACE column).")
+]
+
+
 @app.command()
 @settings_flags("get")
 def get(
-    what: Annotated[str, typer.Argument(help="jobs, queues, nodes or sessions")],
+    what: Annotated[
+        str,
+        typer.Argument(
+            help="jobs, queues, nodes or sessions",
+            autocompletion=lambda: ["jobs", "queues", "nodes", "sessions"],
+        ),
+    ],
+    name: Annotated[
+        str | None, typer.Argument(help="Only this one (a job: NAME in the namespace, or NAMESPACE/NAME).")
+    ] = None,
+    *,
     flags: dict[str, str],
-    output: Annotated[str, typer.Option("--output", "-o", help="table, json or yaml")] = "table",
+    output: OutputOption = "table",
+    namespace: NamespaceOption = "default",
+    all_namespaces: AllNamespacesOption = False,
     limit: Annotated[int, typer.Option(help="sessions: how many of the newest to show")] = 20,
+    selector: Annotated[
+        str | None,
+        typer.Option("--selector", "-l", help="nodes: only those with these labels (key=value[,key=value])"),
+    ] = None,
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", help="Keep watching: print each row again when it changes.")
+    ] = False,
+    watch_interval: Annotated[float, typer.Option(help="-w: seconds between reads", min=0.1)] = 2.0,
 ) -> None:
-    """Show the projected state, kubectl-style."""
-    from api.views import ViewError, get_command
+    """Show the projected state, kubectl-style (exit 1: the named object does not exist)."""
+    from api.views import get_command
 
     settings = _settings(CommonSettings, flags)
     endpoints = _endpoints(settings)
+    with _view_errors():
+        code = get_command(
+            what,
+            output,
+            endpoints,
+            name=name,
+            namespace=None if all_namespaces else namespace,
+            limit=limit,
+            labels=selector,
+            watch_interval=watch_interval if watch else None,
+        )
+    raise typer.Exit(code)
+
+
+JobName = Annotated[str, typer.Argument(help="The job: NAME in the namespace, or NAMESPACE/NAME.")]
+
+
+@contextmanager
+def _view_errors() -> Iterator[None]:
+    """A projection that cannot be read (or a wrong kind or format): its message, exit 2."""
+    from api.views import ViewError
+
     try:
-        raise typer.Exit(get_command(what, output, endpoints, limit=limit))
+        yield
     except ViewError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+
+
+def _job_id(name: str, namespace: str) -> str:
+    return name if "/" in name else f"{namespace}/{name}"
+
+
+describe_app = typer.Typer(help="One object in full, kubectl describe-style.", no_args_is_help=True)
+app.add_typer(describe_app, name="describe")
+cancel_app = typer.Typer(
+    help="Cancel a job: JobCancelled, produced as submit produces.", no_args_is_help=True
+)
+app.add_typer(cancel_app, name="cancel")
+
+
+DescribeOutput = Annotated[str, typer.Option("--output", "-o", help="text, json or yaml", metavar="FORMAT")]
+
+
+def _describe(
+    output: str,
+    flags: dict[str, str],
+    what: str,
+    read: Callable[[str], Coroutine[object, object, Item | None]],
+    text: Callable[[Item], str],
+) -> None:
+    """Read one object (``read`` gets the database URL) and print it; exit 1 when it does not exist."""
+    import asyncio
+    import json
+
+    import yaml
+
+    if output not in ("text", "json", "yaml"):
+        typer.echo(f"error: unknown output format {output!r}; expected text, json or yaml", err=True)
+        raise typer.Exit(2)
+    endpoints = _endpoints(_settings(CommonSettings, flags, log=False))
+    with _view_errors():
+        item = asyncio.run(read(endpoints.database_url))
+    if item is None:
+        typer.echo(f"error: {what} not found", err=True)
+        raise typer.Exit(1)
+    if output == "json":
+        typer.echo(json.dumps(item, indent=2))
+    elif output == "yaml":
+        typer.echo(yaml.safe_dump(item, sort_keys=False), nl=False)
+    else:
+        typer.echo(text(item), nl=False)
+
+
+@describe_app.command("job")
+@settings_flags("get")
+def describe_job(
+    name: JobName,
+    *,
+    flags: dict[str, str],
+    namespace: NamespaceOption = "default",
+    output: DescribeOutput = "text",
+) -> None:
+    """A job's facts, tasks, the newest pending reasons and its events (exit 1: no such job)."""
+    from api.views import describe_text, fetch_job
+
+    job_id = _job_id(name, namespace)
+    _describe(output, flags, f"job {job_id!r}", lambda url: fetch_job(url, job_id), describe_text)
+
+
+def _describe_object(kind: str, name: str, flags: dict[str, str], output: str) -> None:
+    from api.views import describe_object_text, fetch_object
+
+    what = f"{kind.removesuffix('s')} {name!r}"
+    _describe(
+        output,
+        flags,
+        what,
+        lambda url: fetch_object(url, kind, name),
+        lambda item: describe_object_text(kind, item),
+    )
+
+
+ObjectName = Annotated[str, typer.Argument(help="Its name.")]
+
+
+def _describe_command(kind: str, doc: str) -> None:
+    """Register ``tephra describe <kind without s> NAME`` for a queue or a node."""
+
+    def command(name: ObjectName, *, flags: dict[str, str], output: DescribeOutput = "text") -> None:
+        _describe_object(kind, name, flags, output)
+
+    command.__doc__ = doc
+    describe_app.command(kind.removesuffix("s"))(settings_flags("get")(command))
+
+
+_describe_command("queues", "A queue's settings, what it holds, its jobs by phase (exit 1: no such queue).")
+_describe_command(
+    "nodes", "A node's status, labels, what it has and holds, and the tasks on it (exit 1: no such node)."
+)
+
+
+@cancel_app.command("job")
+@settings_flags("submit")
+def cancel_job(
+    name: JobName,
+    *,
+    flags: dict[str, str],
+    namespace: NamespaceOption = "default",
+    reason: Annotated[str, typer.Option(help="Why, recorded in the event.")] = "",
+) -> None:
+    """Cancel a job: its tasks are released and it ends Cancelled; prints job/<ns>/<name> cancelled."""
+    import asyncio
+
+    from api.submit import CANCEL_SOURCE, job_cancellation
+    from api.views import JobQuery, fetch_items
+
+    settings = _settings(CommonSettings, flags, log=False)
+    endpoints = _endpoints(settings)
+    job_id = _job_id(name, namespace)
+    query = JobQuery(job_id=job_id, reasons=False)
+    with _view_errors():
+        found = asyncio.run(fetch_items(endpoints.database_url, "jobs", query=query))
+    if not found:
+        typer.echo(f"error: no job {job_id} in the projection: nothing to cancel", err=True)
+        raise typer.Exit(1)
+    _produce(
+        job_cancellation(job_id, cluster=settings.cluster, source=CANCEL_SOURCE, reason=reason), endpoints
+    )
+    typer.echo(f"job/{job_id} cancelled")
+
+
+def _produce(manifests: Manifests, endpoints: Endpoints) -> None:
+    """Produce the events as ``tephra submit`` does (Kafka unreachable: its message, exit 1)."""
+    import asyncio
+
+    from aiokafka.errors import KafkaError
+
+    from api.submit import produce_manifests
+
+    try:
+        asyncio.run(produce_manifests(manifests, endpoints))
+    except KafkaError as exc:
+        typer.echo(f"error: cannot reach Kafka at {endpoints.kafka_bootstrap}: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+delete_app = typer.Typer(help="Delete a queue (QueueDeleted, produced as submit does).", no_args_is_help=True)
+app.add_typer(delete_app, name="delete")
+
+
+@delete_app.command("queue")
+@settings_flags("submit")
+def delete_queue(name: Annotated[str, typer.Argument(help="The queue.")], *, flags: dict[str, str]) -> None:
+    """Delete a queue that holds no unfinished job (as Volcano refuses to); prints queue/<name> deleted."""
+    import asyncio
+
+    from api.submit import DELETE_SOURCE, queue_deletion
+    from api.views import fetch_items
+
+    settings = _settings(CommonSettings, flags, log=False)
+    endpoints = _endpoints(settings)
+    with _view_errors():
+        queues = asyncio.run(fetch_items(endpoints.database_url, "queues"))
+    queue = next((q for q in queues if q["name"] == name), None)
+    if queue is None:
+        typer.echo(f"error: no queue {name} in the projection: nothing to delete", err=True)
+        raise typer.Exit(1)
+    live = {phase: n for phase, n in queue["jobs"].items() if phase in ("Pending", "Inqueue", "Running")}
+    if live:
+        held = ", ".join(f"{n} {phase}" for phase, n in live.items())
+        typer.echo(
+            f"error: queue {name} still holds jobs ({held}); cancel them first (tephra cancel job)", err=True
+        )
+        raise typer.Exit(1)
+    _produce(queue_deletion(name, cluster=settings.cluster, source=DELETE_SOURCE), endpoints)
+    typer.echo(f"queue/{name} deleted")
 
 
 @app.command()
@@ -414,6 +660,26 @@ class _Exit:
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
         os._exit(self.code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"tephra {version('tephra')}")
+        except PackageNotFoundError:
+            typer.echo("tephra (not installed: no version)")
+        raise typer.Exit
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Tephra: an event-sourced batch scheduler with Volcano's semantics and a replayable audit log."""
 
 
 def main() -> None:

@@ -19,6 +19,7 @@ OpenTelemetry SDK itself.  With neither ``TEPHRA_KAFKA_BOOTSTRAP`` nor
 
 from __future__ import annotations
 
+import os
 import re
 import types
 from collections.abc import Mapping
@@ -37,6 +38,7 @@ from events.models import DEFAULT_CLUSTER
 from events.topics import Topics
 from kube.settings import SimClusterSettings
 from projector.settings import ProjectorSettings
+from replay.locate import DEFAULT_DATA_DIR_TEXT, default_data_dir
 from scheduler.service.settings import SchedulerSettings
 
 __all__ = [
@@ -105,7 +107,12 @@ class CommonSettings(BaseSettings):
     topic_replication_factor: int = Field(
         default=1, gt=0, description="replicas of each topic Tephra creates (at most the number of brokers)"
     )
-    data_dir: Path = Field(default=Path(".tephra"), description="where the embedded stack keeps its data")
+    data_dir: Path = Field(
+        default_factory=lambda: default_data_dir(os.environ),
+        description="where the embedded stack keeps its data (the user's state directory: every folder"
+        " finds the same stack)",
+        json_schema_extra={"default_text": DEFAULT_DATA_DIR_TEXT},
+    )
     log_level: LogLevel = Field(default=LogLevel.INFO, description="the services' log level")
     log_format: LogFormat = Field(
         default=LogFormat.TEXT, description="text lines, or one JSON object a line (for log collectors)"
@@ -301,6 +308,10 @@ def type_name(info: FieldInfo) -> str:
 
 
 def default_text(info: FieldInfo) -> str:
+    """The default as documented; a computed one (``default_factory``) names its rule, not a value."""
+    extra = info.json_schema_extra
+    if isinstance(extra, dict) and isinstance(extra.get("default_text"), str):
+        return str(extra["default_text"])
     value = info.default
     if value is None or value == "":
         return "unset"

@@ -9,9 +9,11 @@ the scheduler links the session that places a job to that span.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from opentelemetry import propagate, trace
@@ -19,13 +21,56 @@ from opentelemetry.trace import Tracer
 
 from api.endpoints import Endpoints
 from api.manifests import ManifestObject, Manifests, load_manifest_files
+from events.models import JobCancelled, JobCancelledData, QueueDeleted, QueueDeletedData
 from events.serde import encode
 from events.topics import kafka_key, topic_for
 from events.tracing import headers_from_carrier
 
-__all__ = ["SUBMIT_SOURCE", "load_submission", "produce_manifests"]
+__all__ = [
+    "CANCEL_SOURCE",
+    "DELETE_SOURCE",
+    "SUBMIT_SOURCE",
+    "job_cancellation",
+    "load_submission",
+    "produce_manifests",
+    "queue_deletion",
+]
 
 SUBMIT_SOURCE = "tephra://cli/submit"
+CANCEL_SOURCE = "tephra://cli/cancel"
+DELETE_SOURCE = "tephra://cli/delete"
+
+
+def job_cancellation(job_id: str, *, cluster: str, source: str, reason: str = "") -> Manifests:
+    """The JobCancelled of ``job_id``, ready for :func:`produce_manifests` (as a submission is)."""
+    ref = f"job/{job_id}"
+    envelope = _envelope(ref, cluster=cluster, source=source)
+    return Manifests(
+        (
+            ManifestObject(
+                ref, JobCancelled(**envelope, data=JobCancelledData(job_id=job_id, reason=reason)), "", 0
+            ),
+        )
+    )
+
+
+def queue_deletion(name: str, *, cluster: str, source: str) -> Manifests:
+    """The QueueDeleted of queue ``name``, ready for :func:`produce_manifests`."""
+    ref = f"queue/{name}"
+    envelope = _envelope(ref, cluster=cluster, source=source)
+    return Manifests(
+        (ManifestObject(ref, QueueDeleted(**envelope, data=QueueDeletedData(name=name)), "", 0),)
+    )
+
+
+def _envelope(subject: str, *, cluster: str, source: str) -> dict[str, Any]:
+    return {
+        "id": str(uuid.uuid4()),
+        "source": source,
+        "time": datetime.now(UTC),
+        "subject": subject,
+        "cluster": cluster,
+    }
 
 
 def load_submission(paths: Sequence[Path], *, cluster: str, source: str = SUBMIT_SOURCE) -> Manifests:

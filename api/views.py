@@ -12,16 +12,14 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Callable, Coroutine, Mapping
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import asyncpg
 import yaml
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from api.endpoints import Endpoints
 from events.display import printable, redact
@@ -302,23 +300,43 @@ KINDS: dict[str, Lister] = {
 _ALIASES = {"job": "jobs", "queue": "queues", "node": "nodes", "session": "sessions", "vcjob": "jobs"}
 
 
-async def fetch_items(database_url: str, kind: str, *, limit: int = 20) -> list[Item]:
+T = TypeVar("T")
+
+
+async def read_projection(database_url: str, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+    """Run ``work`` in one read-only repeatable-read transaction; errors as :class:`ViewError`."""
     try:
         con = await asyncpg.connect(database_url)
     except (OSError, asyncpg.PostgresError) as exc:
         raise ViewError(f"cannot reach the projection database: {redact(str(exc))}") from None
     try:
         async with con.transaction(isolation="repeatable_read", readonly=True):
-            if kind == "sessions":
-                return await list_sessions(con, limit)
-            return await KINDS[kind](con)
+            return await work(con)
     except asyncpg.UndefinedTableError as exc:
         raise ViewError(f"the database has no projection yet ({exc}); is the projector running?") from exc
     finally:
         await con.close()
 
 
+async def fetch_items(
+    database_url: str, kind: str, *, limit: int = 20, query: JobQuery | None = None
+) -> list[Item]:
+    """One listing; ``query`` selects the jobs (default: all of them)."""
+
+    async def work(con: asyncpg.Connection) -> list[Item]:
+        if kind == "sessions":
+            return await list_sessions(con, limit)
+        if kind == "jobs":
+            return await list_jobs(con, query or JobQuery())
+        return await KINDS[kind](con)
+
+    return await read_projection(database_url, work)
+
+
 # --------------------------------------------------------------------------- rendering
+
+#: The output formats of every listing (``-o``): ``table`` and ``wide`` are for people.
+OUTPUTS = ("table", "wide", "json", "yaml", "name")
 
 
 def _amount(name: str, value: int | None) -> str:
@@ -351,24 +369,51 @@ def _age(created: str | None, now: datetime) -> str:
     return f"{max(seconds, 0)}s"
 
 
-def _reason_text(item: Item) -> str:
+def reason_codes(item: Item) -> str:
+    """The short REASON of a job: its first (most fundamental) pending reason's code and how many
+    more there are (the newest session's), else its phase's reason."""
+    codes = list(dict.fromkeys(str(r["code"]) for r in item.get("pendingReasons") or []))
+    if codes:
+        return codes[0] + (f" (+{len(codes) - 1})" if len(codes) > 1 else "")
+    return str(item.get("reason", "")) or "-"
+
+
+def reason_text(item: Item) -> str:
+    """The whole reason: each pending reason's code and message (``-o wide``, ``describe``)."""
     reasons = item.get("pendingReasons") or []
     if reasons:
         return "; ".join(f"{r['code']}: {r['message']}" for r in reasons)
     return str(item.get("reason", ""))
 
 
-def _add_row(table: Table, *cells: str) -> None:
-    """One row; every cell shown as text: control characters escaped, no rich markup read from it."""
-    table.add_row(*(escape(printable(cell)) for cell in cells))
+def cell(value: object) -> str:
+    """One table cell as text: every value of a table goes through here (control characters escaped)."""
+    return "-" if value is None else printable(str(value))
 
 
-def _table(kind: str, items: list[Item]) -> Table:
+def columns(header: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> str:
+    """Rows as plain columns, kubectl's layout: each as wide as its longest cell, two spaces apart.
+
+    No cell is cut (a name is what one types next); the last column is not padded, so a long
+    one only makes its own line longer.  Linear in the rows: no layout pass over the table.
+    """
+    text = [header, *(tuple(cell(value) for value in row) for row in rows)]
+    widths = [max(len(line[i]) for line in text) for i in range(len(header) - 1)]
+    lines = []
+    for line in text:
+        padded = [value.ljust(width) for value, width in zip(line, widths, strict=False)]
+        lines.append("  ".join([*padded, line[-1]]).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def _job_rows(
+    items: list[Item], *, wide: bool, namespaces: bool
+) -> tuple[tuple[str, ...], list[tuple[object, ...]]]:
     now = datetime.now(UTC)
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    if kind == "jobs":
-        for column in (
-            "NAMESPACE",
+    head: tuple[str, ...] = ("NAMESPACE",) if namespaces else ()
+    if wide:
+        header = (
+            *head,
             "NAME",
             "QUEUE",
             "PHASE",
@@ -377,88 +422,419 @@ def _table(kind: str, items: list[Item]) -> Table:
             "RUNNING",
             "SUCCEEDED",
             "FAILED",
-        ):
-            table.add_column(column)
-        table.add_column("AGE")
-        table.add_column("REASON", overflow="fold")
-        for j in items:
-            t = j["tasks"]
-            _add_row(
-                table,
-                j["namespace"], j["name"], j["queue"], j["phase"], str(j["minAvailable"]),
-                str(t["Pending"]), str(t["Bound"] + t["Running"] + t["Releasing"]),
-                str(t["Succeeded"]), str(t["Failed"]), _age(j["created"], now), _reason_text(j),
-            )  # fmt: skip
+            "AGE",
+            "REASON",
+        )
+    else:  # READY: tasks on a node of all the tasks (kubectl's READY); MIN and the rest in -o wide
+        header = (*head, "NAME", "QUEUE", "PHASE", "READY", "AGE", "REASON")
+    rows: list[tuple[object, ...]] = []
+    for j in items:
+        t = j["tasks"]
+        running = t["Bound"] + t["Running"] + t["Releasing"]
+        first = (j["namespace"],) if namespaces else ()
+        age = _age(j["created"], now)
+        if wide:
+            rows.append(
+                (
+                    *first,
+                    j["name"],
+                    j["queue"],
+                    j["phase"],
+                    j["minAvailable"],
+                    t["Pending"],
+                    running,
+                    t["Succeeded"],
+                    t["Failed"],
+                    age,
+                    reason_text(j) or "-",
+                )
+            )
+        else:
+            ready = f"{running}/{sum(t.values())}"
+            rows.append((*first, j["name"], j["queue"], j["phase"], ready, age, reason_codes(j)))
+    return header, rows
+
+
+def _table(kind: str, items: list[Item], *, wide: bool = False, namespaces: bool = True) -> str:
+    return columns(*_table_rows(kind, items, wide=wide, namespaces=namespaces))
+
+
+def _table_rows(
+    kind: str, items: list[Item], *, wide: bool, namespaces: bool
+) -> tuple[tuple[str, ...], list[tuple[object, ...]]]:
+    """A table's header and rows (one per item, in order), not yet laid out."""
+    if kind == "jobs":
+        header, rows = _job_rows(items, wide=wide, namespaces=namespaces)
     elif kind == "queues":
-        for column in ("NAME", "STATE", "WEIGHT", "GPU", "CPU", "MEMORY", "JOBS"):
-            table.add_column(column)
+        header = ("NAME", "STATE", "WEIGHT", "GPU", "CPU", "MEMORY", "JOBS")
+        if wide:
+            header = (*header[:3], "PRIORITY", "RECLAIMABLE", *header[3:])
+        rows = []
         for q in items:
-            capability = q["capability"]
+            capability, allocated = q["capability"], q["allocated"]
             jobs = ", ".join(f"{n} {p}" for p, n in q["jobs"].items()) or "-"
-            _add_row(
-                table,
-                q["name"], q["state"], str(q["weight"]),
-                _used_of(q["allocated"], capability, GPU), _used_of(q["allocated"], capability, CPU),
-                _used_of(q["allocated"], capability, MEMORY), jobs,
-            )  # fmt: skip
+            extra = (q["priority"], q["reclaimable"]) if wide else ()
+            rows.append(
+                (
+                    q["name"],
+                    q["state"],
+                    q["weight"],
+                    *extra,
+                    _used_of(allocated, capability, GPU),
+                    _used_of(allocated, capability, CPU),
+                    _used_of(allocated, capability, MEMORY),
+                    jobs,
+                )
+            )
     elif kind == "nodes":
-        for column in ("NAME", "STATUS", "GPU", "CPU", "MEMORY", "PODS", "TASKS"):
-            table.add_column(column)
+        header = ("NAME", "STATUS", "GPU", "CPU", "MEMORY", "PODS", "TASKS") + (("LABELS",) if wide else ())
+        rows = []
         for n in items:
             status = ("Ready" if n["ready"] else "NotReady") + (
                 ",SchedulingDisabled" if n["unschedulable"] else ""
             )
             alloc, used = n["allocatable"], n["used"]
-            _add_row(
-                table,
-                n["name"], status, _used_of(used, alloc, GPU), _used_of(used, alloc, CPU),
-                _used_of(used, alloc, MEMORY), _used_of(used, alloc, PODS), str(n["tasks"]),
-            )  # fmt: skip
+            labels = (",".join(f"{k}={v}" for k, v in sorted(n["labels"].items())) or "-",) if wide else ()
+            rows.append(
+                (
+                    n["name"],
+                    status,
+                    _used_of(used, alloc, GPU),
+                    _used_of(used, alloc, CPU),
+                    _used_of(used, alloc, MEMORY),
+                    _used_of(used, alloc, PODS),
+                    n["tasks"],
+                    *labels,
+                )
+            )
     else:
-        columns = (
-            "SESSION",
-            "SEQ",
-            "EPOCH",
-            "INPUT SEQ",
-            "NOW",
-            "ACCEPTED",
-            "VOIDED",
-            "PENDING JOBS",
-            "TOOK",
-        )
-        for column in columns:
-            table.add_column(column)
+        header = ("SESSION", "SEQ", "EPOCH", "INPUT SEQ", "NOW", "ACCEPTED", "VOIDED", "PENDING JOBS", "TOOK")
+        rows = []
         for s in items:
             took = "-" if s["durations"] is None else f"{sum(s['durations'].values()) * 1000:.0f}ms"
-            pending = "-" if s["pending"] is None else str(len(s["pending"]))  # the newest session's only
-            _add_row(
-                table,
-                s["id"], str(s["seq"]), str(s["leaderEpoch"]), str(s["inputSeq"]), s["now"] or "-",
-                str(s["accepted"]), str(len(s["voided"])), pending, took,
-            )  # fmt: skip
-    return table
+            rows.append(
+                (
+                    s["id"],
+                    s["seq"],
+                    s["leaderEpoch"],
+                    s["inputSeq"],
+                    s["now"],
+                    s["accepted"],
+                    len(s["voided"]),
+                    len(s["pending"]),
+                    took,
+                )
+            )
+    return header, rows
 
 
-def render(kind: str, items: list[Item], output: str, out: TextIO) -> None:
+_REF = {
+    "jobs": ("job", "id"),
+    "queues": ("queue", "name"),
+    "nodes": ("node", "name"),
+    "sessions": ("session", "id"),
+}
+
+
+def render(kind: str, items: list[Item], output: str, out: TextIO, *, namespaces: bool = True) -> None:
+    """Print ``items`` as ``output`` (one of :data:`OUTPUTS`); ``namespaces``: a jobs table shows them."""
     if output == "json":
         out.write(json.dumps({"items": items}, indent=2, sort_keys=False) + "\n")
     elif output == "yaml":
         out.write(yaml.safe_dump({"items": items}, sort_keys=False))
+    elif output == "name":
+        prefix, key = _REF[kind]
+        out.write("".join(f"{prefix}/{cell(item[key])}\n" for item in items))
     elif not items:
         out.write(f"No {kind} found.\n")
     else:
-        Console(file=out, width=200 if not out.isatty() else None).print(_table(kind, items))
+        out.write(_table(kind, items, wide=output == "wide", namespaces=namespaces))
 
 
-def get_command(
-    what: str, output: str, endpoints: Endpoints, *, limit: int = 20, out: TextIO | None = None
-) -> int:
-    out = out or sys.stdout  # read at call time: tests and embedding apps swap sys.stdout
+@dataclass(frozen=True)
+class Selection:
+    """What ``tephra get`` lists: a kind, optionally one object by name, a namespace (jobs), a limit."""
+
+    kind: str
+    name: str | None = None
+    namespace: str | None = "default"  # None: every namespace (-A)
+    limit: int = 20  # sessions: how many of the newest
+    #: nodes: key=value pairs every listed node's labels hold (``-l``).
+    labels: tuple[tuple[str, str], ...] = ()
+
+    def job_query(self) -> JobQuery:
+        if self.name is not None and "/" in self.name:
+            return JobQuery(job_id=self.name)
+        if self.name is not None:
+            return JobQuery(job_id=f"{self.namespace or 'default'}/{self.name}")
+        return JobQuery(namespace=self.namespace)
+
+
+def kind_of(what: str) -> str:
     kind = _ALIASES.get(what, what)
     if kind not in KINDS:
         raise ViewError(f"unknown kind {what!r}; expected one of: {', '.join(KINDS)}")
-    if output not in ("table", "json", "yaml"):
-        raise ViewError(f"unknown output format {output!r}; expected table, json or yaml")
-    items = asyncio.run(fetch_items(endpoints.database_url, kind, limit=limit))
-    render(kind, items, output, out)
+    return kind
+
+
+async def select_items(database_url: str, selection: Selection) -> list[Item]:
+    """The items ``selection`` names (a named one that does not exist: an empty list)."""
+    kind = selection.kind
+    if kind == "jobs":
+        return await fetch_items(database_url, kind, query=selection.job_query())
+    items = await fetch_items(database_url, kind, limit=selection.limit)
+    if selection.labels:
+        items = [i for i in items if all(i["labels"].get(k) == v for k, v in selection.labels)]
+    if selection.name is None:
+        return items
+    key = _REF[kind][1]
+    return [item for item in items if item[key] == selection.name]
+
+
+def label_selector(text: str | None, kind: str) -> tuple[tuple[str, str], ...]:
+    """``-l key=value[,key=value]`` as pairs; only nodes have labels."""
+    if not text:
+        return ()
+    if kind != "nodes":
+        raise ViewError(f"-l: {kind} have no labels; only nodes do")
+    pairs = []
+    for part in text.split(","):
+        key, sep, value = part.strip().partition("=")
+        if not sep or not key:
+            raise ViewError(f"-l: expected key=value[,key=value], got {text!r}")
+        pairs.append((key, value))
+    return tuple(pairs)
+
+
+def watch(
+    database_url: str,
+    selection: Selection,
+    output: str,
+    out: TextIO,
+    *,
+    interval: float = 2.0,
+    rounds: int | None = None,
+) -> None:
+    """``get -w``: the table, then each row again whenever it changes (its AGE aside), until interrupted.
+
+    ``rounds``: stop after that many reads (None: never; Ctrl-C ends it).
+    """
+    if output not in ("table", "wide"):
+        raise ViewError(f"-w: watches a table (-o table or wide), not {output}")
+    key = _REF[selection.kind][1]
+    shown: dict[object, tuple[object, ...]] = {}
+    done = 0
+    while rounds is None or done < rounds:
+        items = asyncio.run(select_items(database_url, selection))
+        header, rows = _table_rows(
+            selection.kind, items, wide=output == "wide", namespaces=selection.namespace is None
+        )
+        age = header.index("AGE") if "AGE" in header else None
+        changed = []
+        for item, row in zip(items, rows, strict=True):
+            compared = row if age is None else row[:age] + row[age + 1 :]
+            if shown.get(item[key]) != compared:
+                shown[item[key]] = compared
+                changed.append(row)
+        text = columns(header, changed) if changed else ""
+        out.write(text if done == 0 else "".join(text.splitlines(keepends=True)[1:]))
+        out.flush()
+        done += 1
+        if rounds is None or done < rounds:
+            time.sleep(interval)
+
+
+def get_command(
+    what: str,
+    output: str,
+    endpoints: Endpoints,
+    *,
+    name: str | None = None,
+    namespace: str | None = "default",
+    limit: int = 20,
+    labels: str | None = None,
+    watch_interval: float | None = None,
+    out: TextIO | None = None,
+) -> int:
+    """``tephra get``: 0, or 1 when a named object does not exist."""
+    out = out or sys.stdout  # read at call time: tests and embedding apps swap sys.stdout
+    kind = kind_of(what)
+    if output not in OUTPUTS:
+        raise ViewError(f"unknown output format {output!r}; expected one of: {', '.join(OUTPUTS)}")
+    selection = Selection(kind, name, namespace, limit, label_selector(labels, kind))
+    if watch_interval is not None:
+        try:
+            watch(endpoints.database_url, selection, output, out, interval=watch_interval)
+        except KeyboardInterrupt:
+            pass
+        return 0
+    items = asyncio.run(select_items(endpoints.database_url, selection))
+    if name is not None and not items:
+        where = f" in namespace {namespace or 'default'}" if kind == "jobs" and "/" not in name else ""
+        print(f"error: {_REF[kind][0]} {name!r} not found{where}", file=sys.stderr)
+        return 1
+    if kind == "jobs" and not items and namespace is not None and output in ("table", "wide"):
+        out.write(f"No jobs found in namespace {namespace} (-A: every namespace).\n")
+        return 0
+    render(kind, items, output, out, namespaces=namespace is None)
     return 0
+
+
+# --------------------------------------------------------------------------- describe job
+
+_EVENT_WORDS = {
+    "tephra.job.submitted.v1": "Submitted",
+    "tephra.job.cancelled.v1": "Cancelled",
+    "tephra.job.rejected.v1": "Rejected",
+    "tephra.task.started.v1": "Started",
+    "tephra.task.finished.v1": "Finished",
+}
+
+
+async def describe_job(con: asyncpg.Connection, job_id: str, *, events: int = 30) -> Item | None:
+    """One job as ``tephra describe job`` shows it: its listing item, its tasks, its last ``events``.
+
+    The events are the archive's records of the job (submitted, started, finished, cancelled) and
+    the decisions about its tasks (bound, evicted), newest last; ``None``: no such job.
+    """
+    found = await list_jobs(con, JobQuery(job_id=job_id))
+    if not found:
+        return None
+    item = found[0]
+    tasks = await job_tasks(con, job_id)
+    rows = await con.fetch(
+        """
+        SELECT * FROM (
+            SELECT e.seq, e.time, e.type AS what, coalesce(e.data ->> 'task_id', '') AS task,
+                   concat_ws(' ', 'to queue ' || (e.data ->> 'queue'), e.data ->> 'outcome',
+                             'on ' || (e.data ->> 'node'), nullif(e.data ->> 'reason', '')) AS detail
+              FROM event_log e WHERE e.job = $1
+            UNION ALL
+            SELECT b.seq, e.time, 'Bound', b.task_id, 'to ' || b.node || ' (session ' || b.session_id || ')'
+              FROM bindings b JOIN event_log e ON e.seq = b.seq WHERE b.task_id = ANY($2::text[])
+            UNION ALL
+            SELECT v.seq, e.time, 'Evicted', v.task_id,
+                   'from ' || v.node || ' for ' || v.preemptor_job || ' (' || v.action || ', '
+                   || v.rule || ')'
+              FROM evictions v JOIN event_log e ON e.seq = v.seq WHERE v.task_id = ANY($2::text[])
+        ) AS timeline ORDER BY seq DESC LIMIT $3
+        """,
+        job_id,
+        [t["id"] for t in tasks],
+        events,
+    )
+    item["taskList"] = tasks
+    item["events"] = [
+        {
+            "seq": r["seq"],
+            "time": _iso(r["time"]),
+            "event": _EVENT_WORDS.get(r["what"], r["what"]),
+            "task": r["task"] or None,
+            "detail": r["detail"] or None,
+        }
+        for r in reversed(rows)
+    ]
+    return item
+
+
+def _facts(facts: Sequence[tuple[str, object]]) -> list[str]:
+    """``Label:  value`` lines, the values aligned."""
+    width = max(len(label) for label, _ in facts) + 2
+    return [f"{label + ':':<{width}}{cell(value)}" for label, value in facts]
+
+
+def _indented(header: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> list[str]:
+    return ["  " + line for line in columns(header, rows).splitlines()] if rows else ["  none"]
+
+
+def _quantities(resources: Mapping[str, str]) -> str:
+    """``cpu: 64, memory: 512Gi, ...`` as the tables show them."""
+    amounts = parse_resources(dict(resources))
+    return ", ".join(f"{name}: {_amount(name, amount)}" for name, amount in sorted(amounts.items())) or "-"
+
+
+async def describe_object(con: asyncpg.Connection, kind: str, name: str) -> Item | None:
+    """A queue or node as ``tephra describe`` shows it: its listing item, and for a node its tasks."""
+    items = await (list_queues(con) if kind == "queues" else list_nodes(con))
+    item = next((i for i in items if i["name"] == name), None)
+    if item is not None and kind == "nodes":
+        rows = await con.fetch(
+            "SELECT id, job_id, status FROM tasks WHERE node = $1 AND status = ANY($2::text[]) ORDER BY id",
+            name,
+            sorted(OCCUPYING),
+        )
+        item["taskList"] = [{"id": r["id"], "job": r["job_id"], "status": r["status"]} for r in rows]
+    return item
+
+
+def describe_object_text(kind: str, item: Item) -> str:
+    """A queue's facts and its jobs by phase; a node's facts and the tasks on it."""
+    if kind == "queues":
+        lines = _facts(
+            [
+                ("Name", item["name"]),
+                ("State", item["state"]),
+                ("Weight", item["weight"]),
+                ("Priority", item["priority"]),
+                ("Reclaimable", item["reclaimable"]),
+                ("Capability", _quantities(item["capability"])),
+                ("Deserved", _quantities(item["deserved"])),
+                ("Guarantee", _quantities(item["guarantee"])),
+                ("Allocated", _quantities(item["allocated"])),
+            ]
+        )
+        lines += ["", "Jobs:", *_indented(("PHASE", "JOBS"), list(item["jobs"].items()))]
+    else:
+        status = ("Ready" if item["ready"] else "NotReady") + (
+            ",SchedulingDisabled" if item["unschedulable"] else ""
+        )
+        labels = ", ".join(f"{k}={v}" for k, v in sorted(item["labels"].items())) or "-"
+        lines = _facts(
+            [
+                ("Name", item["name"]),
+                ("Status", status),
+                ("Labels", labels),
+                ("Allocatable", _quantities(item["allocatable"])),
+                ("Allocated", _quantities(item["used"])),
+            ]
+        )
+        rows = [(t["id"], t["job"], t["status"]) for t in item["taskList"]]
+        lines += ["", "Tasks:", *_indented(("TASK", "JOB", "STATUS"), rows)]
+    return "\n".join(lines) + "\n"
+
+
+def describe_text(item: Item) -> str:
+    """``kubectl describe``'s layout: facts, tasks, the newest pending reasons, the event timeline."""
+    t = item["tasks"]
+    facts = [
+        ("Name", item["name"]),
+        ("Namespace", item["namespace"]),
+        ("Queue", item["queue"]),
+        ("Phase", item["phase"] + (f" ({item['reason']})" if item.get("reason") else "")),
+        ("Min Available", item["minAvailable"]),
+        ("Tasks", ", ".join(f"{n} {status}" for status, n in t.items() if n) or "none"),
+        ("Created", item["created"]),
+    ]
+    lines = _facts(facts)
+    lines += ["", "Task List:"]
+    task_rows = [(task["role"], task["index"], task["status"], task["node"]) for task in item["taskList"]]
+    lines += _indented(("ROLE", "INDEX", "STATUS", "NODE"), task_rows)
+    reasons = item.get("pendingReasons") or []
+    lines += [
+        "",
+        f"Pending Reasons (session {item.get('pendingSession')}):" if reasons else "Pending Reasons: none",
+    ]
+    lines += [f"  {cell(r['code'])}: {cell(r['message'])}" for r in reasons]
+    event_rows = [(e["seq"], e["time"], e["event"], e["task"], e["detail"]) for e in item["events"]]
+    lines += ["", "Events:", *_indented(("SEQ", "TIME", "EVENT", "TASK", "DETAIL"), event_rows)]
+    return "\n".join(lines) + "\n"
+
+
+async def fetch_job(database_url: str, job_id: str) -> Item | None:
+    """:func:`describe_job` in one read-only transaction."""
+    return await read_projection(database_url, lambda con: describe_job(con, job_id))
+
+
+async def fetch_object(database_url: str, kind: str, name: str) -> Item | None:
+    """:func:`describe_object` in one read-only transaction."""
+    return await read_projection(database_url, lambda con: describe_object(con, kind, name))

@@ -4,8 +4,11 @@ Every command only reads the archive (one read-only transaction).  The
 archive is ``--database-url``, else ``TEPHRA_DATABASE_URL``, else the embedded
 stack recorded in ``$TEPHRA_DATA_DIR/stack.json``.
 
-Output: ``--format auto`` (the default) is readable text on a terminal and
-stable JSON when piped; ``text`` and ``json`` force one.  Exit codes: 0 fine,
+Output: ``-o/--output``, as ``tephra``'s: ``table`` (the default, text for
+people, whether or not stdout is a terminal), ``json`` (stable, sorted) or
+``yaml``; ``audit`` also ``wide`` (one row per eviction) and ``csv``.  The
+former ``-f/--format`` is still accepted (hidden; its ``auto`` and ``text``
+mean ``table``).  Exit codes: 0 fine,
 1 the answer is negative (unknown job or session, a divergence), 2 the
 archive cannot be read or an argument is wrong.
 """
@@ -13,6 +16,7 @@ archive cannot be read or an argument is wrong.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -20,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 
 import typer
+import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -38,7 +43,7 @@ app = typer.Typer(
     name="replay",
     help="Rebuild past scheduling sessions from the archive: explain, verify, audit. Read-only.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion
     pretty_exceptions_enable=False,
 )
 audit_app = typer.Typer(help="Compliance views over the archive.", no_args_is_help=True)
@@ -48,17 +53,39 @@ DatabaseOption = Annotated[
     str | None,
     typer.Option("--database-url", help="PostgreSQL URL of the archive (default: env / stack.json)."),
 ]
-FormatOption = Annotated[str, typer.Option("--format", "-f", help="auto, text or json")]
+OutputOption = Annotated[
+    str | None,
+    typer.Option("--output", "-o", help="table, json or yaml", metavar="FORMAT", show_default=False),
+]
+#: The spelling before ``-o``, kept working: ``auto`` and ``text`` were the table.
+FormatAlias = Annotated[str | None, typer.Option("--format", "-f", hidden=True)]
+_LEGACY = {"auto": "table", "text": "table"}
 
 
 def _console(err: bool = False) -> Console:
-    return Console(stderr=err, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+    # Piped: wide enough for the tables, unless COLUMNS says how wide (rich reads it itself).
+    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
+    return Console(stderr=err, soft_wrap=False, width=None if wide else 200)
 
 
-def _wants_json(output_format: str) -> bool:
-    if output_format not in ("auto", "text", "json"):
-        raise typer.BadParameter(f"expected auto, text or json, got {output_format!r}", param_hint="--format")
-    return output_format == "json" or (output_format == "auto" and not sys.stdout.isatty())
+def _output(
+    output: str | None, alias: str | None, allowed: tuple[str, ...] = ("table", "json", "yaml")
+) -> str:
+    """The output format asked for by ``-o`` (or the hidden ``-f``), checked against ``allowed``."""
+    chosen = output or _LEGACY.get(alias or "", alias) or "table"
+    if chosen not in allowed:
+        raise typer.BadParameter(
+            f"expected one of {', '.join(allowed)}, got {chosen!r}", param_hint="--output"
+        )
+    return chosen
+
+
+def _print_data(value: Any, output: str) -> None:
+    """A to_json() answer as ``-o json`` or ``-o yaml`` (the same data: YAML is made from the JSON)."""
+    text = dump_json(value)
+    typer.echo(
+        text if output == "json" else yaml.safe_dump(json.loads(text), sort_keys=True), nl=output == "json"
+    )
 
 
 def _parse_time(value: str | None, option: str) -> datetime | None:
@@ -116,7 +143,8 @@ def explain(
     at: Annotated[
         str | None, typer.Option("--at", help="Explain the latest session at or before this ISO 8601 time.")
     ] = None,
-    output_format: FormatOption = "auto",
+    output: OutputOption = None,
+    format_alias: FormatAlias = None,
     no_counterfactual: Annotated[
         bool, typer.Option("--no-counterfactual", help="Skip the counterfactual search.")
     ] = False,
@@ -125,13 +153,13 @@ def explain(
     """Why did JOB stay Pending? Timeline, ranked reasons with numbers, and what would have let it fit."""
     if session is not None and at is not None:
         raise typer.BadParameter("give --session or --at, not both")
-    as_json = _wants_json(output_format)
+    chosen = _output(output, format_alias)
     when = _parse_time(at, "--at")
     explanation = _run(
         url, lambda r: explain_job(r, job, session_id=session, at=when, counterfactual=not no_counterfactual)
     )
-    if as_json:
-        typer.echo(dump_json(explanation.to_json()))
+    if chosen != "table":
+        _print_data(explanation.to_json(), chosen)
     else:
         print_explanation(_console(), explanation)
 
@@ -140,14 +168,15 @@ def explain(
 def session_command(
     session_id: Annotated[str, typer.Argument(help="The session id.")],
     *,
-    output_format: FormatOption = "auto",
+    output: OutputOption = None,
+    format_alias: FormatAlias = None,
     url: DatabaseOption = None,
 ) -> None:
     """The reconstructed input of a session, every decision in order, and the re-run's full trace."""
-    as_json = _wants_json(output_format)
+    chosen = _output(output, format_alias)
     view = _run(url, lambda r: show_session(r, session_id))
-    if as_json:
-        typer.echo(dump_json(view.to_json()))
+    if chosen != "table":
+        _print_data(view.to_json(), chosen)
     else:
         print_session(_console(), view)
 
@@ -165,11 +194,12 @@ def verify(
     keep_going: Annotated[
         bool, typer.Option("--keep-going", help="Report every divergence, not only the first.")
     ] = False,
-    output_format: FormatOption = "auto",
+    output: OutputOption = None,
+    format_alias: FormatAlias = None,
     url: DatabaseOption = None,
 ) -> None:
     """Check the hash chain, then re-derive every recorded session; exit 1 at a divergence."""
-    as_json = _wants_json(output_format)
+    chosen = _output(output, format_alias)
     bar, update = _progress_bar("verifying")
 
     async def work(reader: ArchiveReader) -> Any:
@@ -188,8 +218,8 @@ def verify(
             )
 
     report = _run(url, work)
-    if as_json:
-        typer.echo(dump_json(report.to_json()))
+    if chosen != "table":
+        _print_data(report.to_json(), chosen)
     else:
         print_verify(_console(), report)
     raise typer.Exit(0 if report.ok else 1)
@@ -211,12 +241,20 @@ def preemptions(
     job: Annotated[
         str | None, typer.Option("--job", help="Only evictions where the victim or preemptor is this job.")
     ] = None,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="table, json or csv")] = "table",
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output", "-o", help="table, wide, json, yaml or csv", metavar="FORMAT", show_default=False
+        ),
+    ] = None,
+    format_alias: FormatAlias = None,
     url: DatabaseOption = None,
 ) -> None:
-    """Every eviction: victim, preemptor, rule, queue shares before and after, each re-derived."""
-    if output_format not in ("table", "json", "csv"):
-        raise typer.BadParameter(f"expected table, json or csv, got {output_format!r}", param_hint="--format")
+    """Every eviction: victim, preemptor, rule, queue shares before and after, each re-derived.
+
+    The table shows each eviction as a short block (fits 120 columns); -o wide one row each.
+    """
+    chosen = _output(output, format_alias, ("table", "wide", "json", "yaml", "csv"))
     start, end = _parse_time(since, "--since"), _parse_time(until, "--until")
     bar, update = _progress_bar("auditing")
 
@@ -229,7 +267,10 @@ def preemptions(
             )
 
     rows = _run(url, work)
-    print_audit(_console(), rows, output_format)
+    if chosen == "yaml":
+        _print_data({"items": [r.to_json() for r in rows]}, chosen)
+    else:
+        print_audit(_console(), rows, chosen)
 
 
 def main() -> None:

@@ -104,6 +104,17 @@ class UnknownJob(NotFound):
         super().__init__(f"job {job!r} is not in the archive{suffix}")
 
 
+def resolve_job_name(name: str, candidates: list[str]) -> str:
+    """A bare ``name`` as the one job so named in ``candidates`` (ids), else an :class:`UnknownJob` hint."""
+    if len(candidates) == 1:
+        return candidates[0]
+    if candidates:
+        raise UnknownJob(
+            name, f"as a bare name: it names {len(candidates)} jobs, give one: {', '.join(candidates)}"
+        )
+    raise UnknownJob(name, "(no job of that name in any namespace; a job id is <namespace>/<name>)")
+
+
 class UnknownSession(NotFound):
     code = "REPLAY-UNKNOWN-SESSION"
 

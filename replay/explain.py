@@ -385,7 +385,9 @@ def explain(
     """Assemble the explanation of ``job`` for the chosen, re-run session (``voided``: :func:`timeline`)."""
     entries = timeline(job, history, voided, found=found)
     if session is None or snapshot is None or result is None:
-        return Explanation(job, entries, None, verdict="no session considered this job")
+        submitted = next((e for e in entries if e.kind == "submitted"), None)
+        when = f" at {submitted.time.isoformat()}" if submitted is not None else ""
+        return Explanation(job, entries, None, verdict=f"submitted{when}, not yet considered by a session")
     reasons = tuple(r.to_json() for r in result.pending.get(job, ()))
     recorded = mention.recorded_reasons if mention is not None else ()
     rederived = [(r["code"], r["message"]) for r in reasons] == [(r.code, r.message) for r in recorded]
@@ -393,7 +395,8 @@ def explain(
         job=job,
         timeline=entries,
         session=session,
-        facts=job_facts(snapshot, job),
+        # The snapshot is the session's input; the phase it left the job in is the re-run's.
+        facts={**job_facts(snapshot, job), "phaseAfter": result.phases.get(job)},
         reasons=reasons,
         reasons_rederived=rederived,
         recorded_reasons=recorded,

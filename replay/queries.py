@@ -14,15 +14,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from events.models import SessionCommitted, SessionCommittedData
+from events.models import JobSubmitted, SessionCommitted, SessionCommittedData
 from projector.state import ClusterState, VoidedDecision
 from replay import engine
 from replay.archive import ArchivedEvent, PendingLists, RecordedSession, session_of
 from replay.audit import EvictionRow, audit_session
 from replay.chain import ChainChecker
 from replay.counterfactual import Counterfactual, find_counterfactual
-from replay.errors import ChainBroken, Divergence, PendingBaseMissing, UnknownJob, UnknownSession
-from replay.explain import Explanation, choose_session, decision_sessions, explain, mentions
+from replay.errors import (
+    ChainBroken,
+    Divergence,
+    PendingBaseMissing,
+    UnknownJob,
+    UnknownSession,
+    resolve_job_name,
+)
+from replay.explain import Explanation, SessionMention, choose_session, decision_sessions, explain, mentions
 from replay.reconstruct import Reconstruction, SessionInput, capture, fold_archived
 from replay.store import ArchiveReader
 from replay.verify import SessionCheck, VerifyReport, check_session
@@ -110,6 +117,19 @@ class _Walk:
 # ---------------------------------------------------------------------------- explain
 
 
+def _not_yet_considered(
+    job: str, history: list[ArchivedEvent], at: datetime | None, found: list[SessionMention]
+) -> Explanation:
+    """The explanation of a job no session considered (at all, or by ``at``): what the archive held then."""
+    if at is not None:
+        history = [e for e in history if e.event.time <= at]
+        if not any(isinstance(e.event, JobSubmitted) for e in history):
+            raise UnknownJob(job, f"(it was not yet submitted at {at.isoformat()})")
+    return explain(
+        job, history, mention=None, session=None, snapshot=None, result=None, counterfactual=None, found=found
+    )
+
+
 async def explain_job(
     reader: ArchiveReader,
     job: str,
@@ -124,6 +144,8 @@ async def explain_job(
         UnknownJob: the archive has nothing about ``job`` (or nothing at ``--at``).
         UnknownSession: ``session_id`` is not in the archive.
     """
+    if "/" not in job:  # a bare name: the job of that name, when only one namespace has it
+        job = resolve_job_name(job, await reader.jobs_named(job))
     explanation = await _explain_job(reader, job, session_id=session_id, at=at, counterfactual=counterfactual)
     return dataclasses.replace(explanation, trace_id=await reader.trace_id(job))
 
@@ -146,19 +168,8 @@ async def _explain_job(
     elif mention is not None:
         # The history's copy of the marker is trimmed to the job: read the whole one by its seq.
         marker = await reader.event_at(mention.seq)
-    elif at is not None:
-        raise UnknownJob(job, f"(no session considered it at or before {at.isoformat()})")
     else:
-        return explain(
-            job,
-            history,
-            mention=None,
-            session=None,
-            snapshot=None,
-            result=None,
-            counterfactual=None,
-            found=found,
-        )
+        return _not_yet_considered(job, history, at, found)
     session = await _recorded(reader, marker)
     # The fold's voided list of every session with a decision about the job (the timeline shows
     # the ones it refused): from the first stored state after the session when that holds its

@@ -59,10 +59,12 @@ def print_explanation(console: Console, explanation: Explanation) -> None:
     console.print(f"[bold]Job {_text(e.job)}[/bold]{traced}")
     if facts:
         tasks = _text(", ".join(f"{n} {status}" for status, n in facts["tasks"].items()) or "none")
+        after = facts.get("phaseAfter")
+        phase = _text(facts["phase"] if after in (None, facts["phase"]) else f"{facts['phase']} -> {after}")
         console.print(
-            f"  queue {_text(facts['queue'])}, phase {_text(facts['phase'])}, "
+            f"  queue {_text(facts['queue'])}, phase {phase} (this session), "
             f"minAvailable {facts['minAvailable']}, "
-            f"tasks: {tasks}"
+            f"tasks at its start: {tasks}"
         )
     table = Table(title="Timeline", title_justify="left", show_edge=False, pad_edge=False)
     for column in ("seq", "time", "session", "what"):
@@ -179,12 +181,42 @@ def _share(before: QueueShare, after: QueueShare) -> str:
     return f"{before.share:.2f} -> {after.share:.2f}"
 
 
+def _verified(row: EvictionRow) -> str:
+    shown = "[green]verified[/green]" if row.verified else "[red]not verified[/red]"
+    return shown + (f" (voided: {_text(row.voided)})" if row.voided else "")
+
+
+def _print_audit_blocks(console: Console, rows: Sequence[EvictionRow]) -> None:
+    """One short block per eviction: what happened on one line, then who lost and who gained."""
+    console.print(f"{len(rows)} eviction(s)")
+    for r in rows:
+        console.print(
+            f"\n[bold]{r.time.strftime('%Y-%m-%d %H:%M:%S')}[/bold]  {_text(r.action)}  "
+            f"session {r.session_id[:8]}  seq {r.seq}#{r.position}  {_verified(r)}"
+        )
+        console.print(
+            f"  victim     {_text(r.victim_task)} on {_text(r.node)}  queue {_text(r.victim_queue)}, "
+            f"prio {r.victim_priority}, share {_share(r.victim_share_before, r.victim_share_after)}",
+            highlight=False,
+        )
+        console.print(
+            f"  preemptor  {_text(r.preemptor_task)}  queue {_text(r.preemptor_queue)}, "
+            f"prio {r.preemptor_priority}, share {_share(r.preemptor_share_before, r.preemptor_share_after)}",
+            highlight=False,
+        )
+        console.print(f"  rule       {_text(r.rule)}", highlight=False)
+
+
 def print_audit(console: Console, rows: Sequence[EvictionRow], output_format: str) -> None:
+    """``table``: a block per eviction; ``wide``: one row each; ``json``; ``csv``."""
     if output_format == "json":
         console.out(dump_json({"items": [r.to_json() for r in rows]}), highlight=False)
         return
     if output_format == "csv":
         console.out(rows_to_csv(rows), end="", highlight=False)
+        return
+    if output_format == "table":
+        _print_audit_blocks(console, rows)
         return
     table = Table(title=f"{len(rows)} eviction(s)", title_justify="left", show_edge=False, pad_edge=False)
     for column in (
@@ -205,7 +237,6 @@ def print_audit(console: Console, rows: Sequence[EvictionRow], output_format: st
             _text(r.rule),
             _share(r.victim_share_before, r.victim_share_after),
             _share(r.preemptor_share_before, r.preemptor_share_after),
-            ("[green]yes[/green]" if r.verified else "[red]no[/red]")
-            + (f" (voided: {_text(r.voided)})" if r.voided else ""),
+            _verified(r),
         )
     console.print(table)

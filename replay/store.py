@@ -262,6 +262,15 @@ class ArchiveReader:
             raise LookupError(f"event_log has no row at seq {seq}")
         return row_to_event(row)
 
+    async def jobs_named(self, name: str) -> list[str]:
+        """The ids (``namespace/name``) of every submitted job called ``name``, in id order."""
+        rows = await self._conn.fetch(
+            "SELECT DISTINCT job FROM event_log WHERE job IS NOT NULL AND job LIKE '%/' || $1"
+            " AND split_part(job, '/', 2) = $1 ORDER BY job",
+            name,
+        )
+        return [r["job"] for r in rows]
+
     async def job_history(self, job: str) -> list[ArchivedEvent]:
         """Every event about ``job``: its submission, task events, and sessions that mention it.
 

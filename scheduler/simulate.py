@@ -110,7 +110,7 @@ def _render_table(document: dict[str, Any]) -> None:
 def simulate_command(files: Sequence[Path], output_format: str = "table", sessions: int | None = None) -> int:
     """Exit 0 on success, 2 on a bad file or argument."""
     if output_format not in ("table", "json"):
-        print(f"tephra simulate: --format must be table or json, got {output_format!r}", file=sys.stderr)
+        print(f"tephra simulate: -o/--output must be table or json, got {output_format!r}", file=sys.stderr)
         return 2
     if sessions is not None and sessions < 1:
         print("tephra simulate: --sessions must be at least 1", file=sys.stderr)

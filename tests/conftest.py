@@ -102,6 +102,18 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 # ---------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _state_home_in_a_temporary_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The default TEPHRA_DATA_DIR is the user's state directory: no test may use the real one."""
+    saved = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("xdg-state"))
+    yield
+    if saved is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = saved
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap(pytestconfig: pytest.Config) -> Iterator[str]:
     """Bootstrap servers of a Kafka-protocol broker for the whole run."""

@@ -18,7 +18,6 @@ clients only.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -32,9 +31,9 @@ from api.http.context import ApiContext, connection, context, kafka_problem
 from api.http.models import Submission
 from api.http.problems import Code, Problem, ProblemError, problem_responses
 from api.http.tokens import Role
-from api.manifests import InvalidManifests, ManifestError, ManifestObject, Manifests, parse_manifests
-from api.submit import produce_manifests
-from events.models import JobCancelled, JobCancelledData, JobSubmitted, QueueUpserted
+from api.manifests import InvalidManifests, ManifestError, Manifests, parse_manifests
+from api.submit import job_cancellation, produce_manifests
+from events.models import JobSubmitted, QueueUpserted
 from projector.errors import WaitTimeoutError
 from projector.progress import wait_for_events, wait_for_session_after
 
@@ -242,14 +241,6 @@ async def delete_job(
         raise Problem(Code.NOT_FOUND, f"no job {job_id} in the projection: nothing to cancel")
     if not who.may_touch_job(namespace, queue):
         raise forbidden(who, f"cancel {job_id} (queue {queue})")
-    event = JobCancelled(
-        id=str(uuid.uuid4()),
-        source=API_SOURCE,
-        time=datetime.now(UTC),
-        subject=f"job/{job_id}",
-        cluster=ctx.endpoints.cluster,
-        data=JobCancelledData(job_id=job_id, reason=reason),
-    )
-    manifests = Manifests((ManifestObject(f"job/{job_id}", event, "", 0),))
+    manifests = job_cancellation(job_id, cluster=ctx.endpoints.cluster, source=API_SOURCE, reason=reason)
     await _produce(ctx, manifests)
     return await _answer(ctx, manifests, wait)

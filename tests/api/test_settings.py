@@ -131,3 +131,52 @@ def test_the_projector_freezes_the_heap_only_in_a_process_of_its_own() -> None:
     assert settings_for(settings, ("projector",)).projector_freeze
     assert not settings_for(settings, tuple(SERVICES)).projector_freeze
     assert not settings_for(settings, ("projector", "sim-cluster")).projector_freeze
+
+
+def test_the_data_dir_defaults_to_the_users_state_directory_not_the_current_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from replay.locate import database_url
+
+    monkeypatch.delenv("TEPHRA_DATA_DIR", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.chdir(tmp_path)
+    assert CommonSettings().data_dir == tmp_path / "state" / "tephra"
+    # replay finds the same stack record as tephra, from any folder.
+    (tmp_path / "state" / "tephra").mkdir(parents=True)
+    (tmp_path / "state" / "tephra" / "stack.json").write_text('{"database_url": "postgresql://x@h/db"}')
+    assert database_url({"XDG_STATE_HOME": str(tmp_path / "state")}) == "postgresql://x@h/db"
+    # The XDG rule: a relative XDG_STATE_HOME is ignored, the home's .local/state is used.
+    monkeypatch.setenv("XDG_STATE_HOME", "relative")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert CommonSettings().data_dir == tmp_path / "home" / ".local" / "state" / "tephra"
+
+
+def test_simulate_takes_the_one_output_flag_and_its_former_spelling() -> None:
+    scenario = str(sorted((Path(__file__).parents[1] / "conformance" / "scenarios").glob("*.yaml"))[0])
+    new = CliRunner().invoke(app, ["simulate", scenario, "-o", "json"])
+    old = CliRunner().invoke(app, ["simulate", scenario, "--format", "json"])
+    assert new.exit_code == 0, new.output
+    assert new.stdout == old.stdout
+    assert new.stdout.lstrip().startswith(("{", "["))
+    assert "--format" not in CliRunner().invoke(app, ["simulate", "--help"]).stdout  # hidden
+
+
+@pytest.mark.parametrize("command", ["up", "projector", "scheduler", "sim-cluster", "api"])
+def test_a_service_commands_help_lists_its_settings_and_their_variables(command: str) -> None:
+    shown = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"}).stdout
+    assert "TEPHRA_X_Y" in shown
+    for model in COMMAND_SETTINGS[command]:
+        for field in model.model_fields:
+            assert f"--{flag_name(field)}" in shown
+            assert f"{env_name(field)}:" in shown
+
+
+def test_tephra_completes_commands_and_kinds_in_bash() -> None:
+    script = CliRunner().invoke(app, ["--show-completion", "bash"])
+    assert script.exit_code == 0
+    assert "_tephra_completion" in script.stdout
+    # What bash asks when the user presses tab after `tephra get j`.
+    env = {"_TEPHRA_COMPLETE": "complete_bash", "COMP_WORDS": "tephra get j", "COMP_CWORD": "2"}
+    completed = CliRunner().invoke(app, [], env=env, prog_name="tephra")
+    assert completed.stdout.split() == ["jobs"]

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.golden.archive import load_golden
 from tests.replay.helpers import SEEDS, run_replay
@@ -86,3 +87,37 @@ def test_no_archive_configured_is_exit_2(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "[REPLAY-NO-ARCHIVE]" in done.stderr
     assert "tephra up" in done.stderr
+
+
+async def test_one_output_flag_and_text_unless_json_is_asked_for(database_url: str) -> None:
+    await load_golden(database_url, "gpu_cluster")
+    as_json = run_replay(database_url, "explain", "ml/llm-pretrain", "-o", "json", "--no-counterfactual")
+    legacy = run_replay(database_url, "explain", "ml/llm-pretrain", "--format", "json", "--no-counterfactual")
+    piped = run_replay(database_url, "explain", "llm-pretrain", "--no-counterfactual")  # a bare name
+    as_yaml = run_replay(database_url, "explain", "ml/llm-pretrain", "-o", "yaml", "--no-counterfactual")
+    hint = run_replay(database_url, "explain", "nope")
+    assert as_json.returncode == 0, as_json.stderr
+    assert as_json.stdout == legacy.stdout  # -f/--format still works, hidden
+    assert yaml.safe_load(as_yaml.stdout) == json.loads(as_json.stdout)
+    # Piped, without -o: still the text for people, not JSON.
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.startswith("Job ml/llm-pretrain\n")
+    assert hint.returncode == 1
+    assert "a job id is <namespace>/<name>" in hint.stderr
+    bad = run_replay(database_url, "verify", "-o", "xml")
+    assert bad.returncode == 2
+    assert "expected one of table, json, yaml, got 'xml'" in bad.stderr
+
+
+async def test_audit_fits_120_columns_and_wide_keeps_one_row_each(database_url: str) -> None:
+    await load_golden(database_url, "gpu_cluster")
+    table = run_replay(database_url, "audit", "preemptions", env={"COLUMNS": "120"})
+    wide = run_replay(database_url, "audit", "preemptions", "-o", "wide")  # as wide as it needs, piped
+    items = json.loads(run_replay(database_url, "audit", "preemptions", "-o", "json").stdout)["items"]
+    assert table.returncode == 0, table.stderr
+    assert all(len(line) <= 120 for line in table.stdout.splitlines()), table.stdout
+    (row,) = items
+    for name in (row["victim"]["task"], row["preemptor"]["task"], row["rule"]):
+        assert name in table.stdout  # whole, not cut
+    assert "verified" in table.stdout
+    assert "victim queue share" in wide.stdout

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
 
 from events.models import SessionCommitted, SessionPart
 from replay.archive import ArchivedEvent
-from replay.errors import UnknownJob
+from replay.errors import UnknownJob, resolve_job_name
 from replay.explain import timeline
 from replay.queries import explain_job
 from replay.store import open_archive
@@ -418,3 +419,38 @@ async def test_a_retired_job_is_still_explained_from_the_archive(
     assert shown.returncode == 0, shown.stderr
     answer = json.loads(shown.stdout)
     assert [e["kind"] for e in answer["timeline"]] == kinds
+
+
+async def test_explain_before_the_first_session_says_submitted_and_not_yet_considered(
+    database_url: str,
+) -> None:
+    run = LiveRun()
+    run.queue("research")
+    run.node(gpu_node("n1", 8))
+    submitted = run.now
+    run.submit(job("late", queue="research", replicas=1, gpu=4))
+    run.tick(30)
+    run.cycle()
+    await _load(database_url, run)
+    async with open_archive(database_url) as reader:
+        early = await explain_job(
+            reader, "ml/late", at=submitted + timedelta(seconds=10), counterfactual=False
+        )
+        with pytest.raises(UnknownJob, match="it was not yet submitted at"):
+            await explain_job(reader, "ml/late", at=submitted - timedelta(seconds=10))
+        later = await explain_job(reader, "late", counterfactual=False)  # a bare name, unique
+    assert early.session is None
+    assert early.verdict == f"submitted at {submitted.isoformat()}, not yet considered by a session"
+    assert [e.kind for e in early.timeline] == ["submitted"]
+    assert later.job == "ml/late"
+    assert later.session is not None
+    # The header's phase is the one this session left the job in, beside the one it started from.
+    assert (later.facts["phase"], later.facts["phaseAfter"]) == ("Pending", "Inqueue")
+
+
+def test_a_bare_name_is_resolved_when_unique_else_the_candidates_are_named() -> None:
+    assert resolve_job_name("j", ["ml/j"]) == "ml/j"
+    with pytest.raises(UnknownJob, match=r"it names 2 jobs, give one: a/j, b/j"):
+        resolve_job_name("j", ["a/j", "b/j"])
+    with pytest.raises(UnknownJob, match=r"a job id is <namespace>/<name>"):
+        resolve_job_name("j", [])
