@@ -1,10 +1,9 @@
 """Which partitions of a consumer's topics the broker has now, so that those appearing later are found.
 
-The projector and the scheduler's trace follower assign partitions
-themselves (no consumer group: the projector keeps its offsets in
-PostgreSQL), so nothing in the Kafka client tells them about a topic created
-after they started, or partitions added to one.  They ask a
-:class:`TopicWatch` every ``every`` seconds and assign what it found.
+The projector assigns partitions itself (no consumer group: it keeps its
+offsets in PostgreSQL), so nothing in the Kafka client tells it about a topic
+created after it started, or partitions added to one.  It asks a
+:class:`TopicWatch` every ``every`` seconds and assigns what it found.
 
 Why not a pattern subscription: without a group, aiokafka re-assigns every
 partition of the pattern when the metadata changes and resets their

@@ -106,11 +106,10 @@ async def _services(
     try:
         for name in order:
             tasks.append(asyncio.create_task(run_services(settings, endpoints, (name,)), name=name))
-            readers = {"projector": "projector", "scheduler": "trace follower"}
-            if name in readers:
+            if name == "projector":  # the one that reads topics (the scheduler reads the archive)
                 await until(
-                    lambda key=readers[name]: any(key in who for who in waiting.who),
-                    f"the {name} logging that it waits for its topics",
+                    lambda: any("projector" in who for who in waiting.who),
+                    "the projector logging that it waits for its topics",
                 )
         yield
     finally:
