@@ -59,6 +59,7 @@ from events.models import (
 from events.quantity import PODS, QuantityError, format_resources, parse_quantity
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
 from scheduler.core.config import ConfigError, parse_scheduler_config
+from scheduler.podspec import MISSING, PodSpecError, pod_requests
 
 __all__ = [
     "PREEMPTABLE_KEY",
@@ -75,11 +76,12 @@ PREEMPTABLE_KEY = "volcano.sh/preemptable"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-_MISSING: Any = object()
+_MISSING: Any = MISSING  # one sentinel with scheduler.podspec, so its errors pass through
 # libyaml's safe loader where PyYAML was built with it: about 8x faster than the pure-Python one
 # (bench/http_api.py's YAML submissions); the same documents, errors and marks.
 _YAML_LOADER: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _M = TypeVar("_M", bound=BaseModel)
+_T = TypeVar("_T")
 
 
 # --------------------------------------------------------------------------- results and errors
@@ -432,7 +434,11 @@ def _volcano_job(
             parse_duration(annotations[SIM_RUNTIME_ANNOTATION])
         except SimRuntimeError as exc:
             doc.fail(_at("metadata.annotations", SIM_RUNTIME_ANNOTATION), str(exc))
-    job_preemptable = _preemptable(doc, annotations, labels, "metadata")
+    # The job controller copies the job's own annotation and label over the template's.
+    job_preemptable = (
+        _preemptable(doc, annotations, {}, "metadata"),
+        _preemptable(doc, {}, labels, "metadata"),
+    )
 
     spec = _mapping(doc, _required(doc, obj, "spec", ""), "spec")
     scheduler_name = spec.get("schedulerName")
@@ -500,7 +506,7 @@ def _task(
     doc: _Doc,
     task: Mapping[str, Any],
     index: int,
-    job_preemptable: bool | None,
+    job_preemptable: tuple[bool | None, bool | None],
     priority_values: Mapping[str, int],
 ) -> _Task:
     path = f"spec.tasks[{index}]"
@@ -518,9 +524,16 @@ def _task(
     tmeta = _mapping(doc, template.get("metadata"), f"{path}.template.metadata")
     tlabels = _string_map(doc, tmeta.get("labels"), f"{path}.template.metadata.labels")
     tannotations = _string_map(doc, tmeta.get("annotations"), f"{path}.template.metadata.annotations")
-    preemptable = _preemptable(doc, tannotations, tlabels, f"{path}.template.metadata")
-    if preemptable is None:
-        preemptable = True if job_preemptable is None else job_preemptable
+    # Volcano reads the pod's annotation, then its label; the job's override the template's
+    # (createJobPod), so: job annotation, template annotation, job label, template label.
+    job_annotation, job_label = job_preemptable
+    said = [
+        job_annotation,
+        _preemptable(doc, tannotations, {}, f"{path}.template.metadata"),
+        job_label,
+        _preemptable(doc, {}, tlabels, f"{path}.template.metadata"),
+    ]
+    preemptable = next((value for value in said if value is not None), True)
 
     pod_path = f"{path}.template.spec"
     pod = _mapping(doc, _required(doc, template, "spec", f"{path}.template"), pod_path)
@@ -587,28 +600,20 @@ def _preemption_policy(doc: _Doc, value: Any, path: str) -> Any:
 
 
 def _pod_requests(doc: _Doc, pod: Mapping[str, Any], path: str) -> dict[str, int]:
-    """The pod's effective request: max(sum of containers, largest init container), per resource.
-
-    A container's request for a resource defaults to its limit, as Kubernetes defaults it.
-    """
+    """The pod's effective request, read as every door reads it (:func:`scheduler.podspec.pod_requests`)."""
     containers = _list(doc, _required(doc, pod, "containers", path), f"{path}.containers")
     if not containers:
         doc.fail(f"{path}.containers", "expected at least one container")
-    total: dict[str, int] = {}
-    for i, container in enumerate(containers):
-        for name, amount in _container_requests(doc, container, f"{path}.containers[{i}]").items():
-            total[name] = total.get(name, 0) + amount
-    for i, container in enumerate(_list(doc, pod.get("initContainers"), f"{path}.initContainers")):
-        for name, amount in _container_requests(doc, container, f"{path}.initContainers[{i}]").items():
-            total[name] = max(total.get(name, 0), amount)
-    return dict(sorted(total.items()))
+    return _pod_field(doc, pod_requests, pod, path)
 
 
-def _container_requests(doc: _Doc, container: Any, path: str) -> dict[str, int]:
-    resources = _mapping(doc, _mapping(doc, container, path).get("resources"), f"{path}.resources")
-    limits = _resources(doc, resources.get("limits"), f"{path}.resources.limits")
-    requests = _resources(doc, resources.get("requests"), f"{path}.resources.requests")
-    return limits | requests
+def _pod_field(
+    doc: _Doc, read: Callable[[Mapping[str, Any], str], _T], pod: Mapping[str, Any], path: str
+) -> _T:
+    try:
+        return read(pod, path)
+    except PodSpecError as exc:
+        doc.fail(exc.path, exc.expected, exc.got)
 
 
 def _required_node_affinity(doc: _Doc, value: Any, path: str) -> list[NodeSelectorTerm]:

@@ -39,6 +39,7 @@ from scheduler.core.snapshot import (
     TaskStatus,
     Toleration,
 )
+from scheduler.podspec import MISSING, PodSpecError, pod_requests
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario"]
 
@@ -258,16 +259,12 @@ def _affinity(doc: _Doc, spec: Mapping[str, Any], where: str) -> tuple[NodeSelec
 
 
 def _container_requests(doc: _Doc, spec: Mapping[str, Any], where: str) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for i, raw in enumerate(doc.seq(spec.get("containers"), f"{where}.containers")):
-        c = doc.mapping(raw, f"{where}.containers[{i}]")
-        res = doc.mapping(c.get("resources"), f"{where}.containers[{i}].resources")
-        requests = res.get("requests")
-        if requests is None:
-            requests = res.get("limits")  # Kubernetes defaults requests to limits
-        for name, amount in doc.resources(requests, f"{where}.containers[{i}].resources.requests").items():
-            total[name] = total.get(name, 0) + amount
-    return total
+    """The pod's effective request, read as every door reads it (:func:`scheduler.podspec.pod_requests`)."""
+    try:
+        return pod_requests(spec, where)
+    except PodSpecError as exc:
+        got = "" if exc.got is MISSING else f", got {exc.got!r}"
+        raise doc.fail(exc.path, f"{exc.expected}{got}") from exc
 
 
 def _pod_task(
@@ -281,9 +278,18 @@ def _pod_task(
     classes: Mapping[str, PriorityClass],
     where: str,
     role: str | None = None,
+    job_meta: Mapping[str, Any] | None = None,
+    job_priority_class: str | None = None,
 ) -> Task:
     labels = doc.labels(meta.get("labels"), "metadata.labels")
     annotations = doc.labels(meta.get("annotations"), "metadata.annotations")
+    if job_meta is not None:
+        # Volcano's job controller (createJobPod) copies the job's preemptable annotation and
+        # label over the template's.
+        for key, values in (("annotations", annotations), ("labels", labels)):
+            job_values = doc.labels(job_meta.get(key), f"metadata.{key}")
+            if PREEMPTABLE_KEY in job_values:
+                values[PREEMPTABLE_KEY] = job_values[PREEMPTABLE_KEY]
     phase = status.get("phase") or "Pending"
     node = spec.get("nodeName") or None
     if phase == "Pending":
@@ -298,12 +304,17 @@ def _pod_task(
         task_status = TaskStatus.RELEASING
     if task_status in (TaskStatus.RUNNING, TaskStatus.BOUND) and not node:
         raise doc.fail(f"{where}.nodeName", f"a {phase} pod must name its node")
-    pc_name = spec.get("priorityClassName")
-    pc = classes.get(pc_name) if pc_name else None
+    pc_name = spec.get("priorityClassName") or job_priority_class  # the job's when the template names none
+    # Kubernetes' Priority admission: the named class, else the cluster's global default.
+    pc = classes.get(pc_name) if pc_name else _global_default(classes)
     priority = spec.get("priority")
     if priority is None and pc is not None:
         priority = pc.value  # the API server resolves it from the PriorityClass
-    policy = spec.get("preemptionPolicy") or (pc.preemption_policy if pc else None)
+    # The class's policy reaches the pod (Priority admission); its default PreemptLowerPriority is
+    # left None, as scheduler.snapshot_builder leaves it: the same to the session.
+    policy = spec.get("preemptionPolicy") or (
+        "Never" if pc is not None and pc.preemption_policy == "Never" else None
+    )
     preemptable = annotations.get(PREEMPTABLE_KEY, labels.get(PREEMPTABLE_KEY, "true"))
     selector = doc.mapping(spec.get("nodeSelector"), f"{where}.nodeSelector")
     return Task(
@@ -322,6 +333,12 @@ def _pod_task(
         priority_class=pc_name,
         created=doc.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
     )
+
+
+def _global_default(classes: Mapping[str, PriorityClass]) -> PriorityClass | None:
+    # Kubernetes allows one; should several exist, the first by name (as scheduler.snapshot_builder).
+    defaults = sorted((pc for pc in classes.values() if pc.global_default), key=lambda pc: pc.name)
+    return defaults[0] if defaults else None
 
 
 def _podgroup(doc: _Doc) -> tuple[Job, str]:
@@ -382,6 +399,8 @@ def _vcjob(doc: _Doc, classes: Mapping[str, PriorityClass]) -> Job:
                 classes=classes,
                 where=where,
                 role=tname,
+                job_meta=meta,
+                job_priority_class=spec.get("priorityClassName"),
             )
             tasks.append(pod)
         task_min = doc.integer(t.get("minAvailable"), f"spec.tasks[{i}].minAvailable", replicas)

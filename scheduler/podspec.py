@@ -1,0 +1,134 @@
+"""The scheduling-relevant parts of a Kubernetes pod spec, read the same way by every door.
+
+``tephra submit`` (``api/manifests.py``) and ``tephra simulate``
+(``scheduler/scenario.py``) both read pod templates through this module, so a
+manifest requests the same resources whichever door it comes through.  What it
+reproduces from Kubernetes:
+
+* **requests defaulted from limits, per resource** (the API server's
+  ``SetDefaults_ResourceRequirements``): ``requests: {cpu: 1}`` with
+  ``limits: {nvidia.com/gpu: 1}`` requests one GPU;
+* **the effective pod request** (``resourcehelper.PodRequests``, which
+  Volcano's ``GetPodResourceRequest`` calls): per resource
+  ``max(largest init container, sum of containers) + overhead``;
+* **whole extended resources**: an extended resource (a name with a domain
+  prefix other than ``kubernetes.io``, e.g. ``nvidia.com/gpu``) must be an
+  integer, as the API server's ``ValidateResourceQuantityValue`` refuses
+  ``500m`` ("must be an integer");
+* ``schedulingGates``: their names, in order (a gated pod is not placed).
+
+Problems raise :class:`PodSpecError` with the field path, what was expected and
+what was given; each door turns it into its own error type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from events.quantity import QuantityError, parse_quantity
+
+__all__ = ["MISSING", "PodSpecError", "is_extended_resource", "pod_requests", "scheduling_gates"]
+
+#: ``PodSpecError.got`` when there is no offending value to show.
+MISSING: Final[Any] = object()
+
+
+@dataclass(frozen=True)
+class PodSpecError(Exception):
+    path: str
+    expected: str
+    got: Any = MISSING
+
+    def __str__(self) -> str:
+        got = "" if self.got is MISSING else f", got {self.got!r}"
+        return f"{self.path}: {self.expected}{got}"
+
+
+def is_extended_resource(name: str) -> bool:
+    """Kubernetes' ``IsExtendedResourceName``: a prefixed name outside ``kubernetes.io``."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def _mapping(value: Any, path: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise PodSpecError(path, "expected a mapping", value)
+    return value
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise PodSpecError(path, "expected a list", value)
+    return value
+
+
+def _at(path: str, key: str) -> str:
+    return f'{path}["{key}"]' if "/" in key or "." in key else f"{path}.{key}"
+
+
+def _quantities(value: Any, path: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name, quantity in _mapping(value, path).items():
+        if not isinstance(name, str):
+            raise PodSpecError(path, "expected resource names as strings", name)
+        try:
+            amount = parse_quantity(name, quantity)
+        except QuantityError as exc:
+            raise PodSpecError(
+                _at(path, name),
+                f"expected a Kubernetes quantity such as '500m', '2' or '8Gi' ({exc.why})",
+                quantity,
+            ) from None
+        if is_extended_resource(name) and _fractional(name, quantity):
+            raise PodSpecError(
+                _at(path, name), "expected a whole number: an extended resource must be an integer", quantity
+            )
+        out[name] = amount
+    return out
+
+
+def _fractional(name: str, quantity: Any) -> bool:
+    """Whether the quantity is not a whole count (``500m``, ``0.5``): parse_quantity rounds those up."""
+    try:
+        return parse_quantity("cpu", quantity) % 1000 != 0  # millis of the same quantity
+    except QuantityError:
+        return False
+
+
+def _container_requests(container: Any, path: str) -> dict[str, int]:
+    resources = _mapping(_mapping(container, path).get("resources"), f"{path}.resources")
+    limits = _quantities(resources.get("limits"), f"{path}.resources.limits")
+    requests = _quantities(resources.get("requests"), f"{path}.resources.requests")
+    return limits | requests  # each missing request defaults to its limit
+
+
+def pod_requests(spec: Mapping[str, Any], path: str) -> dict[str, int]:
+    """The pod's effective request per resource (no ``pods`` unit), keys sorted."""
+    total: dict[str, int] = {}
+    for i, container in enumerate(_list(spec.get("containers"), f"{path}.containers")):
+        for name, amount in _container_requests(container, f"{path}.containers[{i}]").items():
+            total[name] = total.get(name, 0) + amount
+    for i, container in enumerate(_list(spec.get("initContainers"), f"{path}.initContainers")):
+        for name, amount in _container_requests(container, f"{path}.initContainers[{i}]").items():
+            total[name] = max(total.get(name, 0), amount)
+    for name, amount in _quantities(spec.get("overhead"), f"{path}.overhead").items():
+        total[name] = total.get(name, 0) + amount
+    return dict(sorted(total.items()))
+
+
+def scheduling_gates(spec: Mapping[str, Any], path: str) -> tuple[str, ...]:
+    """The names of the pod's ``schedulingGates`` in order; a pod with any is not placed."""
+    gates: list[str] = []
+    for i, raw in enumerate(_list(spec.get("schedulingGates"), f"{path}.schedulingGates")):
+        name = _mapping(raw, f"{path}.schedulingGates[{i}]").get("name")
+        if not isinstance(name, str) or not name:
+            raise PodSpecError(f"{path}.schedulingGates[{i}].name", "expected a non-empty string", name)
+        if name in gates:
+            raise PodSpecError(f"{path}.schedulingGates[{i}].name", "expected unique gate names", name)
+        gates.append(name)
+    return tuple(gates)

@@ -1,0 +1,93 @@
+"""``tephra submit`` and ``tephra simulate`` read the same scenario file into the same cluster.
+
+Each scenario file made only of objects both doors accept (VolcanoJob, Queue,
+Node, PriorityClass) is loaded twice: by ``scheduler.scenario.load_scenario``
+(the ``simulate`` door) and by ``api.manifests.parse_manifests`` followed by
+the projector's fold and ``build_snapshot`` (the ``submit`` door, as the live
+scheduler sees it).  The two snapshots must agree on everything scheduling
+reads: jobs, tasks and their requests, priorities, preemptability, node
+constraints, queues and nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from itertools import count
+from pathlib import Path
+
+import pytest
+import yaml
+
+from api.manifests import parse_manifests
+from projector.fold import apply
+from projector.state import ClusterState
+from scheduler.core.snapshot import ClusterSnapshot
+from scheduler.scenario import load_scenario
+from scheduler.snapshot_builder import build_snapshot
+from tests.conformance.test_scenarios import FILES
+
+BOTH_DOORS = {"Job", "Queue", "Node", "PriorityClass"}
+
+
+def _shared_kinds(path: Path) -> bool:
+    kinds = {d.get("kind") for d in list(yaml.safe_load_all(path.read_text()))[1:] if d}
+    return bool(kinds) and kinds <= BOTH_DOORS
+
+
+DOOR_FILES = [p for p in FILES if _shared_kinds(p)]
+
+
+def _through_submit(path: Path) -> ClusterSnapshot:
+    documents = [d for d in yaml.safe_load_all(path.read_text()) if d][1:]
+    text = yaml.safe_dump_all(documents)
+    ids = count()
+    manifests = parse_manifests(
+        [(path.name, text)], now=datetime(2026, 1, 1, tzinfo=UTC), new_id=lambda: f"id-{next(ids)}"
+    )
+    state = ClusterState()
+    for seq, event in enumerate(manifests.events, start=1):
+        outcome = apply(state, seq, event)
+        assert outcome.invalid is None, outcome.invalid
+    return build_snapshot(state)
+
+
+def _comparable(snapshot: ClusterSnapshot) -> ClusterSnapshot:
+    """Creation times differ by design (the submit door stamps event time); all else must agree."""
+    return ClusterSnapshot(
+        nodes=tuple(sorted(snapshot.nodes, key=lambda n: n.name)),
+        queues=tuple(sorted((replace(q, created=None) for q in snapshot.queues), key=lambda q: q.name)),
+        priority_classes=tuple(sorted(snapshot.priority_classes, key=lambda p: p.name)),
+        jobs=tuple(
+            sorted(
+                (
+                    replace(
+                        j,
+                        created=None,
+                        annotations={},
+                        tasks=tuple(
+                            sorted((replace(t, created=None) for t in j.tasks), key=lambda t: t.name)
+                        ),
+                    )
+                    for j in snapshot.jobs
+                ),
+                key=lambda j: j.uid,
+            )
+        ),
+    )
+
+
+def test_some_scenarios_go_through_both_doors() -> None:
+    assert len(DOOR_FILES) >= 2, [p.name for p in DOOR_FILES]
+
+
+@pytest.mark.parametrize("path", DOOR_FILES, ids=[p.stem for p in DOOR_FILES])
+def test_submit_and_simulate_agree(path: Path) -> None:
+    simulated = _comparable(load_scenario(path).snapshot)
+    submitted = _comparable(_through_submit(path))
+    assert submitted.nodes == simulated.nodes
+    assert submitted.queues == simulated.queues
+    assert submitted.priority_classes == simulated.priority_classes
+    assert [j.uid for j in submitted.jobs] == [j.uid for j in simulated.jobs]
+    for got, want in zip(submitted.jobs, simulated.jobs, strict=True):
+        assert got == want, got.uid
