@@ -7,7 +7,9 @@ whose other documents are Node, Queue, PriorityClass, PodGroup, Pod and
 VolcanoJob is expanded the way Volcano's job controller does it
 (semantics.md §8): pods ``<job>-<task>-<index>`` labelled with their task
 name, and a derived PodGroup (minMember, minTaskMember, minResources of the
-first minAvailable pods by priority, queue, priorityClassName).
+first minAvailable pods by priority, queue, priorityClassName).  Volcano's
+``default`` queue (weight 1, Open) exists unless the file declares its own, as
+Volcano's scheduler creates it when it starts.
 
 Every problem raises :class:`ScenarioError` naming the file, the document
 index, the field and what was expected.
@@ -46,6 +48,7 @@ __all__ = ["Scenario", "ScenarioError", "load_scenario"]
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 ROLE_KEY = "volcano.sh/task-spec"
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
+DEFAULT_QUEUE = "default"
 
 
 class ScenarioError(ValueError):
@@ -538,6 +541,9 @@ def _snapshot(objects: list[tuple[str, _Doc]]) -> ClusterSnapshot:
     classes = {pc.name: pc for pc in map(_priority_class, by_kind.get("PriorityClass", []))}
     nodes = [_node(doc) for doc in by_kind.get("Node", [])]
     queues = [_queue(doc) for doc in by_kind.get("Queue", [])]
+    if all(q.name != DEFAULT_QUEUE for q in queues):
+        # Volcano's scheduler creates `default` when it starts (scheduler.service.default_queue).
+        queues.append(Queue(name=DEFAULT_QUEUE))
     jobs: dict[str, tuple[Job, list[Task]]] = {}
     for doc in by_kind.get("PodGroup", []):
         group, _ = _podgroup(doc)

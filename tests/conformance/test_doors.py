@@ -24,6 +24,7 @@ from projector.fold import apply
 from projector.state import ClusterState
 from scheduler.core.snapshot import ClusterSnapshot
 from scheduler.scenario import load_scenario
+from scheduler.service.default_queue import default_queue_event
 from scheduler.snapshot_builder import build_snapshot
 from tests.conformance.test_scenarios import FILES
 
@@ -49,6 +50,8 @@ def _through_submit(path: Path) -> ClusterSnapshot:
     for seq, event in enumerate(manifests.events, start=1):
         outcome = apply(state, seq, event)
         assert outcome.invalid is None, outcome.invalid
+    if "default" not in state.queues:  # what the scheduler publishes when its term starts
+        apply(state, len(manifests.events) + 1, default_queue_event("c1", datetime(2026, 1, 1, tzinfo=UTC)))
     return build_snapshot(state)
 
 
