@@ -59,7 +59,7 @@ from events.models import (
 from events.quantity import PODS, QuantityError, format_resources, parse_quantity
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
 from scheduler.core.config import ConfigError, parse_scheduler_config
-from scheduler.podspec import MISSING, PodSpecError, pod_requests
+from scheduler.podspec import MISSING, PodSpecError, match_fields, pod_requests
 
 __all__ = [
     "PREEMPTABLE_KEY",
@@ -538,6 +538,14 @@ def _task(
     pod_path = f"{path}.template.spec"
     pod = _mapping(doc, _required(doc, template, "spec", f"{path}.template"), pod_path)
     requests = _pod_requests(doc, pod, pod_path)
+    if pod.get("schedulingGates"):
+        # Honoured by `tephra simulate`; here no event could ever remove a gate, so the pods
+        # would wait for ever: refused rather than accepted and never scheduled.
+        doc.fail(
+            f"{pod_path}.schedulingGates",
+            "not supported by tephra submit (nothing can remove a gate, so the pods would never "
+            "be scheduled); remove them",
+        )
     priority_class = _optional_string(doc, pod.get("priorityClassName"), f"{pod_path}.priorityClassName")
 
     spec = TaskSpec.model_validate(
@@ -633,8 +641,10 @@ def _required_node_affinity(doc: _Doc, value: Any, path: str) -> list[NodeSelect
     for t, raw in enumerate(_list(doc, required.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")):
         term_path = f"{req_path}.nodeSelectorTerms[{t}]"
         term = _mapping(doc, raw, term_path)
-        if term.get("matchFields"):
-            doc.fail(f"{term_path}.matchFields", "not supported; select nodes by label with matchExpressions")
+        fields = [
+            NodeSelectorRequirement.model_validate({"key": key, "operator": op, "values": list(values)})
+            for key, op, values in _pod_field(doc, match_fields, term, term_path)
+        ]
         expressions = [
             _model(
                 doc,
@@ -644,7 +654,7 @@ def _required_node_affinity(doc: _Doc, value: Any, path: str) -> list[NodeSelect
             )
             for i, e in enumerate(_list(doc, term.get("matchExpressions"), f"{term_path}.matchExpressions"))
         ]
-        terms.append(NodeSelectorTerm(match_expressions=expressions))
+        terms.append(NodeSelectorTerm(match_expressions=expressions, match_fields=fields))
     return terms
 
 

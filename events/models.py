@@ -183,9 +183,14 @@ class NodeSelectorRequirement(EventData):
 
 
 class NodeSelectorTerm(EventData):
-    """Terms are ORed; the requirements inside one term are ANDed (Kubernetes rule)."""
+    """Terms are ORed; the requirements inside one term are ANDed (Kubernetes rule).
+
+    ``match_fields`` select by node field, ``metadata.name`` only (as Kubernetes).  Added
+    later: left out while empty, so a term without it serialises as before it existed.
+    """
 
     match_expressions: list[NodeSelectorRequirement] = Field(default_factory=list)
+    match_fields: list[NodeSelectorRequirement] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class TaskSpec(EventData):

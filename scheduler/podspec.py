@@ -29,7 +29,15 @@ from typing import Any, Final
 
 from events.quantity import QuantityError, parse_quantity
 
-__all__ = ["MISSING", "PodSpecError", "is_extended_resource", "pod_requests", "scheduling_gates"]
+__all__ = [
+    "MISSING",
+    "NODE_NAME_FIELD",
+    "PodSpecError",
+    "is_extended_resource",
+    "match_fields",
+    "pod_requests",
+    "scheduling_gates",
+]
 
 #: ``PodSpecError.got`` when there is no offending value to show.
 MISSING: Final[Any] = object()
@@ -132,3 +140,28 @@ def scheduling_gates(spec: Mapping[str, Any], path: str) -> tuple[str, ...]:
             raise PodSpecError(f"{path}.schedulingGates[{i}].name", "expected unique gate names", name)
         gates.append(name)
     return tuple(gates)
+
+
+#: The only node field Kubernetes lets ``matchFields`` select on.
+NODE_NAME_FIELD: Final = "metadata.name"
+
+
+def match_fields(term: Mapping[str, Any], path: str) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """A node selector term's ``matchFields`` as ``(key, operator, values)``, validated as the API
+    server validates them (``ValidateNodeFieldSelectorRequirement``): key ``metadata.name``,
+    operator ``In`` or ``NotIn``, exactly one value."""
+    out: list[tuple[str, str, tuple[str, ...]]] = []
+    for i, raw in enumerate(_list(term.get("matchFields"), f"{path}.matchFields")):
+        where = f"{path}.matchFields[{i}]"
+        item = _mapping(raw, where)
+        if item.get("key") != NODE_NAME_FIELD:
+            raise PodSpecError(
+                f"{where}.key", f"expected {NODE_NAME_FIELD} (the only node field)", item.get("key")
+            )
+        if item.get("operator") not in ("In", "NotIn"):
+            raise PodSpecError(f"{where}.operator", "expected In or NotIn", item.get("operator"))
+        values = _list(item.get("values"), f"{where}.values")
+        if len(values) != 1 or not isinstance(values[0], str) or not values[0]:
+            raise PodSpecError(f"{where}.values", "expected exactly one node name", values)
+        out.append((NODE_NAME_FIELD, str(item["operator"]), (values[0],)))
+    return tuple(out)

@@ -17,11 +17,11 @@ index, the field and what was expected.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -41,9 +41,11 @@ from scheduler.core.snapshot import (
     TaskStatus,
     Toleration,
 )
-from scheduler.podspec import MISSING, PodSpecError, pod_requests
+from scheduler.podspec import MISSING, PodSpecError, match_fields, pod_requests, scheduling_gates
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario"]
+
+_T = TypeVar("_T")
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 ROLE_KEY = "volcano.sh/task-spec"
@@ -257,14 +259,21 @@ def _affinity(doc: _Doc, spec: Mapping[str, Any], where: str) -> tuple[NodeSelec
                     values=tuple(str(v) for v in doc.seq(req.get("values"), "values")),
                 )
             )
-        terms.append(NodeSelectorTerm(tuple(reqs)))
+        fields = _pod_field(doc, match_fields, term, f"{required_where}.nodeSelectorTerms[{i}]")
+        terms.append(
+            NodeSelectorTerm(
+                tuple(reqs), tuple(NodeSelectorRequirement(k, op, values) for k, op, values in fields)
+            )
+        )
     return tuple(terms)
 
 
-def _container_requests(doc: _Doc, spec: Mapping[str, Any], where: str) -> dict[str, int]:
-    """The pod's effective request, read as every door reads it (:func:`scheduler.podspec.pod_requests`)."""
+def _pod_field(
+    doc: _Doc, read: Callable[[Mapping[str, Any], str], _T], spec: Mapping[str, Any], where: str
+) -> _T:
+    """One part of a pod spec, read as every door reads it (:mod:`scheduler.podspec`)."""
     try:
-        return pod_requests(spec, where)
+        return read(spec, where)
     except PodSpecError as exc:
         got = "" if exc.got is MISSING else f", got {exc.got!r}"
         raise doc.fail(exc.path, f"{exc.expected}{got}") from exc
@@ -323,7 +332,7 @@ def _pod_task(
     return Task(
         namespace=namespace,
         name=name,
-        resources=_container_requests(doc, spec, where),
+        resources=_pod_field(doc, pod_requests, spec, where),
         status=task_status,
         node=str(node) if node else None,
         role=role if role is not None else annotations.get(ROLE_KEY, labels.get(ROLE_KEY, "")),
@@ -335,6 +344,7 @@ def _pod_task(
         preemption_policy=policy,
         priority_class=pc_name,
         created=doc.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        scheduling_gates=_pod_field(doc, scheduling_gates, spec, where),
     )
 
 

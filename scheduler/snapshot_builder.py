@@ -254,5 +254,9 @@ def _term(term: NodeSelectorTermModel) -> NodeSelectorTerm:
         match_expressions=tuple(
             NodeSelectorRequirement(key=r.key, operator=r.operator, values=tuple(r.values))
             for r in term.match_expressions
-        )
+        ),
+        match_fields=tuple(
+            NodeSelectorRequirement(key=r.key, operator=r.operator, values=tuple(r.values))
+            for r in term.match_fields
+        ),
     )
