@@ -58,8 +58,8 @@ from events.models import (
 )
 from events.quantity import PODS, QuantityError, format_resources, parse_quantity
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
-from scheduler.core.config import ConfigError, parse_scheduler_config
-from scheduler.podspec import MISSING, PodSpecError, match_fields, pod_requests
+from scheduler.core.config import ConfigError, config_warnings, parse_scheduler_config
+from scheduler.podspec import MISSING, PodSpecError, ignored_job_fields, match_fields, pod_requests
 
 __all__ = [
     "PREEMPTABLE_KEY",
@@ -341,6 +341,8 @@ def _queue(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
         data["priority"] = _integer(doc, spec["priority"], "spec.priority", minimum=0)
     if spec.get("parent") is not None:
         data["parent"] = _string(doc, spec["parent"], "spec.parent")
+        if data["parent"] != "root":
+            doc.warn("spec.parent", "accepted, no effect yet: hierarchical queues are not implemented (flat)")
     state = _mapping(doc, obj.get("status"), "status").get("state")
     if state is not None:
         if state not in ("Open", "Closed", "Closing"):
@@ -393,7 +395,7 @@ def _scheduler_configuration(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) 
     # The fields sit under spec (Kubernetes shape) or at the top level (volcano-scheduler.conf shape).
     if "spec" in obj:
         body, base = _mapping(doc, obj["spec"], "spec"), "spec"
-        stray = sorted(k for k in ("actions", "tiers", "configurations") if k in obj)
+        stray = sorted(k for k in ("actions", "tiers", "configurations", "metrics") if k in obj)
         if stray:
             doc.fail(stray[0], "give actions, tiers and configurations either under spec or at the top level")
     else:
@@ -402,6 +404,8 @@ def _scheduler_configuration(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) 
         spec = parse_scheduler_config(body).to_spec()
     except ConfigError as exc:
         doc.fail(f"{base}.{exc.where}" if base else exc.where, exc.why)
+    for path, why in config_warnings(body):
+        doc.warn(f"{base}.{path}" if base else path, why)
     event = SchedulerConfigured(
         data=SchedulerConfiguredData(config=spec), **env.fields(f"schedulerconfiguration/{name}")
     )
@@ -441,6 +445,8 @@ def _volcano_job(
     )
 
     spec = _mapping(doc, _required(doc, obj, "spec", ""), "spec")
+    for path, why in ignored_job_fields(spec, "spec"):
+        doc.warn(path, why)
     scheduler_name = spec.get("schedulerName")
     if scheduler_name not in (None, "", "volcano"):
         doc.warn(

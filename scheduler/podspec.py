@@ -15,7 +15,10 @@ reproduces from Kubernetes:
   prefix other than ``kubernetes.io``, e.g. ``nvidia.com/gpu``) must be an
   integer, as the API server's ``ValidateResourceQuantityValue`` refuses
   ``500m`` ("must be an integer");
-* ``schedulingGates``: their names, in order (a gated pod is not placed).
+* ``schedulingGates``: their names, in order (a gated pod is not placed);
+* ``matchFields`` of node selector terms (``metadata.name`` only);
+* the VolcanoJob fields that are accepted with a warning because they have no
+  effect on scheduling (:func:`ignored_job_fields`).
 
 Problems raise :class:`PodSpecError` with the field path, what was expected and
 what was given; each door turns it into its own error type.
@@ -33,6 +36,7 @@ __all__ = [
     "MISSING",
     "NODE_NAME_FIELD",
     "PodSpecError",
+    "ignored_job_fields",
     "is_extended_resource",
     "match_fields",
     "pod_requests",
@@ -165,3 +169,35 @@ def match_fields(term: Mapping[str, Any], path: str) -> tuple[tuple[str, str, tu
             raise PodSpecError(f"{where}.values", "expected exactly one node name", values)
         out.append((NODE_NAME_FIELD, str(item["operator"]), (values[0],)))
     return tuple(out)
+
+
+#: VolcanoJob fields that Volcano's job controller acts on and Tephra's scheduling does not:
+#: accepted with a warning naming their path (never silently).
+_NO_EFFECT_JOB_FIELDS: Final = {
+    "policies": "lifecycle policies (restart/abort on events) are not run by Tephra",
+    "maxRetry": "job restarts are not run by Tephra",
+    "networkTopology": "network-topology-aware scheduling is not implemented",
+}
+_NO_EFFECT_TASK_FIELDS: Final = {
+    "policies": "lifecycle policies (restart/abort on events) are not run by Tephra",
+    "maxRetry": "task restarts are not run by Tephra",
+    "dependsOn": "task dependencies are the job controller's; all tasks are created at once",
+}
+
+
+def ignored_job_fields(spec: Mapping[str, Any], path: str) -> list[tuple[str, str]]:
+    """``(path, why)`` for each field of a VolcanoJob ``spec`` that has no effect in Tephra."""
+    out = [
+        (f"{path}.{key}", f"accepted, no effect: {why}")
+        for key, why in _NO_EFFECT_JOB_FIELDS.items()
+        if spec.get(key) not in (None, [], {})
+    ]
+    tasks = spec.get("tasks")
+    for i, task in enumerate(tasks if isinstance(tasks, list) else []):
+        if isinstance(task, Mapping):
+            out.extend(
+                (f"{path}.tasks[{i}].{key}", f"accepted, no effect: {why}")
+                for key, why in _NO_EFFECT_TASK_FIELDS.items()
+                if task.get(key) not in (None, [], {})
+            )
+    return out

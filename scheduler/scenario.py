@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import yaml
 
 from events.quantity import QuantityError, parse_resources
-from scheduler.core.config import ConfigError, SchedulerConfig, parse_scheduler_config
+from scheduler.core.config import ConfigError, SchedulerConfig, config_warnings, parse_scheduler_config
 from scheduler.core.snapshot import (
     ClusterSnapshot,
     Job,
@@ -41,7 +41,14 @@ from scheduler.core.snapshot import (
     TaskStatus,
     Toleration,
 )
-from scheduler.podspec import MISSING, PodSpecError, match_fields, pod_requests, scheduling_gates
+from scheduler.podspec import (
+    MISSING,
+    PodSpecError,
+    ignored_job_fields,
+    match_fields,
+    pod_requests,
+    scheduling_gates,
+)
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario"]
 
@@ -72,6 +79,8 @@ class Scenario:
     config: SchedulerConfig
     expect: Mapping[str, Any] = field(default_factory=dict)
     now: datetime | None = None
+    #: Fields accepted with no effect, as ``"<file>: document <n>: <path>: <why>"``.
+    warnings: tuple[str, ...] = ()
 
 
 class _Doc:
@@ -595,7 +604,29 @@ def load_scenario(path: Path | str) -> Scenario:
         config=config,
         expect=head.mapping(spec.get("expect"), "spec.expect"),
         now=head.timestamp(spec.get("now"), "spec.now"),
+        warnings=_warnings(head, spec, objects),
     )
+
+
+def _warnings(head: _Doc, spec: Mapping[str, Any], objects: list[tuple[str, _Doc]]) -> tuple[str, ...]:
+    """What ``tephra submit`` warns about in the same documents (fields with no effect)."""
+    found = [
+        (head, f"spec.config.{path}", why)
+        for path, why in config_warnings(head.mapping(spec.get("config"), "spec.config"))
+    ]
+    for kind, doc in objects:
+        body_spec = doc.mapping(doc.body.get("spec"), "spec")
+        if kind == "Job":
+            found.extend((doc, path, why) for path, why in ignored_job_fields(body_spec, "spec"))
+        elif kind == "Queue" and body_spec.get("parent") not in (None, "", "root"):
+            found.append(
+                (
+                    doc,
+                    "spec.parent",
+                    "accepted, no effect yet: hierarchical queues are not implemented (flat)",
+                )
+            )
+    return tuple(f"{doc.file}: document {doc.index}: {path}: {why}" for doc, path, why in found)
 
 
 def _fields(job: Job) -> dict[str, Any]:

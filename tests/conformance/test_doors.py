@@ -94,3 +94,57 @@ def test_submit_and_simulate_agree(path: Path) -> None:
     assert [j.uid for j in submitted.jobs] == [j.uid for j in simulated.jobs]
     for got, want in zip(submitted.jobs, simulated.jobs, strict=True):
         assert got == want, got.uid
+
+
+NO_EFFECT = """\
+apiVersion: tephra.dev/v1alpha1
+kind: Scenario
+metadata: {name: no-effect}
+spec:
+  config:
+    actions: allocate
+    tiers: [{plugins: [{name: gang}]}]
+    metrics: {type: prometheus, address: "http://prometheus:9090"}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: child}
+spec: {weight: 1, parent: research}
+---
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: j, namespace: default}
+spec:
+  maxRetry: 5
+  policies: [{event: PodEvicted, action: RestartJob}]
+  networkTopology: {mode: hard, highestTierAllowed: 1}
+  tasks:
+    - name: a
+      replicas: 1
+      template: {spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}
+    - name: b
+      replicas: 1
+      dependsOn: {name: [a]}
+      template: {spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}
+"""
+
+
+def test_both_doors_warn_about_the_same_fields_with_no_effect(tmp_path: Path) -> None:
+    path = tmp_path / "no-effect.yaml"
+    path.write_text(NO_EFFECT)
+    simulated = [w.split(": ", 3)[2] for w in load_scenario(path).warnings]
+    head, *objects = [d for d in yaml.safe_load_all(NO_EFFECT) if d]
+    conf = {"apiVersion": "tephra.dev/v1alpha1", "kind": "SchedulerConfiguration", **head["spec"]["config"]}
+    submitted = parse_manifests(
+        [("no-effect.yaml", yaml.safe_dump_all([conf, *objects]))], now=datetime(2026, 1, 1, tzinfo=UTC)
+    ).warnings
+    expected = [
+        "metrics",
+        "spec.parent",
+        "spec.policies",
+        "spec.maxRetry",
+        "spec.networkTopology",
+        "spec.tasks[1].dependsOn",
+    ]
+    assert [w.field for w in submitted] == expected
+    assert simulated == ["spec.config.metrics", *expected[1:]]
