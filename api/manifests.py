@@ -59,7 +59,14 @@ from events.models import (
 from events.quantity import PODS, QuantityError, format_resources, parse_quantity
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
 from scheduler.core.config import ConfigError, config_warnings, parse_scheduler_config
-from scheduler.podspec import MISSING, PodSpecError, ignored_job_fields, match_fields, pod_requests
+from scheduler.podspec import (
+    MISSING,
+    PodSpecError,
+    ignored_job_fields,
+    ignored_pod_fields,
+    match_fields,
+    pod_requests,
+)
 
 __all__ = [
     "PREEMPTABLE_KEY",
@@ -544,6 +551,8 @@ def _task(
     pod_path = f"{path}.template.spec"
     pod = _mapping(doc, _required(doc, template, "spec", f"{path}.template"), pod_path)
     requests = _pod_requests(doc, pod, pod_path)
+    for where, why in ignored_pod_fields(pod, pod_path):
+        doc.warn(where, why)
     if pod.get("schedulingGates"):
         # Honoured by `tephra simulate`; here no event could ever remove a gate, so the pods
         # would wait for ever: refused rather than accepted and never scheduled.
@@ -632,15 +641,7 @@ def _pod_field(
 
 def _required_node_affinity(doc: _Doc, value: Any, path: str) -> list[NodeSelectorTerm]:
     affinity = _mapping(doc, value, path)
-    for other in ("podAffinity", "podAntiAffinity"):
-        if affinity.get(other):
-            doc.warn(f"{path}.{other}", "not supported by Tephra; ignored")
     node_affinity = _mapping(doc, affinity.get("nodeAffinity"), f"{path}.nodeAffinity")
-    if node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"):
-        doc.warn(
-            f"{path}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-            "not supported by Tephra; ignored",
-        )
     req_path = f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
     required = _mapping(doc, node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
     terms = []

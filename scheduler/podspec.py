@@ -37,6 +37,7 @@ __all__ = [
     "NODE_NAME_FIELD",
     "PodSpecError",
     "ignored_job_fields",
+    "ignored_pod_fields",
     "is_extended_resource",
     "match_fields",
     "pod_requests",
@@ -200,4 +201,27 @@ def ignored_job_fields(spec: Mapping[str, Any], path: str) -> list[tuple[str, st
                 for key, why in _NO_EFFECT_TASK_FIELDS.items()
                 if task.get(key) not in (None, [], {})
             )
+    return out
+
+
+def ignored_pod_fields(spec: Mapping[str, Any], path: str) -> list[tuple[str, str]]:
+    """``(path, why)`` for each scheduling field of a pod ``spec`` that Tephra does not honour yet."""
+    out: list[tuple[str, str]] = []
+    affinity = spec.get("affinity")
+    affinity = affinity if isinstance(affinity, Mapping) else {}
+    for other in ("podAffinity", "podAntiAffinity"):
+        if affinity.get(other):
+            out.append((f"{path}.affinity.{other}", "not supported by Tephra; ignored"))
+    node_affinity = affinity.get("nodeAffinity")
+    if isinstance(node_affinity, Mapping) and node_affinity.get(
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ):
+        out.append(
+            (
+                f"{path}.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+                "not supported by Tephra; ignored",
+            )
+        )
+    if spec.get("topologySpreadConstraints"):
+        out.append((f"{path}.topologySpreadConstraints", "not supported by Tephra; ignored"))
     return out

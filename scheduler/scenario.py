@@ -45,6 +45,7 @@ from scheduler.podspec import (
     MISSING,
     PodSpecError,
     ignored_job_fields,
+    ignored_pod_fields,
     match_fields,
     pod_requests,
     scheduling_gates,
@@ -618,6 +619,14 @@ def _warnings(head: _Doc, spec: Mapping[str, Any], objects: list[tuple[str, _Doc
         body_spec = doc.mapping(doc.body.get("spec"), "spec")
         if kind == "Job":
             found.extend((doc, path, why) for path, why in ignored_job_fields(body_spec, "spec"))
+            for i, task in enumerate(doc.seq(body_spec.get("tasks"), "spec.tasks")):
+                template = doc.mapping(doc.mapping(task, f"spec.tasks[{i}]").get("template"), "template")
+                pod = doc.mapping(template.get("spec"), f"spec.tasks[{i}].template.spec")
+                found.extend(
+                    (doc, p, why) for p, why in ignored_pod_fields(pod, f"spec.tasks[{i}].template.spec")
+                )
+        elif kind == "Pod":
+            found.extend((doc, path, why) for path, why in ignored_pod_fields(body_spec, "spec"))
         elif kind == "Queue" and body_spec.get("parent") not in (None, "", "root"):
             found.append(
                 (

@@ -21,6 +21,8 @@ also held to the rule "honoured, refused, or warned — never dropped":
   refused when turned on, since Tephra does not implement it);
 * ``drf`` with ``enableHierarchy`` together with ``proportion`` is refused, as
   Volcano refuses it ("proportion and drf with hierarchy enabled conflicts");
+  ``enableHierarchy`` on any plugin is refused otherwise too: hierarchical
+  queues are not implemented yet;
 * a top-level ``metrics:`` (Volcano's metrics source for the usage plugin) is
   accepted and has no effect: :func:`config_warnings` names it.
 
@@ -356,34 +358,9 @@ def _check(config: SchedulerConfig) -> None:
     """Refuse what Tephra would otherwise accept and ignore (module docstring)."""
     for i, tier in enumerate(config.tiers):
         for j, plugin in enumerate(tier.plugins):
-            where = f"tiers[{i}].plugins[{j}].arguments"
-            off_only = OFF_ONLY_ARGUMENTS.get(plugin.name, {})
             for key in sorted(plugin.arguments):
-                if key in off_only:
-                    if plugin.arguments[key] != off_only[key]:
-                        raise ConfigError(
-                            f"{where}.{key}",
-                            f"only {off_only[key]!r} is supported: Tephra does not implement what it "
-                            f"switches on; got {plugin.arguments[key]!r}",
-                        )
-                    continue
-                kind = _known_argument(plugin.name, key)
-                if kind is None:
-                    known = ", ".join([*PLUGIN_ARGUMENTS.get(plugin.name, {}), *off_only]) or "none"
-                    raise ConfigError(
-                        f"{where}.{key}",
-                        f"unknown argument {key!r} for plugin {plugin.name!r}; known arguments: {known}",
-                    )
-                value = plugin.arguments[key]
-                if not _type_ok(kind, value):
-                    raise ConfigError(f"{where}.{key}", f"expected {_KIND_TEXT[kind]}, got {value!r}")
-    hierarchical_drf = any(
-        p.name == PluginName.DRF and p.enabled("enableHierarchy") for t in config.tiers for p in t.plugins
-    )
-    if hierarchical_drf and PluginName.PROPORTION in config.plugin_names():
-        raise ConfigError(
-            "tiers", "proportion and drf with hierarchy enabled conflicts (Volcano refuses it too)"
-        )
+                _check_argument(plugin, key, f"tiers[{i}].plugins[{j}].arguments.{key}")
+    _check_hierarchy(config)
     for action in sorted(config.configurations):
         known_keys = ACTION_ARGUMENTS.get(action, {})
         for key in sorted(config.configurations[action]):
@@ -397,6 +374,45 @@ def _check(config: SchedulerConfig) -> None:
             if value != known_keys[key]:
                 raise ConfigError(
                     where, f"only {known_keys[key]!r} is supported (not implemented by Tephra), got {value!r}"
+                )
+
+
+def _check_argument(plugin: PluginOption, key: str, where: str) -> None:
+    value = plugin.arguments[key]
+    off_only = OFF_ONLY_ARGUMENTS.get(plugin.name, {})
+    if key in off_only:
+        if value != off_only[key]:
+            raise ConfigError(
+                where,
+                f"only {off_only[key]!r} is supported: Tephra does not implement what it switches on; "
+                f"got {value!r}",
+            )
+        return
+    kind = _known_argument(plugin.name, key)
+    if kind is None:
+        known = ", ".join([*PLUGIN_ARGUMENTS.get(plugin.name, {}), *off_only]) or "none"
+        raise ConfigError(
+            where, f"unknown argument {key!r} for plugin {plugin.name!r}; known arguments: {known}"
+        )
+    if not _type_ok(kind, value):
+        raise ConfigError(where, f"expected {_KIND_TEXT[kind]}, got {value!r}")
+
+
+def _check_hierarchy(config: SchedulerConfig) -> None:
+    hierarchical_drf = any(
+        p.name == PluginName.DRF and p.enabled("enableHierarchy") for t in config.tiers for p in t.plugins
+    )
+    if hierarchical_drf and PluginName.PROPORTION in config.plugin_names():
+        raise ConfigError(
+            "tiers", "proportion and drf with hierarchy enabled conflicts (Volcano refuses it too)"
+        )
+    for i, tier in enumerate(config.tiers):
+        for j, plugin in enumerate(tier.plugins):
+            if plugin.enabled("enableHierarchy"):
+                raise ConfigError(
+                    f"tiers[{i}].plugins[{j}].enableHierarchy",
+                    f"hierarchical mode of {plugin.name!r} is not implemented by Tephra yet (queues are "
+                    "flat); remove it or set it to false",
                 )
 
 

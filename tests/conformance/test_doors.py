@@ -125,7 +125,10 @@ spec:
     - name: b
       replicas: 1
       dependsOn: {name: [a]}
-      template: {spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}
+      template:
+        spec:
+          topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]
+          containers: [{name: c, resources: {requests: {cpu: "1"}}}]
 """
 
 
@@ -145,6 +148,7 @@ def test_both_doors_warn_about_the_same_fields_with_no_effect(tmp_path: Path) ->
         "spec.maxRetry",
         "spec.networkTopology",
         "spec.tasks[1].dependsOn",
+        "spec.tasks[1].template.spec.topologySpreadConstraints",
     ]
     assert [w.field for w in submitted] == expected
     assert simulated == ["spec.config.metrics", *expected[1:]]

@@ -47,6 +47,11 @@ def config(*plugins: dict[str, Any], configurations: list[dict[str, Any]] | None
             "proportion and drf with hierarchy enabled conflicts",
         ),
         (
+            config({"name": "capacity", "enableHierarchy": True}),
+            "tiers[0].plugins[0].enableHierarchy",
+            "hierarchical mode of 'capacity' is not implemented",
+        ),
+        (
             config({"name": "gang"}, configurations=[{"name": "allocate", "arguments": {"x": 1}}]),
             "configurations[allocate].arguments.x",
             "unknown argument 'x' for action 'allocate'; known arguments: none",
