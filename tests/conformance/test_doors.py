@@ -11,6 +11,9 @@ constraints, queues and nodes.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 from itertools import count
@@ -26,7 +29,7 @@ from scheduler.core.snapshot import ClusterSnapshot
 from scheduler.scenario import load_scenario
 from scheduler.service.default_queue import default_queue_event
 from scheduler.snapshot_builder import build_snapshot
-from tests.conformance.test_scenarios import FILES
+from tests.conformance.test_scenarios import FILES, REPO
 
 BOTH_DOORS = {"Job", "Queue", "Node", "PriorityClass"}
 
@@ -152,3 +155,19 @@ def test_both_doors_warn_about_the_same_fields_with_no_effect(tmp_path: Path) ->
     ]
     assert [w.field for w in submitted] == expected
     assert simulated == ["spec.config.metrics", *expected[1:]]
+
+
+def test_simulate_prints_its_warnings_on_stderr_and_keeps_the_json(tmp_path: Path) -> None:
+    path = tmp_path / "no-effect.yaml"
+    path.write_text(NO_EFFECT)
+    result = subprocess.run(  # noqa: S603 - our own interpreter and CLI
+        [sys.executable, "-m", "api.cli", "simulate", str(path), "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+        timeout=120,
+    )
+    assert json.loads(result.stdout)["scenario"] == "no-effect"
+    assert "warning:" in result.stderr
+    assert "spec.tasks[1].dependsOn: accepted, no effect" in result.stderr
