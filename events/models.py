@@ -124,6 +124,10 @@ class QueueUpsertedData(EventData):
     priority: int = Field(default=0, ge=0)
     state: Literal["Open", "Closed", "Closing"] = "Open"
     parent: str | None = None
+    #: Create only: when a queue of this name exists the event changes nothing (Kubernetes'
+    #: Create answering AlreadyExists).  The scheduler's ``default`` queue is created so.
+    #: Added later: left out when false, so other upserts serialise as before it existed.
+    if_absent: bool = Field(default=False, exclude_if=lambda v: not v)
 
 
 class QueueDeletedData(EventData):

@@ -9,7 +9,10 @@ projected state has no queue ``default``, it publishes a QueueUpserted for it.
 It is an event, not a default of the fold or of the snapshot builder, so the
 archive says when the queue appeared and replay of archives recorded before
 it existed re-derives exactly what happened then.  The event id is fixed per
-cluster: should two terms both publish it, the archive keeps the first.
+cluster: should two terms both publish it, the archive keeps the first.  It is
+create-only (``if_absent``): a ``default`` queue someone submitted that the
+projection had not folded yet when the term started is kept, as Volcano's
+Create answers AlreadyExists.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ def default_queue_event(cluster: str, now: datetime) -> QueueUpserted:
         time=now,
         subject=f"queue/{DEFAULT_QUEUE}",
         cluster=cluster,
-        data=QueueUpsertedData(name=DEFAULT_QUEUE, weight=1, reclaimable=True, state="Open"),
+        # Create-only: a `default` queue submitted before this event is folded is kept.
+        data=QueueUpsertedData(name=DEFAULT_QUEUE, weight=1, reclaimable=True, state="Open", if_absent=True),
     )
 
 

@@ -26,6 +26,15 @@ def test_the_event_creates_an_open_weight_one_queue_with_a_fixed_id() -> None:
     assert (default.weight, default.state, default.reclaimable) == (1, "Open", True)
 
 
+def test_it_is_create_only_a_default_queue_folded_first_is_kept() -> None:
+    state = ClusterState()
+    assert apply(state, 1, queue(weight=3)).invalid is None
+    outcome = apply(state, 2, default_queue_event("c1", NOW))
+    assert outcome.invalid is None  # archived, changes nothing
+    assert outcome.touched == ()
+    assert state.queues["default"].weight == 3
+
+
 @pytest.mark.integration
 async def test_a_job_with_no_queue_of_its_own_runs_without_anyone_creating_one(
     kafka_bootstrap: str, database_url: str, topics: Topics
