@@ -9,9 +9,14 @@ from them (:func:`settings_flags`).
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
 import inspect
 import logging
+import os
+import signal
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,10 +36,12 @@ from api.settings import (
     load_settings,
     type_name,
 )
+from events.display import redact
 from projector.heap import tune_gc
 
 if TYPE_CHECKING:
     from api.endpoints import Endpoints
+    from api.manifests import ManifestObject
 
 app = typer.Typer(
     name="tephra",
@@ -134,22 +141,26 @@ def _settings(model: type[S], flags: dict[str, str], *, log: bool = True) -> S:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
     if log and isinstance(settings, CommonSettings):
-        level = logging.getLevelNamesMapping()[settings.log_level.value]
-        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-        # aiokafka's INFO and DEBUG lines are about its own connections, many per second.
-        logging.getLogger("aiokafka").setLevel(max(logging.WARNING, level))
+        from api.logs import configure_logging
+
+        configure_logging(settings.log_level, settings.log_format)
     return settings
 
 
 @contextmanager
-def _embedded_stack_errors() -> Iterator[None]:
-    """An embedded server that cannot start is a setup problem: its message, exit 2, no traceback."""
+def _setup_errors() -> Iterator[None]:
+    """An embedded server that cannot start, or an OTEL_* setting that cannot be honoured, is a
+    setup problem: its message, exit 2, no traceback."""
     from api.embedded import EmbeddedError
+    from api.telemetry import TracingError
 
     try:
         yield
     except EmbeddedError as exc:
         typer.echo(f"error: the embedded stack could not start: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except TracingError as exc:
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
 
 
@@ -193,13 +204,22 @@ def submit(
     for warning in manifests.warnings:
         typer.echo(f"warning: {warning}", err=True)
     endpoints = _endpoints(settings)
-    provider = configure_tracing("tephra-submit")
+    with _setup_errors():
+        provider = configure_tracing("tephra-submit", without_exporter=True)
     from aiokafka.errors import KafkaError
 
+    from api.stack import ensure_topics
+
+    async def create_and_produce() -> list[ManifestObject]:
+        # All the topics with the deployment's partition count, not only those produced to (a broker
+        # that creates topics on first use would create those alone, with its own count).
+        await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
+        return await produce_manifests(manifests, endpoints)
+
     try:
-        produced = asyncio.run(produce_manifests(manifests, endpoints))
+        produced = asyncio.run(create_and_produce())
     except KafkaError as exc:
-        typer.echo(f"error: cannot reach Kafka at {endpoints.kafka_bootstrap}: {exc}", err=True)
+        typer.echo(redact(f"error: cannot reach Kafka at {endpoints.kafka_bootstrap}: {exc}"), err=True)
         raise typer.Exit(1) from None
     finally:
         if provider is not None:
@@ -235,7 +255,7 @@ def up(flags: dict[str, str]) -> None:
     from api.stack import up_command
 
     settings = _settings(TephraSettings, flags)
-    with _embedded_stack_errors():
+    with _setup_errors():
         code = up_command(settings)
     raise typer.Exit(code)
 
@@ -247,7 +267,8 @@ def sim_cluster(flags: dict[str, str]) -> None:
     from api.stack import sim_cluster_command
 
     settings = _settings(TephraSettings, flags)
-    raise typer.Exit(sim_cluster_command(settings, _endpoints(settings)))
+    with _setup_errors():
+        raise typer.Exit(sim_cluster_command(settings, _endpoints(settings)))
 
 
 @app.command()
@@ -257,7 +278,8 @@ def projector(flags: dict[str, str]) -> None:
     from api.stack import projector_command
 
     settings = _settings(TephraSettings, flags)
-    raise typer.Exit(projector_command(settings, _endpoints(settings)))
+    with _setup_errors():
+        raise typer.Exit(projector_command(settings, _endpoints(settings)))
 
 
 @app.command()
@@ -267,7 +289,8 @@ def scheduler(flags: dict[str, str]) -> None:
     from api.stack import scheduler_command
 
     settings = _settings(TephraSettings, flags)
-    raise typer.Exit(scheduler_command(settings, _endpoints(settings)))
+    with _setup_errors():
+        raise typer.Exit(scheduler_command(settings, _endpoints(settings)))
 
 
 @app.command("api")
@@ -367,14 +390,48 @@ def demo(
     from api.demo import demo_command
 
     settings = _settings(TephraSettings, {}, log=False)  # the demo prints its own account
-    with _embedded_stack_errors():
+    with _setup_errors():
         code = demo_command(settings, keep=keep)
     raise typer.Exit(code)
 
 
+class _Exit:
+    """Ends the process once the exit handlers have run, without the interpreter's teardown.
+
+    The teardown frees every object one by one: seconds for a service holding
+    a large state (2.4 s measured for a scheduler with 40k pending jobs), and
+    SIGTERM must stop a service within 2 s.  Registered first, so the exit
+    handlers registered later (the embedded servers' stop, the span exporter's
+    flush) run before it; Python has joined its non-daemon threads by then.
+    """
+
+    def __init__(self) -> None:
+        self.code = 0
+
+    def __call__(self) -> None:
+        logging.shutdown()  # registered before us at import: it would run after us, so never
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(self.code)
+
+
 def main() -> None:
     tune_gc()  # the collector policy of every Tephra process (projector.heap)
-    app()
+    ending = _Exit()
+    atexit.register(ending)
+    try:
+        app()
+    except SystemExit as exc:
+        # What the interpreter would exit with (a message was already printed by then).
+        ending.code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        raise
+    except KeyboardInterrupt:
+        ending.code = 128 + signal.SIGINT
+        raise
+    except BaseException:
+        ending.code = 1
+        raise
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from api.settings import TephraSettings
 from api.stack import SERVICES, embedded_stack, run_services, run_until_signalled, sigterm_unwinds
 from api.submit import produce_manifests
 from api.views import fetch_items, render
+from events.display import printable
 from events.quantity import format_quantity
 from projector.migrate import apply_migrations
 
@@ -179,23 +180,22 @@ async def _why_pending(con: asyncpg.Connection, job_id: str) -> list[str]:
     job = await con.fetchrow("SELECT phase, spec FROM jobs WHERE id = $1", job_id)
     if job is None:
         return [f"  {job_id} is not in the projection"]
-    sessions = await con.fetch(
+    # The projection keeps the newest session's pending list (the archive keeps every session's).
+    latest = await con.fetchrow(
         """
         SELECT session_id, seq, p -> 'reasons' AS reasons
-          FROM sessions, json_array_elements(doc -> 'pending') AS p
+          FROM (SELECT * FROM sessions ORDER BY seq DESC LIMIT 1) AS s,
+               json_array_elements(CASE WHEN json_typeof(doc -> 'pending') = 'array'
+                                        THEN doc -> 'pending' ELSE '[]'::json END) AS p
          WHERE p ->> 'job' = $1
-         ORDER BY seq
         """,
         job_id,
     )
     lines = [f"  {job_id} is {job['phase']}."]
-    if not sessions:
-        lines.append("  No session recorded a reason for it.")
+    if latest is None:
+        lines.append("  The latest session recorded no reason for it.")
         return lines
-    latest = sessions[-1]
-    lines.append(
-        f"  {len(sessions)} session(s) considered it and left it pending; the latest, {latest['session_id']}"
-    )
+    lines.append(f"  The latest session, {latest['session_id']}, left it pending")
     lines.append(f"  (seq {latest['seq']}), recorded:")
     for reason in _json(latest["reasons"]) or []:
         lines.append(f"    - {reason['code']}: {reason['message']}")
@@ -235,7 +235,7 @@ async def _replay_explain(database_url: str, job_id: str, out: TextIO) -> None:
             explanation = await explain_job(reader, job_id)
     except (ArchiveError, NotFound, ReplayError) as exc:
         # The recorded reasons above stand on their own; say why the re-run is missing.
-        print(f"  (replay could not explain it: {exc})", file=out)
+        print(f"  (replay could not explain it: {printable(exc)})", file=out)
         return
     print_explanation(
         Console(file=out, soft_wrap=False, width=200 if not out.isatty() else None), explanation
@@ -262,13 +262,13 @@ async def run_demo(settings: TephraSettings, endpoints: Endpoints, out: TextIO) 
 
         print("\nWhat the scheduler decided (accepted decisions, in order):", file=out)
         for line in await _decisions(con):
-            print(line, file=out)
+            print(printable(line), file=out)
         for kind in ("jobs", "nodes"):
             print(f"\n$ tephra get {kind}", file=out)
             render(kind, await fetch_items(endpoints.database_url, kind), "table", out)
         print(f"\nWhy {STUCK_JOB} did not move:", file=out)
         for line in await _why_pending(con, STUCK_JOB):
-            print(line, file=out)
+            print(printable(line), file=out)
         await _replay_explain(endpoints.database_url, STUCK_JOB, out)
         out.flush()
     finally:

@@ -8,11 +8,11 @@
   ``TEPHRA_DATA_DIR``, described by ``<data dir>/stack.json``.
 
 ``stack.json`` is written by ``tephra up`` once the servers answer and removed
-when it stops.  It records the broker epoch: Tansu keeps topics in memory
-only, so every start of the embedded stack uses fresh topics
-(``<prefix>-e<epoch>``) while PostgreSQL keeps the event log and the
-projection; the projector's stored offsets for the old, vanished topics are
-simply never read again.
+when it stops.  It records how many times the embedded broker has started
+(``epoch``): Tansu keeps topics in memory only, so every start begins with
+empty topics under the same names while PostgreSQL keeps the event log and
+the projection; the projector notices the new logs and reads them from their
+start (projector.broker_identity).
 """
 
 from __future__ import annotations

@@ -56,6 +56,7 @@ from events.models import (
     TaskSpec,
     Toleration,
 )
+from events.names import invalid_name, is_dns_label, is_dns_subdomain
 from events.quantity import PODS, QuantityError, format_resources, parse_quantity
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
 from scheduler.core.config import ConfigError, config_warnings, parse_scheduler_config
@@ -81,8 +82,6 @@ __all__ = [
 
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _MISSING: Any = MISSING  # one sentinel with scheduler.podspec, so its errors pass through
 # libyaml's safe loader where PyYAML was built with it: about 8x faster than the pure-Python one
 # (bench/http_api.py's YAML submissions); the same documents, errors and marks.
@@ -283,9 +282,11 @@ def _camel(snake: str) -> str:
     return head + "".join(p.title() for p in rest)
 
 
-def _name(doc: _Doc, meta: Mapping[str, Any], path: str, pattern: re.Pattern[str] = _DNS_SUBDOMAIN) -> str:
+def _name(
+    doc: _Doc, meta: Mapping[str, Any], path: str, valid: Callable[[str], bool] = is_dns_subdomain
+) -> str:
     name = _string(doc, _required(doc, meta, "name", path), _at(path, "name"))
-    if not pattern.match(name):
+    if not valid(name):
         doc.fail(_at(path, "name"), "expected a lowercase DNS name (letters, digits, '-')", name)
     return name
 
@@ -433,9 +434,9 @@ def _volcano_job(
     doc: _Doc, obj: Mapping[str, Any], env: _Envelope, priority_values: Mapping[str, int]
 ) -> ManifestObject:
     meta = _mapping(doc, obj.get("metadata"), "metadata")
-    name = _name(doc, meta, "metadata", _DNS_LABEL)
+    name = _name(doc, meta, "metadata", is_dns_label)
     namespace = meta.get("namespace") or "default"
-    if not isinstance(namespace, str) or not _DNS_LABEL.match(namespace):
+    if not isinstance(namespace, str) or not is_dns_label(namespace):
         doc.fail("metadata.namespace", "expected a lowercase DNS label", namespace)
     doc.name = f"{namespace}/{name}"
     labels = _string_map(doc, meta.get("labels"), "metadata.labels")
@@ -524,7 +525,7 @@ def _task(
 ) -> _Task:
     path = f"spec.tasks[{index}]"
     name = task.get("name") or f"default{index}"
-    if not isinstance(name, str) or not _DNS_LABEL.match(name):
+    if not isinstance(name, str) or not is_dns_label(name):
         doc.fail(f"{path}.name", "expected a lowercase DNS label", name)
     replicas = _integer(doc, _required(doc, task, "replicas", path), f"{path}.replicas", minimum=0)
     min_available = replicas
@@ -785,10 +786,7 @@ def parse_manifests(
     defined: dict[str, ManifestObject] = {}
     for doc, kind, value in documents:
         try:
-            if kind == "job":
-                obj = _volcano_job(doc, value, env, priority_values)
-            else:
-                obj = _CONVERTERS[kind](doc, value, env)
+            obj = _convert(doc, kind, value, env, priority_values)
         except _DocumentInvalid as exc:
             errors.append(exc.error)
             continue
@@ -832,6 +830,20 @@ def load_manifest_files(
     if errors:
         raise InvalidManifests(errors)
     return parse_manifests(sources, cluster=cluster, source=source, now=now, new_id=new_id)
+
+
+def _convert(
+    doc: _Doc, kind: str, value: Mapping[str, Any], env: _Envelope, priority_values: Mapping[str, int]
+) -> ManifestObject:
+    if kind == "job":
+        obj = _volcano_job(doc, value, env, priority_values)
+    else:
+        obj = _CONVERTERS[kind](doc, value, env)
+    if (problem := invalid_name(obj.event)) is not None:
+        # The projector would reject it (invalid-name): the same check as for raw events.
+        where, _, why = problem.partition(": ")
+        doc.fail(f"(event {where})", why)
+    return obj
 
 
 _CONVERTERS: dict[str, Callable[[_Doc, Mapping[str, Any], _Envelope], ManifestObject]] = {

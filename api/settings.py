@@ -25,12 +25,14 @@ from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Self, TypeVar, get_args
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.http.settings import ApiSettings
+from events.display import redact
 from events.models import DEFAULT_CLUSTER
 from events.topics import Topics
 from kube.settings import SimClusterSettings
@@ -41,7 +43,9 @@ __all__ = [
     "COMMAND_SETTINGS",
     "ENV_PREFIX",
     "CommonSettings",
+    "LogFormat",
     "LogLevel",
+    "ObservabilitySettings",
     "SettingsError",
     "TephraSettings",
     "configuration_markdown",
@@ -67,8 +71,20 @@ class LogLevel(StrEnum):
     ERROR = "ERROR"
 
 
+#: hide_input_in_errors: pydantic's own message of a ValidationError quotes each bad value, and
+#: one of them may be a database URL with its password; load_settings quotes them redacted.
+_CONFIG = SettingsConfigDict(
+    env_prefix=ENV_PREFIX, extra="ignore", frozen=True, allow_inf_nan=False, hide_input_in_errors=True
+)
+
+
+class LogFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
 class CommonSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, allow_inf_nan=False)
+    model_config = _CONFIG
 
     kafka_bootstrap: str | None = Field(
         default=None, description="host:port[,host:port] of the Kafka brokers (unset: the embedded stack)"
@@ -80,8 +96,20 @@ class CommonSettings(BaseSettings):
         default=DEFAULT_CLUSTER, description="cluster id: the Kafka key and the leader scope"
     )
     topics_prefix: str = Field(default=Topics().prefix, description="prefix of the Kafka topic names")
+    create_topics: bool = Field(
+        default=True,
+        description="create the deployment's missing topics at start (false: the services wait for them,"
+        " and read them once they exist)",
+    )
+    topic_partitions: int = Field(default=1, gt=0, description="partitions of each topic Tephra creates")
+    topic_replication_factor: int = Field(
+        default=1, gt=0, description="replicas of each topic Tephra creates (at most the number of brokers)"
+    )
     data_dir: Path = Field(default=Path(".tephra"), description="where the embedded stack keeps its data")
     log_level: LogLevel = Field(default=LogLevel.INFO, description="the services' log level")
+    log_format: LogFormat = Field(
+        default=LogFormat.TEXT, description="text lines, or one JSON object a line (for log collectors)"
+    )
 
     @field_validator("kafka_bootstrap")
     @classmethod
@@ -90,8 +118,10 @@ class CommonSettings(BaseSettings):
             return None
         for part in value.split(","):
             host, sep, port = part.strip().rpartition(":")
+            if "@" in host:
+                raise ValueError("expected host:port[,host:port] without credentials")
             if not sep or not host or not port.isdigit():
-                raise ValueError(f"expected host:port[,host:port], got {value!r}")
+                raise ValueError("expected host:port[,host:port]")
         return value
 
     @field_validator("database_url")
@@ -99,8 +129,9 @@ class CommonSettings(BaseSettings):
     def _database_url(cls, value: str | None) -> str | None:
         if value is None or value == "":
             return None
-        if not value.startswith(("postgresql://", "postgres://")):
-            raise ValueError(f"expected a postgresql:// URL, got {value!r}")
+        problem = _database_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)  # load_settings quotes the value, redacted
         return value
 
     @field_validator("cluster")
@@ -131,23 +162,94 @@ class CommonSettings(BaseSettings):
         return self.kafka_bootstrap is None and self.database_url is None
 
 
-class TephraSettings(CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings, ApiSettings):
+class ObservabilitySettings(BaseSettings):
+    """Where a service process serves its metrics and health (tracing is the ``OTEL_*`` variables')."""
+
+    model_config = _CONFIG
+
+    metrics_addr: str = Field(
+        default="",
+        description="host:port serving /metrics (Prometheus text), /healthz and /readyz (unset: none;"
+        " port 0: any free port, printed at start)",
+    )
+    ready_max_lag: int = Field(
+        default=1_000,
+        ge=0,
+        description="records the projector may be behind the broker and still answer /readyz with 200",
+    )
+
+    @field_validator("metrics_addr")
+    @classmethod
+    def _metrics_addr(cls, value: str) -> str:
+        if value == "":
+            return value
+        _, sep, port = value.rpartition(":")
+        if not sep or not port.isdigit() or int(port) > 65_535:
+            raise ValueError(f"expected host:port (or :port), got {value!r}")
+        return value
+
+
+class TephraSettings(
+    CommonSettings,
+    ObservabilitySettings,
+    ProjectorSettings,
+    SchedulerSettings,
+    SimClusterSettings,
+    ApiSettings,
+):
     """Every setting: what ``tephra up`` runs with; each service reads its own base class."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, allow_inf_nan=False)
+    model_config = _CONFIG
 
 
 #: The models whose fields each command accepts as flags.  Every service command builds the
 #: whole :class:`TephraSettings` (one environment, checked as a whole); its flags are its own.
 COMMAND_SETTINGS: Mapping[str, tuple[type[BaseSettings], ...]] = {
-    "up": (CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings, ApiSettings),
-    "projector": (CommonSettings, ProjectorSettings),
-    "scheduler": (CommonSettings, SchedulerSettings),
-    "sim-cluster": (CommonSettings, SimClusterSettings),
+    "up": (
+        CommonSettings,
+        ObservabilitySettings,
+        ProjectorSettings,
+        SchedulerSettings,
+        SimClusterSettings,
+        ApiSettings,
+    ),
+    "projector": (CommonSettings, ObservabilitySettings, ProjectorSettings),
+    "scheduler": (CommonSettings, ObservabilitySettings, SchedulerSettings),
+    "sim-cluster": (CommonSettings, ObservabilitySettings, SimClusterSettings),
     "api": (CommonSettings, ApiSettings),
     "submit": (CommonSettings,),
     "get": (CommonSettings,),
 }
+
+
+def _shown(value: str) -> str:
+    """A setting's value as an error message may quote it: without its secrets."""
+    if any(c.isspace() for c in value):
+        # A password with a space in it would not be recognised as one (events.display): say less.
+        return "a value holding whitespace"
+    return repr(redact(value))
+
+
+def _database_url_problem(value: str) -> str | None:
+    """What is wrong with a database URL (never quoting it), or None.
+
+    Checked here, at the door, so no driver ever parses a malformed URL: one
+    with an unescaped ``/`` or ``#`` in its password is split in the wrong
+    place, and the driver's error would quote a piece of the password.
+    """
+    if not value.startswith(("postgresql://", "postgres://")):
+        return "expected a postgresql:// URL"
+    parts = urlsplit(value)
+    if "@" in parts.path + parts.query + parts.fragment:
+        return (
+            "expected postgresql://user:password@host:port/db; an '@' after the host means the"
+            " password holds a '/', '?' or '#': percent-encode it (%2F, %3F, %23)"
+        )
+    try:
+        parts.port  # noqa: B018 - parsing it is the check
+    except ValueError:
+        return "expected a port number after the host"
+    return None
 
 
 def env_name(field: str) -> str:
@@ -180,7 +282,8 @@ def load_settings(model: type[S], flags: Mapping[str, str] | None = None) -> S:
                 continue
             field = str(err["loc"][0])
             source = f"--{flag_name(field)}" if field in flags else env_name(field)
-            problems.append(f"{source}: {err['msg']} (got {err['input']!r})")
+            got = _shown(err["input"]) if isinstance(err["input"], str) else repr(err["input"])
+            problems.append(f"{source}: {err['msg']} (got {got})")
         raise SettingsError("invalid settings: " + "; ".join(problems)) from None
 
 

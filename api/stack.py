@@ -3,19 +3,22 @@
 One process, one :class:`asyncio.TaskGroup`: if any service fails, the group
 cancels the others and the process exits non-zero (its supervisor restarts
 it).  SIGINT and SIGTERM cancel the group; every service stops at its next
-await, the Kafka clients and pools close, and only then are the embedded
-servers stopped (PostgreSQL with a fast shutdown, so committed data is
-kept).  The servers run in their own process groups and are also stopped by
+await (a session under way is abandoned, nothing of it published), the Kafka
+clients and pools close, and only then are the embedded servers stopped,
+side by side (PostgreSQL with a fast shutdown, hurried to an immediate one
+after 0.3 s: committed data is kept either way).  The whole stop takes
+under 2 s.  The servers run in their own process groups and are also stopped by
 an ``atexit`` hook, so no server outlives ``tephra up`` unless it is killed
 with SIGKILL.
 
 Tansu keeps topics in memory, so a restarted embedded broker is empty while
 PostgreSQL still holds the event log, the projection and the projector's
-offsets.  Each start of the embedded stack therefore uses fresh topics,
-``<TEPHRA_TOPICS_PREFIX>-e<epoch>`` with the epoch one above the last one
-recorded in ``<data dir>/broker-epoch``; the projection carries on from where
-it was and the offsets stored for the old topics are never read again.  (With
-external Kafka the prefix is used as is.)
+offsets.  The topics keep their names (``TEPHRA_TOPICS_PREFIX``), so a
+producer configured once keeps working; the projector sees that the new logs
+are not the ones it read (projector.broker_identity) and reads them from
+their start, skipping the ids it archived.  ``<data dir>/broker-epoch``
+counts the embedded broker's starts (shown at start-up and in
+``stack.json``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ from api.endpoints import (
     write_stack_record,
 )
 from api.settings import CommonSettings, TephraSettings
+from api.telemetry import observability
+from events.display import redact
 from events.topics import Topics
 
 __all__ = [
@@ -101,12 +106,13 @@ def embedded_stack(settings: CommonSettings, *, durable: bool = True) -> Iterato
             "stop it first or use another TEPHRA_DATA_DIR"
         )
     epoch = _next_epoch(data_dir)
-    topics = Topics(f"{settings.topics_prefix}-e{epoch}")
+    topics = Topics(settings.topics_prefix)
     with (
         EmbeddedPostgres(data_dir / "postgres", durable=durable) as postgres,
         EmbeddedBroker(log_path=data_dir / "tansu.log") as broker,
     ):
-        asyncio.run(create_topics(broker.bootstrap, topics.all(), partitions=1))
+        # Ours: created whatever TEPHRA_CREATE_TOPICS says (an external broker's topics may be provisioned).
+        asyncio.run(create_topics(broker.bootstrap, topics.all(), partitions=settings.topic_partitions))
         endpoints = Endpoints(broker.bootstrap, postgres.dsn, topics, settings.cluster)
         write_stack_record(
             data_dir,
@@ -122,6 +128,10 @@ def embedded_stack(settings: CommonSettings, *, durable: bool = True) -> Iterato
             yield EmbeddedStack(endpoints, data_dir, epoch)
         finally:
             remove_stack_record(data_dir, os.getpid())
+            # Both shut down side by side (PostgreSQL's shutdown checkpoint takes a while):
+            # SIGTERM must stop `tephra up` within 2 s.  The `with` then waits for each.
+            broker.begin_stop()
+            postgres.begin_stop()
 
 
 # --------------------------------------------------------------------------- the services
@@ -132,6 +142,7 @@ ServiceFactory = Callable[[TephraSettings, Endpoints], Coroutine[Any, Any, None]
 
 async def _projector_service(settings: TephraSettings, endpoints: Endpoints) -> None:
     from projector.service import run_projector  # noqa: PLC0415 - the service is composed here, once
+    from scheduler.core.config import config_problem  # noqa: PLC0415
 
     await run_projector(
         settings,
@@ -139,6 +150,7 @@ async def _projector_service(settings: TephraSettings, endpoints: Endpoints) -> 
         database_url=endpoints.database_url,
         topics=endpoints.topics,
         cluster=endpoints.cluster,
+        config_check=config_problem,
     )
 
 
@@ -180,7 +192,7 @@ async def _migrate(database_url: str) -> None:
         try:
             con = await asyncpg.connect(database_url)
         except (OSError, asyncpg.CannotConnectNowError, asyncpg.TooManyConnectionsError) as exc:
-            log.warning("database not reachable (%s); retrying in %.1f s", exc, delay)
+            log.warning("database not reachable (%s); retrying in %.1f s", redact(str(exc)), delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
             continue
@@ -193,20 +205,31 @@ async def _migrate(database_url: str) -> None:
         return
 
 
-async def ensure_topics(bootstrap: str, topics: Topics) -> None:
-    """Create the deployment's topics that do not exist yet (one partition each; existing ones untouched).
+async def ensure_topics(settings: CommonSettings, bootstrap: str, topics: Topics) -> None:
+    """Create the deployment's topics that do not exist yet, as ``settings`` say (existing ones untouched).
 
-    A fresh broker has none, and a consumer assigned no partitions would fail
-    (or, Tansu, auto-create them with its own partition count).  Where the
-    broker refuses to create topics (ACLs), they must be provisioned: say so and
-    go on, so a broker that has them still works.
+    A fresh broker has none.  With ``TEPHRA_CREATE_TOPICS=false`` nothing is
+    created: the services wait for the topics and read them once they appear
+    (projector.topic_watch).  Where the broker refuses to create topics (ACLs),
+    they must be provisioned: say so and go on, as with the setting off.
     """
     from aiokafka.errors import KafkaError  # noqa: PLC0415 - keep `tephra --help` light
 
+    if not settings.create_topics:
+        return
     try:
-        await create_topics(bootstrap, topics.all())
+        await create_topics(
+            bootstrap,
+            topics.all(),
+            partitions=settings.topic_partitions,
+            replication_factor=settings.topic_replication_factor,
+        )
     except KafkaError as exc:
-        log.warning("could not create the topics %s (%s); they must exist", ", ".join(topics.all()), exc)
+        log.warning(
+            "could not create the topics %s (%s); the services wait until they exist",
+            ", ".join(topics.all()),
+            exc,
+        )
 
 
 SERVICES: dict[str, ServiceFactory] = {
@@ -250,12 +273,13 @@ async def run_services(
 
     The schema is brought up to date first (idempotent, under the migrations'
     own lock), so no service starts against a database without its tables, and
-    the topics are created when missing, so none starts against a broker
-    without them.  ``also``: services beside the named ones (``tephra up``'s API).
+    the topics are created when missing (unless ``TEPHRA_CREATE_TOPICS`` is
+    off: then the services wait for them).  ``also``: services beside the named
+    ones (``tephra up``'s API).
     """
     settings = settings_for(settings, names)
     await _migrate(endpoints.database_url)
-    await ensure_topics(endpoints.kafka_bootstrap, endpoints.topics)
+    await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
     async with asyncio.TaskGroup() as group:
         for name in names:
             group.create_task(SERVICES[name](settings, endpoints), name=name)
@@ -288,8 +312,8 @@ def run_until_signalled(main: Callable[[], Awaitable[None]]) -> int:
     except Exception as failure:  # noqa: BLE001 - the process edge reports every failure
         # Show what failed and exit non-zero, so a supervisor restarts us.
         for exc in _leaves(failure):
-            traceback.print_exception(exc, file=sys.stderr)
-            print(f"error: a service failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print(redact("".join(traceback.format_exception(exc))), end="", file=sys.stderr)
+            print(f"error: a service failed: {type(exc).__name__}: {redact(str(exc))}", file=sys.stderr)
         return 1
 
 
@@ -327,12 +351,14 @@ def sigterm_unwinds() -> Iterator[None]:
 
 def _print_connection(stack: EmbeddedStack, out: TextIO) -> None:
     e = stack.endpoints
-    print(f"tephra: embedded stack up (data dir {stack.data_dir}, broker epoch {stack.epoch})", file=out)
-    print(f"  kafka     {e.kafka_bootstrap}   topics {e.topics.prefix}.*", file=out)
-    print(f"  postgres  {e.database_url}", file=out)
+    # The embedded PostgreSQL has no password (trust on loopback); redact() keeps it so if it ever has.
+    kafka, postgres = redact(e.kafka_bootstrap), redact(e.database_url)
+    print(f"tephra: embedded stack up (data dir {stack.data_dir}, broker start {stack.epoch})", file=out)
+    print(f"  kafka     {kafka}   topics {e.topics.prefix}.*", file=out)
+    print(f"  postgres  {postgres}", file=out)
     print("  in another shell: tephra submit FILE...; tephra get jobs", file=out)
     print(
-        f"  other clients: TEPHRA_KAFKA_BOOTSTRAP={e.kafka_bootstrap} TEPHRA_DATABASE_URL={e.database_url} "
+        f"  other clients: TEPHRA_KAFKA_BOOTSTRAP={kafka} TEPHRA_DATABASE_URL={postgres} "
         f"TEPHRA_TOPICS_PREFIX={e.topics.prefix}",
         file=out,
     )
@@ -347,9 +373,14 @@ def up_command(settings: TephraSettings, out: TextIO | None = None) -> int:
         from api.endpoints import resolve_endpoints  # noqa: PLC0415
 
         endpoints = resolve_endpoints(settings)
-        return run_until_signalled(lambda: run_services(settings, endpoints, names, also=also))
+        with observability(settings, "tephra", names, out):
+            return run_until_signalled(lambda: run_services(settings, endpoints, names, also=also))
     try:
-        with sigterm_unwinds(), embedded_stack(settings) as stack:
+        with (
+            sigterm_unwinds(),
+            embedded_stack(settings) as stack,
+            observability(settings, "tephra", names, out),
+        ):
             _print_connection(stack, out)
             code = run_until_signalled(lambda: run_services(settings, stack.endpoints, names, also=also))
     except StackAlreadyRunningError as exc:
@@ -360,7 +391,8 @@ def up_command(settings: TephraSettings, out: TextIO | None = None) -> int:
 
 
 def projector_command(settings: TephraSettings, endpoints: Endpoints) -> int:
-    return run_until_signalled(lambda: run_services(settings, endpoints, ("projector",)))
+    with observability(settings, "tephra-projector", ("projector",), sys.stdout):
+        return run_until_signalled(lambda: run_services(settings, endpoints, ("projector",)))
 
 
 def scheduler_command(settings: TephraSettings, endpoints: Endpoints) -> int:
@@ -371,10 +403,13 @@ def scheduler_command(settings: TephraSettings, endpoints: Endpoints) -> int:
 
     async def main() -> None:
         await _migrate(endpoints.database_url)
+        await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
         await _scheduler_service(settings, endpoints, on_leader=announce)
 
-    return run_until_signalled(main)
+    with observability(settings, "tephra-scheduler", ("scheduler",), sys.stdout):
+        return run_until_signalled(main)
 
 
 def sim_cluster_command(settings: TephraSettings, endpoints: Endpoints) -> int:
-    return run_until_signalled(lambda: run_services(settings, endpoints, ("sim-cluster",)))
+    with observability(settings, "tephra-sim-cluster", ("sim-cluster",), sys.stdout):
+        return run_until_signalled(lambda: run_services(settings, endpoints, ("sim-cluster",)))

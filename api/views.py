@@ -20,9 +20,11 @@ from typing import Any, TextIO
 import asyncpg
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from api.endpoints import Endpoints
+from events.display import printable, redact
 from events.quantity import CPU, MEMORY, PODS, format_resources, parse_resources
 from projector.state import OCCUPYING, TASK_STATUSES
 
@@ -89,7 +91,8 @@ async def _pending_reasons(
         """
         SELECT s.session_id, p.value ->> 'job' AS job, coalesce(p.value -> 'reasons', '[]'::json) AS reasons
           FROM (SELECT session_id, doc FROM sessions ORDER BY seq DESC LIMIT 1) AS s,
-               json_array_elements(coalesce(s.doc -> 'pending', '[]'::json)) AS p(value)
+               json_array_elements(CASE WHEN json_typeof(s.doc -> 'pending') = 'array'
+                                        THEN s.doc -> 'pending' ELSE '[]'::json END) AS p(value)
          WHERE p.value ->> 'job' = ANY($1::text[])
         """,
         job_ids,
@@ -273,7 +276,8 @@ async def list_sessions(con: asyncpg.Connection, limit: int = 20) -> list[Item]:
                 "now": _iso(row["now"]),
                 "accepted": row["accepted"],
                 "voided": doc.get("voided", []),
-                "pending": doc.get("pending", []),
+                # The newest session's list only (None for older ones; the archive keeps them).
+                "pending": doc.get("pending"),
                 # Seconds: snapshot read, computation, publish, until the projection applied it.
                 "durations": None
                 if row["compute_seconds"] is None
@@ -302,7 +306,7 @@ async def fetch_items(database_url: str, kind: str, *, limit: int = 20) -> list[
     try:
         con = await asyncpg.connect(database_url)
     except (OSError, asyncpg.PostgresError) as exc:
-        raise ViewError(f"cannot reach the projection database: {exc}") from exc
+        raise ViewError(f"cannot reach the projection database: {redact(str(exc))}") from None
     try:
         async with con.transaction(isolation="repeatable_read", readonly=True):
             if kind == "sessions":
@@ -354,6 +358,11 @@ def _reason_text(item: Item) -> str:
     return str(item.get("reason", ""))
 
 
+def _add_row(table: Table, *cells: str) -> None:
+    """One row; every cell shown as text: control characters escaped, no rich markup read from it."""
+    table.add_row(*(escape(printable(cell)) for cell in cells))
+
+
 def _table(kind: str, items: list[Item]) -> Table:
     now = datetime.now(UTC)
     table = Table(box=None, header_style="bold", pad_edge=False)
@@ -374,7 +383,8 @@ def _table(kind: str, items: list[Item]) -> Table:
         table.add_column("REASON", overflow="fold")
         for j in items:
             t = j["tasks"]
-            table.add_row(
+            _add_row(
+                table,
                 j["namespace"], j["name"], j["queue"], j["phase"], str(j["minAvailable"]),
                 str(t["Pending"]), str(t["Bound"] + t["Running"] + t["Releasing"]),
                 str(t["Succeeded"]), str(t["Failed"]), _age(j["created"], now), _reason_text(j),
@@ -385,7 +395,8 @@ def _table(kind: str, items: list[Item]) -> Table:
         for q in items:
             capability = q["capability"]
             jobs = ", ".join(f"{n} {p}" for p, n in q["jobs"].items()) or "-"
-            table.add_row(
+            _add_row(
+                table,
                 q["name"], q["state"], str(q["weight"]),
                 _used_of(q["allocated"], capability, GPU), _used_of(q["allocated"], capability, CPU),
                 _used_of(q["allocated"], capability, MEMORY), jobs,
@@ -398,7 +409,8 @@ def _table(kind: str, items: list[Item]) -> Table:
                 ",SchedulingDisabled" if n["unschedulable"] else ""
             )
             alloc, used = n["allocatable"], n["used"]
-            table.add_row(
+            _add_row(
+                table,
                 n["name"], status, _used_of(used, alloc, GPU), _used_of(used, alloc, CPU),
                 _used_of(used, alloc, MEMORY), _used_of(used, alloc, PODS), str(n["tasks"]),
             )  # fmt: skip
@@ -418,9 +430,11 @@ def _table(kind: str, items: list[Item]) -> Table:
             table.add_column(column)
         for s in items:
             took = "-" if s["durations"] is None else f"{sum(s['durations'].values()) * 1000:.0f}ms"
-            table.add_row(
+            pending = "-" if s["pending"] is None else str(len(s["pending"]))  # the newest session's only
+            _add_row(
+                table,
                 s["id"], str(s["seq"]), str(s["leaderEpoch"]), str(s["inputSeq"]), s["now"] or "-",
-                str(s["accepted"]), str(len(s["voided"])), str(len(s["pending"])), took,
+                str(s["accepted"]), str(len(s["voided"])), pending, took,
             )  # fmt: skip
     return table
 

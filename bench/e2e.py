@@ -83,12 +83,12 @@ def _cluster_events(nodes: int) -> list[Event]:
     return events
 
 
-def _job(name: str, tasks: int) -> JobSubmitted:
+def _job(name: str, tasks: int, cpu: str = "100m") -> JobSubmitted:
     return JobSubmitted(
         data=JobSubmittedData(
             namespace="bench",
             name=name,
-            tasks=[TaskSpec(name="w", replicas=tasks, resources={"cpu": "100m", "memory": "128Mi"})],
+            tasks=[TaskSpec(name="w", replicas=tasks, resources={"cpu": cpu, "memory": "128Mi"})],
         ),
         **_envelope(f"job/bench/{name}"),
     )

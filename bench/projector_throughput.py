@@ -86,8 +86,13 @@ def _child_cpu(pid: int) -> float:
 
 
 def _child_peak_rss_mb(pid: int) -> float:
+    return memory_mb(pid, "VmHWM")
+
+
+def memory_mb(pid: int, field: str = "VmRSS") -> float:
+    """A memory figure of a live process from /proc/<pid>/status (VmRSS: now, VmHWM: its peak), in MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
 

@@ -25,19 +25,21 @@ from __future__ import annotations
 
 import inspect
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Final, Generic, Literal, TypeVar, Union, get_args, get_origin
 
 import annotated_types
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, PlainSerializer, TypeAdapter, WithJsonSchema
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-__all__ = ["DECODED_EPOCH", "DECODED_UTC", "EPOCH", "json_form", "time_text"]
+__all__ = ["DECODED_EPOCH", "DECODED_UTC", "EPOCH", "LastForms", "json_form", "time_text"]
 
 #: A value's JSON form from the value; None where the value is its own JSON form.
 _Convert = Callable[[Any], Any]
+_M = TypeVar("_M", bound=BaseModel)
+_T = TypeVar("_T")
 
 # Types whose values model_dump(mode="json") returns as they are.
 _AS_IS: Final = (str, int, bool, type(None))
@@ -286,3 +288,29 @@ def _neutral(metadata: object) -> bool:
 def _positional(function: Callable[..., Any]) -> int:
     parameters = inspect.signature(function).parameters.values()
     return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
+
+
+class LastForms(Generic[_M, _T]):
+    """A rendering (a JSON form, a text) of each model of the last list rendered, kept while the
+    next list holds the same model (the same object, by ``key``): a list that keeps most of its
+    models from one rendering to the next, as a backlog's pending reasons do session after
+    session, renders only the new ones.  Bounded by the last list."""
+
+    def __init__(self, render: Callable[[_M], _T], key: Callable[[_M], str]) -> None:
+        self._render = render
+        self._key = key
+        self._forms: dict[str, tuple[_M, _T]] = {}
+
+    def of(self, models: Sequence[_M]) -> list[_T]:
+        """Each model's rendering, in order (the same as ``render`` of each)."""
+        forms: dict[str, tuple[_M, _T]] = {}
+        out: list[_T] = []
+        known = self._forms
+        for model in models:
+            key = self._key(model)
+            hit = known.get(key)
+            form = hit[1] if hit is not None and hit[0] is model else self._render(model)
+            forms[key] = (model, form)
+            out.append(form)
+        self._forms = forms
+        return out

@@ -14,7 +14,9 @@ canonical quantity strings (``"500m"``, ``"8589934592"``).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeAlias
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Annotated, Any, Final, Literal, TypeAlias
 
 from pydantic import (
     AwareDatetime,
@@ -28,17 +30,24 @@ from pydantic import (
     model_serializer,
 )
 
-from events.quantity import format_resources, parse_resources
+from events.quantity import MAX_QUANTITY, format_resources, parse_resources
 
 __all__ = [
     "DEFAULT_CLUSTER",
+    "EARLIEST_TIME",
     "EVENT_TYPES",
+    "INT32_MAX",
+    "LATEST_TIME",
+    "MAX_LEADER_EPOCH",
+    "MAX_SEQ",
+    "MAX_SESSION_PARTS",
     "ActionConfiguration",
     "BindDecision",
     "Decision",
     "EnqueueDecision",
     "Event",
     "EventData",
+    "EventTime",
     "EvictDecision",
     "JobCancelled",
     "JobCancelledData",
@@ -78,11 +87,66 @@ __all__ = [
     "TaskStartedData",
     "TierSpec",
     "Toleration",
+    "changed_pending",
 ]
 
 DEFAULT_CLUSTER = "default"
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+# --------------------------------------------------------------------------- bounds
+# Every number and time an event carries is bounded at the door, so that no value
+# a producer sends can overflow the fold (datetime arithmetic), PostgreSQL's
+# columns (integer, bigint), or the scheduler's int64 resource matrices
+# (docs/archive-format.md, "Bounds").
+
+#: Kubernetes' int32 fields (replicas, minAvailable, priorities, TTLs, exit codes).
+INT32_MAX: Final = 2**31 - 1
+#: Seqs (``input_seq``): PostgreSQL bigint.
+MAX_SEQ: Final = 2**63 - 1
+#: Leader epochs: exact in every JSON reader (2^53 - 1), far below bigint, so a
+#: leader's next epoch (one higher) is always storable.
+MAX_LEADER_EPOCH: Final = 2**53 - 1
+#: Parts of one split session (each up to the broker's message limit: 100k parts
+#: are 100 GB of decisions at 1 MB each).
+MAX_SESSION_PARTS: Final = 100_000
+#: Event times: 1970-01-01T00:00:00Z inclusive to 9900-01-01T00:00:00Z exclusive,
+#: compared in UTC (the offset applied).  The upper end leaves room for a TTL
+#: (at most INT32_MAX seconds, ~68 years) to be added before year 9999 ends.
+EARLIEST_TIME: Final = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_TIME: Final = datetime(9900, 1, 1, tzinfo=UTC)
+
+EventTime: TypeAlias = Annotated[
+    AwareDatetime,
+    Field(
+        ge=EARLIEST_TIME,
+        lt=LATEST_TIME,
+        json_schema_extra={
+            "formatMinimum": "1970-01-01T00:00:00Z",
+            "formatExclusiveMaximum": "9900-01-01T00:00:00Z",
+            "description": "RFC 3339 time with an offset; in UTC at or after 1970-01-01T00:00:00Z"
+            " and before 9900-01-01T00:00:00Z",
+        },
+    ),
+]
+
+
+def _requires(tag: str) -> Callable[[dict[str, Any]], None]:
+    """A schema hook: the published schema requires the ``tag`` member, as decoding does.
+
+    The models default their tag (``type``, a decision's ``kind``) so that
+    Python code need not repeat it; a producer's record must carry it, since
+    it says which schema the record follows (decoding an event without
+    ``type`` fails with ``missing-type``, a decision without ``kind`` too).
+    """
+
+    def hook(schema: dict[str, Any]) -> None:
+        properties = schema.get("properties")
+        if isinstance(properties, dict) and isinstance(properties.get(tag), dict):
+            properties[tag].pop("default", None)
+            schema["required"] = [*schema.get("required", []), tag]
+
+    return hook
 
 
 def _parse_resource_list(value: object) -> dict[str, int]:
@@ -98,6 +162,8 @@ ResourceList: TypeAlias = Annotated[
             "type": "object",
             "description": "Kubernetes ResourceList: resource name -> quantity (e.g. '500m', '8Gi', 8)",
             "additionalProperties": {"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 0}]},
+            "$comment": f"every quantity, in Tephra's units (cpu millicores, other resources base units),"
+            f" must be below {MAX_QUANTITY} (2^50)",
         }
     ),
 ]
@@ -121,7 +187,7 @@ class QueueUpsertedData(EventData):
     deserved: ResourceList = Field(default_factory=dict)
     guarantee: ResourceList = Field(default_factory=dict)
     reclaimable: bool = True
-    priority: int = Field(default=0, ge=0)
+    priority: int = Field(default=0, ge=0, le=INT32_MAX)
     state: Literal["Open", "Closed", "Closing"] = "Open"
     parent: str | None = None
     #: Create only: when a queue of this name exists the event changes nothing (Kubernetes'
@@ -136,7 +202,7 @@ class QueueDeletedData(EventData):
 
 class PriorityClassUpsertedData(EventData):
     name: str = Field(min_length=1)
-    value: int
+    value: int = Field(ge=-INT32_MAX - 1, le=INT32_MAX)
     global_default: bool = False
     preemption_policy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
 
@@ -201,8 +267,10 @@ class TaskSpec(EventData):
     """One task (role) of a job: ``replicas`` identical pods ``<job>-<task>-<index>``."""
 
     name: str = Field(min_length=1)
-    replicas: int = Field(ge=0)
-    min_available: int | None = Field(default=None, ge=0)
+    #: Bounded here by Kubernetes' int32; the projector bounds it tighter by its settings
+    #: (``TEPHRA_MAX_REPLICAS_PER_TASK``, ``TEPHRA_MAX_TASKS_PER_JOB``).
+    replicas: int = Field(ge=0, le=INT32_MAX)
+    min_available: int | None = Field(default=None, ge=0, le=INT32_MAX)
     resources: ResourceList = Field(default_factory=dict)
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
@@ -219,7 +287,7 @@ class JobSubmittedData(EventData):
     name: str = Field(min_length=1)
     queue: str = "default"
     priority_class: str | None = None
-    min_available: int | None = Field(default=None, ge=0)
+    min_available: int | None = Field(default=None, ge=0, le=INT32_MAX)
     min_resources: ResourceList | None = None
     tasks: list[TaskSpec] = Field(min_length=1)
     labels: dict[str, str] = Field(default_factory=dict)
@@ -230,7 +298,9 @@ class JobSubmittedData(EventData):
     #: and left out when None, so a job without its own TTL serialises exactly as before
     #: the field existed (one form, one hash in the archive).  A field-level rule, not a
     #: model serializer: the serialization schema stays typed (no free-form object).
-    ttl_seconds_after_finished: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
+    ttl_seconds_after_finished: int | None = Field(
+        default=None, ge=0, le=INT32_MAX, exclude_if=lambda v: v is None
+    )
 
     @property
     def job_id(self) -> str:
@@ -285,33 +355,39 @@ class TaskFinishedData(EventData):
     task_id: str = Field(min_length=1)
     node: str | None = None
     outcome: Literal["succeeded", "failed", "evicted"]
-    exit_code: int | None = None
+    exit_code: int | None = Field(default=None, ge=-INT32_MAX - 1, le=INT32_MAX)
     reason: str = ""
 
 
 # --------------------------------------------------------------------------- sessions
 
 
-class EnqueueDecision(EventData):
+class _DecisionData(EventData):
+    """Base of the decisions: the ``kind`` member says which one a decision is."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_requires("kind"))
+
+
+class EnqueueDecision(_DecisionData):
     kind: Literal["enqueue"] = "enqueue"
     job: str
 
 
-class BindDecision(EventData):
+class BindDecision(_DecisionData):
     kind: Literal["bind"] = "bind"
     task: str
     job: str
     node: str
 
 
-class PipelineDecision(EventData):
+class PipelineDecision(_DecisionData):
     kind: Literal["pipeline"] = "pipeline"
     task: str
     job: str
     node: str
 
 
-class EvictDecision(EventData):
+class EvictDecision(_DecisionData):
     kind: Literal["evict"] = "evict"
     task: str
     job: str
@@ -338,24 +414,57 @@ class PendingJob(EventData):
     reasons: list[PendingReason] = Field(default_factory=list)
 
 
+def changed_pending(
+    base: Iterable[PendingJob], changed: Iterable[PendingJob], cleared: Iterable[str]
+) -> tuple[PendingJob, ...]:
+    """A whole pending list (in job order) from its base's and a session's change
+    (``SessionCommittedData.pending_base``): the fold and replay read changes with it."""
+    jobs = {p.job: p for p in base}
+    for job in cleared:
+        jobs.pop(job, None)
+    for entry in changed:
+        jobs[entry.job] = entry
+    return tuple(jobs[job] for job in sorted(jobs))
+
+
 class SessionCommittedData(EventData):
     """One scheduling session, applied whole or not at all.
 
     When ``parts`` > 0 the decisions travel in that many :class:`SessionPart`
     events published before this marker, and ``decisions`` is empty.
+
+    Pending reasons are whole or a change (added later): with ``pending_base``
+    empty, ``pending`` (with the parts') is the session's whole pending list;
+    otherwise it is the change from the list of session ``pending_base`` (the
+    newest session the scheduler's input held): ``pending`` the jobs whose
+    reasons are new or different, ``pending_cleared`` the jobs no longer
+    pending.  ``pending_digest`` is always the whole list's.
     """
 
     session_id: str = Field(min_length=1)
-    leader_epoch: int = Field(ge=0)
-    input_seq: int = Field(ge=0)
-    config_version: int = Field(ge=0)
-    now: AwareDatetime
+    leader_epoch: int = Field(ge=0, le=MAX_LEADER_EPOCH)
+    input_seq: int = Field(ge=0, le=MAX_SEQ)
+    config_version: int = Field(ge=0, le=INT32_MAX)
+    now: EventTime
     input_digest: str
     logic_flags: list[str] = Field(default_factory=list)
     decisions: list[Decision] = Field(default_factory=list)
-    parts: int = Field(default=0, ge=0)
+    parts: int = Field(default=0, ge=0, le=MAX_SESSION_PARTS)
     pending: list[PendingJob] = Field(default_factory=list)
     pending_digest: str = ""
+    pending_base: str = ""
+    pending_cleared: list[str] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _omit_whole_list_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A session with its whole pending list serialises exactly as before the change fields
+        # existed: one form (and one hash in the archive) for markers archived earlier and now.
+        data: dict[str, Any] = handler(self)
+        if not self.pending_base:
+            data.pop("pending_base", None)
+        if not self.pending_cleared:
+            data.pop("pending_cleared", None)
+        return data
 
 
 class SessionPartData(EventData):
@@ -364,7 +473,7 @@ class SessionPartData(EventData):
     is the parts' ``pending`` in index order followed by the marker's."""
 
     session_id: str = Field(min_length=1)
-    index: int = Field(ge=0)
+    index: int = Field(ge=0, lt=MAX_SESSION_PARTS)
     decisions: list[Decision] = Field(default_factory=list)
     pending: list[PendingJob] = Field(default_factory=list)
 
@@ -384,15 +493,20 @@ class SessionPartData(EventData):
 class _Envelope(BaseModel):
     """CloudEvents 1.0 structured-mode attributes shared by every event."""
 
-    model_config = _FROZEN
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_requires("type"))
 
     specversion: Literal["1.0"] = "1.0"
     id: str = Field(min_length=1)
     source: str = Field(min_length=1)
-    time: AwareDatetime
+    time: EventTime
     subject: str | None = None
     datacontenttype: Literal["application/json"] = "application/json"
     cluster: str = Field(default=DEFAULT_CLUSTER, min_length=1)
+    #: The CloudEvents distributed-tracing extension (structured mode): the producer's W3C trace
+    #: context.  Delivery metadata, not part of what happened: the canonical bytes leave it out,
+    #: and the archive keeps a valid one beside the event (``event_log.traceparent``).
+    traceparent: str | None = Field(default=None, max_length=512)
+    tracestate: str | None = Field(default=None, max_length=512)
 
 
 class QueueUpserted(_Envelope):

@@ -9,8 +9,15 @@ unit so that sums never depend on order and no float ever enters the core:
   ``nvidia.com/gpu`` …) — whole base units (bytes, counts), rounded **up** the
   way ``resource.Quantity.Value()`` does.
 
-A malformed quantity raises :class:`QuantityError` (a ``ValueError``), which
-names the resource and the offending value.
+Every quantity is below :data:`MAX_QUANTITY` (2^50) in these units; a larger
+one is refused, never saturated: it is a typo or hostile (2^50 bytes is 1 PiB,
+2^50 millicores a trillion cores).  So a sum over a whole cluster of up to
+:data:`MAX_CLUSTER_NODES` (8,192) nodes stays below 2^63, and a quantity times
+100 (kube-scheduler's scores) far below it: the scheduler's int64 matrices
+never overflow.
+
+A malformed or out-of-range quantity raises :class:`QuantityError` (a
+``ValueError``), which names the resource and the offending value.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from typing import Final
 
 __all__ = [
     "CPU",
+    "MAX_CLUSTER_NODES",
+    "MAX_QUANTITY",
     "MEMORY",
     "PODS",
     "QuantityError",
@@ -32,6 +41,10 @@ __all__ = [
 ]
 
 CPU = "cpu"
+#: Every quantity is below this, in Tephra's units (exclusive).
+MAX_QUANTITY: Final = 2**50
+#: Nodes whose quantities, each below MAX_QUANTITY, sum below 2^63 (the int64 bound).
+MAX_CLUSTER_NODES: Final = 2**63 // MAX_QUANTITY
 MEMORY = "memory"
 PODS = "pods"
 
@@ -61,6 +74,8 @@ _NAME_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0
 # parse).  Bounded: names from arbitrary input must not grow it without limit.
 _VALID_NAMES: Final[set[str]] = set()
 _MAX_VALID_NAMES: Final = 256
+#: Characters of an offending value an error message shows.
+_MAX_SHOWN: Final = 80
 
 
 class QuantityError(ValueError):
@@ -70,7 +85,10 @@ class QuantityError(ValueError):
         self.resource = resource
         self.value = value
         self.why = why
-        super().__init__(f"invalid quantity for {resource!r}: {value!r} ({why})")
+        shown = repr(value)
+        if len(shown) > _MAX_SHOWN:  # the value is the input's: a message stays short whatever it holds
+            shown = shown[: _MAX_SHOWN - 3] + "..."
+        super().__init__(f"invalid quantity for {resource!r}: {shown} ({why})")
 
 
 def _exact(resource: str, value: object) -> Fraction:
@@ -137,15 +155,16 @@ def parse_quantity(resource: str, value: object) -> int:
             raise QuantityError(resource, value, "not a valid resource name")
         if len(_VALID_NAMES) < _MAX_VALID_NAMES:
             _VALID_NAMES.add(resource)
-    fast = _from_canonical(resource, value)
-    if fast is not None:
-        return fast
-    exact = _exact(resource, value)
-    if exact < 0:
-        raise QuantityError(resource, value, "must not be negative")
-    if resource == CPU:
-        return _ceil(exact * 1000)
-    return _ceil(exact)
+    amount = _from_canonical(resource, value)
+    if amount is None:
+        exact = _exact(resource, value)
+        if exact < 0:
+            raise QuantityError(resource, value, "must not be negative")
+        amount = _ceil(exact * 1000) if resource == CPU else _ceil(exact)
+    if amount >= MAX_QUANTITY:
+        unit = "millicores" if resource == CPU else "base units"
+        raise QuantityError(resource, value, f"must be below 2^50 {unit} ({MAX_QUANTITY})")
+    return amount
 
 
 def parse_resources(values: object, *, field: str = "resources") -> dict[str, int]:

@@ -82,7 +82,8 @@ _CURRENT: Final[TypeAdapter[Event]] = TypeAdapter(
 _validate_current: Final = _CURRENT.validator.validate_json
 
 _MAX_REPR = 80
-_NO_SUBJECT: Final = {"subject"}
+_NO_SUBJECT: Final = {"subject", "traceparent", "tracestate"}
+_NO_TRACE: Final = {"traceparent", "tracestate"}
 
 
 class EventDecodeError(ValueError):
@@ -139,7 +140,10 @@ def encode(event: Event) -> bytes:
 
 
 def _absent_attributes(event: Event) -> set[str] | None:
-    return _NO_SUBJECT if event.subject is None else None
+    if event.traceparent is None and event.tracestate is None:
+        return _NO_SUBJECT if event.subject is None else _NO_TRACE
+    absent = {name for name in ("subject", "traceparent", "tracestate") if getattr(event, name) is None}
+    return absent or None
 
 
 def decode(raw: bytes, *, upcasters: UpcasterRegistry = DEFAULT_UPCASTERS) -> Event:

@@ -27,6 +27,7 @@ from events.topics import Topics, kafka_key, topic_for
 from kube.settings import SimClusterSettings
 from kube.sim import SimPlanner, TaskView, run_sim_cluster
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
+from kube.sim_telemetry import Headers, SimTelemetry, set_connected
 
 __all__ = ["SIM_WORK_QUERY", "read_sim_tasks", "run_sim_service"]
 
@@ -90,8 +91,13 @@ async def read_sim_tasks(pool: asyncpg.Pool) -> list[TaskView]:
     return views
 
 
-async def _publish(producer: AIOKafkaProducer, topics: Topics, events: Sequence[Event]) -> None:
-    futures = [await producer.send(topic_for(e, topics), encode(e), key=kafka_key(e)) for e in events]
+async def _publish(
+    producer: AIOKafkaProducer, topics: Topics, events: Sequence[Event], headers: Sequence[Headers]
+) -> None:
+    futures = [
+        await producer.send(topic_for(e, topics), encode(e), key=kafka_key(e), headers=h)
+        for e, h in zip(events, headers, strict=True)
+    ]
     await asyncio.gather(*futures)
 
 
@@ -113,15 +119,19 @@ async def run_sim_service(
         try:
             async with asyncpg.create_pool(database_url, min_size=1, max_size=2) as pool:
                 producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+                telemetry = SimTelemetry(pool)
                 try:
                     await producer.start()
+                    set_connected(True)
+                    log.info("simulated cluster %s: running", cluster)
                     await run_sim_cluster(
-                        read_tasks=functools.partial(read_sim_tasks, pool),
-                        publish=functools.partial(_publish, producer, topics),
+                        read_tasks=telemetry.wrap_read(functools.partial(read_sim_tasks, pool)),
+                        publish=telemetry.wrap_publish(functools.partial(_publish, producer, topics)),
                         planner=planner,
                         poll_interval=settings.sim_poll_interval,
                     )
                 finally:
+                    set_connected(False)
                     await producer.stop()
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, KafkaError) as exc:
             if time.monotonic() - began > 30:

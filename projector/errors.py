@@ -7,6 +7,8 @@
      +-- ArchiveFoldMismatchError  an archived event that the fold refuses (archive or fold is corrupt)
      +-- ProjectionDriftError      the in-memory state and the database disagree (another writer?)
      +-- WaitTimeoutError          read-your-writes: the projection did not reach the wanted point in time
+     +-- RecordFailedError         one record failed the fold: the run is redone without it
+     +-- BatchFailedError          a batch failed where no record is named (projection, storage): isolate it
 
 Driver errors (asyncpg, aiokafka) are translated at the service boundary:
 connection-level ones are retried there, everything else is a bug and stops
@@ -15,13 +17,16 @@ the service.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 __all__ = [
     "ArchiveFoldMismatchError",
+    "BatchFailedError",
     "MigrationError",
     "ProjectionDriftError",
     "ProjectorError",
+    "RecordFailedError",
     "WaitTimeoutError",
 ]
 
@@ -70,3 +75,36 @@ class WaitTimeoutError(ProjectorError):
         self.what = what
         self.timeout = timeout
         super().__init__(f"projection did not apply {what} within {timeout:g} s")
+
+
+class RecordFailedError(ProjectorError):
+    """[PROJ-POISON] The record at ``position`` (topic, partition, offset) failed; ``code`` says where.
+
+    The writer is poisoned: the service rebuilds it and refuses the record by its
+    position (``projector.door``), so the redone batch goes on without it.
+    """
+
+    retriable = True
+
+    def __init__(self, position: tuple[str, int, int], code: str, detail: str) -> None:
+        self.position = position
+        self.code = code
+        self.detail = detail
+        topic, partition, offset = position
+        super().__init__(f"[PROJ-POISON] {topic}[{partition}]@{offset}: {code}: {detail}")
+
+
+class BatchFailedError(ProjectorError):
+    """[PROJ-POISON] A batch failed in a way that names no record (PostgreSQL refused a value).
+
+    ``positions`` are the batch's records; the service redoes them one record per
+    batch, so that the one that fails alone is refused (a :class:`RecordFailedError`).
+    """
+
+    retriable = True
+
+    def __init__(self, positions: Sequence[tuple[str, int, int]], code: str, detail: str) -> None:
+        self.positions = tuple(positions)
+        self.code = code
+        self.detail = detail
+        super().__init__(f"[PROJ-POISON] a batch of {len(self.positions)} records failed: {code}: {detail}")

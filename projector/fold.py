@@ -93,9 +93,11 @@ from events.models import (
     QueueUpserted,
     SchedulerConfigured,
     SessionCommitted,
+    SessionCommittedData,
     SessionPart,
     TaskFinished,
     TaskStarted,
+    changed_pending,
 )
 from projector.state import (
     FINISHED,
@@ -120,6 +122,7 @@ from projector.state import (
     reduce_through_init,
     task_id_of,
     unplace,
+    without_pending,
 )
 
 __all__ = [
@@ -704,6 +707,12 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
             pending.extend(parts[index].pending)
         del state.session_parts[session_id]
     pending.extend(d.pending)
+    newest = next(reversed(state.sessions.values()), None)
+    whole = _whole_pending(newest, d, pending)
+    if newest is not None and newest.pending is not None:
+        # Only the newest session keeps its whole list: the previous one's row drops it too.
+        state.sessions[newest.session_id] = without_pending(newest)
+        touched.append(("session", newest.session_id))
 
     accepted: list[tuple[int, Decision]] = []
     voided: list[VoidedDecision] = []
@@ -728,7 +737,7 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
         now=d.now,
         accepted=len(accepted),
         voided=tuple(voided),
-        pending=tuple(pending),
+        pending=whole,
         pending_digest=d.pending_digest,
         input_digest=d.input_digest,
         logic_flags=tuple(d.logic_flags),
@@ -736,6 +745,22 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
     if len(state.sessions) > MAX_SESSIONS:
         del state.sessions[next(iter(state.sessions))]
     return FoldOutcome(touched=tuple(touched), decisions=tuple(accepted))
+
+
+def _whole_pending(
+    newest: SessionRecord | None, d: SessionCommittedData, carried: list[PendingJob]
+) -> tuple[PendingJob, ...] | None:
+    """The session's whole pending list (in job order), from the parts' and the marker's entries.
+
+    A change is read against the newest session's list, the only one the state
+    keeps; None when it names another base (a session of another leader came
+    between): the archive keeps the change, and the next whole list restores it.
+    """
+    if not d.pending_base:
+        return tuple(carried)
+    if newest is None or newest.session_id != d.pending_base or newest.pending is None:
+        return None
+    return changed_pending(newest.pending, carried, d.pending_cleared)
 
 
 def _voided(index: int, decision: Decision, reason: str) -> VoidedDecision:

@@ -27,8 +27,13 @@ from events.models import (
     EvictDecision,
     SessionCommitted,
 )
+from events.names import invalid_name
 from events.serde import EventDecodeError, decode
+from events.topics import Topics, topic_for
+from events.tracing import valid_traceparent
 from projector.archive import JOB_EVENT_TYPES, job_of_event, stdlib_utc
+from projector.door import KEPT_BYTES, Door, refusal, short
+from projector.errors import RecordFailedError
 from projector.fold import apply
 from projector.projection_rows import (
     ProjectionWrite,
@@ -47,6 +52,7 @@ __all__ = [
     "Decoded",
     "InboundRecord",
     "Rejection",
+    "Repeat",
     "decode_batch",
     "finish_plan",
     "fold_records",
@@ -63,6 +69,10 @@ class InboundRecord(NamedTuple):
     partition: int
     offset: int
     value: bytes | None
+    #: The W3C ``traceparent`` the producer sent with the record (``events.tracing``), archived
+    #: beside the event, outside the bytes the chain hashes; else the event's own (the
+    #: CloudEvents extension attribute), when valid.
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +83,11 @@ class Rejection:
     partition: int
     offset: int
     raw: bytes | None
-    error: str  # stable code: a DecodeErrorCode, an invalid-event reason, empty-record or unstorable-text
+    #: Stable code: a DecodeErrorCode, an invalid-event reason (projector.fold), empty-record,
+    #: unstorable-text, decode-failed, invalid-name, unknown-cluster, wrong-topic, id-conflict,
+    #: or a door's (projector.door): record-too-large, too-many-replicas, too-many-tasks,
+    #: invalid-config, skipped-by-operator, fold-failed, unstorable.
+    error: str
     detail: str
     event_id: str | None
     event_type: str | None
@@ -113,41 +127,103 @@ def id_hint(value: bytes | None) -> str | None:
         return None
 
 
-def decode_batch(records: Iterable[InboundRecord]) -> list[Decoded]:
-    """Each record with its event, or the rejection saying why it is not one."""
+_DEFAULT_DOOR: Final = Door()
+
+
+def decode_batch(records: Iterable[InboundRecord], door: Door = _DEFAULT_DOOR) -> list[Decoded]:
+    """Each record with its event, or the rejection saying why it is not one (or may not pass ``door``)."""
     out: list[Decoded] = []
+    refused = door.refused
     for record in records:
         value = record.value
+        if refused and (held := refused.get((record.topic, record.partition, record.offset))) is not None:
+            out.append((record, _held(record, door, *held)))
+            continue
         if value is None:
             out.append((record, _rejection(record, "empty-record", "the record has no value", None, None)))
+            continue
+        if len(value) > door.max_record_bytes:
+            detail = (
+                f"the record has {len(value)} bytes, over the {door.max_record_bytes} accepted"
+                f" (TEPHRA_MAX_RECORD_BYTES); its first {KEPT_BYTES} bytes are kept"
+            )
+            rejection = _rejection(record, "record-too-large", detail, id_hint(value[:KEPT_BYTES]), None)
+            out.append((record, _truncated(rejection)))
             continue
         try:
             event = decode(value)
         except EventDecodeError as exc:
             out.append((record, _rejection(record, exc.code, str(exc), exc.event_id, exc.event_type)))
             continue
+        except Exception as exc:  # noqa: BLE001 - whatever a record makes the decoder raise rejects that record
+            detail = f"the decoder failed on this record: {exc!r}"
+            out.append((record, _rejection(record, "decode-failed", detail, id_hint(value), None)))
+            continue
         if (where := nul_path(value)) is not None:
             detail = f"field {where}: contains U+0000 (NUL), which PostgreSQL text cannot store"
-            event_id = None if "\x00" in event.id else event.id  # nor the rejection's event_id
-            out.append((record, _rejection(record, "unstorable-text", detail, event_id, event.type)))
+            out.append((record, _rejection(record, "unstorable-text", detail, event.id, event.type)))
+            continue
+        if (refused_here := refusal(door, event)) is not None:
+            out.append((record, _rejection(record, *refused_here, event.id, event.type)))
+            continue
+        if (problem := invalid_name(event)) is not None:
+            out.append((record, _rejection(record, "invalid-name", problem, event.id, event.type)))
             continue
         out.append((record, event))
     return out
 
 
+def _held(record: InboundRecord, door: Door, code: str, detail: str) -> Rejection:
+    """The rejection of a record the door refuses by its position."""
+    value = record.value
+    rejection = _rejection(record, code, detail, None if value is None else id_hint(value[:KEPT_BYTES]), None)
+    return _truncated(rejection) if value is not None and len(value) > door.max_record_bytes else rejection
+
+
+def _truncated(r: Rejection) -> Rejection:
+    """``r`` keeping only the head of its record (``KEPT_BYTES``)."""
+    raw = None if r.raw is None else r.raw[:KEPT_BYTES]
+    return Rejection(r.topic, r.partition, r.offset, raw, r.error, r.detail, r.event_id, r.event_type)
+
+
+#: The longest event id or type a rejection keeps: 256 characters are at most 1 KiB
+#: of UTF-8, well within a btree index row (``rejected_events_event_id``; 2,704
+#: bytes).  An id longer than this is no id a producer meant; the raw record holds it.
+_MAX_NAME: Final = 256
+
+
 def _rejection(
     record: InboundRecord, error: str, detail: str, event_id: str | None, event_type: str | None
 ) -> Rejection:
+    # Everything stored must be storable whatever the record held: no NUL in text,
+    # nothing over an index's row limit.
     return Rejection(
         topic=record.topic,
         partition=record.partition,
         offset=record.offset,
         raw=record.value,
         error=error,
-        detail=detail,
-        event_id=event_id,
-        event_type=event_type,
+        detail=short(detail),
+        event_id=_storable_name(event_id),
+        event_type=_storable_name(event_type),
     )
+
+
+def _storable_name(name: str | None) -> str | None:
+    if name is None or len(name) > _MAX_NAME or "\x00" in name:
+        return None
+    return name
+
+
+class Repeat(NamedTuple):
+    """A record whose event id is archived already (or earlier in the batch): a redelivery,
+    unless its content differs (:meth:`projector.writer.BatchWriter.settle` tells)."""
+
+    record: InboundRecord
+    event_id: str
+    event_type: str
+    #: The event's canonical bytes (events.canonical), compared through the archive's chain hash.
+    canonical: bytes
 
 
 @dataclass(slots=True)
@@ -164,7 +240,8 @@ class BatchPlan:
     #: (topic, partition) -> next offset to read.
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     duplicates: int = 0
-    foreign: int = 0
+    #: The batch's records with an archived id, until the writer settles them.
+    repeats: list[Repeat] = field(default_factory=list)
     #: Ids of the archived events (duplicate detection while the plan is in flight).
     event_ids: set[str] = field(default_factory=set)
     #: The projection_meta columns other than seq, as of the end of the batch.
@@ -184,6 +261,21 @@ class BatchPlan:
         return len(self.archive_rows)
 
 
+def _misrouted(record: InboundRecord, item: Event, cluster: str, topics: Topics | None) -> Rejection | None:
+    """The rejection of an event of another cluster (``unknown-cluster``) or on another topic than
+    its type's (``wrong-topic``, when ``topics`` is given); None when it came where it belongs."""
+    if item.cluster != cluster:
+        detail = (
+            f"the event is for cluster {item.cluster!r}; this deployment archives cluster {cluster!r}"
+            " (TEPHRA_CLUSTER): produce it to its own cluster's topics"
+        )
+        return _rejection(record, "unknown-cluster", detail, item.id, item.type)
+    if topics is not None and (expected := topic_for(item, topics)) != record.topic:
+        detail = f"a {item.type} event belongs on the topic {expected}, not {record.topic}"
+        return _rejection(record, "wrong-topic", detail, item.id, item.type)
+    return None
+
+
 def fold_records(
     state: ClusterState,
     plan: BatchPlan,
@@ -191,11 +283,15 @@ def fold_records(
     archived_ids: set[str],
     *,
     cluster: str,
+    topics: Topics | None = None,
 ) -> None:
     """Fold ``decoded`` into ``state`` and the plan (continuing where the plan stands).
 
-    Skips events already archived (same id: a producer retry or a redelivery) and
-    events of other clusters; events the fold refuses become rejections.
+    Sets aside events already archived (same id: a producer retry or a
+    redelivery, unless the content differs: see :class:`Repeat`).  Events of
+    another cluster (``unknown-cluster``), on another topic than their type's
+    (``wrong-topic``, when ``topics`` is given) and those the fold refuses
+    become rejections: nothing consumed is dropped without a row.
     """
     seq = plan.last_seq
     seen = plan.event_ids
@@ -204,7 +300,7 @@ def fold_records(
     offsets = plan.offsets
     archive_rows = plan.archive_rows
     for record, item in decoded:
-        topic, partition, offset, _ = record
+        topic, partition, offset, _, traceparent = record
         offsets[(topic, partition)] = offset + 1
         if isinstance(item, Rejection):
             plan.rejections.append(item)
@@ -212,35 +308,44 @@ def fold_records(
         event_id = item.id
         if event_id in seen or event_id in archived_ids:
             plan.duplicates += 1
+            plan.repeats.append(Repeat(record, event_id, item.type, canonical_form(item).bytes))
             continue
-        if item.cluster != cluster:
-            plan.foreign += 1
+        if (misrouted := _misrouted(record, item, cluster, topics)) is not None:
+            plan.rejections.append(misrouted)
             continue
-        # What the archive keeps (the event in UTC) and the bytes the chain hashes, with
-        # the pieces they are spliced from: the row's own columns (events.canonical).
-        form = canonical_form(item)
-        event = form.event
-        outcome = apply(state, seq + 1, event)
-        if outcome.invalid is not None:
-            plan.rejections.append(_rejection(record, outcome.invalid, outcome.detail, event_id, form.type))
-            continue
-        seq += 1
-        seen.add(event_id)
-        digest = chain_hash(prev_hash, form.bytes)
-        row = (
-            seq, event_id, form.type, form.cluster, form.subject, form.source, stdlib_utc(form.instant),
-            form.data, topic, partition, offset, prev_hash, digest,
-            job_of_event(event) if form.type in JOB_EVENT_TYPES else None,
-        )  # fmt: skip
-        archive_rows.append(row)
-        prev_hash = digest
-        for kind, key in outcome.touched:
-            if kind == "session":
-                plan.sessions.append(state.sessions[key])
-            else:
-                touched.setdefault(kind, {})[key] = seq
-        if outcome.decisions and isinstance(event, SessionCommitted):
-            _record_decisions(plan, seq, event.data.session_id, outcome.decisions)
+        try:
+            # What the archive keeps (the event in UTC) and the bytes the chain hashes, with
+            # the pieces they are spliced from: the row's own columns (events.canonical).
+            form = canonical_form(item)
+            event = form.event
+            if traceparent is None and item.traceparent is not None:  # the CloudEvents extension
+                traceparent = valid_traceparent(item.traceparent)
+            outcome = apply(state, seq + 1, event)
+            if outcome.invalid is not None:
+                rejection = _rejection(record, outcome.invalid, outcome.detail, event_id, form.type)
+                plan.rejections.append(rejection)
+                continue
+            seq += 1
+            seen.add(event_id)
+            digest = chain_hash(prev_hash, form.bytes)
+            row = (
+                seq, event_id, form.type, form.cluster, form.subject, form.source, stdlib_utc(form.instant),
+                form.data, topic, partition, offset, prev_hash, digest,
+                job_of_event(event) if form.type in JOB_EVENT_TYPES else None, traceparent,
+            )  # fmt: skip
+            archive_rows.append(row)
+            prev_hash = digest
+            for kind, key in outcome.touched:
+                if kind == "session":
+                    plan.sessions.append(state.sessions[key])
+                else:
+                    touched.setdefault(kind, {})[key] = seq
+            if outcome.decisions and isinstance(event, SessionCommitted):
+                _record_decisions(plan, seq, event.data.session_id, outcome.decisions)
+        except Exception as exc:
+            # The fold may have changed the state part way: the writer is poisoned (its
+            # caller rebuilds it from the database) and the record is refused on the redo.
+            raise RecordFailedError((topic, partition, offset), "fold-failed", repr(exc)) from exc
     plan.last_seq = seq
     plan.last_hash = prev_hash
 

@@ -10,10 +10,12 @@ usage from the tasks) with the same code as the snapshots' reader (:mod:`project
 
 from __future__ import annotations
 
+import asyncio
 import json
 import weakref
+from collections.abc import Callable
 from datetime import datetime
-from typing import Final
+from typing import Final, TypeVar
 
 import asyncpg
 
@@ -28,7 +30,7 @@ from projector.projection_rows import (
     projection_statements,
     session_statement,
 )
-from projector.state import MAX_SESSIONS, ClusterState, JobState, TaskRow, assemble
+from projector.state import CLOCK_START, MAX_SESSIONS, ClusterState, JobState, TaskRow, assemble
 from projector.state_json import (
     early_from_json,
     job_from_json,
@@ -53,6 +55,10 @@ __all__ = [
     "projection_statements",
     "session_statement",
 ]
+
+#: Rows :func:`load_projection` decodes between two hand-backs of the event loop (a few ms).
+_DECODE_CHUNK: Final = 1_000
+T = TypeVar("T")
 
 #: Connections known to hold the staging tables (see :func:`create_staging`).
 _staging_ready: Final[weakref.WeakSet[asyncpg.Connection]] = weakref.WeakSet()
@@ -104,15 +110,17 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
             priority_class_from_json(json.loads(r["doc"]))
             for r in await conn.fetch("SELECT doc FROM priority_classes")
         ]
-        nodes = [node_from_json(json.loads(r["doc"])) for r in await conn.fetch("SELECT doc FROM nodes")]
-        jobs = [
-            _job(r["spec"], r["phase"], r["phase_reason"], r["finished_at"])
-            for r in await conn.fetch("SELECT spec, phase, phase_reason, finished_at FROM jobs")
-        ]
-        task_rows: list[TaskRow] = [
-            (r[0], r[1], r[2], r[3], task_status(r[4]), r[5])
-            for r in await conn.fetch("SELECT id, job_id, role, idx, status, node FROM tasks")
-        ]
+        nodes = await _decoded(
+            await conn.fetch("SELECT doc FROM nodes"), lambda r: node_from_json(json.loads(r["doc"]))
+        )
+        jobs = await _decoded(
+            await conn.fetch("SELECT spec, phase, phase_reason, finished_at FROM jobs"),
+            lambda r: _job(r["spec"], r["phase"], r["phase_reason"], r["finished_at"]),
+        )
+        task_rows: list[TaskRow] = await _decoded(
+            await conn.fetch("SELECT id, job_id, role, idx, status, node FROM tasks"),
+            lambda r: (r[0], r[1], r[2], r[3], task_status(r[4]), r[5]),
+        )
         sessions = [
             session_from_json(json.loads(r["doc"]))
             for r in reversed(
@@ -133,8 +141,33 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
         sessions=sessions,
         session_parts=parts_from_json(json.loads(meta["session_parts"])),
         early_observations=early_from_json(json.loads(meta["early_observations"])),
-        clock=meta["clock"],
+        clock=_clock(meta["clock"]),
     )
+
+
+async def _decoded(rows: list[asyncpg.Record], decode: Callable[[asyncpg.Record], T]) -> list[T]:
+    """``decode`` of every row, handing the event loop back every ``_DECODE_CHUNK`` rows.
+
+    A big projection takes seconds to decode (40k jobs: ~1 s); in one piece it
+    would hold up everything else on the loop, a service told to stop included.
+    """
+    decoded: list[T] = []
+    for start in range(0, len(rows), _DECODE_CHUNK):
+        decoded.extend(decode(row) for row in rows[start : start + _DECODE_CHUNK])
+        await asyncio.sleep(0)
+    return decoded
+
+
+def _clock(value: datetime) -> datetime:
+    """The stored clock; the start of time when it is that.
+
+    The clock of a state that folded nothing is 0001-01-01T00:00:00Z, which asyncpg
+    writes as PostgreSQL's -infinity and reads back as a naive ``datetime.min``:
+    compared with an event's aware time it raised TypeError in the fold and the
+    projection rows at every batch after a restart (a batch of rejections only is
+    enough to write it).
+    """
+    return CLOCK_START if value.tzinfo is None else value
 
 
 def _job(spec: str, phase: str, phase_reason: str, finished_at: datetime | None) -> JobState:

@@ -225,10 +225,12 @@ def session_statement(records: Sequence[SessionRecord]) -> StagedRows | None:
     """The upsert of these sessions' rows (None when there are none).
 
     Sessions are history: a row stays after its session leaves the state's
-    window of the newest ``MAX_SESSIONS``.
+    window of the newest ``MAX_SESSIONS``.  A session recorded twice (folded, then
+    without its pending list once a newer one was) is written as last recorded.
     """
     if not records:
         return None
+    records = list({s.session_id: s for s in records}.values())
     # Times as stdlib UTC: asyncpg's COPY encodes them in a fifth of the time (archive.stdlib_utc).
     rows = [
         (

@@ -10,7 +10,9 @@ one life of the connections:
    tables (so a crash or a failed batch costs nothing but the redo);
 3. assign every partition of the intents, observations and decisions topics
    (no consumer group, no Kafka commits) and seek each to the offset stored
-   in ``consumer_offsets`` — 0 when there is none;
+   in ``consumer_offsets`` — 0 when there is none; topics and partitions
+   that appear later are found every ``projector_topics_refresh`` seconds
+   (:mod:`projector.topic_watch`) and assigned the same way;
 4. loop: gather a batch (by count, or after ``projector_linger_ms``), decode and fold
    it, produce its rejections to the dead-letter topic, then commit it to
    PostgreSQL in one transaction.  Two stages overlap: while batches
@@ -27,11 +29,13 @@ counts a reconnect, waits with capped backoff and starts a new run.  Nothing
 is lost or duplicated because progress is only what PostgreSQL committed.
 
 A broker that lost data shows up as a fetch position out of range, a high
-watermark below the stored position, or records below it: all are logged
-at ERROR and counted in
-``offsets_went_backwards``, and consumption restarts from the broker's
-earliest offset (already archived event ids are skipped), never silently
-from the stale position.  Dead-letter messages are produced before the
+watermark below the stored position, records below it, or, before a
+partition resumes at its stored position, another record than the one
+archived from it (projector.broker_identity: a broker restarted empty whose
+new log already reaches past the stored position): all are logged at ERROR
+and counted in ``offsets_went_backwards``, and consumption restarts from the
+broker's earliest offset (already archived event ids are skipped), never
+silently from the stale position.  Dead-letter messages are produced before the
 batch commits, so after a crash they may be produced twice; ``rejected_events``
 holds each rejection exactly once.
 """
@@ -49,15 +53,20 @@ from dataclasses import asdict, dataclass, field
 from typing import Final
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaError, OffsetOutOfRangeError
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError, OffsetOutOfRangeError
 
 from events.topics import Topics
-from projector.errors import ProjectorError
+from events.tracing import traceparent_of
+from projector.broker_identity import IdentityCheck, Verdict, identity_check
+from projector.door import ConfigCheck, Door, Position, short
+from projector.errors import BatchFailedError, ProjectorError, RecordFailedError
 from projector.heap import BatchHeap
 from projector.migrate import apply_migrations
 from projector.plan import id_hint
-from projector.settings import ProjectorSettings
+from projector.settings import ProjectorSettings, parse_positions
+from projector.telemetry import observe_batch, observe_lag, set_connected
+from projector.topic_watch import TopicWatch
 from projector.writer import (
     BatchPlan,
     BatchWriter,
@@ -99,6 +108,22 @@ _RETRIABLE_DB: Final = (
 )
 
 
+#: PostgreSQL errors one record's values cause (the same bytes fail the same way):
+#: class 22 (data: a value out of range, untranslatable text), 23 (integrity), 54
+#: (program limit: an index row too large).  A batch that fails with one is redone a
+#: record at a time and the record that fails alone is rejected (``unstorable``).
+_RECORD_STORAGE_ERRORS: Final = (
+    asyncpg.exceptions.DataError,
+    asyncpg.exceptions.IntegrityConstraintViolationError,
+    asyncpg.exceptions.ProgramLimitExceededError,
+    OverflowError,
+)
+#: The dead-letter producer's request limit, set deliberately (aiokafka's default, and
+#: within the default message.max.bytes of Kafka brokers): a rejected record's body is
+#: cut to :data:`DEAD_LETTER_BODY_BYTES` so that any record fits with its headers.
+DEAD_LETTER_MAX_BYTES: Final = 1_048_576
+DEAD_LETTER_BODY_BYTES: Final = 900 * 1024
+
 STAGES: Final = ("gather", "prepare", "check_wait", "heap", "commit_wait")
 
 
@@ -110,11 +135,12 @@ class ProjectorMetrics:
     events_archived: int = 0
     events_rejected: int = 0
     duplicates_skipped: int = 0
-    other_cluster_skipped: int = 0
     offsets_went_backwards: int = 0
     #: Full collections of the frozen heap (projector.heap), at idle moments or in batches.
     heap_thaws: int = 0
     reconnects: int = 0
+    #: Records refused by their position after they failed the fold or storage (a redo each).
+    records_isolated: int = 0
     last_seq: int = 0
     last_batch_seconds: float = 0.0
     #: The newest batch latencies (decode, fold, dead-letter, commit), seconds.
@@ -135,6 +161,8 @@ class _Target:
     database_url: str
     topics: Topics
     cluster: str
+    #: The scheduler's configuration check (projector.door), given by api.
+    config_check: ConfigCheck | None = None
 
 
 async def run_projector(
@@ -146,11 +174,16 @@ async def run_projector(
     cluster: str,
     stop: asyncio.Event | None = None,
     metrics: ProjectorMetrics | None = None,
+    config_check: ConfigCheck | None = None,
 ) -> None:
-    """Run until ``stop`` is set, reconnecting after broker or database outages."""
+    """Run until ``stop`` is set, reconnecting after broker or database outages.
+
+    ``config_check`` says what makes a scheduler configuration unusable (the
+    scheduler's ``config_problem``): such a SchedulerConfigured is rejected.
+    """
     stop = stop or asyncio.Event()
     metrics = metrics if metrics is not None else ProjectorMetrics()
-    target = _Target(kafka_bootstrap, database_url, topics, cluster)
+    target = _Target(kafka_bootstrap, database_url, topics, cluster, config_check)
     try:
         await _supervise(settings, target, metrics, stop)
     finally:
@@ -161,10 +194,34 @@ async def _supervise(
     settings: ProjectorSettings, target: _Target, metrics: ProjectorMetrics, stop: asyncio.Event
 ) -> None:
     backoff = 0.2
+    # Records refused by position (projector.door), and the batch being redone a record at a
+    # time: both outlive a run, as the failures they answer end the run.
+    refused: dict[Position, tuple[str, str]] = {}
+    for position in parse_positions(settings.skip_record):
+        refused[position] = ("skipped-by-operator", "skipped by the operator (TEPHRA_SKIP_RECORD)")
+        log.warning(
+            "[PROJ-SKIP] the record at %s[%d]@%d will be rejected unread (skipped-by-operator)", *position
+        )
+    isolating: dict[tuple[str, int], int] = {}
     while not stop.is_set():
         began = time.monotonic()
         try:
-            await _Run(settings, target, metrics, stop).run()
+            await _Run(settings, target, metrics, stop, refused=refused, isolating=isolating).run()
+        except RecordFailedError as exc:
+            # One record failed: redo at once without it (the writer reloads from the database).
+            metrics.records_isolated += 1
+            refused[exc.position] = (exc.code, short(exc.detail))
+            log.exception("rejecting that record and redoing its batch")
+        except BatchFailedError as exc:
+            if len(exc.positions) == 1:
+                metrics.records_isolated += 1
+                refused[exc.positions[0]] = (exc.code, short(exc.detail))
+                log.exception("rejecting that record and redoing its batch")
+            else:
+                for topic, partition, offset in exc.positions:
+                    key = (topic, partition)
+                    isolating[key] = max(isolating.get(key, 0), offset + 1)
+                log.exception("redoing those records one per batch to find the one to reject")
         except (*_RETRIABLE_DB, KafkaError, ProjectorError) as exc:
             if isinstance(exc, ProjectorError) and not exc.retriable:
                 raise
@@ -316,15 +373,41 @@ class _Run:
     """One life of the database connection, the consumer and the producer."""
 
     def __init__(
-        self, settings: ProjectorSettings, target: _Target, metrics: ProjectorMetrics, stop: asyncio.Event
+        self,
+        settings: ProjectorSettings,
+        target: _Target,
+        metrics: ProjectorMetrics,
+        stop: asyncio.Event,
+        *,
+        refused: dict[Position, tuple[str, str]] | None = None,
+        isolating: dict[tuple[str, int], int] | None = None,
     ) -> None:
         self.settings = settings
+        self.door = Door(
+            max_record_bytes=settings.max_record_bytes,
+            max_replicas_per_task=settings.max_replicas_per_task,
+            max_tasks_per_job=settings.max_tasks_per_job,
+            refused=refused if refused is not None else {},
+            config_check=target.config_check,
+        )
+        #: (topic, partition) -> the offset below which records are committed one per batch.
+        self.isolating = isolating if isolating is not None else {}
         self.target = target
         self.consumer_name = settings.consumer_name(target.cluster)
         self.metrics = metrics
         self.stop = stop
         #: (topic, partition) -> the next offset this run expects to read.
         self.positions: dict[tuple[str, int], int] = {}
+        #: Partitions resumed at a stored position whose first record read must be the one archived
+        #: from it (projector.broker_identity): (topic, partition) -> the check.
+        self.identity: dict[tuple[str, int], IdentityCheck] = {}
+        self._assigned = False
+        self.watch = TopicWatch(
+            target.kafka_bootstrap,
+            (target.topics.intents, target.topics.observations, target.topics.decisions),
+            who=f"projector {self.consumer_name}",
+            every=settings.projector_topics_refresh,
+        )
         self._last_report = time.monotonic()
         self.heap = BatchHeap(
             enabled=settings.projector_freeze,
@@ -346,6 +429,8 @@ class _Run:
                 cluster=target.cluster,
                 snapshot_every=settings.snapshot_every,
                 snapshot_scale=settings.snapshot_scale,
+                topics=target.topics,
+                door=self.door,
             )
             self.metrics.last_seq = writer.state.seq
             self.heap.loaded()
@@ -357,7 +442,9 @@ class _Run:
                 max_partition_fetch_bytes=8 * 1024 * 1024,
                 fetch_max_wait_ms=settings.projector_fetch_max_wait_ms,
             )
-            producer = AIOKafkaProducer(bootstrap_servers=target.kafka_bootstrap, acks="all")
+            producer = AIOKafkaProducer(
+                bootstrap_servers=target.kafka_bootstrap, acks="all", max_request_size=DEAD_LETTER_MAX_BYTES
+            )
             # Duplicate checks of the next batch run while the writer's connection commits.
             # Planned for its ids every time: a generic plan made while event_log was
             # small stayed a sequential scan, comparing every row with 1,000 ids
@@ -369,9 +456,12 @@ class _Run:
             try:
                 await producer.start()
                 try:
-                    await self._assign(conn, consumer)
-                    await self._consume(conn, query_conn, consumer, producer, writer)
+                    async with self.watch:
+                        await self._assign(conn, consumer, await self.watch.partitions())
+                        set_connected(True)
+                        await self._consume(conn, query_conn, consumer, producer, writer)
                 finally:
+                    set_connected(False)
                     await producer.stop()
             finally:
                 await consumer.stop()
@@ -395,31 +485,57 @@ class _Run:
                     await self.stop.wait()
         return False
 
-    async def _assign(self, conn: asyncpg.Connection, consumer: AIOKafkaConsumer) -> None:
-        topics = self.target.topics
-        wanted = (topics.intents, topics.observations, topics.decisions)
-        await consumer.topics()  # fetch metadata
-        partitions: list[TopicPartition] = []
-        for topic in wanted:
-            for number in sorted(consumer.partitions_for_topic(topic) or ()):
-                partitions.append(TopicPartition(topic, number))
-        consumer.assign(partitions)
-        stored = await stored_offsets(conn, self.consumer_name)
-        for tp in partitions:
-            position = stored.get((tp.topic, tp.partition), 0)
-            consumer.seek(tp, position)
-            self.positions[(tp.topic, tp.partition)] = position
-        log.info(
-            "projector %s assigned %d partitions: %s",
-            self.consumer_name,
-            len(partitions),
-            ", ".join(
-                f"{tp.topic}[{tp.partition}]@{self.positions[(tp.topic, tp.partition)]}" for tp in partitions
-            ),
-        )
+    async def _assign(
+        self, conn: asyncpg.Connection, consumer: AIOKafkaConsumer, found: Sequence[TopicPartition]
+    ) -> None:
+        """Assign ``found`` besides the partitions assigned already; the new ones from their stored offsets.
 
-    async def _gather(self, consumer: AIOKafkaConsumer) -> list[InboundRecord]:
+        Assigning anew resets every position in the client, so each partition
+        is sought again: the assigned ones to the next offset this run expects.
+        The first call assigns even when nothing is found: a consumer never
+        assigned waits in ``getmany`` for an assignment, past its timeout.
+        """
+        if not found and self._assigned:
+            return
+        self._assigned = True
+        stored = await stored_offsets(conn, self.consumer_name)
+        for tp in found:
+            key = (tp.topic, tp.partition)
+            if key in self.positions:
+                continue
+            position = stored.get(key, 0)
+            check = await identity_check(conn, tp.topic, tp.partition, position)
+            if check is not None:  # read the newest archived record first: is it still there?
+                self.identity[key] = check
+                position = check.offset
+            self.positions[key] = position
+        partitions = [TopicPartition(topic, partition) for topic, partition in sorted(self.positions)]
+        consumer.assign(partitions)
+        for tp in partitions:
+            consumer.seek(tp, self.positions[(tp.topic, tp.partition)])
+        if found:
+            log.info(
+                "projector %s assigned %d partitions: %s",
+                self.consumer_name,
+                len(partitions),
+                ", ".join(
+                    f"{tp.topic}[{tp.partition}]@{self.positions[tp.topic, tp.partition]}" for tp in found
+                ),
+            )
+
+    def _isolating(self) -> bool:
+        """Whether a failed batch is being redone a record at a time (until its records are past)."""
+        isolating = self.isolating
+        for key in [key for key, end in isolating.items() if self.positions.get(key, 0) >= end]:
+            del isolating[key]
+        return bool(isolating)
+
+    async def _gather(self, offsets: asyncpg.Connection, consumer: AIOKafkaConsumer) -> list[InboundRecord]:
         batch_size, linger_ms = self.settings.projector_batch_size, self.settings.projector_linger_ms
+        if self._isolating():
+            batch_size, linger_ms = 1, 0
+        # Topics or partitions that appeared (the writer's connection may be committing: ask on the other).
+        await self._assign(offsets, consumer, await self.watch.new_partitions(consumer.assignment()))
         records: list[InboundRecord] = []
         deadline: float | None = None
         while len(records) < batch_size and not self.stop.is_set():
@@ -434,28 +550,43 @@ class _Run:
             except OffsetOutOfRangeError as exc:
                 await self._went_backwards(consumer, exc)
                 continue
-            for tp in sorted(fetched, key=lambda p: (p.topic, p.partition)):
-                messages = fetched[tp]
-                if not messages:
-                    continue
-                topic, partition = key = (tp.topic, tp.partition)
-                expected = self.positions.get(key, 0)
-                # A partition's offsets only increase: checking the first message checks them all.
-                if messages[0].offset < expected:
-                    self.metrics.offsets_went_backwards += 1
-                    log.error(
-                        "[PROJ-OFFSETS] %s[%d] delivered offset %d below the stored position %d:"
-                        " the broker lost data; consuming what it has now",
-                        topic, partition, messages[0].offset, expected,
-                    )  # fmt: skip
-                self.positions[key] = messages[-1].offset + 1
-                records += [InboundRecord(topic, partition, m.offset, m.value) for m in messages]
+            records += await self._take(consumer, fetched)
             if not fetched:
                 await self._check_high_watermarks(consumer)
                 if not records:
                     break  # idle: the caller finishes the commit in flight meanwhile
             if records and deadline is None:
                 deadline = time.monotonic() + linger_ms / 1000
+        observe_lag(consumer, self.positions)
+        return records
+
+    async def _take(
+        self, consumer: AIOKafkaConsumer, fetched: dict[TopicPartition, list[ConsumerRecord]]
+    ) -> list[InboundRecord]:
+        """The records of one fetch to project, positions moved past them, in partition order."""
+        records: list[InboundRecord] = []
+        for tp in sorted(fetched, key=lambda p: (p.topic, p.partition)):
+            messages = fetched[tp]
+            if not messages:
+                continue
+            topic, partition = key = (tp.topic, tp.partition)
+            if key in self.identity:
+                await self._check_identity(consumer, tp, self.identity.pop(key), messages[0])
+                continue  # what this fetch read was consumed already, or is read again
+            expected = self.positions.get(key, 0)
+            # A partition's offsets only increase: checking the first message checks them all.
+            if messages[0].offset < expected:
+                self.metrics.offsets_went_backwards += 1
+                log.error(
+                    "[PROJ-OFFSETS] %s[%d] delivered offset %d below the stored position %d:"
+                    " the broker lost data; consuming what it has now",
+                    topic, partition, messages[0].offset, expected,
+                )  # fmt: skip
+            self.positions[key] = messages[-1].offset + 1
+            records += [
+                InboundRecord(topic, partition, m.offset, m.value, traceparent_of(m.headers))
+                for m in messages
+            ]
         return records
 
     async def _check_high_watermarks(self, consumer: AIOKafkaConsumer) -> None:
@@ -467,28 +598,52 @@ class _Run:
         """
         for tp in consumer.assignment():
             highwater = consumer.highwater(tp)
-            position = self.positions.get((tp.topic, tp.partition), 0)
-            if highwater is not None and highwater < position:
-                self.metrics.offsets_went_backwards += 1
-                log.error(
-                    "[PROJ-OFFSETS] %s[%d] stored position %d is beyond the broker's end %d: the broker"
-                    " lost data; restarting from its earliest offset (archived event ids are skipped)",
-                    tp.topic, tp.partition, position, highwater,
-                )  # fmt: skip
-                await consumer.seek_to_beginning(tp)
-                self.positions[(tp.topic, tp.partition)] = 0
+            key = (tp.topic, tp.partition)
+            position = self.positions.get(key, 0)
+            check = self.identity.get(key)
+            if highwater is None:
+                continue
+            if check is not None and check.ended_before(highwater):
+                del self.identity[key]
+                await self._lost(consumer, tp, f"no longer holds offset {check.offset} ({check.event_id})")
+            elif highwater < position:
+                await self._lost(
+                    consumer, tp, f"stored position {position} is beyond the broker's end {highwater}"
+                )
+
+    async def _check_identity(
+        self, consumer: AIOKafkaConsumer, tp: TopicPartition, check: IdentityCheck, first: ConsumerRecord
+    ) -> None:
+        """Resume at the stored position if the partition is the log it was; else read it from its start."""
+        verdict = check.verdict(first.offset, first.value)
+        if verdict is Verdict.LOST:
+            await self._lost(
+                consumer, tp, f"holds another record at offset {check.offset} than {check.event_id}"
+            )
+            return
+        if verdict is Verdict.UNKNOWN:
+            log.info(
+                "%s[%d] starts past offset %d (retention): resuming at the stored position %d unchecked",
+                tp.topic, tp.partition, check.offset, check.resume,
+            )  # fmt: skip
+        consumer.seek(tp, check.resume)
+        self.positions[(tp.topic, tp.partition)] = check.resume
+
+    async def _lost(self, consumer: AIOKafkaConsumer, tp: TopicPartition, what: str) -> None:
+        self.metrics.offsets_went_backwards += 1
+        log.error(
+            "[PROJ-OFFSETS] %s[%d] %s: the broker lost its data (a new log under the same name);"
+            " restarting from its earliest offset (archived event ids are skipped)",
+            tp.topic, tp.partition, what,
+        )  # fmt: skip
+        await consumer.seek_to_beginning(tp)
+        self.positions[(tp.topic, tp.partition)] = 0
 
     async def _went_backwards(self, consumer: AIOKafkaConsumer, exc: OffsetOutOfRangeError) -> None:
         positions = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
         for tp, offset in positions.items():
-            self.metrics.offsets_went_backwards += 1
-            log.error(
-                "[PROJ-OFFSETS] %s[%d] stored position %s is beyond the broker's log: the broker lost data;"
-                " restarting from its earliest offset (archived event ids are skipped)",
-                tp.topic, tp.partition, offset,
-            )  # fmt: skip
-            await consumer.seek_to_beginning(tp)
-            self.positions[(tp.topic, tp.partition)] = 0
+            self.identity.pop((tp.topic, tp.partition), None)
+            await self._lost(consumer, tp, f"stored position {offset} is beyond the broker's log")
 
     async def _consume(
         self,
@@ -506,7 +661,7 @@ class _Run:
         try:
             while not self.stop.is_set():
                 began = clock()
-                records = await self._gather(consumer)
+                records = await self._gather(query_conn, consumer)
                 if not records:
                     while commits:  # idle: let the batches in flight land (and surface a failure)
                         await commits.popleft()
@@ -542,7 +697,13 @@ class _Run:
                 stages["heap"] += frozen - prepared
                 stages["commit_wait"] += clock() - frozen
                 commit = self._commit(
-                    conn, producer, writer, plan, began=gathered, after=commits[-1] if commits else None
+                    conn,
+                    producer,
+                    writer,
+                    plan,
+                    records,
+                    began=gathered,
+                    after=commits[-1] if commits else None,
                 )
                 commits.append(asyncio.create_task(commit))
             while commits:
@@ -560,6 +721,7 @@ class _Run:
         producer: AIOKafkaProducer,
         writer: BatchWriter,
         plan: BatchPlan,
+        records: Sequence[InboundRecord],
         *,
         began: float,
         after: asyncio.Task[None] | None,
@@ -567,17 +729,24 @@ class _Run:
         metrics = self.metrics
         if after is not None:
             await after  # raises if it failed: nothing later is written
+        await writer.settle(conn, plan)  # its id conflicts join the rejections to dead-letter
         if plan.rejections:
             await self._dead_letter(producer, plan.rejections)
-        await writer.commit(conn, plan)
+        try:
+            await writer.commit(conn, plan)
+        except _RETRIABLE_DB:
+            raise  # an outage (some are DataError's kin in asyncpg's tree: checked first)
+        except _RECORD_STORAGE_ERRORS as exc:
+            positions = [(r.topic, r.partition, r.offset) for r in records]
+            raise BatchFailedError(positions, "unstorable", f"PostgreSQL refused the batch: {exc!r}") from exc
         metrics.batches += 1
         metrics.events_archived += plan.archived
         metrics.events_rejected += len(plan.rejections)
         metrics.duplicates_skipped += plan.duplicates
-        metrics.other_cluster_skipped += plan.foreign
         metrics.last_seq = plan.last_seq
         metrics.last_batch_seconds = time.perf_counter() - began
         metrics.batch_seconds.append(metrics.last_batch_seconds)
+        observe_batch(plan, metrics.last_batch_seconds, [r.error for r in plan.rejections])
         for rejection in plan.rejections:
             log.warning(
                 "rejected %s[%d]@%d: %s: %s",
@@ -588,13 +757,69 @@ class _Run:
             _log_metrics("projector metrics", metrics)
 
     async def _dead_letter(self, producer: AIOKafkaProducer, rejections: Sequence[Rejection]) -> None:
+        """Produce the rejections to the dead-letter topic: the reference and the body, cut to fit.
+
+        A message the broker refuses for its size is sent again with the reference
+        alone, never treated as an outage (``rejected_events`` keeps what the record
+        held either way).
+        """
         topic = self.target.topics.rejected
-        futures = []
+        sent = []
         for r in rejections:
-            headers = [
-                ("tephra-error", r.error.encode()),
-                ("tephra-detail", r.detail.encode()),
-                ("tephra-source", f"{r.topic}/{r.partition}/{r.offset}".encode()),
-            ]
-            futures.append(await producer.send(topic, value=r.raw or b"", headers=headers))
-        await asyncio.gather(*futures)
+            body = r.raw or b""
+            headers = _dead_letter_headers(r, len(body))
+            if len(body) > DEAD_LETTER_BODY_BYTES:
+                body = body[:DEAD_LETTER_BODY_BYTES]
+            sent.append((r, await self._send_or_reference(producer, topic, r, body, headers)))
+        for r, future in sent:
+            if future is None:
+                continue
+            try:
+                await future
+            except MessageSizeTooLargeError:
+                await self._send_reference(producer, topic, r)
+
+    async def _send_or_reference(
+        self,
+        producer: AIOKafkaProducer,
+        topic: str,
+        r: Rejection,
+        body: bytes,
+        headers: list[tuple[str, bytes]],
+    ) -> asyncio.Future[object] | None:
+        try:
+            future: asyncio.Future[object] = await producer.send(topic, value=body, headers=headers)
+        except MessageSizeTooLargeError:
+            await self._send_reference(producer, topic, r)
+            return None
+        return future
+
+    async def _send_reference(self, producer: AIOKafkaProducer, topic: str, r: Rejection) -> None:
+        """The rejection's reference alone (no body), for a broker whose limit is below ours."""
+        log.warning(
+            "dead-letter message for %s[%d]@%d is over the broker's limit: sending its reference alone",
+            r.topic, r.partition, r.offset,
+        )  # fmt: skip
+        headers = _dead_letter_headers(r, len(r.raw or b""))
+        try:
+            await (await producer.send(topic, value=b"", headers=headers))
+        except MessageSizeTooLargeError:
+            log.exception(
+                "dead-letter reference for %s[%d]@%d refused for its size: kept in rejected_events only",
+                r.topic, r.partition, r.offset,
+            )  # fmt: skip
+
+
+def _dead_letter_headers(r: Rejection, size: int) -> list[tuple[str, bytes]]:
+    """Where the rejected record is (topic/partition/offset), its id, why, and its size in bytes."""
+    headers = [
+        ("tephra-error", r.error.encode()),
+        ("tephra-detail", short(r.detail, 1_000).encode()),
+        ("tephra-source", f"{r.topic}/{r.partition}/{r.offset}".encode()),
+        ("tephra-size", str(size).encode()),
+    ]
+    if r.event_id is not None:
+        headers.append(("tephra-event-id", r.event_id.encode()))
+    if size > DEAD_LETTER_BODY_BYTES:
+        headers.append(("tephra-truncated", str(DEAD_LETTER_BODY_BYTES).encode()))
+    return headers

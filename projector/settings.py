@@ -7,14 +7,20 @@ and passes them to :func:`~projector.service.run_projector` alongside these.
 
 from __future__ import annotations
 
-from typing import Self
+import re
+from typing import Final, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from events.models import INT32_MAX
+from projector.door import Position
 from projector.heap import BUSY_THAW_GROWTH, THAW_GROWTH
 
-__all__ = ["ProjectorSettings"]
+__all__ = ["ProjectorSettings", "parse_positions"]
+
+# A Kafka topic name ([a-zA-Z0-9._-]), a partition and an offset.
+_POSITION: Final = re.compile(r"([a-zA-Z0-9._-]+):([0-9]+):([0-9]+)")
 
 
 class ProjectorSettings(BaseSettings):
@@ -33,6 +39,11 @@ class ProjectorSettings(BaseSettings):
     # read-your-writes wait (bench/e2e.py).
     projector_fetch_max_wait_ms: int = Field(
         default=25, gt=0, description="the longest a fetch waits at the broker for records"
+    )
+    projector_topics_refresh: float = Field(
+        default=5.0,
+        gt=0,
+        description="seconds between two looks for topics and partitions that appeared since the start",
     )
     snapshot_every: int = Field(default=10_000, gt=0, description="events between two state snapshots")
     snapshot_scale: float = Field(
@@ -64,6 +75,36 @@ class ProjectorSettings(BaseSettings):
         " without an idle moment",
     )
 
+    max_record_bytes: int = Field(
+        default=2 * 1024 * 1024,
+        gt=0,
+        description="bytes: a larger record is rejected (record-too-large) before it is decoded;"
+        " keep it above TEPHRA_SCHEDULER_MAX_MESSAGE_BYTES plus 64 KiB",
+    )
+    max_replicas_per_task: int = Field(
+        default=10_000,
+        gt=0,
+        le=INT32_MAX,
+        description="a JobSubmitted with a task of more replicas is rejected (too-many-replicas)",
+    )
+    max_tasks_per_job: int = Field(
+        default=10_000,
+        gt=0,
+        le=INT32_MAX,
+        description="a JobSubmitted with more replicas in all its tasks is rejected (too-many-tasks)",
+    )
+    skip_record: str = Field(
+        default="",
+        description="TOPIC:PARTITION:OFFSET[,...]: records the projector rejects unread"
+        " (skipped-by-operator), the escape hatch past a record that stops it",
+    )
+
+    @field_validator("skip_record")
+    @classmethod
+    def _positions(cls, value: str) -> str:
+        parse_positions(value)
+        return value
+
     @model_validator(mode="after")
     def _thaws_in_order(self) -> Self:
         if self.projector_busy_thaw_growth < self.projector_thaw_growth:
@@ -75,3 +116,17 @@ class ProjectorSettings(BaseSettings):
 
     def consumer_name(self, cluster: str) -> str:
         return self.projector_consumer or f"projector:{cluster}"
+
+
+def parse_positions(text: str) -> list[Position]:
+    """``TOPIC:PARTITION:OFFSET`` items, comma-separated, as positions (ValueError naming a bad one)."""
+    positions: list[Position] = []
+    for raw in text.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        match = _POSITION.fullmatch(item)
+        if match is None:
+            raise ValueError(f"{item!r} is not TOPIC:PARTITION:OFFSET (e.g. tephra.intents:0:1234)")
+        positions.append((match[1], int(match[2]), int(match[3])))
+    return positions

@@ -79,6 +79,7 @@ __all__ = [
     "retirement_heap",
     "task_id_of",
     "unplace",
+    "without_pending",
 ]
 
 
@@ -382,7 +383,11 @@ class SessionRecord:
     now: datetime
     accepted: int
     voided: tuple[VoidedDecision, ...]
-    pending: tuple[PendingJob, ...]
+    #: The whole pending list, kept for the newest session only (the base the next
+    #: session's change is read against, and what readers show as the current
+    #: reasons); None for older sessions, and when a session's change named a base
+    #: that was not the newest (the archive still holds its reasons exactly).
+    pending: tuple[PendingJob, ...] | None
     pending_digest: str
     input_digest: str
     logic_flags: tuple[str, ...]
@@ -398,7 +403,7 @@ class SessionRecord:
         now: datetime,
         accepted: int,
         voided: tuple[VoidedDecision, ...],
-        pending: tuple[PendingJob, ...],
+        pending: tuple[PendingJob, ...] | None,
         pending_digest: str,
         input_digest: str,
         logic_flags: tuple[str, ...],
@@ -420,6 +425,24 @@ class SessionRecord:
         return reduce_through_init(self)
 
 
+def without_pending(record: SessionRecord) -> SessionRecord:
+    """The record as it stays once a newer session is recorded: without its pending list."""
+    return SessionRecord(
+        session_id=record.session_id,
+        seq=record.seq,
+        leader_epoch=record.leader_epoch,
+        input_seq=record.input_seq,
+        config_version=record.config_version,
+        now=record.now,
+        accepted=record.accepted,
+        voided=record.voided,
+        pending=None,
+        pending_digest=record.pending_digest,
+        input_digest=record.input_digest,
+        logic_flags=record.logic_flags,
+    )
+
+
 @dataclass(slots=True)
 class ClusterState:
     """The whole folded state at ``seq`` (see the module docstring)."""
@@ -435,7 +458,7 @@ class ClusterState:
     tasks: dict[str, TaskState] = field(default_factory=dict)
     #: The highest leader epoch of any applied session.
     leader_epoch: int = 0
-    #: The newest ``MAX_SESSIONS`` sessions, oldest first.
+    #: The newest ``MAX_SESSIONS`` sessions, oldest first (only the newest keeps its pending list).
     sessions: dict[str, SessionRecord] = field(default_factory=dict)
     #: SessionPart data waiting for their SessionCommitted marker: session id -> part index -> part.
     session_parts: dict[str, dict[int, SessionPartData]] = field(default_factory=dict)
@@ -477,8 +500,11 @@ def assemble(
 
     Shared by the snapshot reader (:mod:`projector.state_json`) and the projection
     loader, so both derive task specs, job task order and node usage the same way.
-    ``jobs`` come with empty ``tasks`` lists; ``sessions`` in seq order.
+    ``jobs`` come with empty ``tasks`` lists; ``sessions`` in seq order (a pending
+    list persisted on any but the newest, as older projections kept them, is dropped
+    as the fold drops it).
     """
+    sessions = [without_pending(s) if s.pending is not None else s for s in sessions[:-1]] + sessions[-1:]
     state = ClusterState(
         seq=seq,
         queues={q.name: q for q in queues},

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import orjson
 
-from events.jsonform import DECODED_UTC, json_form, time_text
+from events.jsonform import DECODED_UTC, LastForms, json_form, time_text
 from events.models import (
     BindDecision,
     Decision,
@@ -321,11 +321,17 @@ def session_to_json(s: SessionRecord) -> dict[str, Any]:
             }
             for v in s.voided
         ],
-        "pending": [json_form(p) for p in s.pending],
+        "pending": None if s.pending is None else _PENDING_FORMS.of(s.pending),
         "pending_digest": s.pending_digest,
         "input_digest": s.input_digest,
         "logic_flags": list(s.logic_flags),
     }
+
+
+#: The newest session's pending list is written with its row at every session; a backlog keeps most
+#: entries (the same objects, see projector.fold) from one session to the next, so only the new ones
+#: are converted (92k entries: 0.56 s of CPU a session otherwise).
+_PENDING_FORMS: Final[LastForms[PendingJob, Any]] = LastForms(json_form, lambda entry: entry.job)
 
 
 def session_from_json(d: dict[str, Any]) -> SessionRecord:
@@ -348,7 +354,7 @@ def session_from_json(d: dict[str, Any]) -> SessionRecord:
             )
             for v in d["voided"]
         ),
-        pending=tuple(PendingJob.model_validate(p) for p in d["pending"]),
+        pending=None if d["pending"] is None else tuple(PendingJob.model_validate(p) for p in d["pending"]),
         pending_digest=d["pending_digest"],
         input_digest=d["input_digest"],
         logic_flags=tuple(d["logic_flags"]),

@@ -5,15 +5,20 @@ For each batch, in this order:
 1. :func:`~projector.plan.decode_batch` — bytes to events; what does not
    decode becomes a :class:`~projector.plan.Rejection` with the decoder's
    stable code.
-2. :meth:`BatchWriter.prepare` — skip events already archived (same id: a
-   producer retry or a redelivery) and events of other clusters; fold the rest
-   into the in-memory state with the pure fold, assigning seqs and chaining
-   hashes; events the fold refuses become Rejections.  Then build every value
+2. :meth:`BatchWriter.prepare` — set aside events already archived (same id:
+   a producer retry or a redelivery); reject events of other clusters
+   (``unknown-cluster``) and on another topic than their type's
+   (``wrong-topic``); fold the rest into the in-memory state with the pure
+   fold, assigning seqs and chaining hashes; events the fold refuses become
+   Rejections.  Then build every value
    the commit will write (archive rows, projection statements, meta columns,
    the snapshot document).  Pure CPU, no I/O: :mod:`projector.plan` does the
    work, compiled; this module owns the state and the I/O.
-3. (the service produces the rejections to the dead-letter topic here, never
-   inside the transaction)
+3. :meth:`BatchWriter.settle` — once the batches before it have committed:
+   an event set aside whose content differs from the archived one with its id
+   becomes an ``id-conflict`` rejection (the first stays).  Then the service
+   produces the rejections to the dead-letter topic, never inside the
+   transaction.
 4. :meth:`BatchWriter.commit` — one transaction: guard the projection's seq
    (a second writer would be caught here), COPY into ``event_log``, the
    rejections, the projection rows, the consumer offsets, a snapshot every
@@ -46,13 +51,16 @@ from typing import Final
 import asyncpg
 import orjson
 
-from events.canonical import GENESIS_HASH
-from projector.errors import ProjectionDriftError
+from events.canonical import GENESIS_HASH, chain_hash
+from events.topics import Topics
+from projector.door import Door
+from projector.errors import BatchFailedError, ProjectionDriftError
 from projector.plan import (
     BatchPlan,
     Decoded,
     InboundRecord,
     Rejection,
+    Repeat,
     decode_batch,
     finish_plan,
     fold_records,
@@ -86,7 +94,7 @@ ArchivedCheck = Callable[[int, list[Decoded]], Awaitable[set[str]]]
 NOTIFY_CHANNEL: Final = "tephra_projection"
 _EVENT_LOG_COLUMNS: Final = (
     "seq", "event_id", "type", "cluster", "subject", "source", "time", "data",
-    "topic", "partition", "kafka_offset", "prev_hash", "hash", "job",
+    "topic", "partition", "kafka_offset", "prev_hash", "hash", "job", "traceparent",
 )  # fmt: skip
 _REJECTED_COLUMNS: Final = (
     "topic", "partition", "kafka_offset", "raw", "error", "detail", "event_id", "event_type",
@@ -106,6 +114,10 @@ _BEGIN_BATCH: Final = (
 )
 _ARCHIVED_IDS: Final = (
     "SELECT event_id FROM event_log WHERE event_id = ANY(ARRAY(SELECT json_array_elements_text($1::json)))"
+)
+_ARCHIVED_HASHES: Final = (
+    "SELECT event_id, seq, prev_hash, hash FROM event_log"
+    " WHERE event_id = ANY(ARRAY(SELECT json_array_elements_text($1::json)))"
 )
 _BINDING_COLUMNS: Final = ("seq", "decision", "session_id", "task_id", "job_id", "node")
 _EVICTION_COLUMNS: Final = (
@@ -127,9 +139,16 @@ class BatchWriter:
         snapshot_every: int = 10_000,
         snapshot_scale: float = 1.0,
         last_snapshot_seq: int = 0,
+        topics: Topics | None = None,
+        door: Door | None = None,
     ) -> None:
         check_snapshot_spacing(snapshot_every, snapshot_scale)
         self.state = state
+        #: The deployment's topics: an event read from another topic than its type's is
+        #: rejected (``wrong-topic``).  None (tools reading files): not checked.
+        self.topics = topics
+        #: The bounds records must keep and the positions refused (projector.door).
+        self.door = door or Door()
         self.last_hash = last_hash
         self.consumer = consumer
         self.cluster = cluster
@@ -153,6 +172,8 @@ class BatchWriter:
         cluster: str,
         snapshot_every: int = 10_000,
         snapshot_scale: float = 1.0,
+        topics: Topics | None = None,
+        door: Door | None = None,
     ) -> BatchWriter:
         """A writer positioned at what the database holds (rebuilt first if an upgrade marked it)."""
         await rebuild_projection(conn)
@@ -170,6 +191,8 @@ class BatchWriter:
             snapshot_every=snapshot_every,
             snapshot_scale=snapshot_scale,
             last_snapshot_seq=last_snapshot,
+            topics=topics,
+            door=door,
         )
 
     # ------------------------------------------------------------------ step 2
@@ -203,7 +226,7 @@ class BatchWriter:
         plan = self._begin()
         with self._poison_on_error():
             self._fold(plan, decoded, archived_ids)
-            self._finish(plan)
+            self._finish_naming(plan, [record for record, _ in decoded])
         self._in_flight.append(plan)
         return plan
 
@@ -226,12 +249,12 @@ class BatchWriter:
         plan = self._begin()
         with self._poison_on_error():
             for start in range(0, len(records), chunk):
-                decoded = decode_batch(records[start : start + chunk])
+                decoded = decode_batch(records[start : start + chunk], self.door)
                 archived = await check(start, decoded)
                 self._fold(plan, decoded, archived)
                 del decoded  # now, while the events are in the caches
                 await asyncio.sleep(0)
-            self._finish(plan)
+            self._finish_naming(plan, records)
         self._in_flight.append(plan)
         return plan
 
@@ -250,7 +273,18 @@ class BatchWriter:
 
     def _fold(self, plan: BatchPlan, decoded: Sequence[Decoded], archived_ids: set[str]) -> None:
         """Fold ``decoded`` into the state and the plan (continuing where the plan stands)."""
-        fold_records(self.state, plan, decoded, archived_ids, cluster=self.cluster)
+        fold_records(self.state, plan, decoded, archived_ids, cluster=self.cluster, topics=self.topics)
+
+    def _finish_naming(self, plan: BatchPlan, records: Sequence[InboundRecord]) -> None:
+        """:meth:`_finish`; a failure names the batch's records (no one record is to blame)."""
+        try:
+            self._finish(plan)
+        except Exception as exc:
+            raise BatchFailedError(
+                [(r.topic, r.partition, r.offset) for r in records],
+                "unstorable",
+                f"projecting failed: {exc!r}",
+            ) from exc
 
     def _finish(self, plan: BatchPlan) -> None:
         """Read the rows the batch touched, and a snapshot when due, out of the state."""
@@ -265,6 +299,35 @@ class BatchWriter:
             self.last_snapshot_seq = plan.last_seq
         self._head_hash = plan.last_hash
 
+    # ------------------------------------------------------------------ step 3
+
+    async def settle(self, conn: asyncpg.Connection, plan: BatchPlan) -> None:
+        """Reject the plan's repeated ids whose content differs from the first event with the id.
+
+        Call it once the plans before ``plan`` have committed (:meth:`commit`
+        does, if the caller has not): every first event is then in
+        ``event_log`` or in ``plan`` itself.  The content is compared through
+        the chain hash: the archived row's hash against the hash the repeat
+        would have had in its place.
+        """
+        repeats, plan.repeats = plan.repeats, []
+        if not repeats:
+            return
+        wanted = {repeat.event_id for repeat in repeats}
+        first = {row[1]: (row[0], row[11], row[12]) for row in plan.archive_rows if row[1] in wanted}
+        if missing := sorted(wanted - first.keys()):
+            rows = await conn.fetch(_ARCHIVED_HASHES, orjson.dumps(missing).decode())
+            first.update({r["event_id"]: (r["seq"], bytes(r["prev_hash"]), bytes(r["hash"])) for r in rows})
+        for repeat in repeats:
+            archived = first.get(repeat.event_id)
+            if archived is None:
+                continue  # not archived any more (retention): nothing to compare with
+            seq, prev_hash, digest = archived
+            own = chain_hash(prev_hash, repeat.canonical)
+            if own != digest:
+                plan.duplicates -= 1
+                plan.rejections.append(_id_conflict(repeat, seq, digest, own))
+
     # ------------------------------------------------------------------ step 4
 
     async def commit(self, conn: asyncpg.Connection, plan: BatchPlan) -> None:
@@ -273,6 +336,7 @@ class BatchWriter:
         if not self._in_flight or self._in_flight[0] is not plan:
             raise RuntimeError("commit the batch plans in the order they were prepared, each once")
         try:
+            await self.settle(conn, plan)
             await self._commit(conn, plan)
         except BaseException:
             self.poisoned = True
@@ -329,7 +393,7 @@ class BatchWriter:
 
     async def write(self, conn: asyncpg.Connection, records: Sequence[InboundRecord]) -> BatchPlan:
         """Steps 1, 2 and 4 without a dead-letter topic (tests, tools, the bench)."""
-        decoded = decode_batch(records)
+        decoded = decode_batch(records, self.door)
         plan = self.prepare(decoded, await self.archived_ids(conn, decoded))
         await self.commit(conn, plan)
         return plan
@@ -342,6 +406,25 @@ class BatchWriter:
     def committed_seq(self) -> int:
         """The seq of the newest committed batch (``state.seq`` runs ahead while plans are in flight)."""
         return self._committed_seq
+
+
+def _id_conflict(repeat: Repeat, seq: int, archived: bytes, own: bytes) -> Rejection:
+    record = repeat.record
+    detail = (
+        f"event id {repeat.event_id!r} is archived already (seq {seq}) with other content; the first"
+        f" stays: archived digest {archived.hex()}, this record's {own.hex()} (chain hashes over the"
+        " same predecessor); give a new event a new id"
+    )
+    return Rejection(
+        topic=record.topic,
+        partition=record.partition,
+        offset=record.offset,
+        raw=record.value,
+        error="id-conflict",
+        detail=detail,
+        event_id=repeat.event_id,
+        event_type=repeat.event_type,
+    )
 
 
 def check_snapshot_spacing(snapshot_every: int, snapshot_scale: float) -> None:

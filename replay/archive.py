@@ -3,13 +3,16 @@
 These are plain values, already loaded; :mod:`replay.store` is the only module
 that talks to PostgreSQL.  A split session (``parts`` > 0) is assembled here
 from its :class:`~events.models.SessionPart` events, so everything downstream
-sees one :class:`RecordedSession` with its decisions in order.
+sees one :class:`RecordedSession` with its decisions in order, and with its
+whole pending list: a session that recorded only the change from an earlier
+session's list (``pending_base``) is read against that list
+(:class:`PendingLists` keeps the recent ones).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from events.models import (
@@ -18,16 +21,19 @@ from events.models import (
     EnqueueDecision,
     Event,
     EvictDecision,
+    PendingJob,
     PipelineDecision,
     SessionCommitted,
     SessionCommittedData,
     SessionPart,
     SessionPartData,
+    changed_pending,
 )
-from replay.errors import PartsMissing
+from replay.errors import PartsMissing, PendingBaseMissing
 
 __all__ = [
     "ArchivedEvent",
+    "PendingLists",
     "RecordedSession",
     "describe_decision",
     "recorded_sessions",
@@ -69,29 +75,69 @@ class RecordedSession:
         return self.data.now
 
 
+@dataclass(slots=True)
+class PendingLists:
+    """The whole pending lists of the sessions assembled last, by session id: the bases that
+    later sessions' changes are read against.  A scheduler's change names the newest session
+    of its input, so a few suffice; the oldest is forgotten first."""
+
+    keep: int = 16
+    lists: dict[str, tuple[PendingJob, ...]] = field(default_factory=dict)
+
+    def base_of(self, seq: int, data: SessionCommittedData) -> tuple[PendingJob, ...] | None:
+        """The list ``data``'s change is read against (None: it records its whole list).
+
+        Raises:
+            PendingBaseMissing: the base is not among the sessions assembled last.
+        """
+        if not data.pending_base:
+            return None
+        base = self.lists.get(data.pending_base)
+        if base is None:
+            raise PendingBaseMissing(data.session_id, seq, data.pending_base)
+        return base
+
+    def remember(self, session: RecordedSession) -> None:
+        self.lists[session.session_id] = tuple(session.data.pending)
+        if len(self.lists) > self.keep:
+            del self.lists[next(iter(self.lists))]
+
+
 def recorded_sessions(events: Iterable[ArchivedEvent]) -> Iterator[RecordedSession]:
-    """Every session in ``events`` (seq order), parts joined to their marker.
+    """Every session in ``events`` (seq order), parts joined to their marker, changes to their base.
 
     Raises:
         PartsMissing: a marker announces more parts than precede it.
+        PendingBaseMissing: a change's base session is not among the recent ones before it.
     """
     parts: dict[str, dict[int, SessionPartData]] = {}
+    lists = PendingLists()
     for archived in events:
         event = archived.event
         if isinstance(event, SessionPart):
             parts.setdefault(event.data.session_id, {})[event.data.index] = event.data
         elif isinstance(event, SessionCommitted):
-            yield session_of(archived.seq, event, parts.pop(event.data.session_id, {}))
+            base = lists.base_of(archived.seq, event.data)
+            session = session_of(archived.seq, event, parts.pop(event.data.session_id, {}), base)
+            lists.remember(session)
+            yield session
 
 
 def session_of(
-    seq: int, event: SessionCommitted, parts: dict[int, SessionPartData] | None = None
+    seq: int,
+    event: SessionCommitted,
+    parts: dict[int, SessionPartData] | None = None,
+    base: Iterable[PendingJob] | None = None,
 ) -> RecordedSession:
-    """The recorded session of one marker; ``parts`` by index when it was split.
+    """The recorded session of one marker; ``parts`` by index when it was split; ``base``:
+    the whole pending list of session ``pending_base`` when the marker names one.
 
     Pending reasons too large for the marker travel in its parts: ``data.pending``
-    of the result is the whole list (the parts' in index order, then the marker's),
-    as the fold assembles it.
+    of the result is the whole list (the parts' in index order, then the marker's,
+    read against the base when they are a change), as the fold assembles it.
+
+    Raises:
+        PendingBaseMissing: the marker records a change and ``base`` is None.
     """
     data = event.data
     if data.parts == 0:
@@ -104,6 +150,11 @@ def session_of(
         carried = [p for index in range(data.parts) for p in found[index].pending]
         if carried:
             data = data.model_copy(update={"pending": [*carried, *data.pending]})
+    if data.pending_base:
+        if base is None:
+            raise PendingBaseMissing(data.session_id, seq, data.pending_base)
+        whole = changed_pending(base, data.pending, data.pending_cleared)
+        data = data.model_copy(update={"pending": list(whole), "pending_base": "", "pending_cleared": []})
     return RecordedSession(seq=seq, time=event.time, data=data, decisions=decisions)
 
 

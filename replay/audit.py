@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from events.display import printable
 from events.models import Decision, EvictDecision
 from replay import engine
 from replay.archive import RecordedSession
@@ -128,7 +129,9 @@ def rows_to_csv(rows: Sequence[EvictionRow]) -> str:
     writer.writerow(CSV_COLUMNS)
     for r in rows:
         writer.writerow(
-            (
+            # The names and texts come from the archive: shown with control characters escaped.
+            printable(cell) if isinstance(cell, str) else cell
+            for cell in (
                 r.time.isoformat(), r.session_id, r.seq, r.position, r.action, r.node,
                 r.victim_task, r.victim_job, r.victim_queue, r.victim_priority,
                 r.preemptor_task, r.preemptor_job, r.preemptor_queue, r.preemptor_priority, r.rule,

@@ -23,6 +23,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from events.display import printable
 from replay.errors import ArchiveError, NotFound, ReplayError
 from replay.locate import database_url
 from replay.queries import audit_preemptions, explain_job, show_session, verify_archive
@@ -81,10 +82,10 @@ def _run(url: str | None, work: Callable[[ArchiveReader], Awaitable[T]]) -> T:
     try:
         return asyncio.run(go())
     except ArchiveError as exc:
-        _console(err=True).print(str(exc), markup=False, highlight=False)
+        _console(err=True).print(printable(exc), markup=False, highlight=False)
         raise typer.Exit(2) from None
     except (NotFound, ReplayError) as exc:
-        _console(err=True).print(str(exc), markup=False, highlight=False)
+        _console(err=True).print(printable(exc), markup=False, highlight=False)
         raise typer.Exit(1) from None
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "InputDiverged",
     "NotFound",
     "PartsMissing",
+    "PendingBaseMissing",
     "ReasonsDiverged",
     "ReplayError",
     "UnknownJob",
@@ -74,6 +75,19 @@ class PartsMissing(ArchiveError):
         super().__init__(
             f"cannot assemble session {session_id} (seq {seq}): {expected} parts expected, "
             f"found indexes {list(found)}"
+        )
+
+
+class PendingBaseMissing(ArchiveError):
+    code = "REPLAY-PENDING-BASE-MISSING"
+
+    def __init__(self, session_id: str, seq: int, base: str) -> None:
+        self.session_id = session_id
+        self.seq = seq
+        self.base = base
+        super().__init__(
+            f"cannot read the pending reasons of session {session_id} (seq {seq}): they are the change"
+            f" from session {base}, which is not in the archive before it"
         )
 
 

@@ -28,6 +28,7 @@ from events.models import (
     JobCancelled,
     JobRejected,
     JobSubmitted,
+    PendingJob,
     PendingReason,
     SessionCommitted,
     SessionPart,
@@ -141,10 +142,15 @@ def mentions(job: str, history: Iterable[ArchivedEvent]) -> list[SessionMention]
     history (the parts that do not name the job do not matter to it): their
     decisions, and their pending entries (reasons too large for the marker
     travel in the parts), which come before the marker's as the fold
-    assembles them (:func:`replay.archive.session_of`).
+    assembles them (:func:`replay.archive.session_of`).  A session that
+    recorded the change from its base session's list (``pending_base``; the
+    history holds every such session) names the job only when its entry
+    changed: otherwise the job's entry is its base's.
     """
     parts: dict[str, dict[int, SessionPartData]] = {}
     out: list[SessionMention] = []
+    #: The job's pending entry in each session of the history (None: not pending).
+    entries: dict[str, PendingJob | None] = {}
     for archived in history:
         event = archived.event
         if isinstance(event, SessionPart):
@@ -162,6 +168,9 @@ def mentions(job: str, history: Iterable[ArchivedEvent]) -> list[SessionMention]
         pending = next(
             (p for p in (*(p for part in split for p in part.pending), *data.pending) if p.job == job), None
         )
+        if data.pending_base and pending is None and job not in data.pending_cleared:
+            pending = entries.get(data.pending_base)
+        entries[data.session_id] = pending
         codes = tuple(r.code for r in pending.reasons) if pending is not None else ()
         if pending is None and not decisions:
             continue
@@ -319,6 +328,8 @@ class Explanation:
     recorded_reasons: tuple[PendingReason, ...] = ()
     verdict: str = ""
     counterfactual: Counterfactual | None = None
+    #: The trace id of the job's submission (its story in a tracing backend), when it had one.
+    trace_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         session: dict[str, Any] | None = None
@@ -327,6 +338,7 @@ class Explanation:
             session = {"id": s.session_id, "seq": s.seq, "inputSeq": s.input_seq, "now": s.now.isoformat()}
         return {
             "job": self.job,
+            "traceId": self.trace_id,
             "timeline": [e.to_json() for e in self.timeline],
             "session": session,
             "verdict": self.verdict,

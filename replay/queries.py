@@ -8,6 +8,7 @@ callback ``(done, total)``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,11 +17,11 @@ from typing import Any
 from events.models import SessionCommitted, SessionCommittedData
 from projector.state import ClusterState, VoidedDecision
 from replay import engine
-from replay.archive import ArchivedEvent, RecordedSession, session_of
+from replay.archive import ArchivedEvent, PendingLists, RecordedSession, session_of
 from replay.audit import EvictionRow, audit_session
 from replay.chain import ChainChecker
 from replay.counterfactual import Counterfactual, find_counterfactual
-from replay.errors import ChainBroken, Divergence, UnknownJob
+from replay.errors import ChainBroken, Divergence, PendingBaseMissing, UnknownJob, UnknownSession
 from replay.explain import Explanation, choose_session, decision_sessions, explain, mentions
 from replay.reconstruct import Reconstruction, SessionInput, capture, fold_archived
 from replay.store import ArchiveReader
@@ -39,14 +40,33 @@ __all__ = [
 Progress = Callable[[int, int], None]
 
 
-async def _recorded(reader: ArchiveReader, marker: ArchivedEvent) -> RecordedSession:
+async def _recorded(
+    reader: ArchiveReader, marker: ArchivedEvent, lists: PendingLists | None = None
+) -> RecordedSession:
+    """The session of ``marker``, whole; ``lists``: the sessions assembled just before (a pass
+    in seq order shares them).  A change whose base is not among them is read against its
+    base, assembled first from the archive (at most WHOLE_PENDING_EVERY sessions back).
+
+    Raises:
+        PendingBaseMissing: the change's base is not in the archive.
+    """
+    lists = PendingLists() if lists is None else lists
     event = marker.event
     assert isinstance(event, SessionCommitted)  # noqa: S101  (markers are SessionCommitted by query)
+    base_id = event.data.pending_base
+    if base_id and base_id not in lists.lists:
+        try:
+            base_marker = await reader.session(base_id)
+        except UnknownSession:
+            raise PendingBaseMissing(event.data.session_id, marker.seq, base_id) from None
+        await _recorded(reader, base_marker, lists)
     parts: dict[int, Any] = {}
     if event.data.parts:
         for part in await reader.session_parts(event.data.session_id):
             parts[part.event.data.index] = part.event.data  # type: ignore[union-attr]
-    return session_of(marker.seq, event, parts)
+    session = session_of(marker.seq, event, parts, lists.base_of(marker.seq, event.data))
+    lists.remember(session)
+    return session
 
 
 async def _input_at(reader: ArchiveReader, seq: int) -> SessionInput:
@@ -104,6 +124,18 @@ async def explain_job(
         UnknownJob: the archive has nothing about ``job`` (or nothing at ``--at``).
         UnknownSession: ``session_id`` is not in the archive.
     """
+    explanation = await _explain_job(reader, job, session_id=session_id, at=at, counterfactual=counterfactual)
+    return dataclasses.replace(explanation, trace_id=await reader.trace_id(job))
+
+
+async def _explain_job(
+    reader: ArchiveReader,
+    job: str,
+    *,
+    session_id: str | None,
+    at: datetime | None,
+    counterfactual: bool,
+) -> Explanation:
     history = await reader.job_history(job)
     if not history:
         raise UnknownJob(job)
@@ -328,7 +360,8 @@ async def verify_archive(
         divergences.append(exc)
         if not keep_going:
             return VerifyReport(events, 0, tuple(divergences))
-    sessions = [await _recorded(reader, m) for m in await reader.session_markers(first, upper)]
+    lists = PendingLists()
+    sessions = [await _recorded(reader, m, lists) for m in await reader.session_markers(first, upper)]
     checked = 0
 
     def on_check(check: SessionCheck, voided: dict[int, str]) -> bool:
@@ -365,8 +398,9 @@ async def audit_preemptions(
 ) -> list[EvictionRow]:
     """``replay audit preemptions``: every eviction in the archive, re-derived, filtered."""
     sessions = []
+    lists = PendingLists()
     for marker in await reader.session_markers():
-        session = await _recorded(reader, marker)
+        session = await _recorded(reader, marker, lists)
         if since is not None and session.now < since:
             continue
         if until is not None and session.now > until:

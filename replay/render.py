@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from events.display import hidden, printable
 from replay.audit import EvictionRow, QueueShare, rows_to_csv
 from replay.explain import Explanation
 from replay.queries import SessionView
@@ -23,8 +24,19 @@ from replay.verify import VerifyReport
 __all__ = ["dump_json", "print_audit", "print_explanation", "print_session", "print_verify"]
 
 
+def _text(value: object) -> str:
+    """A value from the archive as console text: control characters escaped (events.display),
+    rich markup not read from it."""
+    return escape(printable(value))
+
+
 def dump_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False)
+    text = json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False)
+    if text.isascii() and "\x7f" not in text:
+        return text
+    # json escapes C0 itself; DEL, C1 and the invisible format characters it leaves raw.  They can
+    # only stand inside strings, where a \u escape means the same character.
+    return "".join(f"\\u{ord(c):04x}" if ord(c) >= 0x7F and hidden(c) else c for c in text)
 
 
 def _detail(detail: dict[str, Any]) -> str:
@@ -43,11 +55,12 @@ def _detail(detail: dict[str, Any]) -> str:
 def print_explanation(console: Console, explanation: Explanation) -> None:
     e = explanation
     facts = e.facts
-    console.print(f"[bold]Job {escape(e.job)}[/bold]")
+    traced = "" if e.trace_id is None else f"  (trace id {_text(e.trace_id)})"
+    console.print(f"[bold]Job {_text(e.job)}[/bold]{traced}")
     if facts:
-        tasks = ", ".join(f"{n} {status}" for status, n in facts["tasks"].items()) or "none"
+        tasks = _text(", ".join(f"{n} {status}" for status, n in facts["tasks"].items()) or "none")
         console.print(
-            f"  queue {escape(facts['queue'])}, phase {facts['phase']}, "
+            f"  queue {_text(facts['queue'])}, phase {_text(facts['phase'])}, "
             f"minAvailable {facts['minAvailable']}, "
             f"tasks: {tasks}"
         )
@@ -62,11 +75,11 @@ def print_explanation(console: Console, explanation: Explanation) -> None:
             seq = f"{entry.seq}..{entry.last_seq}"
             session = f"{session}..{(entry.last_session_id or '')[:8]}"
             text = f"{entry.count} sessions: {text}"
-        shown = f"[red]{escape(text)}[/red]" if entry.kind == "voided" else escape(text)
-        table.add_row(seq, entry.time.strftime("%Y-%m-%d %H:%M:%S"), session, shown)
+        shown = f"[red]{_text(text)}[/red]" if entry.kind == "voided" else _text(text)
+        table.add_row(seq, entry.time.strftime("%Y-%m-%d %H:%M:%S"), _text(session), shown)
     console.print(table)
     if e.session is None:
-        console.print(f"\n{escape(e.verdict)}")
+        console.print(f"\n{_text(e.verdict)}")
         return
     s = e.session
     check = (
@@ -75,16 +88,16 @@ def print_explanation(console: Console, explanation: Explanation) -> None:
         else "[red]differ from the recorded ones[/red]"
     )
     console.print(
-        f"\n[bold]Session {s.session_id}[/bold] "
+        f"\n[bold]Session {_text(s.session_id)}[/bold] "
         f"(seq {s.seq}, input seq {s.input_seq}, now {s.now.isoformat()})"
     )
-    console.print(f"  verdict: {escape(e.verdict)}")
+    console.print(f"  verdict: {_text(e.verdict)}")
     if e.reasons:
         console.print(f"  reasons, most fundamental first ({check}):")
         for i, reason in enumerate(e.reasons, 1):
-            console.print(f"   {i}. [bold]{reason['code']}[/bold]: {escape(reason['message'])}")
+            console.print(f"   {i}. [bold]{_text(reason['code'])}[/bold]: {_text(reason['message'])}")
             if reason["detail"]:
-                console.print(f"      [dim]{escape(_detail(reason['detail']))}[/dim]")
+                console.print(f"      [dim]{_text(_detail(reason['detail']))}[/dim]")
     cf = e.counterfactual
     if cf is not None:
         console.print(
@@ -93,29 +106,29 @@ def print_explanation(console: Console, explanation: Explanation) -> None:
         )
         if cf.found:
             for change in cf.changes:
-                console.print(f"  -> {escape(change.summary)}")
+                console.print(f"  -> {_text(change.summary)}")
         else:
-            console.print(f"  {escape(cf.note)}")
+            console.print(f"  {_text(cf.note)}")
 
 
 def print_session(console: Console, view: SessionView) -> None:
     doc = view.to_json()
     console.print(
-        f"[bold]Session {doc['session']}[/bold] seq {doc['seq']}, "
-        f"input seq {doc['inputSeq']}, now {doc['now']}"
+        f"[bold]Session {_text(doc['session'])}[/bold] seq {doc['seq']}, "
+        f"input seq {doc['inputSeq']}, now {_text(doc['now'])}"
     )
     console.print(
         f"  leader epoch {doc['leaderEpoch']}, config version {doc['configVersion']}, "
-        f"logic flags {doc['logicFlags'] or 'none'}"
+        f"logic flags {_text(doc['logicFlags'] or 'none')}"
     )
     counts = doc["input"]
-    tasks = ", ".join(f"{n} {k}" for k, n in counts["tasks"].items()) or "no tasks"
+    tasks = _text(", ".join(f"{n} {k}" for k, n in counts["tasks"].items()) or "no tasks")
     console.print(
         f"  input: {counts['nodes']} nodes, {counts['queues']} queues, "
         f"{counts['priorityClasses']} priority classes, "
         f"{counts['jobs']} jobs ({tasks})"
     )
-    status = "[green]verified[/green]" if doc["verified"] else f"[red]{escape(doc['divergence'])}[/red]"
+    status = "[green]verified[/green]" if doc["verified"] else f"[red]{_text(doc['divergence'])}[/red]"
     console.print(f"  re-run: {status}")
     table = Table(title="Decisions", title_justify="left", show_edge=False, pad_edge=False)
     for column in ("#", "kind", "task / job", "node", "detail", "re-derived"):
@@ -126,10 +139,10 @@ def print_session(console: Console, view: SessionView) -> None:
             detail = f"{d['action']} for {d['preemptor_task']} ({d['rule']})"
         table.add_row(
             str(d["position"]),
-            d["kind"],
-            escape(d.get("task") or d["job"]),
-            d.get("node", ""),
-            escape(detail),
+            _text(d["kind"]),
+            _text(d.get("task") or d["job"]),
+            _text(d.get("node", "")),
+            _text(detail),
             "yes" if d["rederived"] else "[red]no[/red]",
         )
     console.print(table)
@@ -137,18 +150,18 @@ def print_session(console: Console, view: SessionView) -> None:
         console.print("[bold]Pending[/bold]")
         for p in doc["pending"]:
             console.print(
-                f"  {escape(p['job'])}: "
-                + "; ".join(escape(f"{r['code']}: {r['message']}") for r in p["reasons"])
+                f"  {_text(p['job'])}: "
+                + "; ".join(_text(f"{r['code']}: {r['message']}") for r in p["reasons"])
             )
     console.print("[bold]Trace[/bold]")
     for step in doc["trace"]:
         fields = ", ".join(f"{k}={v}" for k, v in step.items() if k != "step")
-        console.print(f"  {step['step']}: {escape(fields)}")
+        console.print(f"  {_text(step['step'])}: {_text(fields)}")
 
 
 def print_verify(console: Console, report: VerifyReport) -> None:
     for warning in report.warnings:
-        console.print(f"[yellow]warning: {escape(str(warning))}[/yellow]")
+        console.print(f"[yellow]warning: {_text(str(warning))}[/yellow]")
     if report.ok:
         console.print(
             f"[green]OK[/green]: hash chain of {report.events} events holds; "
@@ -156,7 +169,7 @@ def print_verify(console: Console, report: VerifyReport) -> None:
         )
         return
     for divergence in report.divergences:
-        console.print(f"[red]{escape(str(divergence))}[/red]")
+        console.print(f"[red]{_text(str(divergence))}[/red]")
     console.print(
         f"{len(report.divergences)} divergence(s); {report.events} events, {report.sessions} sessions checked"
     )
@@ -182,17 +195,17 @@ def print_audit(console: Console, rows: Sequence[EvictionRow], output_format: st
     for r in rows:
         table.add_row(
             r.time.strftime("%Y-%m-%d %H:%M:%S"),
-            r.session_id[:8],
+            _text(r.session_id[:8]),
             f"{r.seq}#{r.position}",
-            r.action,
-            escape(f"{r.victim_task} ({r.victim_queue}) on {r.node}"),
+            _text(r.action),
+            _text(f"{r.victim_task} ({r.victim_queue}) on {r.node}"),
             str(r.victim_priority),
-            escape(f"{r.preemptor_task} ({r.preemptor_queue})"),
+            _text(f"{r.preemptor_task} ({r.preemptor_queue})"),
             str(r.preemptor_priority),
-            escape(r.rule),
+            _text(r.rule),
             _share(r.victim_share_before, r.victim_share_after),
             _share(r.preemptor_share_before, r.preemptor_share_after),
             ("[green]yes[/green]" if r.verified else "[red]no[/red]")
-            + (f" (voided: {r.voided})" if r.voided else ""),
+            + (f" (voided: {_text(r.voided)})" if r.voided else ""),
         )
     console.print(table)

@@ -21,9 +21,11 @@ from typing import Any, Final
 import asyncpg
 
 from events.canonical import GENESIS_HASH
+from events.display import redact
 from events.models import SessionCommitted, SessionPart
 from events.serde import EventDecodeError, decode
-from projector.archive import JOB_EVENT_TYPES, row_canonical
+from events.tracing import trace_id_of
+from projector.archive import JOB_EVENT_TYPES, JOB_SUBMITTED, row_canonical
 from projector.state import ClusterState, SessionRecord
 from projector.state_json import session_from_json, state_from_jsonable
 from replay.archive import ArchivedEvent
@@ -71,7 +73,10 @@ _BATCH: Final = 5_000
 # Sessions and parts are cast to jsonb once (OFFSET 0 keeps a subquery from being inlined, which
 # would repeat the cast) and, in the same pass, trimmed to the job (see ArchiveReader.job_history)
 # when they name it: its pending entry (in a marker, or in a part when the reasons did not fit the
-# marker) or a decision.  A split session's marker is trimmed too, as a candidate: it comes back
+# marker) or a decision.  Every marker that records a change of pending reasons (``pending_base``)
+# comes back, trimmed to the job (its entry, and the job's id if it left the pending list): the job
+# keeps its base session's entry where the change does not name it (replay.explain.mentions).
+# A split session's marker is trimmed too, as a candidate: it comes back
 # when one of its parts names the job, since the marker is what makes the parts a session.  Only
 # (seq, session id, the trimmed view) is kept per session row.  The other rows come back as archived.
 _JOB_HISTORY: Final = (
@@ -88,9 +93,15 @@ _JOB_HISTORY: Final = (
                        (SELECT jsonb_agg(p.value ORDER BY p.n)
                           FROM jsonb_array_elements(doc->'pending') WITH ORDINALITY AS p(value, n)
                          WHERE p.value->>'job' = $1),
-                       '[]'::jsonb)))::text END AS data
+                       '[]'::jsonb))
+                   || CASE WHEN doc ? 'pending_cleared' THEN jsonb_build_object('pending_cleared',
+                          CASE WHEN doc->'pending_cleared' ? $1 THEN jsonb_build_array($1::text)
+                               ELSE '[]'::jsonb END)
+                      ELSE '{}'::jsonb END)::text
+               END AS data
           FROM (SELECT s.*, doc->>'session_id' AS session_id,
                        coalesce(doc->'pending' @> jsonb_build_array($3::jsonb), false)
+                         OR doc ? 'pending_base'
                          OR coalesce(doc->'decisions' @> jsonb_build_array($3::jsonb), false)
                          OR coalesce(doc->'decisions' @> jsonb_build_array($4::jsonb), false) AS names,
                        type = $2 AND coalesce((doc->>'parts')::int, 0) > 0 AS split
@@ -162,6 +173,24 @@ class ArchiveReader:
 
     def __init__(self, conn: asyncpg.Connection) -> None:
         self._conn = conn
+
+    async def trace_id(self, job: str) -> str | None:
+        """The trace id of ``job``'s newest submission, as its producer sent it (None: sent without
+        trace context, or archived before ``event_log`` kept it)."""
+        has_column = await self._conn.fetchval(
+            "SELECT EXISTS (SELECT FROM information_schema.columns"
+            " WHERE table_name = 'event_log' AND column_name = 'traceparent'"
+            " AND table_schema = ANY(current_schemas(false)))"
+        )
+        if not has_column:
+            return None
+        traceparent = await self._conn.fetchval(
+            "SELECT traceparent FROM event_log WHERE type = $1 AND job = $2 AND traceparent IS NOT NULL"
+            " ORDER BY seq DESC LIMIT 1",
+            JOB_SUBMITTED,
+            job,
+        )
+        return trace_id_of(traceparent)
 
     async def last_seq(self) -> int:
         value = await self._conn.fetchval("SELECT coalesce(max(seq), 0) FROM event_log")
@@ -323,7 +352,14 @@ async def open_archive(url: str) -> AsyncIterator[ArchiveReader]:
     try:
         conn = await asyncpg.connect(url)
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        raise ArchiveUnavailable(f"cannot connect to the archive database: {exc}") from None
+        raise ArchiveUnavailable(f"cannot connect to the archive database: {redact(str(exc))}") from None
+    except ValueError:
+        # The driver's own message may quote a piece of a password it split in the wrong place.
+        raise ArchiveUnavailable(
+            f"the archive database URL is malformed: {redact(url)} (expected"
+            " postgresql://user:password@host:port/db, with '/', '?', '#' and '@' in the password"
+            " percent-encoded)"
+        ) from None
     try:
         exists = await conn.fetchval("SELECT to_regclass('event_log') IS NOT NULL")
         if not exists:

@@ -29,6 +29,7 @@ from typing import Final
 from events.models import NodeSelectorTerm as NodeSelectorTermModel
 from events.models import Taint as TaintModel
 from events.models import Toleration as TolerationModel
+from events.quantity import MAX_QUANTITY
 from projector.state import (
     OCCUPYING,
     TERMINAL_JOB_PHASES,
@@ -109,9 +110,9 @@ def snapshot_of(state: ClusterState, jobs: tuple[Job, ...]) -> ClusterSnapshot:
             Queue(
                 name=q.name,
                 weight=q.weight,
-                capability=q.capability,
-                deserved=q.deserved,
-                guarantee=q.guarantee,
+                capability=_bounded(q.capability),
+                deserved=_bounded(q.deserved),
+                guarantee=_bounded(q.guarantee),
                 reclaimable=q.reclaimable,
                 priority=q.priority,
                 state=q.state,
@@ -163,11 +164,24 @@ def _node(node: NodeState) -> Node:
         taints = (*taints, NOT_READY_TAINT)
     return Node(
         name=node.name,
-        allocatable=node.allocatable,
+        allocatable=_bounded(node.allocatable),
         labels=node.labels,
         taints=taints,
         unschedulable=node.unschedulable,
     )
+
+
+def _bounded(resources: dict[str, int]) -> dict[str, int]:
+    """``resources`` with every quantity below ``MAX_QUANTITY``, saturated if need be.
+
+    The projector's door refuses larger quantities (events.quantity), so this only
+    matters for an archive written before that bound: its values would overflow the
+    session's int64 matrices at every start.  Saturating is deterministic, so replay
+    (which builds its snapshots here too) stays exact.
+    """
+    if all(amount < MAX_QUANTITY for amount in resources.values()):
+        return resources
+    return {name: min(amount, MAX_QUANTITY - 1) for name, amount in resources.items()}
 
 
 def _job(job: JobState, tasks: tuple[Task, ...]) -> Job:
@@ -180,7 +194,7 @@ def _job(job: JobState, tasks: tuple[Task, ...]) -> Job:
             spec.name: spec.replicas if spec.min_available is None else spec.min_available
             for spec in job.task_specs
         },
-        min_resources=job.min_resources,
+        min_resources=None if job.min_resources is None else _bounded(job.min_resources),
         priority_class=job.priority_class,
         phase=_JOB_PHASE[job.phase],
         tasks=tasks,
@@ -199,7 +213,7 @@ def _task(
         namespace=job.namespace,
         # A task id is "<namespace>/<pod name>"; the snapshot keeps the parts apart.
         name=task.id[len(job.namespace) + 1 :],
-        resources=task.resources,
+        resources=_bounded(task.resources),
         status=_TASK_STATUS[task.status],
         node=task.node,
         role=task.role,

@@ -125,7 +125,9 @@ class Session(_Body):
     now: str | None
     accepted: int
     voided: list[JsonValue]
-    pending: list[JsonValue]
+    pending: list[JsonValue] | None = Field(
+        description="the newest session's pending jobs and reasons; null for older sessions (replay has them)"
+    )
     durations: SessionDurations | None
 
 

@@ -52,6 +52,7 @@ __all__ = [
     "PluginOption",
     "SchedulerConfig",
     "Tier",
+    "config_problem",
     "config_warnings",
     "parse_scheduler_config",
 ]
@@ -490,3 +491,16 @@ DEFAULT_CONFIG: SchedulerConfig = parse_scheduler_config(
         ],
     }
 )
+
+
+def config_problem(spec: SchedulerConfigSpec) -> str | None:
+    """What makes ``spec`` a configuration a session cannot run with, or None.
+
+    The projector refuses such a SchedulerConfigured at its door (``invalid-config``):
+    folded, it would be the config in force, and every session would fail on it.
+    """
+    try:
+        SchedulerConfig.from_spec(spec)
+    except (ConfigError, TypeError, ValueError) as exc:
+        return str(exc)
+    return None

@@ -17,6 +17,7 @@ placements are forgotten, PodGroup phases are taken from the result.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
@@ -78,7 +79,11 @@ def run_session(
     now: datetime,
     *,
     logic_flags: frozenset[str] = frozenset(),
+    observe_action: Callable[[str], Callable[[], None]] | None = None,
 ) -> SessionResult:
+    """One session over ``snapshot``.  ``observe_action(name)``, when given, is called as each action
+    starts and what it returns as the action ends (the service times actions with it; neither may
+    touch the session, so the result is the same)."""
     ssn = Session(snapshot, config, now, logic_flags)
     allocated = ssn.queue_allocation()
     registry = build_registry()
@@ -90,10 +95,15 @@ def run_session(
             plugins.append(plugin)
     for name in config.actions:
         ssn.step(ActionRan(name))
+        ended = None if observe_action is None else observe_action(name)
         registry.action(name).execute(ssn)
+        if ended is not None:
+            ended()
     for plugin in plugins:
         plugin.on_session_close(ssn)
-    return _close(ssn, snapshot, allocated)
+    result = _close(ssn, snapshot, allocated)
+    ssn.release()
+    return result
 
 
 _PENDING: Final = str(PodGroupPhase.PENDING)

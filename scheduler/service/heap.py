@@ -18,10 +18,13 @@ So, per session:
   published, while the projector applies it: it walks only what was
   allocated since the freeze and frees the session's reference cycles, so
   nothing cyclic of it is frozen by the next session;
-* every ``full_every`` sessions, and when the loop ends,
-  :meth:`HeapGuard.thaw` — ``gc.unfreeze()`` and a full collection, so
-  frozen objects that became cyclic garbage since are freed (reference
-  counting frees the acyclic ones as usual, frozen or not).
+* every ``full_every`` sessions, :meth:`HeapGuard.thaw` — ``gc.unfreeze()``
+  and a full collection, so frozen objects that became cyclic garbage since
+  are freed (reference counting frees the acyclic ones as usual, frozen or
+  not);
+* when the loop ends, :meth:`HeapGuard.unfreeze` — only ``gc.unfreeze()``:
+  the collector frees the rest when it next runs, and a stopping service
+  does not spend seconds on a full collection of a big heap.
 
 Freezing is process-wide: in a process that runs other services too
 (``tephra up``) their objects are frozen alongside ours, which only spares
@@ -59,8 +62,13 @@ class HeapGuard:
             gc.collect()
         self.last_collect_seconds = time.perf_counter() - began
 
+    def unfreeze(self) -> None:
+        """Hand everything frozen back to the collector, without collecting now (the loop's end)."""
+        if self.enabled:
+            gc.unfreeze()
+
     def thaw(self) -> None:
-        """Unfreeze everything and collect it all (the periodic full pass, and at the end)."""
+        """Unfreeze everything and collect it all (the periodic full pass)."""
         if self.enabled:
             gc.unfreeze()
             gc.collect()

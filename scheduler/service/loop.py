@@ -46,29 +46,39 @@ import asyncpg
 from opentelemetry import propagate
 from opentelemetry.trace import Status, StatusCode, Tracer
 
-from events.models import BindDecision, Decision, PipelineDecision, SessionCommitted, SessionPart
+from events.models import (
+    BindDecision,
+    Decision,
+    PendingJob,
+    PipelineDecision,
+    SessionCommitted,
+    SessionPart,
+)
 from projector.state import ClusterState
 from scheduler.core.session import run_session
 from scheduler.core.trace import TraceStep
 from scheduler.service.errors import ProjectionStalled, SessionOverrun
 from scheduler.service.heap import HeapGuard
 from scheduler.service.leader import Leadership
+from scheduler.service.metrics import SessionObservation, observe_session
 from scheduler.service.projection import AppliedSession, ProjectionReader
 from scheduler.service.publisher import SessionPublisher
 from scheduler.service.records import SessionTiming, record_session
 from scheduler.service.runner import SessionRunner
 from scheduler.service.session_events import (
+    WHOLE_PENDING_EVERY,
+    PendingTexts,
     SessionHeader,
-    digest_pending,
-    pending_jobs,
     session_events,
     session_id_for,
+    session_pending,
 )
 from scheduler.service.settings import SchedulerSettings
 from scheduler.service.telemetry import (
     SchedulerMetrics,
     SubmissionTraces,
     emit_action_spans,
+    jobs_decided,
     set_session_attributes,
 )
 from scheduler.snapshot_builder import config_in_force
@@ -92,6 +102,9 @@ class _Computed:
     time_dependent: bool
     trace: tuple[TraceStep, ...]
     seconds: float
+    pending: tuple[PendingJob, ...]
+    #: (action, start, end) of each action run, ns since the epoch.
+    actions: tuple[tuple[str, int, int], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,13 +149,16 @@ class SessionLoop:
         self._counter = 0
         self._last: _Last | None = None
         self.heap = HeapGuard(enabled=settings.scheduler_freeze_heap)
+        self._pending_texts = PendingTexts()
 
     async def run(self) -> None:
         """Schedule until cancelled (the term ends) or a non-retriable error."""
         try:
             await self._run()
         finally:
-            self.heap.thaw()
+            # Not a full collection on the way out (seconds on a big heap, and SIGTERM must stop the
+            # service within 2 s): unfrozen, the collector frees the rest when it next runs.
+            self.heap.unfreeze()
 
     async def _run(self) -> None:
         period = self.settings.schedule_period
@@ -175,11 +191,13 @@ class SessionLoop:
         """One session: read, compute, publish, wait until applied; returns the seq it was applied at."""
         epoch = self.leadership.epoch
         session_id = session_id_for(self.cluster, epoch, self._counter)
+        whole_pending = self._counter % WHOLE_PENDING_EVERY == 0
         self._counter += 1
         began = time.perf_counter()
         state = await self.reader.state()
         read_seconds = time.perf_counter() - began
         now = self.clock()
+        log.debug("session %s began at seq %d (state read in %.3f s)", session_id, state.seq, read_seconds)
         with self.tracer.start_as_current_span(
             "tephra.session",
             attributes={
@@ -190,15 +208,18 @@ class SessionLoop:
             },
         ) as span:
             try:
-                computed = await self.runner.run(session_id, lambda: self._compute(state, session_id, now))
+                computed = await self.runner.run(
+                    session_id, lambda: self._compute(state, session_id, now, whole_pending=whole_pending)
+                )
             except SessionOverrun as exc:
                 span.record_exception(exc)
                 span.set_status(Status(StatusCode.ERROR, "session overran its budget"))
                 raise
-            emit_action_spans(self.tracer, computed.trace, time.time_ns())
+            emit_action_spans(self.tracer, computed.trace, [(a, b) for _, a, b in computed.actions])
             placed = list(dict.fromkeys(d.job for d in computed.decisions if isinstance(d, BindDecision)))
-            for link in self.traces.links_for(placed):
-                span.add_link(link.context, link.attributes)
+            if span.is_recording():
+                for link in await self.traces.links_for(self.records, jobs_decided(computed.decisions)):
+                    span.add_link(link.context, link.attributes)
             set_session_attributes(
                 span,
                 decisions=len(computed.decisions),
@@ -246,7 +267,18 @@ class SessionLoop:
         )
         await record_session(self.records, timing)
         self.metrics.session(len(computed.decisions), timing.total_seconds)
-        log.debug(
+        observe_session(
+            SessionObservation(
+                state=state,
+                now=now,
+                decisions=computed.decisions,
+                trace=computed.trace,
+                pending=computed.pending,
+                seconds=timing.total_seconds,
+                action_seconds=[(name, (end - start) / 1e9) for name, start, end in computed.actions],
+            )
+        )
+        log.info(
             "session %s (epoch %d) at seq %d: %d decisions, %d accepted, %d pending, %.3f s",
             session_id,
             epoch,
@@ -256,19 +288,47 @@ class SessionLoop:
             computed.pending_jobs,
             timing.total_seconds,
         )
+        if log.isEnabledFor(logging.DEBUG):  # Volcano's -v=4: every decision, every pending job's reason
+            for decision in computed.decisions:
+                log.debug("session %s: %s", session_id, decision.model_dump_json())
+            for job in computed.pending:
+                reason = job.reasons[0] if job.reasons else None
+                log.debug(
+                    "session %s: %s pending: %s",
+                    session_id,
+                    job.job,
+                    "no reason" if reason is None else f"[{reason.code}] {reason.message}",
+                )
         return applied.seq
 
-    def _compute(self, state: ClusterState, session_id: str, now: datetime) -> _Computed:
-        """Runs in the worker thread: everything CPU-bound, nothing that touches the loop."""
+    def _compute(
+        self, state: ClusterState, session_id: str, now: datetime, *, whole_pending: bool
+    ) -> _Computed:
+        """Runs in the worker thread: everything CPU-bound, nothing that touches the loop.
+
+        ``whole_pending``: publish the whole pending list, not the change from the newest
+        session's (see :mod:`scheduler.service.session_events`)."""
         began = time.perf_counter()
         snapshot, digest = self.reader.snapshots.build(state)
         # The state and the snapshot cache are long-lived; the session's objects are not.
         self.heap.before_session()
         config, config_version = config_in_force(state)
-        result = run_session(snapshot, config, now, logic_flags=self.logic_flags)
+        actions: list[tuple[str, int, int]] = []
+
+        def timed(action: str) -> Callable[[], None]:
+            start = time.time_ns()
+            return lambda: actions.append((action, start, time.time_ns()))
+
+        result = run_session(snapshot, config, now, logic_flags=self.logic_flags, observe_action=timed)
         decisions = tuple(result.events())
-        pending = pending_jobs(result.pending)
-        pending_digest = digest_pending(pending)
+        pending = session_pending(
+            state,
+            result.pending,
+            self._pending_texts,
+            whole_list=whole_pending,
+            max_cleared_bytes=self.settings.scheduler_max_message_bytes // 2,
+        )
+        change = pending.change
         header = SessionHeader(
             session_id=session_id,
             cluster=self.cluster,
@@ -278,8 +338,10 @@ class SessionLoop:
             now=now,
             input_digest=digest,
             logic_flags=tuple(sorted(self.logic_flags)),
-            pending=pending,
-            pending_digest=pending_digest,
+            pending=change.pending,
+            pending_digest=pending.digest,
+            pending_base=change.base,
+            pending_cleared=change.cleared,
         )
         events = session_events(
             header, decisions, time=now, max_message_bytes=self.settings.scheduler_max_message_bytes
@@ -287,13 +349,15 @@ class SessionLoop:
         return _Computed(
             events=events,
             decisions=decisions,
-            pending_jobs=len(pending),
-            pending_digest=pending_digest,
+            pending_jobs=len(pending.whole),
+            pending_digest=pending.digest,
             input_digest=digest,
             config_version=config_version,
             time_dependent=not TIME_DEPENDENT_PLUGINS.isdisjoint(config.plugin_names()),
             trace=result.trace,
             seconds=time.perf_counter() - began,
+            pending=pending.whole,
+            actions=tuple(actions),
         )
 
     async def _wait_applied(self, session_id: str) -> AppliedSession:

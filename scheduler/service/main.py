@@ -1,11 +1,8 @@
 """The composition root of the scheduler service: :func:`run_scheduler`.
 
-One :class:`asyncio.TaskGroup` owns the long-lived tasks:
-
-* following the intents topic for submission trace contexts;
-* leading: campaign for the cluster's lock, then run *terms*.  A term starts
-  by creating Volcano's ``default`` queue when the cluster has none
-  (:mod:`scheduler.service.default_queue`).  A term is one
+The service leads: campaign for the cluster's lock, then run *terms*.  A term
+starts by creating Volcano's ``default`` queue when the cluster has none
+(:mod:`scheduler.service.default_queue`).  A term is one
   leadership: its own connections, producer and session loop, supervised
   together with the watch on the lock connection.  When the lock connection
   fails, or the broker or database fails under the loop, the term ends, its
@@ -34,6 +31,7 @@ from scheduler.service.default_queue import ensure_default_queue
 from scheduler.service.errors import LeadershipLost
 from scheduler.service.leader import Leadership, campaign
 from scheduler.service.loop import SessionLoop
+from scheduler.service.metrics import observe_leadership
 from scheduler.service.projection import ProjectionReader
 from scheduler.service.publisher import SessionPublisher
 from scheduler.service.runner import SessionRunner
@@ -82,9 +80,7 @@ async def run_scheduler(
         clock=clock,
         on_leader=on_leader,
     )
-    async with asyncio.TaskGroup() as group:
-        group.create_task(service.follow_submissions(), name="submission-traces")
-        group.create_task(service.lead(), name="leader")
+    await service.lead()
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,16 +97,6 @@ class _Service:
     clock: Callable[[], datetime]
     on_leader: Callable[[int], None] | None
 
-    async def follow_submissions(self) -> None:
-        backoff = 0.5
-        while True:
-            try:
-                await self.traces.follow(self.bootstrap, self.topics.intents)
-            except (KafkaError, OSError) as exc:
-                log.warning("reading submission trace contexts failed: %r; retrying in %.1f s", exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
-
     async def lead(self) -> None:
         backoff = 0.5
         cluster = self.cluster
@@ -118,22 +104,26 @@ class _Service:
             try:
                 leadership = await campaign(self.dsn, cluster, self.holder)
             except _TERM_ENDING as exc:
+                observe_leadership(None, failing=True)
                 log.warning("cannot stand for leadership: %r; retrying in %.1f s", exc, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 10.0)
                 continue
             backoff = 0.5
+            observe_leadership(leadership.epoch, failing=False)
             if self.on_leader is not None:
                 self.on_leader(leadership.epoch)
             try:
                 await self.term(leadership)
             except* _TERM_ENDING as group:
+                observe_leadership(None, failing=True)
                 for failure in group.exceptions:
                     # Expected outages: the message says what failed; no traceback needed.
                     log.error("leadership term %d of %s ended: %s", leadership.epoch, cluster, failure)  # noqa: TRY400
                 await asyncio.sleep(backoff)
             finally:
                 await leadership.release()
+                observe_leadership(None)
 
     async def term(self, leadership: Leadership) -> None:
         """One leadership: its own producer and connections, the session loop and the lock watch."""

@@ -9,6 +9,14 @@ pending reasons stay in the marker while it fits; when they alone would make
 it too large they travel in further parts too (after the decisions' parts,
 in job order), and the fold reassembles them in part order.
 
+A big backlog leaves the same jobs pending with the same reasons session
+after session, so the reasons normally travel as the change from the newest
+session the input held (:func:`pending_change`): the jobs whose reasons are
+new or different, and the ids of the jobs no longer pending.  The whole list
+travels when there is no such session, when the change would be no smaller,
+and every :data:`WHOLE_PENDING_EVERY` sessions, which bounds how far back a
+reader of one session walks to rebuild its list.
+
 Sizes are exact, not estimated: :func:`events.serde.encode` writes compact
 JSON, so a part's size is the size of the empty part plus each decision's
 JSON and the commas between them.
@@ -24,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Protocol, TypeVar
 
+from events.jsonform import LastForms
 from events.models import (
     Decision,
     PendingJob,
@@ -34,20 +43,29 @@ from events.models import (
     SessionPartData,
 )
 from events.serde import encode
+from projector.state import ClusterState
 from scheduler.service.errors import SessionTooLarge
 
 __all__ = [
     "SCHEDULER_SOURCE",
+    "WHOLE_PENDING_EVERY",
+    "PendingChange",
+    "PendingTexts",
     "SessionHeader",
+    "SessionPending",
     "digest_pending",
+    "pending_change",
     "pending_jobs",
     "session_events",
     "session_id_for",
+    "session_pending",
 ]
 
 SCHEDULER_SOURCE: Final = "tephra://scheduler"
 # The namespace of session ids (a fixed, arbitrary UUID owned by this module).
 _SESSION_NAMESPACE: Final = uuid.UUID("0b6c2f9e-4a51-4d7e-8f3a-2c9d5e1a7b60")
+#: One session in this many carries its whole pending list (the first of a term always does).
+WHOLE_PENDING_EVERY: Final = 64
 
 
 class _HasCodeAndMessage(Protocol):
@@ -72,6 +90,18 @@ class SessionHeader:
     logic_flags: tuple[str, ...]
     pending: tuple[PendingJob, ...]
     pending_digest: str
+    #: With a base: ``pending`` is the change from session ``pending_base``'s list (see the module).
+    pending_base: str = ""
+    pending_cleared: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PendingChange:
+    """What a session carries of its pending list: the whole list (``base`` empty) or the change."""
+
+    base: str
+    pending: tuple[PendingJob, ...]
+    cleared: tuple[str, ...]
 
 
 def session_id_for(cluster: str, epoch: int, counter: int) -> str:
@@ -79,20 +109,121 @@ def session_id_for(cluster: str, epoch: int, counter: int) -> str:
     return str(uuid.uuid5(_SESSION_NAMESPACE, f"{cluster}|{epoch}|{counter}"))
 
 
-def pending_jobs(pending: Mapping[str, Sequence[_HasCodeAndMessage]]) -> tuple[PendingJob, ...]:
-    """The core's pending reasons (job -> ranked reasons) as event models, by job id."""
-    return tuple(
-        PendingJob(job=job, reasons=[PendingReason(code=r.code, message=r.message) for r in pending[job]])
-        for job in sorted(pending)
+def pending_jobs(
+    pending: Mapping[str, Sequence[_HasCodeAndMessage]], reuse: Mapping[str, PendingJob] | None = None
+) -> tuple[PendingJob, ...]:
+    """The core's pending reasons (job -> ranked reasons) as event models, by job id.
+
+    ``reuse``: entries of an earlier list (the newest session's), taken as they are where the
+    reasons did not change: a backlog keeps most of them, and an entry that is the same object
+    is found unchanged (and its JSON in :class:`PendingTexts`) without comparing it.
+    """
+    reuse = reuse or {}
+    out: list[PendingJob] = []
+    for job in sorted(pending):
+        reasons = pending[job]
+        known = reuse.get(job)
+        if (
+            known is None
+            or len(known.reasons) != len(reasons)
+            or any(
+                k.code != r.code or k.message != r.message
+                for k, r in zip(known.reasons, reasons, strict=True)
+            )
+        ):
+            known = PendingJob(
+                job=job, reasons=[PendingReason(code=r.code, message=r.message) for r in reasons]
+            )
+        out.append(known)
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPending:
+    """A session's pending reasons as it publishes them."""
+
+    #: The whole list, by job id.
+    whole: tuple[PendingJob, ...]
+    #: Of the whole list.
+    digest: str
+    change: PendingChange
+
+
+def session_pending(
+    state: ClusterState,
+    reasons: Mapping[str, Sequence[_HasCodeAndMessage]],
+    texts: PendingTexts,
+    *,
+    whole_list: bool,
+    max_cleared_bytes: int,
+) -> SessionPending:
+    """The core's pending ``reasons`` for a session on ``state``: the whole list (reusing the newest
+    session's unchanged entries, see :func:`pending_jobs`), its digest, and what travels: the change
+    from the newest session's list, or the whole list when ``whole_list`` or no change applies."""
+    newest = next(reversed(state.sessions.values()), None)
+    before = newest.pending if newest is not None and newest.pending is not None else ()
+    whole = pending_jobs(reasons, reuse={p.job: p for p in before})
+    change = pending_change(
+        whole,
+        "" if newest is None or whole_list else newest.session_id,
+        None if newest is None or whole_list else newest.pending,
+        max_cleared_bytes=max_cleared_bytes,
     )
+    return SessionPending(whole=whole, digest=texts.digest(whole), change=change)
+
+
+def pending_change(
+    pending: tuple[PendingJob, ...],
+    base_id: str,
+    base: Sequence[PendingJob] | None,
+    *,
+    max_cleared_bytes: int,
+) -> PendingChange:
+    """The change from ``base`` (session ``base_id``'s whole list, None when unknown) to ``pending``.
+
+    The whole list instead when there is no base, when the change holds as many entries, or when
+    its cleared ids would take more than ``max_cleared_bytes`` of the marker (they travel in it).
+    """
+    whole = PendingChange(base="", pending=pending, cleared=())
+    if base is None or not base_id:
+        return whole
+    before = {p.job: p for p in base}
+    changed = tuple(p for p in pending if (b := before.get(p.job)) is not p and b != p)
+    now = {p.job for p in pending}
+    cleared = tuple(sorted(job for job in before if job not in now))
+    if len(changed) + len(cleared) >= len(pending):
+        return whole
+    if sum(len(json.dumps(job)) + 1 for job in cleared) > max_cleared_bytes:
+        return whole
+    return PendingChange(base=base_id, pending=changed, cleared=cleared)
 
 
 def digest_pending(pending: Sequence[PendingJob]) -> str:
     """``sha256:<hex>`` of the canonical JSON of the pending list (what replay compares)."""
-    body = json.dumps(
-        [p.model_dump(mode="json") for p in pending], sort_keys=True, separators=(",", ":"), ensure_ascii=True
-    )
-    return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
+    return PendingTexts().digest(pending)
+
+
+def _entry_text(entry: PendingJob) -> str:
+    return json.dumps(entry.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+class PendingTexts:
+    """The digest of a pending list, re-encoding only the entries that are not the same objects as
+    in the last list digested (:class:`~events.jsonform.LastForms`): a backlog's digest encodes only
+    the entries that changed.  The list's JSON is its entries' joined (compact separators), so the
+    digest is the same."""
+
+    def __init__(self) -> None:
+        self._texts: LastForms[PendingJob, str] = LastForms(_entry_text, _job_of)
+
+    def digest(self, pending: Sequence[PendingJob]) -> str:
+        """``sha256:<hex>`` of the canonical JSON of the pending list (what replay compares)."""
+        body = "[" + ",".join(self._texts.of(pending)) + "]"
+        return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
+
+
+def _job_of(entry: PendingJob) -> str:
+    return entry.job
 
 
 def session_events(
@@ -183,6 +314,8 @@ def _marker(
             parts=parts,
             pending=list(pending),
             pending_digest=header.pending_digest,
+            pending_base=header.pending_base,
+            pending_cleared=list(header.pending_cleared),
         ),
     )
 

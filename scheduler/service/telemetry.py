@@ -1,32 +1,31 @@
-"""The scheduler's OpenTelemetry: session spans from the core's trace, links to submissions, metrics.
+"""The scheduler's OpenTelemetry: session spans from the core's trace, links to submissions, counts.
 
 The core returns a structured trace and reads no clock (design §2), so the
 shell builds the spans: one ``tephra.session`` span per session and one
-child ``tephra.action <name>`` span per action, with what the action did as
-attributes.  The core does not time its actions, so the action spans are
-markers at the end of the computation, in action order, not durations.
+child ``tephra.action <name>`` span per action, timed by the service around
+each action's run (``run_session(observe_action=...)``), with what the action
+did as attributes.
 
-The session span links to the submission span of every job it placed.  The
-projection does not keep trace context, so :class:`SubmissionTraces` reads it
-from the headers of the JobSubmitted records on the intents topic (the
-submitter's ``traceparent``), keyed by job id.
+The session span links to the submission span of every job it decided on
+(placed, evicted, preempted for, enqueued).  :class:`SubmissionTraces` reads
+those contexts from ``event_log.traceparent``, where the projector archived
+the ``traceparent`` each JobSubmitted arrived with.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from opentelemetry import metrics, propagate, trace
-from opentelemetry.trace import Link, Span, SpanContext, Tracer
+import asyncpg
+from opentelemetry import trace
+from opentelemetry.trace import Link, Span, Tracer
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from events.models import JobSubmitted
-from events.serde import EventDecodeError, decode
-from events.tracing import carrier_from_headers
+from events.models import BindDecision, Decision, EnqueueDecision, EvictDecision
+from projector.archive import JOB_SUBMITTED
 from scheduler.core.trace import (
     ActionRan,
     EnqueueVerdict,
@@ -37,8 +36,9 @@ from scheduler.core.trace import (
     TraceStep,
     VictimEvicted,
 )
+from scheduler.service import metrics as prom
 
-__all__ = ["SchedulerMetrics", "SubmissionTraces", "emit_action_spans"]
+__all__ = ["SchedulerMetrics", "SubmissionTraces", "emit_action_spans", "jobs_decided"]
 
 log = logging.getLogger("tephra.scheduler")
 
@@ -52,8 +52,9 @@ _STEP_ATTRIBUTES: Final = {
 }
 
 
-def emit_action_spans(tracer: Tracer, steps: Sequence[TraceStep], at_ns: int) -> int:
-    """One child span (of the current span) per action in ``steps``; returns how many."""
+def emit_action_spans(tracer: Tracer, steps: Sequence[TraceStep], timings: Sequence[tuple[int, int]]) -> int:
+    """One child span (of the current span) per action in ``steps``, from ``timings`` (start and end,
+    ns since the epoch, one per action in order); returns how many."""
     actions: list[tuple[str, Counter[str]]] = []
     for step in steps:
         if isinstance(step, ActionRan):
@@ -62,119 +63,75 @@ def emit_action_spans(tracer: Tracer, steps: Sequence[TraceStep], at_ns: int) ->
             name = _STEP_ATTRIBUTES.get(type(step))
             if name is not None:
                 actions[-1][1][name] += 1
-    for index, (action, counts) in enumerate(actions):
+    for index, ((action, counts), (start, end)) in enumerate(zip(actions, timings, strict=True)):
         span = tracer.start_span(
             f"tephra.action {action}",
-            start_time=at_ns,
+            start_time=start,
             attributes={"tephra.action": action, "tephra.action.index": index, **counts},
         )
-        span.end(end_time=at_ns)
+        span.end(end_time=end)
     return len(actions)
 
 
+def jobs_decided(decisions: Iterable[Decision]) -> list[str]:
+    """The jobs a session decided on, in decision order, each once (preemptors with their victims)."""
+    jobs: dict[str, None] = {}
+    for decision in decisions:
+        if isinstance(decision, EvictDecision):
+            jobs[decision.job] = None
+            jobs[decision.preemptor_job] = None
+        elif isinstance(decision, BindDecision | EnqueueDecision):
+            jobs[decision.job] = None
+    return list(jobs)
+
+
+_PROPAGATOR: Final = TraceContextTextMapPropagator()
+# The newest submission of each job (a job id may be submitted again after it retired).
+_SUBMISSION_CONTEXTS: Final = (
+    "SELECT DISTINCT ON (job) job, traceparent FROM event_log"
+    " WHERE type = $1 AND job = ANY($2::text[]) AND traceparent IS NOT NULL ORDER BY job, seq DESC"
+)
+
+
 class SubmissionTraces:
-    """job id -> the span context of its JobSubmitted, learnt from the intents topic's headers.
+    """job id -> the span context of its JobSubmitted, from the archive (``event_log.traceparent``)."""
 
-    Bounded: a context is forgotten once a session placed its job, and the
-    oldest are dropped beyond ``capacity``.
-    """
-
-    def __init__(self, capacity: int = 100_000) -> None:
-        self.capacity = capacity
-        self._contexts: OrderedDict[str, SpanContext] = OrderedDict()
-
-    def remember(self, job_id: str, context: SpanContext) -> None:
-        self._contexts[job_id] = context
-        self._contexts.move_to_end(job_id)
-        while len(self._contexts) > self.capacity:
-            self._contexts.popitem(last=False)
-
-    def links_for(self, job_ids: Iterable[str]) -> list[Link]:
-        """Links to the submissions of ``job_ids`` (those known), forgetting them."""
+    async def links_for(self, conn: asyncpg.Connection, job_ids: Sequence[str]) -> list[Link]:
+        """Links to the submissions of ``job_ids`` that arrived with trace context, in ``job_ids`` order."""
+        if not job_ids:
+            return []
+        rows = await conn.fetch(_SUBMISSION_CONTEXTS, JOB_SUBMITTED, list(job_ids))
+        found = {row["job"]: row["traceparent"] for row in rows}
         links = []
         for job_id in job_ids:
-            context = self._contexts.pop(job_id, None)
-            if context is not None:
-                links.append(Link(context, {"tephra.job": job_id}))
+            if job_id in found:
+                context = trace.get_current_span(_PROPAGATOR.extract({"traceparent": found[job_id]}))
+                if context.get_span_context().is_valid:
+                    links.append(Link(context.get_span_context(), {"tephra.job": job_id}))
         return links
-
-    def observe(self, value: bytes | None, headers: Sequence[tuple[str, bytes]] | None) -> None:
-        """Learn from one intents record (anything without trace context or not a JobSubmitted is ignored)."""
-        carrier = carrier_from_headers(headers)
-        if "traceparent" not in carrier or value is None or b"tephra.job.submitted" not in value:
-            return
-        try:
-            event = decode(value)
-        except EventDecodeError:
-            return  # the projector dead-letters it; nothing to link
-        if not isinstance(event, JobSubmitted):
-            return
-        context = trace.get_current_span(propagate.extract(carrier)).get_span_context()
-        if context.is_valid:
-            self.remember(event.data.job_id, context)
-
-    async def follow(self, bootstrap: str, topic: str) -> None:
-        """Read ``topic`` from the beginning, forever (no consumer group, no commits)."""
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
-        await consumer.start()
-        try:
-            await consumer.topics()
-            partitions = [
-                TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())
-            ]
-            consumer.assign(partitions)
-            await consumer.seek_to_beginning(*partitions)
-            while True:
-                batches = await consumer.getmany(timeout_ms=500, max_records=5_000)
-                for records in batches.values():
-                    for record in records:
-                        self.observe(record.value, record.headers)
-                await asyncio.sleep(0)
-        finally:
-            await consumer.stop()
 
 
 class SchedulerMetrics:
-    """Counters and histograms (no-ops unless a meter provider is installed), plus plain totals."""
+    """Plain totals since start-up (tests and logs read them), mirrored in the Prometheus counters."""
 
     def __init__(self) -> None:
-        meter = metrics.get_meter("tephra.scheduler")
-        self._sessions = meter.create_counter("tephra.scheduler.sessions", description="sessions published")
-        self._skipped = meter.create_counter(
-            "tephra.scheduler.sessions.skipped", description="nothing changed"
-        )
-        self._overruns = meter.create_counter(
-            "tephra.scheduler.sessions.overrun", description="sessions abandoned past the budget"
-        )
-        self._stalls = meter.create_counter(
-            "tephra.scheduler.stalls", description="the projection did not apply our session in time"
-        )
-        self._decisions = meter.create_counter(
-            "tephra.scheduler.decisions", description="decisions published"
-        )
-        self._duration = meter.create_histogram(
-            "tephra.scheduler.session.duration", unit="s", description="snapshot to applied"
-        )
         self.sessions = self.skipped = self.overruns = self.stalls = self.decisions = 0
 
     def session(self, decisions: int, seconds: float) -> None:
         self.sessions += 1
         self.decisions += decisions
-        self._sessions.add(1)
-        self._decisions.add(decisions)
-        self._duration.record(seconds)
 
     def skip(self) -> None:
         self.skipped += 1
-        self._skipped.add(1)
+        prom.observe_skip()
 
     def overrun(self) -> None:
         self.overruns += 1
-        self._overruns.add(1)
+        prom.SESSIONS_OVER_BUDGET.inc()
 
     def stall(self) -> None:
         self.stalls += 1
-        self._stalls.add(1)
+        prom.SESSIONS_STALLED.inc()
 
 
 def set_session_attributes(span: Span, **attributes: str | int | float) -> None:

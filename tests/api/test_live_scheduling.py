@@ -6,6 +6,7 @@ runs them; everything enters through the same path as ``tephra submit``.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 import asyncpg
@@ -15,6 +16,8 @@ from api.endpoints import Endpoints
 from api.manifests import parse_manifests
 from api.submit import produce_manifests
 from events.topics import Topics
+from replay.archive import recorded_sessions
+from replay.store import ArchiveReader
 from tests.api.helpers import live_stack
 from tests.service.helpers import first_session_that_saw, wait_for
 
@@ -80,11 +83,23 @@ async def submit(endpoints: Endpoints, text: str) -> None:
 
 
 PHASE = "SELECT phase FROM jobs WHERE id = $1"
-# At least $2 sessions left job $1 pending with a reason.
-PENDING_IN_SESSIONS = """
-SELECT count(*) >= $2 FROM sessions, json_array_elements(doc -> 'pending') AS p
- WHERE p ->> 'job' = $1 AND json_array_length(p -> 'reasons') > 0
-"""
+
+
+async def wait_left_pending(conn: asyncpg.Connection, job: str, sessions: int, within: float = 30) -> None:
+    """Until at least ``sessions`` archived sessions left ``job`` pending with a reason: their whole
+    pending lists as replay reads them (a session may record only the change from the one before)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        archived = [row async for row in ArchiveReader(conn).rows()]
+        left = sum(
+            any(p.job == job and p.reasons for p in s.data.pending) for s in recorded_sessions(archived)
+        )
+        if left >= sessions:
+            return
+        if loop.time() > deadline:
+            pytest.fail(f"{left} archived sessions left {job} pending, not {sessions}, after {within} s")
+        await asyncio.sleep(0.1)
 
 
 async def test_gang_waits_with_a_reason_binds_after_new_capacity_and_a_higher_priority_job_preempts(
@@ -102,11 +117,11 @@ async def test_gang_waits_with_a_reason_binds_after_new_capacity_and_a_higher_pr
 
             # 3 x 3 GPU as one gang on 2 x 4 GPU: it cannot fit, and stays Pending with a reason...
             await submit(endpoints, vcjob("gang", replicas=3, gpu=3, priority="low"))
-            await wait_for(conn, PENDING_IN_SESSIONS, True, "default/gang", 1)
+            await wait_left_pending(conn, "default/gang", 1)
             # ... across sessions: a small job makes the scheduler run again.
             await submit(endpoints, vcjob("filler", replicas=1, gpu=0, priority="low"))
             await wait_for(conn, PHASE, "Running", "default/filler")
-            await wait_for(conn, PENDING_IN_SESSIONS, True, "default/gang", 2)
+            await wait_left_pending(conn, "default/gang", 2)
             assert await conn.fetchval(PHASE, "default/gang") == "Pending"
             assert await conn.fetchval("SELECT count(*) FROM bindings WHERE job_id = 'default/gang'") == 0
 

@@ -434,6 +434,12 @@ def test_the_conformance_seed_documents_parse(tmp_path: Path) -> None:
             '.resources.limits["nvidia.com/gpu"]: expected a whole number: an extended resource must be '
             "an integer, got '500m'",
         ),
+        (
+            # The same name check as the projector's for raw events (events.names: invalid-name).
+            DEMO_TRAINING.replace("queue: default", "queue: My_Queue"),
+            "jobs.yaml, document 1 (Job default/demo-training): (event data.queue): 'My_Queue' is not a"
+            " DNS-1123 subdomain",
+        ),
     ],
 )
 def test_each_error_names_file_document_and_field(text: str, expected: str) -> None:

@@ -14,6 +14,7 @@ from api.http.settings import ApiSettings
 from api.settings import (
     COMMAND_SETTINGS,
     CommonSettings,
+    ObservabilitySettings,
     SettingsError,
     TephraSettings,
     configuration_markdown,
@@ -27,7 +28,14 @@ from projector.settings import ProjectorSettings
 from scheduler.service.settings import SchedulerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
-MODELS = (CommonSettings, ProjectorSettings, SchedulerSettings, SimClusterSettings, ApiSettings)
+MODELS = (
+    CommonSettings,
+    ObservabilitySettings,
+    ProjectorSettings,
+    SchedulerSettings,
+    SimClusterSettings,
+    ApiSettings,
+)
 
 
 def test_every_field_name_is_unique_across_the_models_and_tephra_settings_holds_them_all() -> None:

@@ -122,11 +122,11 @@ def stop(proc: subprocess.Popen[str], sig: signal.Signals) -> str:
     return output
 
 
-def test_up_runs_the_stack_stops_cleanly_on_signals_and_restarts_on_fresh_topics(data_dir: Path) -> None:
+def test_up_runs_the_stack_stops_cleanly_on_signals_and_restarts_on_the_same_topics(data_dir: Path) -> None:
     proc, first = start_up(data_dir)
     try:
         assert first["epoch"] == 1
-        assert first["topics_prefix"] == "tephra-e1"
+        assert first["topics_prefix"] == "tephra"
         manifest = data_dir / "cluster.yaml"
         manifest.write_text(MANIFESTS)
         submitted = tephra(data_dir, "submit", str(manifest))
@@ -143,11 +143,11 @@ def test_up_runs_the_stack_stops_cleanly_on_signals_and_restarts_on_fresh_topics
     assert processes_mentioning(str(first["kafka_bootstrap"])) == []
     assert tephra(data_dir, "get", "jobs").returncode == 2  # no stack running: a clear error
 
-    # The broker starts empty; the projection in PostgreSQL carries on, on new topics.
+    # The broker starts empty, under the same topic names; the projection in PostgreSQL carries on.
     proc, second = start_up(data_dir)
     try:
         assert second["epoch"] == 2
-        assert second["topics_prefix"] == "tephra-e2"
+        assert second["topics_prefix"] == "tephra"
         survivor = wait_for_phase(data_dir, "default/demo-training", "Running")
         assert survivor["tasks"]["Running"] == 2
         manifest = data_dir / "more.yaml"

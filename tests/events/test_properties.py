@@ -18,7 +18,7 @@ from events.models import (
     TaskSpec,
     Toleration,
 )
-from events.quantity import format_resources
+from events.quantity import MAX_QUANTITY, format_resources
 from events.serde import canonical_json, decode, encode
 
 # No deadline: a loaded CI machine must not turn speed into a failure.
@@ -32,7 +32,7 @@ dns_names = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,18}[a-z0-9])?", fullmatch=True)
 texts = st.text(st.characters(exclude_categories=("Cs",)), max_size=16)
 label_maps = st.dictionaries(texts, texts, max_size=4)
 resource_units = st.dictionaries(
-    st.sampled_from(RESOURCE_NAMES), st.integers(0, 2**70), max_size=len(RESOURCE_NAMES)
+    st.sampled_from(RESOURCE_NAMES), st.integers(0, MAX_QUANTITY - 1), max_size=len(RESOURCE_NAMES)
 )
 times = st.datetimes(
     min_value=datetime(2000, 1, 1),  # noqa: DTZ001 - bounds; the timezone comes from `timezones`

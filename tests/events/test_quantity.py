@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from events.models import TaskSpec
-from events.quantity import QuantityError, format_quantity, format_resources, parse_quantity, parse_resources
+from events.quantity import (
+    MAX_QUANTITY,
+    QuantityError,
+    format_quantity,
+    format_resources,
+    parse_quantity,
+    parse_resources,
+)
 
 PARITY = [
     # resource, quantity, Tephra units (cpu millicores, else whole base units)
@@ -32,7 +39,7 @@ PARITY = [
     ("memory", "1e3", 1000),
     ("memory", "1.5e3", 1500),
     ("memory", "1E3", 1000),  # an exponent, not the exa suffix
-    ("memory", "1E", 10**18),  # the exa suffix
+    ("memory", "1P", 10**15),  # the peta suffix (exa is beyond the bound: below)
     ("memory", "100Ki", 102_400),
     ("memory", "12Mi", 12_582_912),
     ("memory", "2k", 2000),
@@ -70,6 +77,14 @@ REJECTED = [
     ("cpu", float("nan"), "not a finite number"),
     ("cpu", float("inf"), "not a finite number"),
     ("Not A Name", "1", "not a valid resource name"),
+    # The bound (events.quantity.MAX_QUANTITY): refused, never saturated.
+    ("memory", "1E", "must be below 2^50 base units"),
+    ("memory", "1Pi", "must be below 2^50 base units"),
+    ("cpu", "100E", "must be below 2^50 millicores"),
+    ("nvidia.com/gpu", "1e30", "must be below 2^50"),
+    ("memory", 2**63, "must be below 2^50"),
+    ("cpu", str(2**50 // 1000 + 1), "must be below 2^50 millicores"),
+    ("cpu", f"{2**50}m", "must be below 2^50 millicores"),
 ]
 
 
@@ -85,7 +100,7 @@ def test_rejected_quantity_names_resource_and_value(resource: str, quantity: obj
     assert why in error.why
 
 
-@given(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), st.integers(0, 2**80))
+@given(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), st.integers(0, MAX_QUANTITY // 1000 - 1))
 def test_canonical_fast_path_agrees_with_exact_parsing(resource: str, amount: int) -> None:
     exact = parse_quantity(resource, f"{amount}.0")  # not canonical: takes the exact-fraction path
 

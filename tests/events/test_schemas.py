@@ -31,8 +31,9 @@ def test_schema_pins_the_type_and_forbids_extra_fields(event_type: str) -> None:
 
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert schema["properties"]["type"]["const"] == event_type
+    assert "default" not in schema["properties"]["type"]  # a record must say its type (missing-type)
     assert schema["additionalProperties"] is False
-    assert {"id", "source", "time", "data"} <= set(schema["required"])
+    assert {"id", "source", "time", "data", "type"} <= set(schema["required"])
 
 
 def test_output_is_deterministic_sorted_and_newline_terminated(tmp_path: Path) -> None:

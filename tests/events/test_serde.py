@@ -215,7 +215,7 @@ MALFORMED = [
         _raw(_with(_job(), "type", "tephra.job.submitted.v0")), "unsupported-version", None, id="no-upcaster"
     ),
     pytest.param(
-        _raw(_with(_job(), "traceparent", "00-ab-cd-01")), "invalid-field", "traceparent", id="extra-envelope"
+        _raw(_with(_job(), "partitionkey", "k")), "invalid-field", "partitionkey", id="extra-envelope"
     ),
     pytest.param(
         _raw(_with(_job(), "data.tasks.0.gpus", 8)), "invalid-field", "data.tasks.0.gpus", id="extra-data"

@@ -11,8 +11,15 @@ from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from events.serde import encode
-from events.tracing import carrier_from_headers, headers_from_carrier
+from events.models import JobSubmitted
+from events.serde import canonical_json, decode, encode
+from events.tracing import (
+    carrier_from_headers,
+    headers_from_carrier,
+    trace_id_of,
+    traceparent_of,
+    valid_traceparent,
+)
 from tests.events.samples import job_submitted
 
 PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
@@ -87,3 +94,53 @@ def test_no_headers_means_a_fresh_root(tracer: trace.Tracer) -> None:
 
     with tracer.start_as_current_span("project", context=extracted) as span:
         assert span.parent is None
+
+
+VALID = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ([("traceparent", VALID.encode())], VALID),
+        ([("ce_traceparent", VALID.encode())], VALID),  # the CloudEvents Kafka binding's binary mode
+        ([("TraceParent", VALID.encode())], VALID),
+        ([("x", b"1"), ("traceparent", b"junk"), ("traceparent", VALID.encode())], VALID),
+        ([("traceparent", f"01{VALID[2:]}-future".encode())], f"01{VALID[2:]}"),
+        ([("traceparent", f"{VALID}-more".encode())], None),  # version 00 has exactly four fields
+        ([("traceparent", f"ff{VALID[2:]}".encode())], None),
+        ([("traceparent", VALID.replace("0af7651916cd43dd8448eb211c80319c", "0" * 32).encode())], None),
+        ([("traceparent", VALID.replace("b7ad6b7169203331", "0" * 16).encode())], None),
+        ([("traceparent", VALID.upper().encode())], None),
+        ([("traceparent", b"\xff\xfe")], None),
+        ([("traceparent", None)], None),
+        ([], None),
+        (None, None),
+    ],
+)
+def test_the_archived_traceparent_is_a_valid_w3c_one_or_none(
+    headers: list[tuple[str, bytes | None]] | None, expected: str | None
+) -> None:
+    assert traceparent_of(headers) == expected
+    assert trace_id_of(expected) == (None if expected is None else expected[3:35])
+
+
+def test_the_cloudevents_tracing_extension_decodes_and_stays_out_of_the_canonical_bytes() -> None:
+    event = JobSubmitted.model_validate(_submitted_json())
+    traced = JobSubmitted.model_validate({**_submitted_json(), "traceparent": VALID, "tracestate": "v=1"})
+    assert decode(encode(traced)) == traced
+    assert b'"traceparent"' not in encode(event)  # absent attributes are left out, as subject is
+    assert canonical_json(traced) == canonical_json(event)  # delivery metadata, not what happened
+    assert valid_traceparent(traced.traceparent) == VALID
+    assert valid_traceparent("00-junk") is None
+    assert valid_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b716920333é-01") is None
+
+
+def _submitted_json() -> dict[str, object]:
+    return {
+        "id": "e1",
+        "source": "test",
+        "time": "2026-01-01T00:00:00Z",
+        "type": "tephra.job.submitted.v1",
+        "data": {"namespace": "ns", "name": "j", "queue": "default", "tasks": [{"name": "w", "replicas": 1}]},
+    }

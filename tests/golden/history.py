@@ -54,11 +54,11 @@ from scheduler.core.config import DEFAULT_CONFIG
 from scheduler.core.session import SessionResult, run_session
 from scheduler.core.snapshot import snapshot_digest
 from scheduler.service.session_events import (
+    PendingTexts,
     SessionHeader,
-    digest_pending,
-    pending_jobs,
     session_events,
     session_id_for,
+    session_pending,
 )
 from scheduler.snapshot_builder import build_snapshot, config_in_force
 
@@ -144,6 +144,9 @@ class LiveRun:
     step: timedelta = timedelta(seconds=1)
     max_message_bytes: int = _LARGE_MESSAGE
     logic_flags: tuple[str, ...] = ()
+    #: Publish pending reasons as the change from the newest session's list, as the live
+    #: scheduler does (the golden archives keep the whole lists they were recorded with).
+    pending_changes: bool = False
     #: Rewrites a session's decisions before it is published: how the divergent
     #: golden log records a session that a different core would have decided.
     tamper: Callable[[int, list[Decision]], list[Decision]] | None = None
@@ -238,7 +241,14 @@ class LiveRun:
         if self.tamper is not None:
             decisions = self.tamper(len(self.sessions), decisions)
         session_id = session_id_for(self.cluster, self.epoch, len(self.sessions))
-        pending = pending_jobs(result.pending)
+        pending = session_pending(
+            self.state,
+            result.pending,
+            PendingTexts(),
+            whole_list=not self.pending_changes,
+            max_cleared_bytes=self.max_message_bytes // 2,
+        )
+        change = pending.change
         input_seq = self.state.seq
         if meanwhile is not None:
             meanwhile()
@@ -251,8 +261,10 @@ class LiveRun:
             now=self._now,
             input_digest=snapshot_digest(snapshot),
             logic_flags=self.logic_flags,
-            pending=pending,
-            pending_digest=digest_pending(pending),
+            pending=change.pending,
+            pending_digest=pending.digest,
+            pending_base=change.base,
+            pending_cleared=change.cleared,
         )
         for event in session_events(
             header, decisions, time=self._now, max_message_bytes=self.max_message_bytes

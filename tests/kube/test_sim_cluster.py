@@ -39,7 +39,7 @@ from kube.sim_runtime import SIM_RUNTIME_ANNOTATION
 from kube.sim_service import SIM_WORK_QUERY, run_sim_service
 from projector.migrate import apply_migrations
 from tests.api.helpers import read_topic
-from tests.service.helpers import CLUSTER, produce, running_projector, stopped, wait_for
+from tests.service.helpers import CLUSTER, produce, running_projector, stopped_all, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -110,10 +110,7 @@ async def running_sim(
     try:
         yield
     finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            await stopped(task)
+        await stopped_all(tasks)
 
 
 async def submit(kafka_bootstrap: str, topics: Topics, events: Sequence[Any]) -> None:

@@ -20,7 +20,7 @@ from projector.migrate import apply_migrations
 from projector.writer import InboundRecord
 from tests.projector.streams import CLUSTER
 
-__all__ = ["create_database", "drop_database", "produce", "records", "reset_schema"]
+__all__ = ["create_database", "drop_database", "produce", "produce_raw", "records", "reset_schema"]
 
 
 def _with_database(dsn: str, database: str) -> str:
@@ -71,6 +71,17 @@ async def produce(bootstrap: str, topics: Topics, items: Sequence[Event | tuple[
                 futures.append(
                     await producer.send(topic_for(item, topics), value=encode(item), key=kafka_key(item))
                 )
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def produce_raw(bootstrap: str, items: Sequence[tuple[str, bytes]]) -> None:
+    """(topic, raw bytes) pairs as they are, in order, of any size up to 8 MiB."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=8 * 1024 * 1024)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, value=value, key=CLUSTER.encode()) for topic, value in items]
         await asyncio.gather(*futures)
     finally:
         await producer.stop()

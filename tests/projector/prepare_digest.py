@@ -55,7 +55,6 @@ def digest_stream(seed: int, count: int, batch_size: int, options: dict[str, obj
             plan.evictions,
             sorted(plan.offsets.items()),
             plan.duplicates,
-            plan.foreign,
             sorted(plan.event_ids),
             plan.meta,
             plan.projection,

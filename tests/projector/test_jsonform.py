@@ -21,7 +21,7 @@ from pydantic import (
 )
 from pydantic_core import TzInfo
 
-from events.jsonform import DECODED_UTC, json_form, time_text
+from events.jsonform import DECODED_UTC, LastForms, json_form, time_text
 from events.models import Event, PendingJob, PendingReason, SessionPartData
 from tests.events.samples import sample_events
 from tests.events.test_properties import ROUND_TRIPS, jobs, nodes
@@ -165,3 +165,19 @@ def test_time_text_across_midnights(start: datetime) -> None:
         value = start + timedelta(microseconds=step)
         for v in (value, _AWARE.validate_python(value.isoformat())):
             assert time_text(v) == _AWARE.serializer.to_python(v, mode="json")
+
+
+def test_last_forms_renders_only_the_models_not_in_the_last_list() -> None:
+    rendered: list[str] = []
+
+    def render(entry: PendingJob) -> Any:
+        rendered.append(entry.job)
+        return json_form(entry)
+
+    forms: LastForms[PendingJob, Any] = LastForms(render, lambda entry: entry.job)
+    a, b = PendingJob(job="ns/a"), PendingJob(job="ns/b", reasons=[PendingReason(code="c", message="m")])
+    assert forms.of([a, b]) == [a.model_dump(mode="json"), b.model_dump(mode="json")]
+    # The same a, a new b with the same job (its reasons changed), a new c.
+    b2, c = PendingJob(job="ns/b"), PendingJob(job="ns/c")
+    assert forms.of([a, b2, c]) == [json_form(a), json_form(b2), json_form(c)]
+    assert rendered == ["ns/a", "ns/b", "ns/b", "ns/c"]

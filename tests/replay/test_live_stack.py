@@ -26,7 +26,7 @@ from events.topics import Topics
 from projector.migrate import apply_migrations
 from replay.queries import audit_preemptions, explain_job, verify_archive
 from replay.store import open_archive
-from tests.api.test_live_scheduling import NODE, PENDING_IN_SESSIONS, PHASE, SETUP, live_stack, submit, vcjob
+from tests.api.test_live_scheduling import NODE, PHASE, SETUP, live_stack, submit, vcjob, wait_left_pending
 from tests.replay.helpers import SEEDS, run_replay
 from tests.service.helpers import first_session_that_saw, produce, wait_for
 
@@ -94,7 +94,7 @@ async def test_explain_counterfactual_audit_and_verify_on_a_live_archive(
             await wait_for(conn, "SELECT config_version FROM projection_meta", 1)
             # 3 x 4 GPU as one gang on 2 x 4 GPU nodes: it cannot fit.
             await submit(endpoints, vcjob("gang", replicas=3, gpu=4, priority="low"))
-            await wait_for(conn, PENDING_IN_SESSIONS, True, "default/gang", 1)
+            await wait_left_pending(conn, "default/gang", 1)
 
             await _verified(database_url)
             async with open_archive(database_url) as reader:

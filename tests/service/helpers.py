@@ -29,6 +29,7 @@ from events.topics import Topics, kafka_key, topic_for
 from projector.migrate import apply_migrations
 from projector.service import ProjectorMetrics, run_projector
 from projector.settings import ProjectorSettings
+from scheduler.core.config import config_problem
 from scheduler.service.main import run_scheduler
 from scheduler.service.settings import SchedulerSettings
 from scheduler.service.telemetry import SchedulerMetrics
@@ -105,6 +106,14 @@ async def stopped(task: asyncio.Task[Any], within: float = 30) -> None:
         task.result()  # re-raise what the service failed with
 
 
+async def stopped_all(tasks: Sequence[asyncio.Task[Any]]) -> None:
+    """Cancel every task, then wait for each to stop (re-raising what one failed with)."""
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        await stopped(task)
+
+
 @asynccontextmanager
 async def running_projector(
     kafka_bootstrap: str,
@@ -131,6 +140,7 @@ async def running_projector(
             cluster=cluster,
             stop=stop,
             metrics=metrics,
+            config_check=config_problem,  # as api composes it
         )
     )
     try:

@@ -21,8 +21,11 @@ from projector.state import ClusterState
 from projector.state_json import state_from_jsonable, state_to_jsonable
 from scheduler.service.errors import SessionTooLarge
 from scheduler.service.session_events import (
+    PendingTexts,
     SessionHeader,
     digest_pending,
+    pending_change,
+    pending_jobs,
     session_events,
     session_id_for,
 )
@@ -181,3 +184,47 @@ def test_the_fold_voids_a_session_of_an_older_epoch_once_a_newer_leader_committe
     assert record.accepted == 0
     assert [v.reason for v in record.voided] == ["stale-epoch"]
     assert state.tasks["ns/big-worker-1"].status == "Pending"
+
+
+# ---------------------------------------------------------------------------- pending reasons as a change
+
+
+def _entries(**reasons: str) -> tuple[PendingJob, ...]:
+    return tuple(
+        PendingJob(job=f"ns/{name}", reasons=[PendingReason(code="insufficient-resources", message=message)])
+        for name, message in sorted(reasons.items())
+    )
+
+
+def test_a_change_names_the_entries_that_changed_and_the_jobs_that_left() -> None:
+    base = _entries(a="0/3 nodes", b="0/3 nodes", c="0/3 nodes", d="0/3 nodes")
+    now = _entries(a="0/3 nodes", b="0/4 nodes", d="0/3 nodes", e="0/3 nodes")
+    change = pending_change(now, "s1", base, max_cleared_bytes=1_000)
+    assert change.base == "s1"
+    assert [p.job for p in change.pending] == ["ns/b", "ns/e"]
+    assert change.cleared == ("ns/c",)
+
+
+def test_the_whole_list_travels_without_a_base_when_no_smaller_or_when_the_cleared_ids_are_too_many() -> None:
+    base = _entries(a="x", b="x", c="x")
+    assert pending_change(base, "", None, max_cleared_bytes=1_000).base == ""
+    # Every entry changed: the change is no smaller than the list.
+    assert pending_change(_entries(a="y", b="y", c="y"), "s1", base, max_cleared_bytes=1_000).base == ""
+    # Two of three left the list: their ids would take more than the marker may give them.
+    many = _entries(a="x", b="x", c="x", d="x", e="x")
+    change = pending_change(_entries(a="x", b="x", c="x"), "s1", many, max_cleared_bytes=8)
+    assert change.base == ""
+    assert len(change.pending) == 3
+
+
+def test_entries_are_reused_unchanged_and_the_digest_is_the_whole_lists() -> None:
+    before = _entries(a="x", b="x")
+    reasons = {"ns/a": before[0].reasons, "ns/b": [PendingReason(code="gang-not-ready", message="1/2")]}
+    now = pending_jobs(reasons, reuse={p.job: p for p in before})
+    assert now[0] is before[0]
+    assert now[1] is not before[1]
+    assert now == pending_jobs(reasons)
+    texts = PendingTexts()
+    assert texts.digest(before) == digest_pending(before)
+    # The second digest reuses a's text and encodes b's anew: the same as digesting from scratch.
+    assert texts.digest(now) == digest_pending(now) != digest_pending(before)

@@ -19,9 +19,11 @@ from events.models import (
     TaskStarted,
     TaskStartedData,
 )
+from events.quantity import MAX_QUANTITY
 from projector.fold import apply
 from projector.state import ClusterState
 from scheduler.core.config import DEFAULT_CONFIG
+from scheduler.core.session import run_session
 from scheduler.core.snapshot import PodGroupPhase, TaskStatus, snapshot_digest
 from scheduler.snapshot_builder import NOT_READY_TAINT, build_snapshot, config_in_force
 from tests.service.helpers import job, node, queue
@@ -149,3 +151,22 @@ def test_the_config_in_force_is_volcanos_default_until_one_is_configured() -> No
     config, version = config_in_force(ClusterState())
     assert config is DEFAULT_CONFIG
     assert version == 0
+
+
+def test_quantities_past_the_bound_from_an_older_archive_saturate_and_the_session_runs() -> None:
+    # The door refuses quantities of 2^50 and more (events.quantity); an archive written
+    # before that bound may hold them, and the session's int64 matrices overflowed at every start.
+    state = _fold([queue(), node("n1"), node("n2"), job("big", replicas=2)])
+    state.nodes["n1"].allocatable = {"cpu": 100 * 10**18 * 1000, "memory": 2**63, "pods": 110}
+    for task_id in state.jobs["ns/big"].tasks:
+        state.tasks[task_id].resources = {"cpu": 10**30, "memory": 2**70}
+
+    snapshot = build_snapshot(state)
+    result = run_session(snapshot, DEFAULT_CONFIG, T0)
+
+    (n1,) = [n for n in snapshot.nodes if n.name == "n1"]
+    assert n1.allocatable == {"cpu": MAX_QUANTITY - 1, "memory": MAX_QUANTITY - 1, "pods": 110}
+    tasks = [t for j in snapshot.jobs for t in j.tasks]
+    assert {t.resources["cpu"] for t in tasks} == {MAX_QUANTITY - 1}
+    # The session ran, and placed nothing of that size on the 8-cpu node.
+    assert all(getattr(decision, "node", None) != "n2" for decision in result.decisions)

@@ -1,0 +1,136 @@
+"""The scheduler's live path on a folded backlog, stage by stage, in CPU seconds (no servers).
+
+    python bench/live_path.py [--jobs N] [--nodes M] [--sessions S]
+
+Folds ``--nodes`` nodes and ``--jobs`` single-task jobs of 8 cpu (the
+backlog of bench/backlog.py: 8 run per node, the rest wait) into a state,
+then runs ``--sessions`` sessions as the scheduler's loop does, each on the
+state the previous one left (one more job submitted in between), and prints
+each stage's CPU time: the snapshot (incremental), the core, the pending
+reasons (as events, their digest, the change from the newest session's list),
+the session's events, the collection of its garbage, and the fold of its
+events.  CPU time, not the wall clock: on a shared machine it moves less.
+bench/backlog.py measures the same path with the deployed runners.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's packages, whatever is installed
+
+from bench.e2e import _cluster_events, _job
+from bench.host import cpu_loop_seconds, memory_walk_seconds
+from events.models import SessionCommitted, SessionPart
+from projector.fold import apply
+from projector.heap import tune_gc
+from projector.state import ClusterState
+from scheduler.core.session import run_session
+from scheduler.service.session_events import (
+    PendingTexts,
+    SessionHeader,
+    session_events,
+    session_id_for,
+    session_pending,
+)
+from scheduler.service.snapshot_cache import SnapshotCache
+from scheduler.snapshot_builder import config_in_force
+
+T = TypeVar("T")
+Event = SessionPart | SessionCommitted
+_MAX_MESSAGE_BYTES = 1_048_576
+
+
+def _stage(times: dict[str, float], name: str, work: Callable[[], T]) -> T:
+    began = time.process_time()
+    out = work()
+    times[name] = time.process_time() - began
+    return out
+
+
+def _compute(
+    state: ClusterState, cache: SnapshotCache, texts: PendingTexts, number: int, times: dict[str, float]
+) -> list[Event]:
+    """Everything the scheduler's worker thread does for one session; its garbage is left behind."""
+    now = datetime.now(UTC)
+    snapshot, digest = _stage(times, "snapshot", lambda: cache.build(state))
+    gc.freeze()  # as scheduler.service.heap does before each session
+    config, version = config_in_force(state)
+    result = _stage(times, "core", lambda: run_session(snapshot, config, now))
+    pending = _stage(
+        times,
+        "pending",
+        lambda: session_pending(
+            state, result.pending, texts, whole_list=False, max_cleared_bytes=_MAX_MESSAGE_BYTES // 2
+        ),
+    )
+    change = pending.change
+    header = SessionHeader(
+        session_id=session_id_for("bench", 1, number),
+        cluster="bench",
+        leader_epoch=1,
+        input_seq=state.seq,
+        config_version=version,
+        now=now,
+        input_digest=digest,
+        logic_flags=(),
+        pending=change.pending,
+        pending_digest=pending.digest,
+        pending_base=change.base,
+        pending_cleared=change.cleared,
+    )
+    decisions = tuple(result.events())
+    return _stage(
+        times,
+        "events",
+        lambda: session_events(header, decisions, time=now, max_message_bytes=_MAX_MESSAGE_BYTES),
+    )
+
+
+def _session(state: ClusterState, cache: SnapshotCache, texts: PendingTexts, number: int) -> dict[str, float]:
+    times: dict[str, float] = {}
+    events = _compute(state, cache, texts, number, times)
+    _stage(times, "collect", gc.collect)
+    gc.unfreeze()
+    began = time.process_time()
+    for event in events:
+        cache.touched(state, apply(state, state.seq + 1, event).touched)
+    times["fold"] = time.process_time() - began
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--nodes", type=int, default=1_000)
+    parser.add_argument("--sessions", type=int, default=3)
+    args = parser.parse_args()
+    print(
+        f"host reference: integer loop {cpu_loop_seconds():.2f} s, dict walk {memory_walk_seconds():.2f} s"
+        " (bench/host.py; not measured)"
+    )
+    tune_gc()  # as every Tephra process does
+    state = ClusterState()
+    for event in _cluster_events(args.nodes):
+        apply(state, state.seq + 1, event)
+    for i in range(args.jobs):
+        apply(state, state.seq + 1, _job(f"backlog-{i:07d}", 1, "8"))
+    cache, texts = SnapshotCache(), PendingTexts()
+    print(f"{args.jobs:,} jobs on {args.nodes:,} nodes; CPU seconds per stage:")
+    for number in range(args.sessions):
+        if number:
+            apply(state, state.seq + 1, _job(f"steady-{number:07d}", 1, "8"))
+        times = _session(state, cache, texts, number)
+        stages = ", ".join(f"{name} {seconds:.3f}" for name, seconds in times.items())
+        print(f"  session {number}: {stages}; total {sum(times.values()):.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""Pending reasons recorded as the change from the newest session's list: the fold reads them exactly,
+and keeps one whole list (the newest session's) whatever the backlog and the session count."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from events.models import PendingJob, PendingReason, SessionCommitted, SessionCommittedData
+from projector.fold import apply
+from projector.projection_rows import session_statement
+from projector.state import ClusterState, assemble
+from projector.state_json import state_from_jsonable, state_to_jsonable
+
+_T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _entry(job: str, message: str = "0/3 nodes are unavailable: 3 Insufficient cpu.") -> PendingJob:
+    return PendingJob(job=job, reasons=[PendingReason(code="insufficient-resources", message=message)])
+
+
+def _session(
+    sid: str, pending: list[PendingJob], *, base: str = "", cleared: tuple[str, ...] = ()
+) -> SessionCommitted:
+    return SessionCommitted(
+        id=f"{sid}/commit",
+        source="tests",
+        time=_T0,
+        data=SessionCommittedData(
+            session_id=sid,
+            leader_epoch=1,
+            input_seq=0,
+            config_version=0,
+            now=_T0,
+            input_digest="d",
+            pending=pending,
+            pending_base=base,
+            pending_cleared=list(cleared),
+        ),
+    )
+
+
+def _fold(state: ClusterState, *events: SessionCommitted) -> None:
+    for event in events:
+        outcome = apply(state, state.seq + 1, event)
+        assert outcome.applied, outcome.detail
+
+
+def test_a_change_is_read_against_the_newest_list_and_only_the_newest_keeps_one() -> None:
+    state = ClusterState()
+    whole = [_entry("ns/a"), _entry("ns/b"), _entry("ns/c")]
+    _fold(state, _session("s1", whole))
+    # b's reasons change, c leaves the list (bound), d joins it.
+    changed = [_entry("ns/b", "0/4 nodes are unavailable: 4 Insufficient cpu."), _entry("ns/d")]
+    _fold(state, _session("s2", changed, base="s1", cleared=("ns/c",)))
+
+    expected = (_entry("ns/a"), changed[0], _entry("ns/d"))
+    assert state.sessions["s2"].pending == expected
+    assert state.sessions["s1"].pending is None
+    # An unchanged backlog: an empty change, the same whole list.
+    _fold(state, _session("s3", [], base="s2"))
+    assert state.sessions["s3"].pending == expected
+    assert [s.pending is None for s in state.sessions.values()] == [True, True, False]
+
+
+def test_a_change_against_another_base_keeps_no_list_until_the_next_whole_one() -> None:
+    state = ClusterState()
+    _fold(state, _session("s1", [_entry("ns/a")]), _session("other", [_entry("ns/a")]))
+    # s2 was computed on s1 while a session of another leader came between: not readable here.
+    _fold(state, _session("s2", [_entry("ns/b")], base="s1"))
+    assert state.sessions["s2"].pending is None
+    # Nor is a change against s2; the next whole list is.
+    _fold(state, _session("s3", [], base="s2"), _session("s4", [_entry("ns/b")]))
+    assert state.sessions["s3"].pending is None
+    assert state.sessions["s4"].pending == (_entry("ns/b"),)
+
+
+def test_the_row_of_a_session_folded_and_superseded_in_one_batch_is_written_once_without_its_list() -> None:
+    state = ClusterState()
+    recorded = []
+    for event in (_session("s1", [_entry("ns/a")]), _session("s2", [], base="s1")):
+        outcome = apply(state, state.seq + 1, event)
+        recorded += [state.sessions[key] for kind, key in outcome.touched if kind == "session"]
+    staged = session_statement(recorded)
+    assert staged is not None
+    docs = {row[0]: row[-1] for row in staged.records}
+    assert sorted(docs) == ["s1", "s2"]
+    assert '"pending":null' in docs["s1"]
+    assert '"pending":[{"job":"ns/a"' in docs["s2"]
+
+
+def test_lists_stored_on_older_sessions_are_dropped_on_load_as_the_fold_drops_them() -> None:
+    folded = ClusterState()
+    _fold(folded, _session("s1", [_entry("ns/a")]), _session("s2", [_entry("ns/b")]))
+    # A snapshot or projection written before only the newest session kept its list.
+    doc = state_to_jsonable(folded)
+    doc["sessions"][0]["pending"] = [_entry("ns/a").model_dump(mode="json")]
+    assert state_from_jsonable(doc) == folded
+    sessions = list(state_from_jsonable(doc).sessions.values())
+    rebuilt = assemble(
+        seq=folded.seq,
+        queues=[],
+        priority_classes=[],
+        config=None,
+        config_version=0,
+        leader_epoch=1,
+        nodes=[],
+        jobs=[],
+        task_rows=[],
+        sessions=sessions,
+        session_parts={},
+        early_observations={},
+        clock=folded.clock,
+    )
+    assert [s.pending for s in rebuilt.sessions.values()] == [None, (_entry("ns/b"),)]
