@@ -59,7 +59,15 @@ from events.models import (
 from events.names import invalid_name, is_dns_label, is_dns_subdomain
 from events.quantity import PODS, QuantityError, format_resources, parse_quantity
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
-from scheduler.core.config import ConfigError, parse_scheduler_config
+from scheduler.core.config import ConfigError, config_warnings, parse_scheduler_config
+from scheduler.podspec import (
+    MISSING,
+    PodSpecError,
+    ignored_job_fields,
+    ignored_pod_fields,
+    match_fields,
+    pod_requests,
+)
 
 __all__ = [
     "PREEMPTABLE_KEY",
@@ -74,11 +82,12 @@ __all__ = [
 
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
 
-_MISSING: Any = object()
+_MISSING: Any = MISSING  # one sentinel with scheduler.podspec, so its errors pass through
 # libyaml's safe loader where PyYAML was built with it: about 8x faster than the pure-Python one
 # (bench/http_api.py's YAML submissions); the same documents, errors and marks.
 _YAML_LOADER: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _M = TypeVar("_M", bound=BaseModel)
+_T = TypeVar("_T")
 
 
 # --------------------------------------------------------------------------- results and errors
@@ -340,6 +349,8 @@ def _queue(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
         data["priority"] = _integer(doc, spec["priority"], "spec.priority", minimum=0)
     if spec.get("parent") is not None:
         data["parent"] = _string(doc, spec["parent"], "spec.parent")
+        if data["parent"] != "root":
+            doc.warn("spec.parent", "accepted, no effect yet: hierarchical queues are not implemented (flat)")
     state = _mapping(doc, obj.get("status"), "status").get("state")
     if state is not None:
         if state not in ("Open", "Closed", "Closing"):
@@ -392,7 +403,7 @@ def _scheduler_configuration(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) 
     # The fields sit under spec (Kubernetes shape) or at the top level (volcano-scheduler.conf shape).
     if "spec" in obj:
         body, base = _mapping(doc, obj["spec"], "spec"), "spec"
-        stray = sorted(k for k in ("actions", "tiers", "configurations") if k in obj)
+        stray = sorted(k for k in ("actions", "tiers", "configurations", "metrics") if k in obj)
         if stray:
             doc.fail(stray[0], "give actions, tiers and configurations either under spec or at the top level")
     else:
@@ -401,6 +412,8 @@ def _scheduler_configuration(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) 
         spec = parse_scheduler_config(body).to_spec()
     except ConfigError as exc:
         doc.fail(f"{base}.{exc.where}" if base else exc.where, exc.why)
+    for path, why in config_warnings(body):
+        doc.warn(f"{base}.{path}" if base else path, why)
     event = SchedulerConfigured(
         data=SchedulerConfiguredData(config=spec), **env.fields(f"schedulerconfiguration/{name}")
     )
@@ -433,9 +446,15 @@ def _volcano_job(
             parse_duration(annotations[SIM_RUNTIME_ANNOTATION])
         except SimRuntimeError as exc:
             doc.fail(_at("metadata.annotations", SIM_RUNTIME_ANNOTATION), str(exc))
-    job_preemptable = _preemptable(doc, annotations, labels, "metadata")
+    # The job controller copies the job's own annotation and label over the template's.
+    job_preemptable = (
+        _preemptable(doc, annotations, {}, "metadata"),
+        _preemptable(doc, {}, labels, "metadata"),
+    )
 
     spec = _mapping(doc, _required(doc, obj, "spec", ""), "spec")
+    for path, why in ignored_job_fields(spec, "spec"):
+        doc.warn(path, why)
     scheduler_name = spec.get("schedulerName")
     if scheduler_name not in (None, "", "volcano"):
         doc.warn(
@@ -501,7 +520,7 @@ def _task(
     doc: _Doc,
     task: Mapping[str, Any],
     index: int,
-    job_preemptable: bool | None,
+    job_preemptable: tuple[bool | None, bool | None],
     priority_values: Mapping[str, int],
 ) -> _Task:
     path = f"spec.tasks[{index}]"
@@ -519,13 +538,30 @@ def _task(
     tmeta = _mapping(doc, template.get("metadata"), f"{path}.template.metadata")
     tlabels = _string_map(doc, tmeta.get("labels"), f"{path}.template.metadata.labels")
     tannotations = _string_map(doc, tmeta.get("annotations"), f"{path}.template.metadata.annotations")
-    preemptable = _preemptable(doc, tannotations, tlabels, f"{path}.template.metadata")
-    if preemptable is None:
-        preemptable = True if job_preemptable is None else job_preemptable
+    # Volcano reads the pod's annotation, then its label; the job's override the template's
+    # (createJobPod), so: job annotation, template annotation, job label, template label.
+    job_annotation, job_label = job_preemptable
+    said = [
+        job_annotation,
+        _preemptable(doc, tannotations, {}, f"{path}.template.metadata"),
+        job_label,
+        _preemptable(doc, {}, tlabels, f"{path}.template.metadata"),
+    ]
+    preemptable = next((value for value in said if value is not None), True)
 
     pod_path = f"{path}.template.spec"
     pod = _mapping(doc, _required(doc, template, "spec", f"{path}.template"), pod_path)
     requests = _pod_requests(doc, pod, pod_path)
+    for where, why in ignored_pod_fields(pod, pod_path):
+        doc.warn(where, why)
+    if pod.get("schedulingGates"):
+        # Honoured by `tephra simulate`; here no event could ever remove a gate, so the pods
+        # would wait for ever: refused rather than accepted and never scheduled.
+        doc.fail(
+            f"{pod_path}.schedulingGates",
+            "not supported by tephra submit (nothing can remove a gate, so the pods would never "
+            "be scheduled); remove them",
+        )
     priority_class = _optional_string(doc, pod.get("priorityClassName"), f"{pod_path}.priorityClassName")
 
     spec = TaskSpec.model_validate(
@@ -588,49 +624,35 @@ def _preemption_policy(doc: _Doc, value: Any, path: str) -> Any:
 
 
 def _pod_requests(doc: _Doc, pod: Mapping[str, Any], path: str) -> dict[str, int]:
-    """The pod's effective request: max(sum of containers, largest init container), per resource.
-
-    A container's request for a resource defaults to its limit, as Kubernetes defaults it.
-    """
+    """The pod's effective request, read as every door reads it (:func:`scheduler.podspec.pod_requests`)."""
     containers = _list(doc, _required(doc, pod, "containers", path), f"{path}.containers")
     if not containers:
         doc.fail(f"{path}.containers", "expected at least one container")
-    total: dict[str, int] = {}
-    for i, container in enumerate(containers):
-        for name, amount in _container_requests(doc, container, f"{path}.containers[{i}]").items():
-            total[name] = total.get(name, 0) + amount
-    for i, container in enumerate(_list(doc, pod.get("initContainers"), f"{path}.initContainers")):
-        for name, amount in _container_requests(doc, container, f"{path}.initContainers[{i}]").items():
-            total[name] = max(total.get(name, 0), amount)
-    return dict(sorted(total.items()))
+    return _pod_field(doc, pod_requests, pod, path)
 
 
-def _container_requests(doc: _Doc, container: Any, path: str) -> dict[str, int]:
-    resources = _mapping(doc, _mapping(doc, container, path).get("resources"), f"{path}.resources")
-    limits = _resources(doc, resources.get("limits"), f"{path}.resources.limits")
-    requests = _resources(doc, resources.get("requests"), f"{path}.resources.requests")
-    return limits | requests
+def _pod_field(
+    doc: _Doc, read: Callable[[Mapping[str, Any], str], _T], pod: Mapping[str, Any], path: str
+) -> _T:
+    try:
+        return read(pod, path)
+    except PodSpecError as exc:
+        doc.fail(exc.path, exc.expected, exc.got)
 
 
 def _required_node_affinity(doc: _Doc, value: Any, path: str) -> list[NodeSelectorTerm]:
     affinity = _mapping(doc, value, path)
-    for other in ("podAffinity", "podAntiAffinity"):
-        if affinity.get(other):
-            doc.warn(f"{path}.{other}", "not supported by Tephra; ignored")
     node_affinity = _mapping(doc, affinity.get("nodeAffinity"), f"{path}.nodeAffinity")
-    if node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"):
-        doc.warn(
-            f"{path}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-            "not supported by Tephra; ignored",
-        )
     req_path = f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
     required = _mapping(doc, node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
     terms = []
     for t, raw in enumerate(_list(doc, required.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")):
         term_path = f"{req_path}.nodeSelectorTerms[{t}]"
         term = _mapping(doc, raw, term_path)
-        if term.get("matchFields"):
-            doc.fail(f"{term_path}.matchFields", "not supported; select nodes by label with matchExpressions")
+        fields = [
+            NodeSelectorRequirement.model_validate({"key": key, "operator": op, "values": list(values)})
+            for key, op, values in _pod_field(doc, match_fields, term, term_path)
+        ]
         expressions = [
             _model(
                 doc,
@@ -640,7 +662,7 @@ def _required_node_affinity(doc: _Doc, value: Any, path: str) -> list[NodeSelect
             )
             for i, e in enumerate(_list(doc, term.get("matchExpressions"), f"{term_path}.matchExpressions"))
         ]
-        terms.append(NodeSelectorTerm(match_expressions=expressions))
+        terms.append(NodeSelectorTerm(match_expressions=expressions, match_fields=fields))
     return terms
 
 

@@ -190,6 +190,10 @@ class QueueUpsertedData(EventData):
     priority: int = Field(default=0, ge=0, le=INT32_MAX)
     state: Literal["Open", "Closed", "Closing"] = "Open"
     parent: str | None = None
+    #: Create only: when a queue of this name exists the event changes nothing (Kubernetes'
+    #: Create answering AlreadyExists).  The scheduler's ``default`` queue is created so.
+    #: Added later: left out when false, so other upserts serialise as before it existed.
+    if_absent: bool = Field(default=False, exclude_if=lambda v: not v)
 
 
 class QueueDeletedData(EventData):
@@ -249,9 +253,14 @@ class NodeSelectorRequirement(EventData):
 
 
 class NodeSelectorTerm(EventData):
-    """Terms are ORed; the requirements inside one term are ANDed (Kubernetes rule)."""
+    """Terms are ORed; the requirements inside one term are ANDed (Kubernetes rule).
+
+    ``match_fields`` select by node field, ``metadata.name`` only (as Kubernetes).  Added
+    later: left out while empty, so a term without it serialises as before it existed.
+    """
 
     match_expressions: list[NodeSelectorRequirement] = Field(default_factory=list)
+    match_fields: list[NodeSelectorRequirement] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class TaskSpec(EventData):

@@ -350,6 +350,8 @@ def _dispatch(state: ClusterState, seq: int, event: Event) -> FoldOutcome:  # no
 def _queue_upserted(state: ClusterState, event: QueueUpserted) -> FoldOutcome:
     d = event.data
     previous = state.queues.get(d.name)
+    if previous is not None and d.if_absent:
+        return FoldOutcome()  # a create-only upsert of an existing queue: archived, no change
     state.queues[d.name] = QueueState(
         name=d.name,
         weight=d.weight,

@@ -600,6 +600,11 @@ def find_counterfactual(
     )
     if unchanged_fits:
         return Counterfactual(job_id, (), probe.runs, note="the job already fits in this session")
+    if any(r.code == "scheduling-gated" for r in reasons):
+        # No node or quota change places a gated pod: the gates must go first.
+        return Counterfactual(
+            job_id, (), probe.runs, note="pods are held by scheduling gates; remove the gates first"
+        )
     node_lever = _node_lever(snapshot, job, reasons)
     queue_levers = _queue_levers(snapshot, job, reasons)
     # gang-not-ready is a consequence; the first reason after it says where the blocker is.

@@ -7,7 +7,9 @@ whose other documents are Node, Queue, PriorityClass, PodGroup, Pod and
 VolcanoJob is expanded the way Volcano's job controller does it
 (semantics.md §8): pods ``<job>-<task>-<index>`` labelled with their task
 name, and a derived PodGroup (minMember, minTaskMember, minResources of the
-first minAvailable pods by priority, queue, priorityClassName).
+first minAvailable pods by priority, queue, priorityClassName).  Volcano's
+``default`` queue (weight 1, Open) exists unless the file declares its own, as
+Volcano's scheduler creates it when it starts.
 
 Every problem raises :class:`ScenarioError` naming the file, the document
 index, the field and what was expected.
@@ -15,16 +17,16 @@ index, the field and what was expected.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from events.quantity import QuantityError, parse_resources
-from scheduler.core.config import ConfigError, SchedulerConfig, parse_scheduler_config
+from scheduler.core.config import ConfigError, SchedulerConfig, config_warnings, parse_scheduler_config
 from scheduler.core.snapshot import (
     ClusterSnapshot,
     Job,
@@ -39,12 +41,24 @@ from scheduler.core.snapshot import (
     TaskStatus,
     Toleration,
 )
+from scheduler.podspec import (
+    MISSING,
+    PodSpecError,
+    ignored_job_fields,
+    ignored_pod_fields,
+    match_fields,
+    pod_requests,
+    scheduling_gates,
+)
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario"]
+
+_T = TypeVar("_T")
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 ROLE_KEY = "volcano.sh/task-spec"
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
+DEFAULT_QUEUE = "default"
 
 
 class ScenarioError(ValueError):
@@ -66,6 +80,8 @@ class Scenario:
     config: SchedulerConfig
     expect: Mapping[str, Any] = field(default_factory=dict)
     now: datetime | None = None
+    #: Fields accepted with no effect, as ``"<file>: document <n>: <path>: <why>"``.
+    warnings: tuple[str, ...] = ()
 
 
 class _Doc:
@@ -253,21 +269,24 @@ def _affinity(doc: _Doc, spec: Mapping[str, Any], where: str) -> tuple[NodeSelec
                     values=tuple(str(v) for v in doc.seq(req.get("values"), "values")),
                 )
             )
-        terms.append(NodeSelectorTerm(tuple(reqs)))
+        fields = _pod_field(doc, match_fields, term, f"{required_where}.nodeSelectorTerms[{i}]")
+        terms.append(
+            NodeSelectorTerm(
+                tuple(reqs), tuple(NodeSelectorRequirement(k, op, values) for k, op, values in fields)
+            )
+        )
     return tuple(terms)
 
 
-def _container_requests(doc: _Doc, spec: Mapping[str, Any], where: str) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for i, raw in enumerate(doc.seq(spec.get("containers"), f"{where}.containers")):
-        c = doc.mapping(raw, f"{where}.containers[{i}]")
-        res = doc.mapping(c.get("resources"), f"{where}.containers[{i}].resources")
-        requests = res.get("requests")
-        if requests is None:
-            requests = res.get("limits")  # Kubernetes defaults requests to limits
-        for name, amount in doc.resources(requests, f"{where}.containers[{i}].resources.requests").items():
-            total[name] = total.get(name, 0) + amount
-    return total
+def _pod_field(
+    doc: _Doc, read: Callable[[Mapping[str, Any], str], _T], spec: Mapping[str, Any], where: str
+) -> _T:
+    """One part of a pod spec, read as every door reads it (:mod:`scheduler.podspec`)."""
+    try:
+        return read(spec, where)
+    except PodSpecError as exc:
+        got = "" if exc.got is MISSING else f", got {exc.got!r}"
+        raise doc.fail(exc.path, f"{exc.expected}{got}") from exc
 
 
 def _pod_task(
@@ -281,9 +300,18 @@ def _pod_task(
     classes: Mapping[str, PriorityClass],
     where: str,
     role: str | None = None,
+    job_meta: Mapping[str, Any] | None = None,
+    job_priority_class: str | None = None,
 ) -> Task:
     labels = doc.labels(meta.get("labels"), "metadata.labels")
     annotations = doc.labels(meta.get("annotations"), "metadata.annotations")
+    if job_meta is not None:
+        # Volcano's job controller (createJobPod) copies the job's preemptable annotation and
+        # label over the template's.
+        for key, values in (("annotations", annotations), ("labels", labels)):
+            job_values = doc.labels(job_meta.get(key), f"metadata.{key}")
+            if PREEMPTABLE_KEY in job_values:
+                values[PREEMPTABLE_KEY] = job_values[PREEMPTABLE_KEY]
     phase = status.get("phase") or "Pending"
     node = spec.get("nodeName") or None
     if phase == "Pending":
@@ -298,18 +326,23 @@ def _pod_task(
         task_status = TaskStatus.RELEASING
     if task_status in (TaskStatus.RUNNING, TaskStatus.BOUND) and not node:
         raise doc.fail(f"{where}.nodeName", f"a {phase} pod must name its node")
-    pc_name = spec.get("priorityClassName")
-    pc = classes.get(pc_name) if pc_name else None
+    pc_name = spec.get("priorityClassName") or job_priority_class  # the job's when the template names none
+    # Kubernetes' Priority admission: the named class, else the cluster's global default.
+    pc = classes.get(pc_name) if pc_name else _global_default(classes)
     priority = spec.get("priority")
     if priority is None and pc is not None:
         priority = pc.value  # the API server resolves it from the PriorityClass
-    policy = spec.get("preemptionPolicy") or (pc.preemption_policy if pc else None)
+    # The class's policy reaches the pod (Priority admission); its default PreemptLowerPriority is
+    # left None, as scheduler.snapshot_builder leaves it: the same to the session.
+    policy = spec.get("preemptionPolicy") or (
+        "Never" if pc is not None and pc.preemption_policy == "Never" else None
+    )
     preemptable = annotations.get(PREEMPTABLE_KEY, labels.get(PREEMPTABLE_KEY, "true"))
     selector = doc.mapping(spec.get("nodeSelector"), f"{where}.nodeSelector")
     return Task(
         namespace=namespace,
         name=name,
-        resources=_container_requests(doc, spec, where),
+        resources=_pod_field(doc, pod_requests, spec, where),
         status=task_status,
         node=str(node) if node else None,
         role=role if role is not None else annotations.get(ROLE_KEY, labels.get(ROLE_KEY, "")),
@@ -321,7 +354,14 @@ def _pod_task(
         preemption_policy=policy,
         priority_class=pc_name,
         created=doc.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        scheduling_gates=_pod_field(doc, scheduling_gates, spec, where),
     )
+
+
+def _global_default(classes: Mapping[str, PriorityClass]) -> PriorityClass | None:
+    # Kubernetes allows one; should several exist, the first by name (as scheduler.snapshot_builder).
+    defaults = sorted((pc for pc in classes.values() if pc.global_default), key=lambda pc: pc.name)
+    return defaults[0] if defaults else None
 
 
 def _podgroup(doc: _Doc) -> tuple[Job, str]:
@@ -382,6 +422,8 @@ def _vcjob(doc: _Doc, classes: Mapping[str, PriorityClass]) -> Job:
                 classes=classes,
                 where=where,
                 role=tname,
+                job_meta=meta,
+                job_priority_class=spec.get("priorityClassName"),
             )
             tasks.append(pod)
         task_min = doc.integer(t.get("minAvailable"), f"spec.tasks[{i}].minAvailable", replicas)
@@ -519,6 +561,9 @@ def _snapshot(objects: list[tuple[str, _Doc]]) -> ClusterSnapshot:
     classes = {pc.name: pc for pc in map(_priority_class, by_kind.get("PriorityClass", []))}
     nodes = [_node(doc) for doc in by_kind.get("Node", [])]
     queues = [_queue(doc) for doc in by_kind.get("Queue", [])]
+    if all(q.name != DEFAULT_QUEUE for q in queues):
+        # Volcano's scheduler creates `default` when it starts (scheduler.service.default_queue).
+        queues.append(Queue(name=DEFAULT_QUEUE))
     jobs: dict[str, tuple[Job, list[Task]]] = {}
     for doc in by_kind.get("PodGroup", []):
         group, _ = _podgroup(doc)
@@ -560,7 +605,37 @@ def load_scenario(path: Path | str) -> Scenario:
         config=config,
         expect=head.mapping(spec.get("expect"), "spec.expect"),
         now=head.timestamp(spec.get("now"), "spec.now"),
+        warnings=_warnings(head, spec, objects),
     )
+
+
+def _warnings(head: _Doc, spec: Mapping[str, Any], objects: list[tuple[str, _Doc]]) -> tuple[str, ...]:
+    """What ``tephra submit`` warns about in the same documents (fields with no effect)."""
+    found = [
+        (head, f"spec.config.{path}", why)
+        for path, why in config_warnings(head.mapping(spec.get("config"), "spec.config"))
+    ]
+    for kind, doc in objects:
+        body_spec = doc.mapping(doc.body.get("spec"), "spec")
+        if kind == "Job":
+            found.extend((doc, path, why) for path, why in ignored_job_fields(body_spec, "spec"))
+            for i, task in enumerate(doc.seq(body_spec.get("tasks"), "spec.tasks")):
+                template = doc.mapping(doc.mapping(task, f"spec.tasks[{i}]").get("template"), "template")
+                pod = doc.mapping(template.get("spec"), f"spec.tasks[{i}].template.spec")
+                found.extend(
+                    (doc, p, why) for p, why in ignored_pod_fields(pod, f"spec.tasks[{i}].template.spec")
+                )
+        elif kind == "Pod":
+            found.extend((doc, path, why) for path, why in ignored_pod_fields(body_spec, "spec"))
+        elif kind == "Queue" and body_spec.get("parent") not in (None, "", "root"):
+            found.append(
+                (
+                    doc,
+                    "spec.parent",
+                    "accepted, no effect yet: hierarchical queues are not implemented (flat)",
+                )
+            )
+    return tuple(f"{doc.file}: document {doc.index}: {path}: {why}" for doc, path, why in found)
 
 
 def _fields(job: Job) -> dict[str, Any]:

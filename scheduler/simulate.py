@@ -26,8 +26,13 @@ __all__ = ["SIMULATION_EPOCH", "render_json", "simulate_command", "simulate_scen
 SIMULATION_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def simulate_scenario(path: Path | str, sessions: int | None = None) -> dict[str, Any]:
+def simulate_scenario(
+    path: Path | str, sessions: int | None = None, warnings: list[str] | None = None
+) -> dict[str, Any]:
+    """The JSON document of one scenario; its load warnings are appended to ``warnings`` if given."""
     scenario = load_scenario(path)
+    if warnings is not None:
+        warnings.extend(scenario.warnings)
     count = sessions if sessions is not None else scenario.sessions
     start = scenario.now or SIMULATION_EPOCH
     snapshot = scenario.snapshot
@@ -116,12 +121,15 @@ def simulate_command(files: Sequence[Path], output_format: str = "table", sessio
         print("tephra simulate: --sessions must be at least 1", file=sys.stderr)
         return 2
     documents = []
+    warnings: list[str] = []
     for path in files:
         try:
-            documents.append(simulate_scenario(path, sessions))
+            documents.append(simulate_scenario(path, sessions, warnings))
         except ScenarioError as exc:
             print(f"tephra simulate: {exc}", file=sys.stderr)
             return 2
+    for warning in warnings:  # stderr: the JSON on stdout keeps the conformance format
+        print(f"tephra simulate: warning: {warning}", file=sys.stderr)
     for document in documents:
         if output_format == "json":
             sys.stdout.write(render_json(document) + "\n")

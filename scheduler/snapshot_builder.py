@@ -14,7 +14,8 @@ cluster:
   PodGroup: each task's ``minAvailable``, else its replicas;
 * a pod's ``priority`` is what Kubernetes' Priority admission resolves: its
   PriorityClass value, else the global default class; ``None`` (Volcano's
-  default task priority) when neither exists;
+  default task priority) when neither exists; its ``preemptionPolicy`` is its
+  own, else ``Never`` when that class says so;
 * a NotReady node carries the ``node.kubernetes.io/not-ready:NoSchedule``
   taint, as the node lifecycle controller sets it, so nothing new lands on it
   while its tasks still count;
@@ -62,6 +63,9 @@ __all__ = [
     "job_snapshot",
     "snapshot_of",
 ]
+
+#: The preemption policy that stops a pod from preempting (or reclaiming) anything.
+NEVER: Final = "Never"
 
 #: The taint Kubernetes puts on a node whose kubelet is not Ready.
 NOT_READY_TAINT: Final = Taint(key="node.kubernetes.io/not-ready", value="", effect="NoSchedule")
@@ -218,7 +222,7 @@ def _task(
         node_selector=task.node_selector,
         tolerations=tuple(_toleration(t) for t in task.tolerations),
         required_affinity=tuple(_term(t) for t in task.required_node_affinity),
-        preemption_policy=task.preemption_policy,
+        preemption_policy=_preemption_policy(task, classes, default_class),
         priority_class=task.priority_class,
         created=job.created,
     )
@@ -232,6 +236,21 @@ def _priority(
         if named is not None:
             return named.value
     return None if default_class is None else default_class.value
+
+
+def _preemption_policy(
+    task: TaskState, classes: dict[str, PriorityClassState], default_class: PriorityClassState | None
+) -> str | None:
+    """The pod's own policy, else ``Never`` when its PriorityClass says so (Kubernetes' Priority
+    admission copies the class's policy onto the pod).
+
+    A class's default ``PreemptLowerPriority`` stays ``None``, which means the same to the
+    session: snapshots of archives recorded before this rule keep their digests.
+    """
+    if task.preemption_policy is not None:
+        return task.preemption_policy
+    named = classes.get(task.priority_class) if task.priority_class is not None else default_class
+    return NEVER if named is not None and named.preemption_policy == NEVER else None
 
 
 def _taint(taint: TaintModel) -> Taint:
@@ -249,5 +268,9 @@ def _term(term: NodeSelectorTermModel) -> NodeSelectorTerm:
         match_expressions=tuple(
             NodeSelectorRequirement(key=r.key, operator=r.operator, values=tuple(r.values))
             for r in term.match_expressions
-        )
+        ),
+        match_fields=tuple(
+            NodeSelectorRequirement(key=r.key, operator=r.operator, values=tuple(r.values))
+            for r in term.match_fields
+        ),
     )

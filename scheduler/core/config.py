@@ -10,6 +10,24 @@ Volcano spells most flags ``enableX`` but a few ``enabledX``
 spellings are accepted for every flag and normalised to ``enableX``.
 Unknown plugin, action, flag or top-level key names raise :class:`ConfigError`
 naming the culprit and listing what is valid.
+
+New configurations (:func:`parse_scheduler_config`, what every door calls) are
+also held to the rule "honoured, refused, or warned — never dropped":
+
+* a plugin argument Tephra does not read is an error listing the plugin's
+  known arguments (:data:`PLUGIN_ARGUMENTS`); so is a value of the wrong type;
+* an action ``configurations:`` entry is an error listing the action's known
+  keys (:data:`ACTION_ARGUMENTS`; Volcano's topology-aware preemption is
+  refused when turned on, since Tephra does not implement it);
+* ``drf`` with ``enableHierarchy`` together with ``proportion`` is refused, as
+  Volcano refuses it ("proportion and drf with hierarchy enabled conflicts");
+  ``enableHierarchy`` on any plugin is refused otherwise too: hierarchical
+  queues are not implemented yet;
+* a top-level ``metrics:`` (Volcano's metrics source for the usage plugin) is
+  accepted and has no effect: :func:`config_warnings` names it.
+
+Configurations already archived are read back by :meth:`SchedulerConfig.from_spec`
+without these checks, so an archive recorded before them still replays.
 """
 
 from __future__ import annotations
@@ -17,14 +35,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from events.models import ActionConfiguration, PluginSpec, SchedulerConfigSpec, TierSpec
 
 __all__ = [
+    "ACTION_ARGUMENTS",
     "DEFAULT_CONFIG",
     "EXTENSION_FLAGS",
     "MODE_FLAGS",
+    "OFF_ONLY_ARGUMENTS",
+    "PLUGIN_ARGUMENTS",
     "ActionName",
     "ConfigError",
     "PluginName",
@@ -32,6 +53,7 @@ __all__ = [
     "SchedulerConfig",
     "Tier",
     "config_problem",
+    "config_warnings",
     "parse_scheduler_config",
 ]
 
@@ -152,7 +174,8 @@ class SchedulerConfig:
 
     @classmethod
     def from_spec(cls, spec: SchedulerConfigSpec) -> SchedulerConfig:
-        return parse_scheduler_config(
+        """An archived configuration, read back without the checks new ones get (it was accepted)."""
+        return _parse(
             {
                 "actions": list(spec.actions),
                 "tiers": [
@@ -249,14 +272,164 @@ def _parse_plugin(where: str, raw: object) -> PluginOption:
     return PluginOption(name=name, flags=resolved, arguments=arguments)
 
 
-def parse_scheduler_config(mapping: Mapping[str, Any]) -> SchedulerConfig:  # noqa: PLR0912 - one validation per key
-    """Parse the volcano-scheduler.conf / scenario ``spec.config`` shape."""
+def parse_scheduler_config(mapping: Mapping[str, Any]) -> SchedulerConfig:
+    """Parse and check a new volcano-scheduler.conf / scenario ``spec.config``."""
+    config = _parse(mapping)
+    _check(config)
+    return config
+
+
+def config_warnings(mapping: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(path, message)`` for each accepted key of ``mapping`` that has no effect."""
+    if isinstance(mapping, Mapping) and "metrics" in mapping:
+        return [("metrics", "accepted as in Volcano's config; no effect in Tephra (no usage plugin)")]
+    return []
+
+
+#: The arguments each plugin reads; ``binpack.resources.<name>`` is a family (see ``_known_argument``).
+PLUGIN_ARGUMENTS: Mapping[str, Mapping[str, str]] = {
+    PluginName.BINPACK: {
+        "binpack.weight": "int",
+        "binpack.cpu": "int",
+        "binpack.memory": "int",
+        "binpack.resources": "str",
+        "binpack.resources.<name>": "int",
+    },
+    PluginName.NODEORDER: {
+        "leastrequested.weight": "int",
+        "mostrequested.weight": "int",
+        "balancedresource.weight": "int",
+        "tainttoleration.weight": "int",
+    },
+    PluginName.PREDICATES: {
+        "predicate.NodeAffinityEnable": "bool",
+        "predicate.TaintTolerationEnable": "bool",
+    },
+    PluginName.OVERCOMMIT: {"overcommit-factor": "number"},
+    PluginName.SLA: {"sla-waiting-time": "str"},
+}
+#: Volcano arguments for features Tephra does not implement: accepted only at the value that
+#: turns the feature off (what Tephra does anyway), refused otherwise.
+OFF_ONLY_ARGUMENTS: Mapping[str, Mapping[str, object]] = {
+    # nodeorder scorers Tephra does not have (preferred node affinity, inter-pod affinity,
+    # topology spread, image locality): weight 0 disables them in Volcano too.
+    PluginName.NODEORDER: {
+        "nodeaffinity.weight": 0,
+        "podaffinity.weight": 0,
+        "podtopologyspread.weight": 0,
+        "imagelocality.weight": 0,
+    },
+}
+#: The ``configurations:`` keys each action reads, with the only value Tephra honours.
+ACTION_ARGUMENTS: Mapping[str, Mapping[str, bool]] = {
+    # Volcano's preempt: topology-aware preemption (off by default) is not implemented.
+    ActionName.PREEMPT: {"enableTopologyAwarePreemption": False},
+}
+
+
+def _known_argument(plugin: str, key: str) -> str | None:
+    """The type of argument ``key`` of ``plugin``, None when the plugin does not read it."""
+    known = PLUGIN_ARGUMENTS.get(plugin, {})
+    if key in known:
+        return known[key]
+    if plugin == PluginName.BINPACK and key.startswith("binpack.resources.") and len(key) > 18:
+        return known["binpack.resources.<name>"]
+    return None
+
+
+def _type_ok(kind: str, value: object) -> bool:
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, int | float | str) and not isinstance(value, bool) and _is_number(value)
+    return isinstance(value, str)
+
+
+def _is_number(value: object) -> bool:
+    try:
+        float(str(value))
+    except ValueError:
+        return False
+    return True
+
+
+def _check(config: SchedulerConfig) -> None:
+    """Refuse what Tephra would otherwise accept and ignore (module docstring)."""
+    for i, tier in enumerate(config.tiers):
+        for j, plugin in enumerate(tier.plugins):
+            for key in sorted(plugin.arguments):
+                _check_argument(plugin, key, f"tiers[{i}].plugins[{j}].arguments.{key}")
+    _check_hierarchy(config)
+    for action in sorted(config.configurations):
+        known_keys = ACTION_ARGUMENTS.get(action, {})
+        for key in sorted(config.configurations[action]):
+            where = f"configurations[{action}].arguments.{key}"
+            if key not in known_keys:
+                known = ", ".join(known_keys) or "none"
+                raise ConfigError(
+                    where, f"unknown argument {key!r} for action {action!r}; known arguments: {known}"
+                )
+            value = config.configurations[action][key]
+            if value != known_keys[key]:
+                raise ConfigError(
+                    where, f"only {known_keys[key]!r} is supported (not implemented by Tephra), got {value!r}"
+                )
+
+
+def _check_argument(plugin: PluginOption, key: str, where: str) -> None:
+    value = plugin.arguments[key]
+    off_only = OFF_ONLY_ARGUMENTS.get(plugin.name, {})
+    if key in off_only:
+        if value != off_only[key]:
+            raise ConfigError(
+                where,
+                f"only {off_only[key]!r} is supported: Tephra does not implement what it switches on; "
+                f"got {value!r}",
+            )
+        return
+    kind = _known_argument(plugin.name, key)
+    if kind is None:
+        known = ", ".join([*PLUGIN_ARGUMENTS.get(plugin.name, {}), *off_only]) or "none"
+        raise ConfigError(
+            where, f"unknown argument {key!r} for plugin {plugin.name!r}; known arguments: {known}"
+        )
+    if not _type_ok(kind, value):
+        raise ConfigError(where, f"expected {_KIND_TEXT[kind]}, got {value!r}")
+
+
+def _check_hierarchy(config: SchedulerConfig) -> None:
+    hierarchical_drf = any(
+        p.name == PluginName.DRF and p.enabled("enableHierarchy") for t in config.tiers for p in t.plugins
+    )
+    if hierarchical_drf and PluginName.PROPORTION in config.plugin_names():
+        raise ConfigError(
+            "tiers", "proportion and drf with hierarchy enabled conflicts (Volcano refuses it too)"
+        )
+    for i, tier in enumerate(config.tiers):
+        for j, plugin in enumerate(tier.plugins):
+            if plugin.enabled("enableHierarchy"):
+                raise ConfigError(
+                    f"tiers[{i}].plugins[{j}].enableHierarchy",
+                    f"hierarchical mode of {plugin.name!r} is not implemented by Tephra yet (queues are "
+                    "flat); remove it or set it to false",
+                )
+
+
+_KIND_TEXT: Final = {"bool": "true or false", "int": "an integer", "number": "a number", "str": "a string"}
+
+
+def _parse(mapping: Mapping[str, Any]) -> SchedulerConfig:  # noqa: PLR0912 - one validation per key
+    """Parse the volcano-scheduler.conf / scenario ``spec.config`` shape (no argument checks)."""
     if not isinstance(mapping, Mapping):
         raise ConfigError("config", "expected a mapping with 'actions' and 'tiers'")
-    allowed = ("actions", "tiers", "configurations")
+    allowed = ("actions", "tiers", "configurations", "metrics")
     for key in mapping:
         if key not in allowed:
             raise ConfigError(str(key), f"unknown config key; valid keys: {', '.join(allowed)}")
+    if "metrics" in mapping and not isinstance(mapping["metrics"], Mapping):
+        raise ConfigError("metrics", "expected a mapping (Volcano's metrics source: type, address, interval)")
     if "actions" not in mapping:
         raise ConfigError("actions", "missing; e.g. 'enqueue, allocate, backfill'")
     actions = _parse_actions(mapping["actions"])

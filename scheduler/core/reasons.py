@@ -8,6 +8,7 @@ Codes, in rank order (the first is the most fundamental blocker):
 
 1. ``queue-missing`` – the job names a queue that does not exist;
 2. ``queue-closed`` – the queue is not Open;
+   ``scheduling-gated`` – some of the job's pods have ``schedulingGates`` (not placed until removed);
 3. ``job-invalid`` – fewer valid tasks than minAvailable (gang JobValid);
 4. ``enqueue-rejected`` – an enqueue plugin refused admission (plugin, resource,
    used / limit / request);
@@ -40,6 +41,7 @@ __all__ = [
 CODES: tuple[str, ...] = (
     "queue-missing",
     "queue-closed",
+    "scheduling-gated",
     "job-invalid",
     "enqueue-rejected",
     "queue-overused",

@@ -144,6 +144,9 @@ def _close(ssn: Session, snapshot: ClusterSnapshot, allocated: dict[str, dict[st
         if not job_state.tasks and phases[uid] != _PENDING:
             continue
         reasons = ssn.job_reasons(uid)
+        gated = [t for t in waiting if t.gates]
+        if gated:
+            reasons["scheduling-gated"] = _gated_reason(job_state, gated)
         if left:
             nodes = sorted({ssn.nodes.names[t.node] for t in left})
             reasons["pipelined"] = Reason(
@@ -178,6 +181,16 @@ def _deserved(ssn: Session) -> dict[str, dict[str, Fraction]]:
         name: {d: Fraction(v) for d, v in sorted(queue.deserved.items())}
         for name, queue in ssn.queues.items()
     }
+
+
+def _gated_reason(job: JobState, gated: list[TaskState]) -> Reason:
+    names = sorted({g for t in gated for g in t.gates})
+    return Reason(
+        "scheduling-gated",
+        f"{len(gated)}/{len(job.tasks)} task(s) held by scheduling gates ({', '.join(names)}); "
+        "they are not placed until the gates are removed",
+        {"tasks": sorted(t.uid for t in gated), "gates": names},
+    )
 
 
 def _not_evaluated(ssn: Session, job: JobState) -> Reason:

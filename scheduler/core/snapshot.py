@@ -90,9 +90,13 @@ class NodeSelectorRequirement:
 
 @dataclass(frozen=True, slots=True)
 class NodeSelectorTerm:
-    """Terms are ORed; the requirements inside one term are ANDed."""
+    """Terms are ORed; the requirements inside one term are ANDed.
+
+    ``match_fields`` select by node field; Kubernetes supports only ``metadata.name``.
+    """
 
     match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +149,8 @@ class Task:
     preemption_policy: str | None = None
     priority_class: str | None = None
     created: datetime | None = None
+    #: the pod's ``schedulingGates`` names: while any remains, the pod is not placed.
+    scheduling_gates: tuple[str, ...] = ()
 
     @property
     def uid(self) -> str:
@@ -187,6 +193,11 @@ class ClusterSnapshot:
     jobs: tuple[Job, ...] = ()
 
 
+#: Fields added after archives were recorded: left out of the canonical form while empty, so a
+#: snapshot without them keeps the digest it had before they existed.
+OMITTED_WHEN_EMPTY: Final = frozenset({"scheduling_gates", "match_fields"})
+
+
 def _canonical(value: Any) -> Any:
     """A JSON-able form with every mapping's keys sorted and enums as values."""
     if isinstance(value, Enum):
@@ -198,7 +209,11 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, (tuple, list)):
         return [_canonical(v) for v in value]
     if hasattr(value, "__dataclass_fields__"):
-        return {name: _canonical(getattr(value, name)) for name in sorted(value.__dataclass_fields__)}
+        return {
+            name: _canonical(getattr(value, name))
+            for name in sorted(value.__dataclass_fields__)
+            if not (name in OMITTED_WHEN_EMPTY and not getattr(value, name))
+        }
     return value
 
 

@@ -196,6 +196,8 @@ class TaskState:
     placed_seq: int = -1
     #: True while the task sits in an uncommitted statement placement.
     tentative: bool = False
+    #: the pod's ``schedulingGates``: while any remains it stays Pending, no action places it.
+    gates: tuple[str, ...] = ()
 
     # Spelled out: one TaskState per task of the snapshot (see scheduler/core/trace.py).
     def __init__(  # noqa: PLR0917 - the dataclass fields, in order
@@ -226,6 +228,7 @@ class TaskState:
         schedulable_on: str | None = None,
         placed_seq: int = -1,
         tentative: bool = False,
+        gates: tuple[str, ...] = (),
     ) -> None:
         self.uid = uid
         self.name = name
@@ -253,10 +256,16 @@ class TaskState:
         self.schedulable_on = schedulable_on
         self.placed_seq = placed_seq
         self.tentative = tentative
+        self.gates = gates
 
     @property
     def pending(self) -> bool:
         return self.status is TaskStatus.PENDING
+
+    @property
+    def placeable(self) -> bool:
+        """Pending and not held by a scheduling gate: what the actions may place."""
+        return self.status is TaskStatus.PENDING and not self.gates
 
 
 @dataclass(eq=False, slots=True)
@@ -703,4 +712,5 @@ def build_task(
         name_index(task.name),
         shape,
         shape_id,
+        gates=task.scheduling_gates,
     )

@@ -44,6 +44,7 @@ _KNOWN_FIELDS: Final[dict[type[Any], set[str]]] = {
     Task: {
         "namespace", "name", "resources", "status", "node", "role", "priority", "preemptable",
         "node_selector", "tolerations", "required_affinity", "preemption_policy", "priority_class", "created",
+        "scheduling_gates",
     },
     Job: {
         "namespace", "name", "queue", "min_member", "min_task_member", "min_resources", "priority_class",
@@ -57,7 +58,7 @@ _KNOWN_FIELDS: Final[dict[type[Any], set[str]]] = {
     PriorityClass: {"name", "value", "global_default", "preemption_policy"},
     Taint: {"key", "value", "effect"},
     Toleration: {"key", "operator", "value", "effect"},
-    NodeSelectorTerm: {"match_expressions"},
+    NodeSelectorTerm: {"match_expressions", "match_fields"},
     NodeSelectorRequirement: {"key", "operator", "values"},
     ClusterSnapshot: {"nodes", "queues", "priority_classes", "jobs"},
 }  # fmt: skip
@@ -161,7 +162,7 @@ def _job(j: Job) -> dict[str, Any]:
 
 
 def _task(t: Task) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "namespace": t.namespace,
         "name": t.name,
         "resources": dict(t.resources),
@@ -175,16 +176,24 @@ def _task(t: Task) -> dict[str, Any]:
             {"key": x.key, "operator": x.operator, "value": x.value, "effect": x.effect}
             for x in t.tolerations
         ],
-        "required_affinity": [
-            {
-                "match_expressions": [
-                    {"key": r.key, "operator": r.operator, "values": list(r.values)}
-                    for r in term.match_expressions
-                ]
-            }
-            for term in t.required_affinity
-        ],
+        "required_affinity": [_term(term) for term in t.required_affinity],
         "preemption_policy": t.preemption_policy,
         "priority_class": t.priority_class,
         "created": _time(t.created),
     }
+    if t.scheduling_gates:  # left out while empty (snapshot.OMITTED_WHEN_EMPTY)
+        out["scheduling_gates"] = list(t.scheduling_gates)
+    return out
+
+
+def _term(term: NodeSelectorTerm) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "match_expressions": [
+            {"key": r.key, "operator": r.operator, "values": list(r.values)} for r in term.match_expressions
+        ]
+    }
+    if term.match_fields:  # left out while empty (snapshot.OMITTED_WHEN_EMPTY)
+        out["match_fields"] = [
+            {"key": r.key, "operator": r.operator, "values": list(r.values)} for r in term.match_fields
+        ]
+    return out

@@ -1,6 +1,8 @@
 """The composition root of the scheduler service: :func:`run_scheduler`.
 
-The service leads: campaign for the cluster's lock, then run *terms*.  A term is one
+The service leads: campaign for the cluster's lock, then run *terms*.  A term
+starts by creating Volcano's ``default`` queue when the cluster has none
+(:mod:`scheduler.service.default_queue`).  A term is one
   leadership: its own connections, producer and session loop, supervised
   together with the watch on the lock connection.  When the lock connection
   fails, or the broker or database fails under the loop, the term ends, its
@@ -25,6 +27,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Tracer
 
 from events.topics import Topics
+from scheduler.service.default_queue import ensure_default_queue
 from scheduler.service.errors import LeadershipLost
 from scheduler.service.leader import Leadership, campaign
 from scheduler.service.loop import SessionLoop
@@ -136,6 +139,10 @@ class _Service:
         try:
             await reader.wait_for_schema()
             await producer.start()
+            if await ensure_default_queue(
+                await reader.state(), producer, self.topics, self.cluster, self.clock()
+            ):
+                log.info("created Volcano's default queue in %s (weight 1, Open)", self.cluster)
             loop = SessionLoop(
                 leadership=leadership,
                 reader=reader,

@@ -127,6 +127,42 @@ spec:
     assert obj.event.data.tasks[0].resources == {"cpu": 4000, "memory": 2 * 2**30, "nvidia.com/gpu": 2}
 
 
+def test_overhead_is_added_and_the_jobs_preemptable_annotation_overrides_the_templates() -> None:
+    [obj] = parse(
+        """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: j, annotations: {volcano.sh/preemptable: "false"}}
+spec:
+  tasks:
+    - replicas: 1
+      template:
+        metadata: {annotations: {volcano.sh/preemptable: "true"}}
+        spec:
+          overhead: {cpu: 250m}
+          containers: [{name: a, resources: {requests: {cpu: "1"}}}]
+"""
+    ).objects
+    assert isinstance(obj.event, JobSubmitted)
+    [task] = obj.event.data.tasks
+    assert task.resources == {"cpu": 1250}
+    assert task.preemptable is False  # createJobPod copies the job's annotation over the template's
+
+
+def test_match_fields_select_nodes_by_name() -> None:
+    [obj] = parse(
+        DEMO_TRAINING.replace(
+            "restartPolicy: Never",
+            "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
+            "{nodeSelectorTerms: [{matchFields: [{key: metadata.name, operator: NotIn, values: [n1]}]}]}}}",
+        )
+    ).objects
+    assert isinstance(obj.event, JobSubmitted)
+    [term] = obj.event.data.tasks[0].required_node_affinity
+    assert [(r.key, r.operator, r.values) for r in term.match_fields] == [("metadata.name", "NotIn", ["n1"])]
+    assert term.match_expressions == []
+
+
 def test_placement_fields_priority_preemptable_and_annotations_are_carried() -> None:
     parsed = parse(
         """
@@ -376,6 +412,28 @@ def test_the_conformance_seed_documents_parse(tmp_path: Path) -> None:
             "spec.tiers[0].plugins[0].enableTeleport: unknown plugin option",
         ),
         ("a: [unclosed\n", "jobs.yaml, document 1: (yaml): not valid YAML"),
+        (
+            DEMO_TRAINING.replace("restartPolicy: Never", "schedulingGates: [{name: g}]"),
+            "jobs.yaml, document 1 (Job default/demo-training): spec.tasks[0].template.spec.schedulingGates: "
+            "not supported by tephra submit",
+        ),
+        (
+            DEMO_TRAINING.replace(
+                "restartPolicy: Never",
+                "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
+                "{nodeSelectorTerms: [{matchFields: [{key: metadata.labels, operator: In, values: [a]}]}]}}}",
+            ),
+            "jobs.yaml, document 1 (Job default/demo-training): "
+            "spec.tasks[0].template.spec.affinity.nodeAffinity."
+            "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields[0].key: "
+            "expected metadata.name",
+        ),
+        (
+            DEMO_TRAINING.replace("nvidia.com/gpu: 1", "nvidia.com/gpu: 500m"),
+            "jobs.yaml, document 1 (Job default/demo-training): spec.tasks[0].template.spec.containers[0]"
+            '.resources.limits["nvidia.com/gpu"]: expected a whole number: an extended resource must be '
+            "an integer, got '500m'",
+        ),
         (
             # The same name check as the projector's for raw events (events.names: invalid-name).
             DEMO_TRAINING.replace("queue: default", "queue: My_Queue"),

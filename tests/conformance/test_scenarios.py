@@ -4,7 +4,9 @@ The comparison rules are exactly those of ``tools/check_conformance.py``.
 The folder comes from ``TEPHRA_CONFORMANCE_DIR``; by default it is the copy
 committed under ``tests/conformance/scenarios`` (so a clean checkout runs
 them), which a test keeps equal to the shared folder ``../shared/conformance``
-whenever that folder exists beside the repository.
+whenever that folder exists beside the repository.  Tephra's own scenarios
+(``tests/conformance/own``: fidelity cases, each naming its Volcano or
+Kubernetes source) run beside them, through the same path and rules.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from scheduler.simulate import render_json, simulate_scenario
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "conformance"
 VENDORED = Path(__file__).resolve().parent / "scenarios"
+OWN = Path(__file__).resolve().parent / "own"
 FOLDER = Path(os.environ.get("TEPHRA_CONFORMANCE_DIR", VENDORED))
-FILES = sorted(FOLDER.glob("*.yaml"))
+FILES = sorted(FOLDER.glob("*.yaml")) + sorted(OWN.glob("*.yaml"))
 
 
 def test_the_scenario_folder_is_not_empty() -> None:

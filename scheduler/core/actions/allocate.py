@@ -39,9 +39,7 @@ def need_continue_allocating(job: JobState, failed_roles: set[str]) -> bool:
         return False
     total_min = job.task_min_total
     if job.min_member < total_min:
-        pending_left = sum(
-            1 for t in job.tasks if t.status is TaskStatus.PENDING and t.role not in failed_roles
-        )
+        pending_left = sum(1 for t in job.tasks if t.placeable and t.role not in failed_roles)
         return job.ready_num + pending_left >= job.min_member
     for role in sorted(failed_roles):
         need = job.min_task_member.get(role, 0)
@@ -90,7 +88,7 @@ class AllocateAction:
                 ssn.explain(job.uid, invalid)
                 ssn.step(JobSkipped(self.name, job.uid, invalid.code, invalid.message))
                 continue
-            tasks = [t for t in job.tasks if t.status is TaskStatus.PENDING and not t.best_effort]
+            tasks = [t for t in job.tasks if t.placeable and not t.best_effort]
             if not tasks:
                 continue
             tasks.sort(key=ssn.task_key)

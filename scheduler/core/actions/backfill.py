@@ -27,8 +27,7 @@ class BackfillAction:
         jobs = [
             j
             for j in ssn.jobs.values()
-            if j.phase is not PodGroupPhase.PENDING
-            and any(t.best_effort and t.status is TaskStatus.PENDING for t in j.tasks)
+            if j.phase is not PodGroupPhase.PENDING and any(t.best_effort and t.placeable for t in j.tasks)
         ]
         if not jobs:
             return
@@ -38,7 +37,7 @@ class BackfillAction:
             if ssn.job_valid(job) is not None:
                 continue
             tasks = sorted(
-                (t for t in job.tasks if t.best_effort and t.status is TaskStatus.PENDING),
+                (t for t in job.tasks if t.best_effort and t.placeable),
                 key=ssn.task_key,
             )
             for task in tasks:

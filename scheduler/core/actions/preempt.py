@@ -42,7 +42,7 @@ _PREEMPTABLE_STATUSES: Final = (TaskStatus.BOUND, TaskStatus.RUNNING)
 
 
 def _pending_tasks(ssn: Session, job: JobState) -> list[TaskState]:
-    return sorted((t for t in job.tasks if t.status is TaskStatus.PENDING), key=ssn.task_key)
+    return sorted((t for t in job.tasks if t.placeable), key=ssn.task_key)
 
 
 def preempt_task(

@@ -98,7 +98,7 @@ class ReclaimAction:
             job = heap.pop()
             stmt = Statement(ssn)
             assigned = False
-            tasks = sorted((t for t in job.tasks if t.status is TaskStatus.PENDING), key=ssn.task_key)
+            tasks = sorted((t for t in job.tasks if t.placeable), key=ssn.task_key)
             while ssn.job_starving(job) and tasks:
                 task = tasks.pop(0)
                 if task.preemption_policy == "Never":

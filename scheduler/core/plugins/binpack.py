@@ -24,21 +24,25 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
 
+def _non_negative(weight: int) -> int:
+    return weight if weight >= 0 else 1
+
+
 class BinpackPlugin(PluginBase):
     name = PluginName.BINPACK
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
         self.weight = self.int_argument("binpack.weight", 1)
+        # Volcano (binpack.go calculateWeight): a negative cpu, memory or resource weight becomes 1.
         weights = {
-            "cpu": self.int_argument("binpack.cpu", 1),
-            "memory": self.int_argument("binpack.memory", 1),
+            "cpu": _non_negative(self.int_argument("binpack.cpu", 1)),
+            "memory": _non_negative(self.int_argument("binpack.memory", 1)),
         }
         extra = str(self.argument("binpack.resources", "") or "")
         for name in (part.strip() for part in extra.split(",")):
             if name:
-                value = self.int_argument(f"binpack.resources.{name}", 1)
-                weights[name] = value if value >= 0 else 1
+                weights[name] = _non_negative(self.int_argument(f"binpack.resources.{name}", 1))
         self.weights = np.zeros(len(ssn.dims.names), dtype=np.float64)
         for name, value in weights.items():
             if name in ssn.dims.index:

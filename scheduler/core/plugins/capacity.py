@@ -5,7 +5,8 @@ first), Allocatable and JobEnqueueable against the real capability,
 Preemptive (may this queue reclaim: within capability and at or under
 deserved in some requested dimension) and Reclaimable (victims from queues
 above their deserved, never below guarantee).  No OverusedFn, as in Volcano.
-Hierarchical mode (``enableHierarchy``) is not implemented (docs/scheduling.md).
+Hierarchical mode (``enableHierarchy``) is not implemented: a new configuration
+that sets it is refused (scheduler.core.config; docs/scheduling.md).
 """
 
 from __future__ import annotations

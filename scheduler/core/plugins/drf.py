@@ -3,8 +3,8 @@
 share(job) = max over the cluster's dimensions (``pods`` included) of
 allocated / total.  Lower share first; PreemptableFn takes victims whose job
 would keep a share at least the preemptor's (within 1e-6).
-``enableHierarchy`` (hierarchical DRF) is not implemented; the flag is read
-and ignored (docs/scheduling.md).
+``enableHierarchy`` (hierarchical DRF) is not implemented: a new configuration
+that sets it is refused (scheduler.core.config; docs/scheduling.md).
 """
 
 from __future__ import annotations

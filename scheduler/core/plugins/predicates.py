@@ -80,10 +80,18 @@ def matches_affinity(
         return False
     if not terms:
         return True
-    return any(
-        term.match_expressions and all(_requirement(r, labels) for r in term.match_expressions)
-        for term in terms
-    )
+    return any(_term_matches(term, labels, node.name) for term in terms)
+
+
+def _term_matches(term: NodeSelectorTerm, labels: dict[str, str], name: str) -> bool:
+    """Kubernetes' ``NodeSelectorTerm`` match: every expression on the labels and every field on
+    the node's fields (``metadata.name``, the only one it supports); an empty term matches nothing."""
+    if not term.match_expressions and not term.match_fields:
+        return False
+    if not all(_requirement(r, labels) for r in term.match_expressions):
+        return False
+    fields = {"metadata.name": name}
+    return all(_requirement(r, fields) for r in term.match_fields)
 
 
 class PredicatesPlugin(PluginBase):
