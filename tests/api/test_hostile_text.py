@@ -23,7 +23,7 @@ import asyncpg
 import pytest
 from rich.console import Console
 
-from api.cli import _SafeFormatter
+from api.logs import SafeTextFormatter
 from api.views import Item, render
 from events.models import JobSubmitted, JobSubmittedData, TaskSpec
 from events.topics import Topics
@@ -86,7 +86,7 @@ def test_the_csv_keeps_plain_values_as_they_are() -> None:
 def test_log_lines_escape_the_message_and_redact_passwords() -> None:
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(_SafeFormatter("%(levelname)s %(message)s"))
+    handler.setFormatter(SafeTextFormatter("%(levelname)s %(message)s"))
     logger = logging.getLogger("tests.hostile")
     logger.addHandler(handler)
     try:
