@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final, TypeAlias, assert_never
 
 from events.models import (
@@ -99,12 +99,15 @@ from events.models import (
 )
 from projector.state import (
     FINISHED,
+    MAX_ROLE_LAG,
     MAX_SESSIONS,
     OCCUPYING,
     PODS,
     TERMINAL_JOB_PHASES,
+    BufferedSession,
     ClusterState,
     EarlyObservation,
+    EarlyObservations,
     JobPhase,
     JobState,
     NodeState,
@@ -120,12 +123,18 @@ from projector.state import (
     reduce_through_init,
     task_id_of,
     unplace,
+    watermark_of,
 )
 
 __all__ = [
+    "BUFFER_WINDOW_SECONDS",
     "DECISION_VOID_REASONS",
     "DEFAULT_TTL_SECONDS_AFTER_FINISHED",
+    "EVENT_ROLES",
+    "EXPIRY_REASONS",
     "INVALID_EVENT_REASONS",
+    "MAX_ROLE_LAG",
+    "Expired",
     "FoldOutcome",
     "Touched",
     "apply",
@@ -133,7 +142,8 @@ __all__ = [
 
 #: What an applied event changed, for the projection writer: (kind, key) with
 #: kind in queue, priority_class, node, new_job (created), job (phase changed),
-#: task, session, meta (config, leader epoch, buffered session parts).
+#: task, session, early (a job's buffered observations), parts (a session's
+#: buffered parts), meta (config, leader epoch).
 Touched: TypeAlias = tuple[tuple[str, str], ...]
 
 INVALID_EVENT_REASONS: Final = (
@@ -171,6 +181,35 @@ DECISION_VOID_REASONS: Final = (
 #: contract: changing it changes what replay derives from existing archives.
 DEFAULT_TTL_SECONDS_AFTER_FINISHED: Final = 3600
 
+#: How long an entry of the buffers (observations of a job not in the state, parts of a
+#: session not committed) waits, in seconds of event time by the watermark, before it
+#: expires.  Part of the archive's contract, like the default TTL: replay expires the same.
+BUFFER_WINDOW_SECONDS: Final = 3600
+BUFFER_WINDOW: Final = timedelta(seconds=BUFFER_WINDOW_SECONDS)
+
+EXPIRY_REASONS: Final = (
+    "observation-expired",  # observations of a job that was not submitted within the window
+    "session-part-expired",  # parts of a session whose SessionCommitted did not arrive within it
+)
+
+#: The topic role of each event type (projector.state.ROLES order), as events.topics.topic_for
+#: routes it (tests/projector/test_watermark.py holds them together).
+EVENT_ROLES: Final[dict[type[Event], int]] = {
+    QueueUpserted: 0,
+    QueueDeleted: 0,
+    PriorityClassUpserted: 0,
+    SchedulerConfigured: 0,
+    JobSubmitted: 0,
+    JobCancelled: 0,
+    JobRejected: 0,
+    NodeReported: 1,
+    NodeRemoved: 1,
+    TaskStarted: 1,
+    TaskFinished: 1,
+    SessionCommitted: 2,
+    SessionPart: 2,
+}
+
 _META: Final = ("meta", "")
 # The members the fold reads, bound once: on Python 3.11 reading a member off its enum
 # class goes through EnumType.__getattr__ (a Python hook, ~200 ns a read), and the fold
@@ -193,6 +232,26 @@ _TASK_SUCCEEDED: Final = TaskStatus.SUCCEEDED
 # which cost ~7% of the fold (one outcome per event).  Read-only by convention;
 # unsafe_hash keeps the hash a frozen one had.  __init__ spelled out, as in the state's
 # classes built per event (projector/state.py).
+@dataclass(frozen=True, slots=True)
+class Expired:
+    """A buffered entry the watermark expired: archived events that will never apply.
+
+    ``code`` is from :data:`EXPIRY_REASONS`; ``key`` the job id or session id;
+    ``event_ids`` the expired observations' ids (empty for session parts).
+    """
+
+    code: str
+    key: str
+    since: datetime
+    event_ids: tuple[str, ...]
+    detail: str
+
+    @property
+    def touched(self) -> tuple[str, str]:
+        """The buffer's touched key (the writer deletes its rows)."""
+        return ("early" if self.code == "observation-expired" else "parts", self.key)
+
+
 @dataclass(slots=True, unsafe_hash=True)
 class FoldOutcome:
     """What one ``apply`` did (read-only).
@@ -200,13 +259,15 @@ class FoldOutcome:
     ``invalid`` is None when the event applied, else the reason code (from
     :data:`INVALID_EVENT_REASONS`) and the state is unchanged.  ``decisions``
     are the accepted decisions of a session with their index in the
-    session, in order (for the bindings and evictions tables).
+    session, in order (for the bindings and evictions tables).  ``expired``
+    are the buffered entries the event's time expired (for ``expired_buffers``).
     """
 
     invalid: str | None = None
     detail: str = ""
     touched: Touched = ()
     decisions: tuple[tuple[int, Decision], ...] = ()
+    expired: tuple[Expired, ...] = ()
 
     def __init__(
         self,
@@ -214,11 +275,13 @@ class FoldOutcome:
         detail: str = "",
         touched: Touched = (),
         decisions: tuple[tuple[int, Decision], ...] = (),
+        expired: tuple[Expired, ...] = (),
     ) -> None:
         self.invalid = invalid
         self.detail = detail
         self.touched = touched
         self.decisions = decisions
+        self.expired = expired
 
     def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
         return reduce_through_init(self)
@@ -235,25 +298,38 @@ def _invalid(reason: str, detail: str) -> FoldOutcome:
 def apply(state: ClusterState, seq: int, event: Event) -> FoldOutcome:
     """Fold ``event``, the archive's event number ``seq``, into ``state`` (in place).
 
-    The clock moves to the event's time and the jobs due by then retire before
-    its handler runs, so the handler sees the state as of the event's time.
+    The clocks move to the event's time and the jobs due by the watermark retire
+    before its handler runs, so the handler sees the state as of the event's time;
+    the buffered entries due by the watermark expire after it (see the module docstring).
     """
-    clock = state.clock
+    clock, watermark = state.clock, state.watermark
+    role_clocks = state.role_clocks
+    role = EVENT_ROLES[type(event)]
+    role_clock = role_clocks[role]
     time = event.time
-    if time > clock:
-        state.clock = time
+    if time > role_clock:
+        role_clocks[role] = time
+        if time > clock:
+            state.clock = time
+        state.watermark = watermark_of(role_clocks, state.clock)
     heap = state.retiring
-    retired = _retire(state) if heap and heap[0][0] <= state.clock else None
+    retired = _retire(state) if heap and heap[0][0] <= state.watermark else None
     outcome = _dispatch(state, seq, event)
     if outcome.invalid is None:
         state.seq = seq
-        if retired is not None:
-            touched = [key for job, _ in retired for key in _removed_keys(job)]
+        expired = _expire(state) if state.early_observations or state.session_parts else None
+        if retired is not None or expired:
+            touched = [] if retired is None else [key for job, _ in retired for key in _removed_keys(job)]
             touched.extend(outcome.touched)
-            outcome = FoldOutcome(touched=tuple(touched), decisions=outcome.decisions)
+            expiries: tuple[Expired, ...] = ()
+            if expired:
+                touched.extend(expiry.touched for expiry in expired)
+                expiries = tuple(expired)
+            outcome = FoldOutcome(touched=tuple(touched), decisions=outcome.decisions, expired=expiries)
     else:
         # Not archived: replay never sees it, so neither its time nor what it retired.
-        state.clock = clock
+        state.clock, state.watermark = clock, watermark
+        role_clocks[role] = role_clock
         if retired is not None:
             _reinstate(state, retired)
     return outcome
@@ -280,8 +356,8 @@ def _finish_if_done(state: ClusterState, job: JobState) -> bool:
 
 
 def _retire(state: ClusterState) -> _Retired:
-    """Remove the finished jobs due by the clock, with their tasks, in (deadline, id) order."""
-    heap, clock = state.retiring, state.clock
+    """Remove the finished jobs due by the watermark, with their tasks, in (deadline, id) order."""
+    heap, clock = state.retiring, state.watermark
     jobs, tasks = state.jobs, state.tasks
     retired: _Retired = []
     while heap and heap[0][0] <= clock:
@@ -306,6 +382,54 @@ def _reinstate(state: ClusterState, retired: _Retired) -> None:
 def _removed_keys(job: JobState) -> list[tuple[str, str]]:
     """The touched keys of a retired job's rows (gone from the state: the writer deletes them)."""
     return [("job", job.id), *(("task", task_id) for task_id in job.tasks)]
+
+
+def _expire(state: ClusterState) -> list[Expired]:
+    """Drop the buffered entries due by the watermark, observations first, each oldest first.
+
+    The buffers are kept oldest ``since`` first (``since`` is the clock, which
+    never goes back), so the due entries are at their fronts.
+    """
+    expired: list[Expired] = []
+    deadline = state.watermark - BUFFER_WINDOW
+    early = state.early_observations
+    while early:
+        job_id = next(iter(early))
+        entry = early[job_id]
+        if entry.since > deadline:
+            break
+        del early[job_id]
+        ids = tuple(event.id for event in entry.events)
+        expired.append(
+            Expired(
+                "observation-expired",
+                job_id,
+                entry.since,
+                ids,
+                f"{len(ids)} observation(s) of job {job_id}, buffered since {entry.since.isoformat()},"
+                f" expired: the job was not submitted within {BUFFER_WINDOW_SECONDS} s of event time",
+            )
+        )
+    sessions = state.session_parts
+    while sessions:
+        session_id = next(iter(sessions))
+        buffered = sessions[session_id]
+        if buffered.since > deadline:
+            break
+        del sessions[session_id]
+        indexes = sorted(buffered.parts)
+        expired.append(
+            Expired(
+                "session-part-expired",
+                session_id,
+                buffered.since,
+                (),
+                f"part(s) {indexes} of session {session_id}, buffered since {buffered.since.isoformat()},"
+                f" expired: its SessionCommitted did not arrive within {BUFFER_WINDOW_SECONDS} s"
+                " of event time",
+            )
+        )
+    return expired
 
 
 def _dispatch(state: ClusterState, seq: int, event: Event) -> FoldOutcome:  # noqa: PLR0911, PLR0912 - one case per type
@@ -545,8 +669,12 @@ def _early_or_ignored(state: ClusterState, event: EarlyObservation) -> FoldOutco
     job_id = event.data.job_id
     if job_id in state.jobs:
         return FoldOutcome()
-    state.early_observations.setdefault(job_id, []).append(event)
-    return FoldOutcome(touched=(_META,))
+    entry = state.early_observations.get(job_id)
+    if entry is None:
+        state.early_observations[job_id] = EarlyObservations(since=state.clock, events=[event])
+    else:
+        entry.events.append(event)
+    return FoldOutcome(touched=(("early", job_id),))
 
 
 def _task_started(state: ClusterState, event: TaskStarted) -> FoldOutcome:
@@ -617,8 +745,8 @@ def _replay_early(state: ClusterState, job_id: str, touched: list[tuple[str, str
     early = state.early_observations.pop(job_id, None)
     if early is None:
         return
-    touched.append(_META)
-    for event in early:
+    touched.append(("early", job_id))
+    for event in early.events:
         if isinstance(event, TaskStarted):
             touched.extend(_task_started(state, event).touched)
         else:
@@ -673,12 +801,14 @@ def _session_part(state: ClusterState, event: SessionPart) -> FoldOutcome:
     d = event.data
     if d.session_id in state.sessions:
         return _invalid("duplicate-session", f"part {d.index} of session {d.session_id} after its commit")
-    parts = state.session_parts.get(d.session_id)
-    if parts is not None and d.index in parts:
+    buffered = state.session_parts.get(d.session_id)
+    if buffered is None:
+        buffered = state.session_parts[d.session_id] = BufferedSession(since=state.clock, parts={})
+    elif d.index in buffered.parts:
         return _invalid("duplicate-part", f"part {d.index} of session {d.session_id} arrived twice")
     # Buffered as it is: the data is frozen.
-    state.session_parts.setdefault(d.session_id, {})[d.index] = d
-    return FoldOutcome(touched=(_META,))
+    buffered.parts[d.index] = d
+    return FoldOutcome(touched=(("parts", d.session_id),))
 
 
 def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -> FoldOutcome:
@@ -691,7 +821,8 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
     pending: list[PendingJob] = []
     touched: list[tuple[str, str]] = [("session", session_id), _META]
     if part_count:
-        parts = state.session_parts.get(session_id, {})
+        buffered = state.session_parts.get(session_id)
+        parts = {} if buffered is None else buffered.parts
         missing = [i for i in range(part_count) if i not in parts]
         if missing:
             return _invalid(
@@ -701,6 +832,7 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
             decisions.extend(parts[index].decisions)
             pending.extend(parts[index].pending)
         del state.session_parts[session_id]
+        touched.append(("parts", session_id))
     pending.extend(d.pending)
 
     accepted: list[tuple[int, Decision]] = []

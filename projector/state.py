@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, TypeVar
 
 from events.models import (
     NodeSelectorTerm,
@@ -54,13 +54,17 @@ from events.models import (
 __all__ = [
     "CLOCK_START",
     "JOB_PHASES",
+    "MAX_ROLE_LAG",
     "MAX_SESSIONS",
     "OCCUPYING",
     "PODS",
+    "ROLES",
     "TASK_STATUSES",
     "TERMINAL_JOB_PHASES",
+    "BufferedSession",
     "ClusterState",
     "EarlyObservation",
+    "EarlyObservations",
     "JobPhase",
     "JobState",
     "NodeState",
@@ -79,6 +83,7 @@ __all__ = [
     "retirement_heap",
     "task_id_of",
     "unplace",
+    "watermark_of",
 ]
 
 
@@ -131,6 +136,34 @@ CLOCK_START: Final = datetime(1, 1, 1, tzinfo=UTC)
 
 #: An observation of a task that arrived before the JobSubmitted it names.
 EarlyObservation: TypeAlias = TaskStarted | TaskFinished
+
+#: How far the retention clock may stay behind the latest event time (projector.fold's
+#: watermark): a role silent for longer holds retention back no more.  Part of the
+#: archive's contract, like the default TTL: replay retires by the same rule.
+MAX_ROLE_LAG: Final = timedelta(hours=24)
+
+#: The topic roles an event comes from (events.topics.topic_for), in the order of
+#: ``ClusterState.role_clocks``.
+ROLES: Final = ("intents", "observations", "decisions")
+
+
+@dataclass(slots=True)
+class EarlyObservations:
+    """The observations (in arrival order) of one job not in the state, buffered since
+    ``since`` (the state's clock when the first arrived) until the job is submitted or
+    the buffer expires (projector.fold)."""
+
+    since: datetime
+    events: list[EarlyObservation]
+
+
+@dataclass(slots=True)
+class BufferedSession:
+    """The SessionPart data of one session waiting for its SessionCommitted marker, by
+    part index, buffered since ``since`` (the state's clock at its first part)."""
+
+    since: datetime
+    parts: dict[int, SessionPartData]
 
 
 def reduce_through_init(obj: Any) -> tuple[type[Any], tuple[Any, ...]]:
@@ -437,14 +470,21 @@ class ClusterState:
     leader_epoch: int = 0
     #: The newest ``MAX_SESSIONS`` sessions, oldest first.
     sessions: dict[str, SessionRecord] = field(default_factory=dict)
-    #: SessionPart data waiting for their SessionCommitted marker: session id -> part index -> part.
-    session_parts: dict[str, dict[int, SessionPartData]] = field(default_factory=dict)
-    #: TaskStarted/TaskFinished events (in arrival order) that named a job not
-    #: submitted yet, by job id; applied when the job arrives.
-    early_observations: dict[str, list[EarlyObservation]] = field(default_factory=dict)
+    #: SessionPart data waiting for their SessionCommitted marker, by session id,
+    #: oldest ``since`` first (they expire in this order).
+    session_parts: dict[str, BufferedSession] = field(default_factory=dict)
+    #: TaskStarted/TaskFinished events that named a job not in the state, by job id,
+    #: oldest ``since`` first; applied when the job arrives, dropped when they expire.
+    early_observations: dict[str, EarlyObservations] = field(default_factory=dict)
     #: Event time: the latest envelope ``time`` of the events folded so far
     #: (producers' clocks may go backwards; this never does).
     clock: datetime = CLOCK_START
+    #: The latest envelope ``time`` folded so far per topic role (:data:`ROLES`);
+    #: ``CLOCK_START`` for a role that has sent nothing yet.
+    role_clocks: list[datetime] = field(default_factory=lambda: [CLOCK_START] * len(ROLES))
+    #: Derived: the retention clock (projector.fold's watermark of ``role_clocks``
+    #: and ``clock``): jobs retire and buffers expire by it.
+    watermark: datetime = field(default=CLOCK_START, compare=False)
     #: Derived: a heap of (retirement deadline, job id) of the finished jobs, the
     #: next to leave first.  Left out of equality: its layout depends on the order
     #: of pushes, its content is the jobs' ``finished_at`` + ``ttl_seconds``.
@@ -452,6 +492,8 @@ class ClusterState:
 
 
 # ---------------------------------------------------------------------------- rebuilding a state
+
+_Buffered = TypeVar("_Buffered", BufferedSession, EarlyObservations)
 
 #: A task as persisted: (id, job id, role, index, status, node); the rest comes from its job's spec.
 TaskRow: TypeAlias = tuple[str, str, str, int, TaskStatus, str | None]
@@ -469,15 +511,17 @@ def assemble(
     jobs: list[JobState],
     task_rows: list[TaskRow],
     sessions: list[SessionRecord],
-    session_parts: dict[str, dict[int, SessionPartData]],
-    early_observations: dict[str, list[EarlyObservation]],
+    session_parts: dict[str, BufferedSession],
+    early_observations: dict[str, EarlyObservations],
     clock: datetime,
+    role_clocks: list[datetime],
 ) -> ClusterState:
     """Build a state from its persisted parts, deriving what is not stored.
 
     Shared by the snapshot reader (:mod:`projector.state_json`) and the projection
     loader, so both derive task specs, job task order and node usage the same way.
-    ``jobs`` come with empty ``tasks`` lists; ``sessions`` in seq order.
+    ``jobs`` come with empty ``tasks`` lists; ``sessions`` in seq order; the
+    buffers in any order (kept oldest ``since`` first, then by key).
     """
     state = ClusterState(
         seq=seq,
@@ -489,9 +533,11 @@ def assemble(
         nodes={n.name: n for n in nodes},
         jobs={j.id: j for j in jobs},
         sessions={s.session_id: s for s in sessions},
-        session_parts=session_parts,
-        early_observations=early_observations,
+        session_parts=_oldest_first(session_parts),
+        early_observations=_oldest_first(early_observations),
         clock=clock,
+        role_clocks=role_clocks,
+        watermark=watermark_of(role_clocks, clock),
         retiring=retirement_heap(jobs),
     )
     role_order: dict[str, dict[str, int]] = {
@@ -514,6 +560,23 @@ def assemble(
         if status in OCCUPYING and node is not None:
             place(state.nodes[node], task)
     return state
+
+
+def _oldest_first(buffer: dict[str, _Buffered]) -> dict[str, _Buffered]:
+    """A buffer in the order the fold keeps it (expiry pops from the front)."""
+    return {key: buffer[key] for key in sorted(buffer, key=lambda k: (buffer[k].since, k))}
+
+
+def watermark_of(role_clocks: list[datetime], clock: datetime) -> datetime:
+    """The retention clock (see projector.fold): the earliest of the roles' latest times,
+    over the roles that have sent anything, and never more than :data:`MAX_ROLE_LAG`
+    behind ``clock``."""
+    earliest = clock
+    for latest in role_clocks:
+        if CLOCK_START < latest < earliest:
+            earliest = latest
+    floor = clock - MAX_ROLE_LAG if clock - CLOCK_START > MAX_ROLE_LAG else CLOCK_START
+    return earliest if earliest > floor else floor
 
 
 def retirement_heap(jobs: Iterable[JobState]) -> list[tuple[datetime, str]]:
