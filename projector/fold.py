@@ -127,6 +127,7 @@ from projector.state import (
 )
 
 __all__ = [
+    "BUFFER_WINDOW",
     "BUFFER_WINDOW_SECONDS",
     "DECISION_VOID_REASONS",
     "DEFAULT_TTL_SECONDS_AFTER_FINISHED",
@@ -317,7 +318,8 @@ def apply(state: ClusterState, seq: int, event: Event) -> FoldOutcome:
     outcome = _dispatch(state, seq, event)
     if outcome.invalid is None:
         state.seq = seq
-        expired = _expire(state) if state.early_observations or state.session_parts else None
+        expiring = state.expiring
+        expired = _expire(state) if expiring and expiring[0][0] <= state.watermark - BUFFER_WINDOW else None
         if retired is not None or expired:
             touched = [] if retired is None else [key for job, _ in retired for key in _removed_keys(job)]
             touched.extend(outcome.touched)
@@ -385,50 +387,35 @@ def _removed_keys(job: JobState) -> list[tuple[str, str]]:
 
 
 def _expire(state: ClusterState) -> list[Expired]:
-    """Drop the buffered entries due by the watermark, observations first, each oldest first.
-
-    The buffers are kept oldest ``since`` first (``since`` is the clock, which
-    never goes back), so the due entries are at their fronts.
-    """
+    """Drop the buffered entries due by the watermark, in (since, buffer, key) order."""
     expired: list[Expired] = []
+    heap = state.expiring
     deadline = state.watermark - BUFFER_WINDOW
-    early = state.early_observations
-    while early:
-        job_id = next(iter(early))
-        entry = early[job_id]
-        if entry.since > deadline:
-            break
-        del early[job_id]
-        ids = tuple(event.id for event in entry.events)
-        expired.append(
-            Expired(
-                "observation-expired",
-                job_id,
-                entry.since,
-                ids,
-                f"{len(ids)} observation(s) of job {job_id}, buffered since {entry.since.isoformat()},"
-                f" expired: the job was not submitted within {BUFFER_WINDOW_SECONDS} s of event time",
+    while heap and heap[0][0] <= deadline:
+        since, buffer, key = heapq.heappop(heap)
+        if buffer == "early":
+            entry = state.early_observations.get(key)
+            if entry is None or entry.since != since:
+                continue  # applied (its job came), or buffered again since
+            del state.early_observations[key]
+            ids = tuple(event.id for event in entry.events)
+            detail = (
+                f"{len(ids)} observation(s) of job {key} since {since.isoformat()}: no such job"
+                f" (never submitted, or retired before them) within {BUFFER_WINDOW_SECONDS} s of event"
+                " time; archived, never applied"
             )
-        )
-    sessions = state.session_parts
-    while sessions:
-        session_id = next(iter(sessions))
-        buffered = sessions[session_id]
-        if buffered.since > deadline:
-            break
-        del sessions[session_id]
-        indexes = sorted(buffered.parts)
-        expired.append(
-            Expired(
-                "session-part-expired",
-                session_id,
-                buffered.since,
-                (),
-                f"part(s) {indexes} of session {session_id}, buffered since {buffered.since.isoformat()},"
-                f" expired: its SessionCommitted did not arrive within {BUFFER_WINDOW_SECONDS} s"
-                " of event time",
+            expired.append(Expired("observation-expired", key, since, ids, detail))
+        else:
+            buffered = state.session_parts.get(key)
+            if buffered is None or buffered.since != since:
+                continue  # committed, or buffered again since
+            del state.session_parts[key]
+            detail = (
+                f"part(s) {sorted(buffered.parts)} of session {key} since {since.isoformat()}: its"
+                f" SessionCommitted did not come within {BUFFER_WINDOW_SECONDS} s of event time;"
+                " archived, never applied"
             )
-        )
+            expired.append(Expired("session-part-expired", key, since, (), detail))
     return expired
 
 
@@ -671,7 +658,8 @@ def _early_or_ignored(state: ClusterState, event: EarlyObservation) -> FoldOutco
         return FoldOutcome()
     entry = state.early_observations.get(job_id)
     if entry is None:
-        state.early_observations[job_id] = EarlyObservations(since=state.clock, events=[event])
+        state.early_observations[job_id] = EarlyObservations(since=event.time, events=[event])
+        heapq.heappush(state.expiring, (event.time, "early", job_id))
     else:
         entry.events.append(event)
     return FoldOutcome(touched=(("early", job_id),))
@@ -798,12 +786,13 @@ def _refresh_phase(state: ClusterState, job: JobState) -> bool:
 
 
 def _session_part(state: ClusterState, event: SessionPart) -> FoldOutcome:
-    d = event.data
+    d, time = event.data, event.time
     if d.session_id in state.sessions:
         return _invalid("duplicate-session", f"part {d.index} of session {d.session_id} after its commit")
     buffered = state.session_parts.get(d.session_id)
     if buffered is None:
-        buffered = state.session_parts[d.session_id] = BufferedSession(since=state.clock, parts={})
+        buffered = state.session_parts[d.session_id] = BufferedSession(since=time, parts={})
+        heapq.heappush(state.expiring, (time, "parts", d.session_id))
     elif d.index in buffered.parts:
         return _invalid("duplicate-part", f"part {d.index} of session {d.session_id} arrived twice")
     # Buffered as it is: the data is frozen.

@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, Final, TypeAlias, TypeVar
+from typing import Any, Final, TypeAlias
 
 from events.models import (
     NodeSelectorTerm,
@@ -77,6 +77,7 @@ __all__ = [
     "TaskStatus",
     "VoidedDecision",
     "assemble",
+    "expiry_heap",
     "new_tasks",
     "place",
     "reduce_through_init",
@@ -150,8 +151,8 @@ ROLES: Final = ("intents", "observations", "decisions")
 @dataclass(slots=True)
 class EarlyObservations:
     """The observations (in arrival order) of one job not in the state, buffered since
-    ``since`` (the state's clock when the first arrived) until the job is submitted or
-    the buffer expires (projector.fold)."""
+    ``since`` (the first one's event time) until the job is submitted or the entry
+    expires (projector.fold)."""
 
     since: datetime
     events: list[EarlyObservation]
@@ -160,7 +161,7 @@ class EarlyObservations:
 @dataclass(slots=True)
 class BufferedSession:
     """The SessionPart data of one session waiting for its SessionCommitted marker, by
-    part index, buffered since ``since`` (the state's clock at its first part)."""
+    part index, buffered since ``since`` (its first part's event time)."""
 
     since: datetime
     parts: dict[int, SessionPartData]
@@ -470,11 +471,10 @@ class ClusterState:
     leader_epoch: int = 0
     #: The newest ``MAX_SESSIONS`` sessions, oldest first.
     sessions: dict[str, SessionRecord] = field(default_factory=dict)
-    #: SessionPart data waiting for their SessionCommitted marker, by session id,
-    #: oldest ``since`` first (they expire in this order).
+    #: SessionPart data waiting for their SessionCommitted marker, by session id.
     session_parts: dict[str, BufferedSession] = field(default_factory=dict)
-    #: TaskStarted/TaskFinished events that named a job not in the state, by job id,
-    #: oldest ``since`` first; applied when the job arrives, dropped when they expire.
+    #: TaskStarted/TaskFinished events that named a job not in the state, by job id;
+    #: applied when the job arrives, dropped when they expire.
     early_observations: dict[str, EarlyObservations] = field(default_factory=dict)
     #: Event time: the latest envelope ``time`` of the events folded so far
     #: (producers' clocks may go backwards; this never does).
@@ -489,11 +489,13 @@ class ClusterState:
     #: next to leave first.  Left out of equality: its layout depends on the order
     #: of pushes, its content is the jobs' ``finished_at`` + ``ttl_seconds``.
     retiring: list[tuple[datetime, str]] = field(default_factory=list, compare=False)
+    #: Derived: a heap of (since, buffer, key) of the buffered entries, buffer "early"
+    #: (``early_observations``) or "parts" (``session_parts``), the next to expire first.
+    #: An item whose entry has gone (or was buffered again since) is skipped when popped.
+    expiring: list[tuple[datetime, str, str]] = field(default_factory=list, compare=False)
 
 
 # ---------------------------------------------------------------------------- rebuilding a state
-
-_Buffered = TypeVar("_Buffered", BufferedSession, EarlyObservations)
 
 #: A task as persisted: (id, job id, role, index, status, node); the rest comes from its job's spec.
 TaskRow: TypeAlias = tuple[str, str, str, int, TaskStatus, str | None]
@@ -520,8 +522,7 @@ def assemble(
 
     Shared by the snapshot reader (:mod:`projector.state_json`) and the projection
     loader, so both derive task specs, job task order and node usage the same way.
-    ``jobs`` come with empty ``tasks`` lists; ``sessions`` in seq order; the
-    buffers in any order (kept oldest ``since`` first, then by key).
+    ``jobs`` come with empty ``tasks`` lists; ``sessions`` in seq order.
     """
     state = ClusterState(
         seq=seq,
@@ -533,12 +534,13 @@ def assemble(
         nodes={n.name: n for n in nodes},
         jobs={j.id: j for j in jobs},
         sessions={s.session_id: s for s in sessions},
-        session_parts=_oldest_first(session_parts),
-        early_observations=_oldest_first(early_observations),
+        session_parts=session_parts,
+        early_observations=early_observations,
         clock=clock,
         role_clocks=role_clocks,
         watermark=watermark_of(role_clocks, clock),
         retiring=retirement_heap(jobs),
+        expiring=expiry_heap(early_observations, session_parts),
     )
     role_order: dict[str, dict[str, int]] = {
         job.id: {spec.name: i for i, spec in enumerate(job.task_specs)} for job in jobs
@@ -562,21 +564,24 @@ def assemble(
     return state
 
 
-def _oldest_first(buffer: dict[str, _Buffered]) -> dict[str, _Buffered]:
-    """A buffer in the order the fold keeps it (expiry pops from the front)."""
-    return {key: buffer[key] for key in sorted(buffer, key=lambda k: (buffer[k].since, k))}
+def expiry_heap(
+    early_observations: dict[str, EarlyObservations], session_parts: dict[str, BufferedSession]
+) -> list[tuple[datetime, str, str]]:
+    """The ``ClusterState.expiring`` heap of these buffers."""
+    heap = [(entry.since, "early", key) for key, entry in early_observations.items()]
+    heap.extend((entry.since, "parts", key) for key, entry in session_parts.items())
+    heapq.heapify(heap)
+    return heap
 
 
 def watermark_of(role_clocks: list[datetime], clock: datetime) -> datetime:
-    """The retention clock (see projector.fold): the earliest of the roles' latest times,
-    over the roles that have sent anything, and never more than :data:`MAX_ROLE_LAG`
-    behind ``clock``."""
-    earliest = clock
-    for latest in role_clocks:
-        if CLOCK_START < latest < earliest:
-            earliest = latest
-    floor = clock - MAX_ROLE_LAG if clock - CLOCK_START > MAX_ROLE_LAG else CLOCK_START
-    return earliest if earliest > floor else floor
+    """The retention clock (see projector.fold): the earliest of the roles' latest times
+    (a role that has sent nothing is at :data:`CLOCK_START`), but never more than
+    :data:`MAX_ROLE_LAG` behind ``clock``."""
+    earliest = min(role_clocks)
+    if clock - earliest <= MAX_ROLE_LAG:
+        return earliest
+    return clock - MAX_ROLE_LAG
 
 
 def retirement_heap(jobs: Iterable[JobState]) -> list[tuple[datetime, str]]:
