@@ -31,7 +31,8 @@ Lifecycle rules (Volcano's, simplified where noted):
 * TaskStarted -> Running; the job is Running once running + succeeded tasks
   reach its gang minimum.  Observations come on another topic than jobs, so
   one can overtake the JobSubmitted it names: it is archived, held in
-  ``early_observations`` and applied right after that job is created.  An
+  ``early_observations`` and applied right after that job is created (or
+  expires, see below).  An
   observation of a task its (cancelled or rejected) job withdrew is moot:
   archived, no effect.
 * TaskFinished succeeded/failed -> Succeeded/Failed, freeing the node (also
@@ -51,21 +52,44 @@ Lifecycle rules (Volcano's, simplified where noted):
 Retention (Volcano's ``ttlSecondsAfterFinished``), in event time:
 
 * The state keeps a clock, the latest envelope ``time`` folded so far; it
-  never goes back, whatever the producers' clocks do.
+  never goes back, whatever the producers' clocks do.  It keeps the same per
+  topic *role* (``role_clocks``: intents, observations, decisions, by event
+  type as :func:`events.topics.topic_for` routes them, :data:`EVENT_ROLES`).
+* Retention runs on the *watermark*: the earliest of the three role clocks,
+  but never more than :data:`MAX_ROLE_LAG` (24 h) behind the clock.  The
+  projector drains three topics, at different rates when it has a backlog;
+  a topic read ahead moves the clock, not the watermark, so nothing retires
+  while a topic behind may still name it.  A role that has sent nothing yet
+  counts as the start of time (a drain reads one topic before the others);
+  the lag bound keeps a role that is silent, or absent, from holding
+  retention back for good.  The rule reads only the archived events, so
+  replay derives the same watermark.
 * A job is *finished* once its phase is terminal and every task it still has
   is Succeeded or Failed (a cancelled job's Releasing tasks must end first).
   It records ``finished_at`` = the clock then.
-* Before each event's handler, the clock takes the event's time and every
-  finished job whose ``finished_at`` + TTL is at or before it leaves the
-  state with its tasks, in (deadline, job id) order.  The TTL is the job's
-  ``ttl_seconds_after_finished``, else :data:`DEFAULT_TTL_SECONDS_AFTER_FINISHED`
-  (3600 s), part of the archive's contract: replay retires exactly the same jobs.
-  An invalid event undoes both (it is not archived, so replay never sees it).
+* Before each event's handler, the role clock, the clock and the watermark
+  take the event's time and every finished job whose ``finished_at`` + TTL is
+  at or before the watermark leaves the state with its tasks, in (deadline,
+  job id) order.  The TTL is the job's ``ttl_seconds_after_finished``, else
+  :data:`DEFAULT_TTL_SECONDS_AFTER_FINISHED` (3600 s), part of the archive's
+  contract: replay retires exactly the same jobs.  An invalid event undoes
+  both (it is not archived, so replay never sees it).
 * A retired job is unknown from then on: its id may be submitted again, a
   cancel of it is ``job-missing``, a decision naming it is voided
-  ``job-missing``, and an observation naming it waits in
-  ``early_observations`` like one of a job not yet submitted.  The archive
-  keeps all its events (``replay explain`` reads them there).
+  ``job-missing``, and an observation naming it is buffered like one of a job
+  not yet submitted.  The archive keeps all its events (``replay explain``
+  reads them there).
+
+The buffers are bounded the same way.  An entry of ``early_observations``
+(by job id) or ``session_parts`` (by session id) records ``since``, its first
+event's time; after an applied event's handler, every entry with ``since`` +
+:data:`BUFFER_WINDOW_SECONDS` (3600 s) at or before the watermark *expires*,
+in (since, buffer, key) order: it is dropped and reported in
+``FoldOutcome.expired`` with a code from :data:`EXPIRY_REASONS` (its events
+stay archived and never apply; the projector records it in
+``expired_buffers``).  The window is a constant, not a setting, because it is
+part of the archive's contract like the default TTL: a projector and a replay
+configured differently would derive different states from one archive.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from itertools import islice
 
+import asyncpg
 import pytest
 
 from events.models import (
@@ -32,9 +33,13 @@ from projector.fold import (
     Expired,
     apply,
 )
+from projector.migrate import apply_migrations
+from projector.reconstruct import load_projection, state_at
 from projector.state import CLOCK_START, ROLES, ClusterState
 from projector.state_json import state_from_jsonable, state_to_jsonable
-from tests.projector.streams import event_stream
+from projector.writer import BatchWriter
+from tests.projector.helpers import records
+from tests.projector.streams import CLUSTER, event_stream
 from tests.projector.test_retention import (
     _T0,
     at,
@@ -265,3 +270,37 @@ def test_in_order_the_watermark_trails_the_clock_by_the_slowest_role_s_gap() -> 
             assert state.clock - state.watermark < timedelta(minutes=5)
     assert retired > 100
     assert not state.early_observations
+
+
+# ---------------------------------------------------------------------------- the projection
+
+
+@pytest.mark.integration
+async def test_the_buffers_rows_follow_the_state_and_expiries_are_recorded(database_url: str) -> None:
+    """The skewed stream with ghosts through the writer, 700 records a batch: after every
+    batch the projection (buffers row by row) loads as the writer's state and as the fold
+    of the archive, and every expiry is in expired_buffers."""
+    stream = with_ghosts(event_stream(4, 6_000, live_jobs=30, step_ms=1_000, ttl_seconds=60), 50)
+    events = list(skewed(stream, 300))
+    conn = await asyncpg.connect(database_url)
+    try:
+        await apply_migrations(conn)
+        writer = await BatchWriter.load(conn, consumer="c", cluster=CLUSTER, snapshot_every=1_000)
+        expired = 0
+        most_early = 0
+        for start in range(0, len(events), 700):
+            plan = await writer.write(conn, records(events[start : start + 700], start=start))
+            expired += len(plan.expired)
+            most_early = max(most_early, len(writer.state.early_observations))
+            assert await load_projection(conn) == writer.state
+        assert most_early > 0
+        assert expired > 0
+        rows = await conn.fetch("SELECT seq, code, key, event_ids FROM expired_buffers ORDER BY id")
+        assert len(rows) == expired
+        assert {r["code"] for r in rows} <= set(EXPIRY_REASONS)
+        assert await conn.fetchval("SELECT count(*) FROM early_observations") == len(
+            writer.state.early_observations
+        )
+        assert await state_at(conn, writer.state.seq) == writer.state
+    finally:
+        await conn.close()
