@@ -80,16 +80,21 @@ Retention (Volcano's ``ttlSecondsAfterFinished``), in event time:
   not yet submitted.  The archive keeps all its events (``replay explain``
   reads them there).
 
-The buffers are bounded the same way.  An entry of ``early_observations``
+The buffers are bounded in event time too.  An entry of ``early_observations``
 (by job id) or ``session_parts`` (by session id) records ``since``, its first
-event's time; after an applied event's handler, every entry with ``since`` +
-:data:`BUFFER_WINDOW_SECONDS` (3600 s) at or before the watermark *expires*,
-in (since, buffer, key) order: it is dropped and reported in
-``FoldOutcome.expired`` with a code from :data:`EXPIRY_REASONS` (its events
-stay archived and never apply; the projector records it in
-``expired_buffers``).  The window is a constant, not a setting, because it is
-part of the archive's contract like the default TTL: a projector and a replay
-configured differently would derive different states from one archive.
+event's time, and *expires* once the topic its resolution would come on is
+past ``since`` by :data:`BUFFER_WINDOW_SECONDS` (3600 s): for observations the
+intents topic (their JobSubmitted; or the clock minus :data:`MAX_ROLE_LAG`,
+so a silent intents topic does not hold them for good), for session parts the
+decisions topic (their SessionCommitted follows them there, in order; a
+decisions topic that lags must not expire its own parts).  After an applied
+event's handler, the due entries are dropped, observations first, each buffer
+in (since, key) order, and reported in ``FoldOutcome.expired`` with a code
+from :data:`EXPIRY_REASONS` (their events stay archived and never apply; the
+projector records them in ``expired_buffers``).  The window is a constant,
+not a setting, because it is part of the archive's contract like the default
+TTL: a projector and a replay configured differently would derive different
+states from one archive.
 """
 
 from __future__ import annotations
@@ -122,7 +127,9 @@ from events.models import (
     TaskStarted,
 )
 from projector.state import (
+    DECISIONS,
     FINISHED,
+    INTENTS,
     MAX_ROLE_LAG,
     MAX_SESSIONS,
     OCCUPYING,
@@ -342,8 +349,13 @@ def apply(state: ClusterState, seq: int, event: Event) -> FoldOutcome:
     outcome = _dispatch(state, seq, event)
     if outcome.invalid is None:
         state.seq = seq
-        expiring = state.expiring
-        expired = _expire(state) if expiring and expiring[0][0] <= state.watermark - BUFFER_WINDOW else None
+        early, parts = state.early_expiring, state.parts_expiring
+        expired = (
+            _expire(state)
+            if (early and early[0][0] <= _early_deadline(state))
+            or (parts and parts[0][0] <= role_clocks[DECISIONS] - BUFFER_WINDOW)
+            else None
+        )
         if retired is not None or expired:
             touched = [] if retired is None else [key for job, _ in retired for key in _removed_keys(job)]
             touched.extend(outcome.touched)
@@ -410,36 +422,44 @@ def _removed_keys(job: JobState) -> list[tuple[str, str]]:
     return [("job", job.id), *(("task", task_id) for task_id in job.tasks)]
 
 
+def _early_deadline(state: ClusterState) -> datetime:
+    """Observations buffered at or before this expire: the intents topic (where the job they
+    wait for would come) is past them by the window, or the clock by the window and the lag."""
+    intents, floor = state.role_clocks[INTENTS], state.clock - MAX_ROLE_LAG
+    return (intents if intents > floor else floor) - BUFFER_WINDOW
+
+
 def _expire(state: ClusterState) -> list[Expired]:
-    """Drop the buffered entries due by the watermark, in (since, buffer, key) order."""
+    """Drop the buffered entries due (see the module docstring), observations first, each
+    buffer in (since, key) order."""
     expired: list[Expired] = []
-    heap = state.expiring
-    deadline = state.watermark - BUFFER_WINDOW
+    heap, deadline = state.early_expiring, _early_deadline(state)
     while heap and heap[0][0] <= deadline:
-        since, buffer, key = heapq.heappop(heap)
-        if buffer == "early":
-            entry = state.early_observations.get(key)
-            if entry is None or entry.since != since:
-                continue  # applied (its job came), or buffered again since
-            del state.early_observations[key]
-            ids = tuple(event.id for event in entry.events)
-            detail = (
-                f"{len(ids)} observation(s) of job {key} since {since.isoformat()}: no such job"
-                f" (never submitted, or retired before them) within {BUFFER_WINDOW_SECONDS} s of event"
-                " time; archived, never applied"
-            )
-            expired.append(Expired("observation-expired", key, since, ids, detail))
-        else:
-            buffered = state.session_parts.get(key)
-            if buffered is None or buffered.since != since:
-                continue  # committed, or buffered again since
-            del state.session_parts[key]
-            detail = (
-                f"part(s) {sorted(buffered.parts)} of session {key} since {since.isoformat()}: its"
-                f" SessionCommitted did not come within {BUFFER_WINDOW_SECONDS} s of event time;"
-                " archived, never applied"
-            )
-            expired.append(Expired("session-part-expired", key, since, (), detail))
+        since, key = heapq.heappop(heap)
+        entry = state.early_observations.get(key)
+        if entry is None or entry.since != since:
+            continue  # applied (its job came), or buffered again since
+        del state.early_observations[key]
+        ids = tuple(event.id for event in entry.events)
+        detail = (
+            f"{len(ids)} observation(s) of job {key} since {since.isoformat()}: no such job"
+            f" (never submitted, or retired before them) within {BUFFER_WINDOW_SECONDS} s of event"
+            " time; archived, never applied"
+        )
+        expired.append(Expired("observation-expired", key, since, ids, detail))
+    heap, deadline = state.parts_expiring, state.role_clocks[DECISIONS] - BUFFER_WINDOW
+    while heap and heap[0][0] <= deadline:
+        since, key = heapq.heappop(heap)
+        buffered = state.session_parts.get(key)
+        if buffered is None or buffered.since != since:
+            continue  # committed, or buffered again since
+        del state.session_parts[key]
+        detail = (
+            f"part(s) {sorted(buffered.parts)} of session {key} since {since.isoformat()}: its"
+            f" SessionCommitted did not come within {BUFFER_WINDOW_SECONDS} s of event time;"
+            " archived, never applied"
+        )
+        expired.append(Expired("session-part-expired", key, since, (), detail))
     return expired
 
 
@@ -683,7 +703,7 @@ def _early_or_ignored(state: ClusterState, event: EarlyObservation) -> FoldOutco
     entry = state.early_observations.get(job_id)
     if entry is None:
         state.early_observations[job_id] = EarlyObservations(since=event.time, events=[event])
-        heapq.heappush(state.expiring, (event.time, "early", job_id))
+        heapq.heappush(state.early_expiring, (event.time, job_id))
     else:
         entry.events.append(event)
     return FoldOutcome(touched=(("early", job_id),))
@@ -816,7 +836,7 @@ def _session_part(state: ClusterState, event: SessionPart) -> FoldOutcome:
     buffered = state.session_parts.get(d.session_id)
     if buffered is None:
         buffered = state.session_parts[d.session_id] = BufferedSession(since=time, parts={})
-        heapq.heappush(state.expiring, (time, "parts", d.session_id))
+        heapq.heappush(state.parts_expiring, (time, d.session_id))
     elif d.index in buffered.parts:
         return _invalid("duplicate-part", f"part {d.index} of session {d.session_id} arrived twice")
     # Buffered as it is: the data is frozen.

@@ -53,6 +53,8 @@ from events.models import (
 
 __all__ = [
     "CLOCK_START",
+    "DECISIONS",
+    "INTENTS",
     "JOB_PHASES",
     "MAX_ROLE_LAG",
     "MAX_SESSIONS",
@@ -146,6 +148,8 @@ MAX_ROLE_LAG: Final = timedelta(hours=24)
 #: The topic roles an event comes from (events.topics.topic_for), in the order of
 #: ``ClusterState.role_clocks``.
 ROLES: Final = ("intents", "observations", "decisions")
+INTENTS: Final = 0
+DECISIONS: Final = 2
 
 
 @dataclass(slots=True)
@@ -489,10 +493,11 @@ class ClusterState:
     #: next to leave first.  Left out of equality: its layout depends on the order
     #: of pushes, its content is the jobs' ``finished_at`` + ``ttl_seconds``.
     retiring: list[tuple[datetime, str]] = field(default_factory=list, compare=False)
-    #: Derived: a heap of (since, buffer, key) of the buffered entries, buffer "early"
-    #: (``early_observations``) or "parts" (``session_parts``), the next to expire first.
-    #: An item whose entry has gone (or was buffered again since) is skipped when popped.
-    expiring: list[tuple[datetime, str, str]] = field(default_factory=list, compare=False)
+    #: Derived: heaps of (since, key) of the entries of ``early_observations`` and of
+    #: ``session_parts``, the next to expire first.  An item whose entry has gone (or
+    #: was buffered again since) is skipped when popped.
+    early_expiring: list[tuple[datetime, str]] = field(default_factory=list, compare=False)
+    parts_expiring: list[tuple[datetime, str]] = field(default_factory=list, compare=False)
 
 
 # ---------------------------------------------------------------------------- rebuilding a state
@@ -540,7 +545,8 @@ def assemble(
         role_clocks=role_clocks,
         watermark=watermark_of(role_clocks, clock),
         retiring=retirement_heap(jobs),
-        expiring=expiry_heap(early_observations, session_parts),
+        early_expiring=expiry_heap(early_observations),
+        parts_expiring=expiry_heap(session_parts),
     )
     role_order: dict[str, dict[str, int]] = {
         job.id: {spec.name: i for i, spec in enumerate(job.task_specs)} for job in jobs
@@ -565,11 +571,10 @@ def assemble(
 
 
 def expiry_heap(
-    early_observations: dict[str, EarlyObservations], session_parts: dict[str, BufferedSession]
-) -> list[tuple[datetime, str, str]]:
-    """The ``ClusterState.expiring`` heap of these buffers."""
-    heap = [(entry.since, "early", key) for key, entry in early_observations.items()]
-    heap.extend((entry.since, "parts", key) for key, entry in session_parts.items())
+    buffer: dict[str, EarlyObservations] | dict[str, BufferedSession],
+) -> list[tuple[datetime, str]]:
+    """The ``ClusterState.early_expiring`` or ``parts_expiring`` heap of ``buffer``."""
+    heap = [(entry.since, key) for key, entry in buffer.items()]
     heapq.heapify(heap)
     return heap
 

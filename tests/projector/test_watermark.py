@@ -168,6 +168,23 @@ def test_parts_of_a_session_never_committed_expire_with_a_code() -> None:
     assert not state.session_parts
 
 
+def test_parts_of_a_session_read_far_behind_the_other_topics_wait_for_their_marker() -> None:
+    """The decisions topic read more than the maximum lag behind the others: the parts
+    expire by the decisions topic's own clock, so its marker, right behind them, finds them."""
+    state = ClusterState()
+    lag = MAX_ROLE_LAG.total_seconds()
+    fold(state, *tick(0), *tick(2 * lag)[:2])  # intents and observations two days ahead
+    fold(state, part(5, "late", 0))
+    marker = empty_session(6)
+    marker = marker.model_copy(
+        update={"data": marker.data.model_copy(update={"session_id": "late", "parts": 1})}
+    )
+    [outcome] = fold(state, marker)
+    assert outcome.applied
+    assert not outcome.expired
+    assert "late" in state.sessions
+
+
 def test_an_invalid_event_moves_no_role_clock() -> None:
     state = completed_job(ttl=60)
     before = (state.clock, state.watermark, list(state.role_clocks))
