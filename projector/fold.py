@@ -132,6 +132,7 @@ from projector.state import (
     INTENTS,
     MAX_ROLE_LAG,
     MAX_SESSIONS,
+    OBSERVATIONS,
     OCCUPYING,
     PODS,
     TERMINAL_JOB_PHASES,
@@ -214,8 +215,8 @@ DECISION_VOID_REASONS: Final = (
 DEFAULT_TTL_SECONDS_AFTER_FINISHED: Final = 3600
 
 #: How long an entry of the buffers (observations of a job not in the state, parts of a
-#: session not committed) waits, in seconds of event time by the watermark, before it
-#: expires.  Part of the archive's contract, like the default TTL: replay expires the same.
+#: session not committed) waits, in seconds of event time (see the module docstring), before
+#: it expires.  Part of the archive's contract, like the default TTL: replay expires the same.
 BUFFER_WINDOW_SECONDS: Final = 3600
 BUFFER_WINDOW: Final = timedelta(seconds=BUFFER_WINDOW_SECONDS)
 
@@ -227,19 +228,19 @@ EXPIRY_REASONS: Final = (
 #: The topic role of each event type (projector.state.ROLES order), as events.topics.topic_for
 #: routes it (tests/projector/test_watermark.py holds them together).
 EVENT_ROLES: Final[dict[type[Event], int]] = {
-    QueueUpserted: 0,
-    QueueDeleted: 0,
-    PriorityClassUpserted: 0,
-    SchedulerConfigured: 0,
-    JobSubmitted: 0,
-    JobCancelled: 0,
-    JobRejected: 0,
-    NodeReported: 1,
-    NodeRemoved: 1,
-    TaskStarted: 1,
-    TaskFinished: 1,
-    SessionCommitted: 2,
-    SessionPart: 2,
+    QueueUpserted: INTENTS,
+    QueueDeleted: INTENTS,
+    PriorityClassUpserted: INTENTS,
+    SchedulerConfigured: INTENTS,
+    JobSubmitted: INTENTS,
+    JobCancelled: INTENTS,
+    JobRejected: INTENTS,
+    NodeReported: OBSERVATIONS,
+    NodeRemoved: OBSERVATIONS,
+    TaskStarted: OBSERVATIONS,
+    TaskFinished: OBSERVATIONS,
+    SessionCommitted: DECISIONS,
+    SessionPart: DECISIONS,
 }
 
 _META: Final = ("meta", "")
@@ -260,13 +261,10 @@ _TASK_RUNNING: Final = TaskStatus.RUNNING
 _TASK_SUCCEEDED: Final = TaskStatus.SUCCEEDED
 
 
-# Not frozen: a frozen dataclass's __init__ sets each field with object.__setattr__,
-# which cost ~7% of the fold (one outcome per event).  Read-only by convention;
-# unsafe_hash keeps the hash a frozen one had.  __init__ spelled out, as in the state's
-# classes built per event (projector/state.py).
 @dataclass(frozen=True, slots=True)
 class Expired:
-    """A buffered entry the watermark expired: archived events that will never apply.
+    """A buffered entry that expired (see the module docstring): archived events that will
+    never apply.
 
     ``code`` is from :data:`EXPIRY_REASONS`; ``key`` the job id or session id;
     ``event_ids`` the expired observations' ids (empty for session parts).
@@ -284,6 +282,10 @@ class Expired:
         return ("early" if self.code == "observation-expired" else "parts", self.key)
 
 
+# Not frozen: a frozen dataclass's __init__ sets each field with object.__setattr__,
+# which cost ~7% of the fold (one outcome per event).  Read-only by convention;
+# unsafe_hash keeps the hash a frozen one had.  __init__ spelled out, as in the state's
+# classes built per event (projector/state.py).
 @dataclass(slots=True, unsafe_hash=True)
 class FoldOutcome:
     """What one ``apply`` did (read-only).
@@ -332,7 +334,7 @@ def apply(state: ClusterState, seq: int, event: Event) -> FoldOutcome:
 
     The clocks move to the event's time and the jobs due by the watermark retire
     before its handler runs, so the handler sees the state as of the event's time;
-    the buffered entries due by the watermark expire after it (see the module docstring).
+    the buffered entries due expire after it (see the module docstring).
     """
     clock, watermark = state.clock, state.watermark
     role_clocks = state.role_clocks

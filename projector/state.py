@@ -58,6 +58,7 @@ __all__ = [
     "JOB_PHASES",
     "MAX_ROLE_LAG",
     "MAX_SESSIONS",
+    "OBSERVATIONS",
     "OCCUPYING",
     "PODS",
     "ROLES",
@@ -149,6 +150,7 @@ MAX_ROLE_LAG: Final = timedelta(hours=24)
 #: ``ClusterState.role_clocks``.
 ROLES: Final = ("intents", "observations", "decisions")
 INTENTS: Final = 0
+OBSERVATIONS: Final = 1
 DECISIONS: Final = 2
 
 
