@@ -56,14 +56,17 @@ Retention (Volcano's ``ttlSecondsAfterFinished``), in event time:
   topic *role* (``role_clocks``: intents, observations, decisions, by event
   type as :func:`events.topics.topic_for` routes them, :data:`EVENT_ROLES`).
 * Retention runs on the *watermark*: the earliest of the three role clocks,
-  but never more than :data:`MAX_ROLE_LAG` (24 h) behind the clock.  The
+  but never more than :data:`MAX_ROLE_LAG` (1 h) behind the clock.  The
   projector drains three topics, at different rates when it has a backlog;
   a topic read ahead moves the clock, not the watermark, so nothing retires
   while a topic behind may still name it.  A role that has sent nothing yet
-  counts as the start of time (a drain reads one topic before the others);
-  the lag bound keeps a role that is silent, or absent, from holding
-  retention back for good.  The rule reads only the archived events, so
-  replay derives the same watermark.
+  counts as the start of time (a drain reads one topic before the others).
+  The lag bound keeps a role that is silent, absent, or read far behind from
+  holding retention back (and the state growing) for good; what such a role
+  then says about a retired job is what it says about an unknown one (an
+  observation is buffered and expires, a decision is voided
+  ``job-missing``).  The rule reads only the archived events, so replay
+  derives the same watermark.
 * A job is *finished* once its phase is terminal and every task it still has
   is Succeeded or Failed (a cancelled job's Releasing tasks must end first).
   It records ``finished_at`` = the clock then.
@@ -84,8 +87,8 @@ The buffers are bounded in event time too.  An entry of ``early_observations``
 (by job id) or ``session_parts`` (by session id) records ``since``, its first
 event's time, and *expires* once the topic its resolution would come on is
 past ``since`` by :data:`BUFFER_WINDOW_SECONDS` (3600 s): for observations the
-intents topic (their JobSubmitted; or the clock minus :data:`MAX_ROLE_LAG`,
-so a silent intents topic does not hold them for good), for session parts the
+intents topic (their JobSubmitted; or the clock minus :data:`MAX_INTENTS_SILENCE`,
+24 h, so a silent intents topic does not hold them for good), for session parts the
 decisions topic (their SessionCommitted follows them there, in order; a
 decisions topic that lags must not expire its own parts).  After an applied
 event's handler, the due entries are dropped, observations first, each buffer
@@ -166,6 +169,7 @@ __all__ = [
     "EVENT_ROLES",
     "EXPIRY_REASONS",
     "INVALID_EVENT_REASONS",
+    "MAX_INTENTS_SILENCE",
     "MAX_ROLE_LAG",
     "Expired",
     "FoldOutcome",
@@ -224,6 +228,11 @@ EXPIRY_REASONS: Final = (
     "observation-expired",  # observations of a job that was not submitted within the window
     "session-part-expired",  # parts of a session whose SessionCommitted did not arrive within it
 )
+
+#: How long observations of an unknown job wait for a silent intents topic (see
+#: :func:`_early_deadline`): far longer than :data:`MAX_ROLE_LAG`, since an observation that
+#: expires before its job arrives is lost to the job.  Part of the archive's contract.
+MAX_INTENTS_SILENCE: Final = timedelta(hours=24)
 
 #: The topic role of each event type (projector.state.ROLES order), as events.topics.topic_for
 #: routes it (tests/projector/test_watermark.py holds them together).
@@ -426,8 +435,9 @@ def _removed_keys(job: JobState) -> list[tuple[str, str]]:
 
 def _early_deadline(state: ClusterState) -> datetime:
     """Observations buffered at or before this expire: the intents topic (where the job they
-    wait for would come) is past them by the window, or the clock by the window and the lag."""
-    intents, floor = state.role_clocks[INTENTS], state.clock - MAX_ROLE_LAG
+    wait for would come) is past them by the window, or the clock by the window and
+    :data:`MAX_INTENTS_SILENCE`."""
+    intents, floor = state.role_clocks[INTENTS], state.clock - MAX_INTENTS_SILENCE
     return (intents if intents > floor else floor) - BUFFER_WINDOW
 
 

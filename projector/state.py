@@ -142,9 +142,9 @@ CLOCK_START: Final = datetime(1, 1, 1, tzinfo=UTC)
 EarlyObservation: TypeAlias = TaskStarted | TaskFinished
 
 #: How far the retention clock may stay behind the latest event time (projector.fold's
-#: watermark): a role silent for longer holds retention back no more.  Part of the
-#: archive's contract, like the default TTL: replay retires by the same rule.
-MAX_ROLE_LAG: Final = timedelta(hours=24)
+#: watermark): a role further behind holds retention back no more.  Part of the archive's
+#: contract, like the default TTL: replay retires by the same rule.
+MAX_ROLE_LAG: Final = timedelta(hours=1)
 
 #: The topic roles an event comes from (events.topics.topic_for), in the order of
 #: ``ClusterState.role_clocks``.
