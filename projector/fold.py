@@ -88,7 +88,7 @@ The buffers are bounded in event time too.  An entry of ``early_observations``
 event's time, and *expires* once the topic its resolution would come on is
 past ``since`` by :data:`BUFFER_WINDOW_SECONDS` (3600 s): for observations the
 intents topic (their JobSubmitted; or the clock minus :data:`MAX_INTENTS_SILENCE`,
-24 h, so a silent intents topic does not hold them for good), for session parts the
+7 days, so a silent intents topic does not hold them for good), for session parts the
 decisions topic (their SessionCommitted follows them there, in order; a
 decisions topic that lags must not expire its own parts).  After an applied
 event's handler, the due entries are dropped, observations first, each buffer
@@ -231,8 +231,9 @@ EXPIRY_REASONS: Final = (
 
 #: How long observations of an unknown job wait for a silent intents topic (see
 #: :func:`_early_deadline`): far longer than :data:`MAX_ROLE_LAG`, since an observation that
-#: expires before its job arrives is lost to the job.  Part of the archive's contract.
-MAX_INTENTS_SILENCE: Final = timedelta(hours=24)
+#: expires before its job arrives is lost to the job (a 1M-event backlog was drained with the
+#: intents topic 27 h of event time behind the observations).  Part of the archive's contract.
+MAX_INTENTS_SILENCE: Final = timedelta(days=7)
 
 #: The topic role of each event type (projector.state.ROLES order), as events.topics.topic_for
 #: routes it (tests/projector/test_watermark.py holds them together).
