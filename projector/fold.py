@@ -130,6 +130,7 @@ from events.models import (
     TaskStarted,
 )
 from projector.state import (
+    CLOCK_START,
     DECISIONS,
     FINISHED,
     INTENTS,
@@ -365,7 +366,7 @@ def apply(state: ClusterState, seq: int, event: Event) -> FoldOutcome:
         expired = (
             _expire(state)
             if (early and early[0][0] <= _early_deadline(state))
-            or (parts and parts[0][0] <= role_clocks[DECISIONS] - BUFFER_WINDOW)
+            or (parts and parts[0][0] <= _before(role_clocks[DECISIONS], BUFFER_WINDOW))
             else None
         )
         if retired is not None or expired:
@@ -438,8 +439,14 @@ def _early_deadline(state: ClusterState) -> datetime:
     """Observations buffered at or before this expire: the intents topic (where the job they
     wait for would come) is past them by the window, or the clock by the window and
     :data:`MAX_INTENTS_SILENCE`."""
-    intents, floor = state.role_clocks[INTENTS], state.clock - MAX_INTENTS_SILENCE
-    return (intents if intents > floor else floor) - BUFFER_WINDOW
+    intents, floor = state.role_clocks[INTENTS], _before(state.clock, MAX_INTENTS_SILENCE)
+    return _before(intents if intents > floor else floor, BUFFER_WINDOW)
+
+
+def _before(time: datetime, span: timedelta) -> datetime:
+    """``time - span``, or the start of time when that is before it (no OverflowError near
+    year 1: a role that has sent nothing is at CLOCK_START, and a producer may send year 1)."""
+    return time - span if time - CLOCK_START > span else CLOCK_START
 
 
 def _expire(state: ClusterState) -> list[Expired]:
@@ -460,7 +467,7 @@ def _expire(state: ClusterState) -> list[Expired]:
             " time; archived, never applied"
         )
         expired.append(Expired("observation-expired", key, since, ids, detail))
-    heap, deadline = state.parts_expiring, state.role_clocks[DECISIONS] - BUFFER_WINDOW
+    heap, deadline = state.parts_expiring, _before(state.role_clocks[DECISIONS], BUFFER_WINDOW)
     while heap and heap[0][0] <= deadline:
         since, key = heapq.heappop(heap)
         buffered = state.session_parts.get(key)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import islice
 
 import asyncpg
@@ -183,6 +183,19 @@ def test_parts_of_a_session_read_far_behind_the_other_topics_wait_for_their_mark
     assert outcome.applied
     assert not outcome.expired
     assert "late" in state.sessions
+
+
+def test_times_near_year_one_expire_nothing_and_raise_nothing() -> None:
+    """A role that has sent nothing is at the start of time, and a producer may send year 1:
+    the deadlines stop at the start of time instead of overflowing."""
+    state = ClusterState()
+    early = unknown(0).model_copy(update={"time": datetime(1, 1, 1, 12, tzinfo=UTC)})
+    [outcome] = fold(state, early)  # no intents nor decisions yet; the clock is 12:00 of year 1
+    assert outcome.applied
+    [outcome] = fold(state, part(0, "s", 0).model_copy(update={"time": datetime(1, 1, 1, 13, tzinfo=UTC)}))
+    assert outcome.applied
+    assert "ns/ghost" in state.early_observations
+    assert "s" in state.session_parts
 
 
 def test_an_invalid_event_moves_no_role_clock() -> None:
