@@ -69,7 +69,9 @@ Retention (Volcano's ``ttlSecondsAfterFinished``), in event time:
   derives the same watermark.
 * A job is *finished* once its phase is terminal and every task it still has
   is Succeeded or Failed (a cancelled job's Releasing tasks must end first).
-  It records ``finished_at`` = the clock then.
+  It records ``finished_at`` = the time of the event that finished it (not the
+  clock, which a topic read ahead inflates: its deadline is the same however
+  the topics were read).
 * Before each event's handler, the role clock, the clock and the watermark
   take the event's time and every finished job whose ``finished_at`` + TTL is
   at or before the watermark leaves the state with its tasks, in (deadline,
@@ -392,17 +394,17 @@ def apply(state: ClusterState, seq: int, event: Event) -> FoldOutcome:
 _Retired: TypeAlias = list[tuple[JobState, list[TaskState]]]
 
 
-def _finish_if_done(state: ClusterState, job: JobState) -> bool:
-    """Record that ``job`` finished, if it just did (see the module docstring); True when so."""
+def _finish_if_done(state: ClusterState, job: JobState, time: datetime) -> bool:
+    """Record that ``job`` finished at ``time``, the time of the event that finished it, if it
+    just did (see the module docstring); True when so."""
     if job.finished_at is not None or job.phase not in TERMINAL_JOB_PHASES:
         return False
     tasks = state.tasks
     for task_id in job.tasks:
         if tasks[task_id].status not in FINISHED:
             return False
-    clock = state.clock
-    job.finished_at = clock
-    heapq.heappush(state.retiring, (clock + timedelta(seconds=job.ttl_seconds), job.id))
+    job.finished_at = time
+    heapq.heappush(state.retiring, (time + timedelta(seconds=job.ttl_seconds), job.id))
     return True
 
 
@@ -621,7 +623,7 @@ def _job_cancelled(state: ClusterState, event: JobCancelled) -> FoldOutcome:
     job.phase = _JOB_CANCELLED
     job.phase_reason = event.data.reason
     withdrawn = _withdraw(state, job)
-    _finish_if_done(state, job)
+    _finish_if_done(state, job, event.time)
     return FoldOutcome(touched=(("job", job.id), *withdrawn))
 
 
@@ -635,7 +637,7 @@ def _job_rejected(state: ClusterState, event: JobRejected) -> FoldOutcome:
     reason = event.data.reason
     job.phase_reason = f"{event.data.code}: {reason}" if reason else event.data.code
     withdrawn = _withdraw(state, job)
-    _finish_if_done(state, job)
+    _finish_if_done(state, job, event.time)
     return FoldOutcome(touched=(("job", job.id), *withdrawn))
 
 
@@ -693,7 +695,7 @@ def _node_removed(state: ClusterState, event: NodeRemoved) -> FoldOutcome:
     for job_id in affected:
         job = state.jobs[job_id]
         # Both: a cancelled job whose last Releasing task died with the node finishes.
-        if _refresh_phase(state, job) | _finish_if_done(state, job):
+        if _refresh_phase(state, job) | _finish_if_done(state, job, event.time):
             touched.append(("job", job_id))
     return FoldOutcome(touched=tuple(touched))
 
@@ -780,7 +782,7 @@ def _task_finished(state: ClusterState, event: TaskFinished) -> FoldOutcome:
             unplace(state.nodes[task.node], task)
         task.status = _TASK_SUCCEEDED if outcome == "succeeded" else _TASK_FAILED
     changed = _refresh_phase(state, job)
-    if job.phase in TERMINAL_JOB_PHASES and _finish_if_done(state, job):
+    if job.phase in TERMINAL_JOB_PHASES and _finish_if_done(state, job, event.time):
         changed = True
     if changed:
         touched.append(("job", job.id))

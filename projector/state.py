@@ -338,7 +338,7 @@ class JobState:
     ttl_seconds: int
     #: Why the job reached Cancelled or Failed ("" otherwise).
     phase_reason: str = ""
-    #: The state's clock when the job finished (terminal phase, every task left
+    #: The time of the event that finished the job (terminal phase, every task left
     #: Succeeded or Failed); None while it has not.
     finished_at: datetime | None = None
 
