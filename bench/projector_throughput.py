@@ -163,13 +163,27 @@ async def _consumed(conn: asyncpg.Connection) -> int:
         return 0
 
 
+async def _read_skew(conn: asyncpg.Connection) -> float:
+    """Seconds of event time between the topic roles read furthest ahead and furthest behind
+    (projection_meta's role clocks; 0 until each role has been read)."""
+    try:
+        skew = await conn.fetchval(
+            "SELECT extract(epoch FROM greatest(intents_clock, observations_clock, decisions_clock)"
+            " - least(intents_clock, observations_clock, decisions_clock)) FROM projection_meta"
+        )
+    except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
+        return 0.0
+    return 0.0 if skew is None else float(skew)
+
+
 @dataclass(frozen=True)
 class _Mark:
-    """One observation of the child: when, how far it had got, its CPU seconds."""
+    """One observation of the child: when, how far it had got, its CPU seconds, the read skew."""
 
     at: float
     consumed: int
     cpu: float
+    skew: float
 
 
 async def _bench(bootstrap: str, admin_dsn: str, broker_pid: int | None, args: argparse.Namespace) -> None:
@@ -234,7 +248,7 @@ async def _round(
         archived = int(await conn.fetchval("SELECT count(*) FROM event_log"))
         rejected = int(await conn.fetchval("SELECT count(*) FROM rejected_events"))
         size = await conn.fetchval("SELECT pg_size_pretty(pg_database_size(current_database()))")
-        snapshots = [r["seq"] for r in await conn.fetch("SELECT seq FROM state_snapshots ORDER BY seq")]
+        state_lines = await _state_lines(conn, marks)
     finally:
         await conn.close()
         await drop_database(admin_dsn, dsn)
@@ -258,9 +272,24 @@ async def _round(
         used = total - servers_began[name]
         print(f"{name} CPU (its server, all its clients): {used:.2f} s, {used * per_event:.0f} us per event")
     print(f"projector peak RSS: {peak_rss:,.0f} MiB; database {size}")
-    print(f"state snapshots: {len(snapshots)}, at seq {', '.join(f'{seq:,}' for seq in snapshots) or 'none'}")
+    print(state_lines)
     _print_own_metrics(output)
     return sustained, cpu_us if cpu_us is not None else last.cpu * per_event
+
+
+async def _state_lines(conn: asyncpg.Connection, marks: list[_Mark]) -> str:
+    """The snapshots taken, how far apart in event time the runner read the three topics, and
+    the state at the end."""
+    snapshots = [r["seq"] for r in await conn.fetch("SELECT seq FROM state_snapshots ORDER BY seq")]
+    jobs = int(await conn.fetchval("SELECT count(*) FROM jobs"))
+    expired = await conn.fetch("SELECT code, count(*) FROM expired_buffers GROUP BY code ORDER BY code")
+    most = max(marks, key=lambda m: m.skew)
+    return (
+        f"state snapshots: {len(snapshots)}, at seq {', '.join(f'{seq:,}' for seq in snapshots) or 'none'}\n"
+        f"read skew between the topics: at most {most.skew / 3600:.1f} h of event time"
+        f" (at {most.consumed:,} records); jobs in the state at the end: {jobs:,};"
+        f" expired buffers: {', '.join(f'{r[0]} {r[1]:,}' for r in expired) or 'none'}"
+    )
 
 
 def _print_own_metrics(log: str) -> None:
@@ -315,7 +344,7 @@ async def _follow(
         if child.returncode is not None:
             raise RuntimeError(f"tephra projector exited early with {child.returncode}")
         consumed = await _consumed(conn)
-        marks.append(_Mark(time.perf_counter(), consumed, _child_cpu(child.pid)))
+        marks.append(_Mark(time.perf_counter(), consumed, _child_cpu(child.pid), await _read_skew(conn)))
         if consumed >= produced:
             return marks
         if marks[-1].at - began > 3600:

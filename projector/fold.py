@@ -31,7 +31,8 @@ Lifecycle rules (Volcano's, simplified where noted):
 * TaskStarted -> Running; the job is Running once running + succeeded tasks
   reach its gang minimum.  Observations come on another topic than jobs, so
   one can overtake the JobSubmitted it names: it is archived, held in
-  ``early_observations`` and applied right after that job is created.  An
+  ``early_observations`` and applied right after that job is created (or
+  expires, see below).  An
   observation of a task its (cancelled or rejected) job withdrew is moot:
   archived, no effect.
 * TaskFinished succeeded/failed -> Succeeded/Failed, freeing the node (also
@@ -51,28 +52,61 @@ Lifecycle rules (Volcano's, simplified where noted):
 Retention (Volcano's ``ttlSecondsAfterFinished``), in event time:
 
 * The state keeps a clock, the latest envelope ``time`` folded so far; it
-  never goes back, whatever the producers' clocks do.
+  never goes back, whatever the producers' clocks do.  It keeps the same per
+  topic *role* (``role_clocks``: intents, observations, decisions, by event
+  type as :func:`events.topics.topic_for` routes them, :data:`EVENT_ROLES`).
+* Retention runs on the *watermark*: the earliest of the three role clocks,
+  but never more than :data:`MAX_ROLE_LAG` (1 h) behind the clock.  The
+  projector drains three topics, at different rates when it has a backlog;
+  a topic read ahead moves the clock, not the watermark, so nothing retires
+  while a topic behind may still name it.  A role that has sent nothing yet
+  counts as the start of time (a drain reads one topic before the others).
+  The lag bound keeps a role that is silent, absent, or read far behind from
+  holding retention back (and the state growing) for good; what such a role
+  then says about a retired job is what it says about an unknown one (an
+  observation is buffered and expires, a decision is voided
+  ``job-missing``).  The rule reads only the archived events, so replay
+  derives the same watermark.
 * A job is *finished* once its phase is terminal and every task it still has
   is Succeeded or Failed (a cancelled job's Releasing tasks must end first).
-  It records ``finished_at`` = the clock then.
-* Before each event's handler, the clock takes the event's time and every
-  finished job whose ``finished_at`` + TTL is at or before it leaves the
-  state with its tasks, in (deadline, job id) order.  The TTL is the job's
-  ``ttl_seconds_after_finished``, else :data:`DEFAULT_TTL_SECONDS_AFTER_FINISHED`
-  (3600 s), part of the archive's contract: replay retires exactly the same jobs.
-  An invalid event undoes both (it is not archived, so replay never sees it).
+  It records ``finished_at`` = the time of the event that finished it (not the
+  clock, which a topic read ahead inflates: its deadline is the same however
+  the topics were read).
+* Before each event's handler, the role clock, the clock and the watermark
+  take the event's time and every finished job whose ``finished_at`` + TTL is
+  at or before the watermark leaves the state with its tasks, in (deadline,
+  job id) order.  The TTL is the job's ``ttl_seconds_after_finished``, else
+  :data:`DEFAULT_TTL_SECONDS_AFTER_FINISHED` (3600 s), part of the archive's
+  contract: replay retires exactly the same jobs.  An invalid event undoes
+  both (it is not archived, so replay never sees it).
 * A retired job is unknown from then on: its id may be submitted again, a
   cancel of it is ``job-missing``, a decision naming it is voided
-  ``job-missing``, and an observation naming it waits in
-  ``early_observations`` like one of a job not yet submitted.  The archive
-  keeps all its events (``replay explain`` reads them there).
+  ``job-missing``, and an observation naming it is buffered like one of a job
+  not yet submitted.  The archive keeps all its events (``replay explain``
+  reads them there).
+
+The buffers are bounded in event time too.  An entry of ``early_observations``
+(by job id) or ``session_parts`` (by session id) records ``since``, its first
+event's time, and *expires* once the topic its resolution would come on is
+past ``since`` by :data:`BUFFER_WINDOW_SECONDS` (3600 s): for observations the
+intents topic (their JobSubmitted; or the clock minus :data:`MAX_INTENTS_SILENCE`,
+7 days, so a silent intents topic does not hold them for good), for session parts the
+decisions topic (their SessionCommitted follows them there, in order; a
+decisions topic that lags must not expire its own parts).  After an applied
+event's handler, the due entries are dropped, observations first, each buffer
+in (since, key) order, and reported in ``FoldOutcome.expired`` with a code
+from :data:`EXPIRY_REASONS` (their events stay archived and never apply; the
+projector records them in ``expired_buffers``).  The window is a constant,
+not a setting, because it is part of the archive's contract like the default
+TTL: a projector and a replay configured differently would derive different
+states from one archive.
 """
 
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final, TypeAlias, assert_never
 
 from events.models import (
@@ -100,13 +134,20 @@ from events.models import (
     changed_pending,
 )
 from projector.state import (
+    CLOCK_START,
+    DECISIONS,
     FINISHED,
+    INTENTS,
+    MAX_ROLE_LAG,
     MAX_SESSIONS,
+    OBSERVATIONS,
     OCCUPYING,
     PODS,
     TERMINAL_JOB_PHASES,
+    BufferedSession,
     ClusterState,
     EarlyObservation,
+    EarlyObservations,
     JobPhase,
     JobState,
     NodeState,
@@ -122,13 +163,21 @@ from projector.state import (
     reduce_through_init,
     task_id_of,
     unplace,
+    watermark_of,
     without_pending,
 )
 
 __all__ = [
+    "BUFFER_WINDOW",
+    "BUFFER_WINDOW_SECONDS",
     "DECISION_VOID_REASONS",
     "DEFAULT_TTL_SECONDS_AFTER_FINISHED",
+    "EVENT_ROLES",
+    "EXPIRY_REASONS",
     "INVALID_EVENT_REASONS",
+    "MAX_INTENTS_SILENCE",
+    "MAX_ROLE_LAG",
+    "Expired",
     "FoldOutcome",
     "Touched",
     "apply",
@@ -136,7 +185,8 @@ __all__ = [
 
 #: What an applied event changed, for the projection writer: (kind, key) with
 #: kind in queue, priority_class, node, new_job (created), job (phase changed),
-#: task, session, meta (config, leader epoch, buffered session parts).
+#: task, session, early (a job's buffered observations), parts (a session's
+#: buffered parts), meta (config, leader epoch).
 Touched: TypeAlias = tuple[tuple[str, str], ...]
 
 INVALID_EVENT_REASONS: Final = (
@@ -174,6 +224,41 @@ DECISION_VOID_REASONS: Final = (
 #: contract: changing it changes what replay derives from existing archives.
 DEFAULT_TTL_SECONDS_AFTER_FINISHED: Final = 3600
 
+#: How long an entry of the buffers (observations of a job not in the state, parts of a
+#: session not committed) waits, in seconds of event time (see the module docstring), before
+#: it expires.  Part of the archive's contract, like the default TTL: replay expires the same.
+BUFFER_WINDOW_SECONDS: Final = 3600
+BUFFER_WINDOW: Final = timedelta(seconds=BUFFER_WINDOW_SECONDS)
+
+EXPIRY_REASONS: Final = (
+    "observation-expired",  # observations of a job that was not submitted within the window
+    "session-part-expired",  # parts of a session whose SessionCommitted did not arrive within it
+)
+
+#: How long observations of an unknown job wait for a silent intents topic (see
+#: :func:`_early_deadline`): far longer than :data:`MAX_ROLE_LAG`, since an observation that
+#: expires before its job arrives is lost to the job (a 1M-event backlog was drained with the
+#: intents topic 27 h of event time behind the observations).  Part of the archive's contract.
+MAX_INTENTS_SILENCE: Final = timedelta(days=7)
+
+#: The topic role of each event type (projector.state.ROLES order), as events.topics.topic_for
+#: routes it (tests/projector/test_watermark.py holds them together).
+EVENT_ROLES: Final[dict[type[Event], int]] = {
+    QueueUpserted: INTENTS,
+    QueueDeleted: INTENTS,
+    PriorityClassUpserted: INTENTS,
+    SchedulerConfigured: INTENTS,
+    JobSubmitted: INTENTS,
+    JobCancelled: INTENTS,
+    JobRejected: INTENTS,
+    NodeReported: OBSERVATIONS,
+    NodeRemoved: OBSERVATIONS,
+    TaskStarted: OBSERVATIONS,
+    TaskFinished: OBSERVATIONS,
+    SessionCommitted: DECISIONS,
+    SessionPart: DECISIONS,
+}
+
 _META: Final = ("meta", "")
 # The members the fold reads, bound once: on Python 3.11 reading a member off its enum
 # class goes through EnumType.__getattr__ (a Python hook, ~200 ns a read), and the fold
@@ -192,6 +277,27 @@ _TASK_RUNNING: Final = TaskStatus.RUNNING
 _TASK_SUCCEEDED: Final = TaskStatus.SUCCEEDED
 
 
+@dataclass(frozen=True, slots=True)
+class Expired:
+    """A buffered entry that expired (see the module docstring): archived events that will
+    never apply.
+
+    ``code`` is from :data:`EXPIRY_REASONS`; ``key`` the job id or session id;
+    ``event_ids`` the expired observations' ids (empty for session parts).
+    """
+
+    code: str
+    key: str
+    since: datetime
+    event_ids: tuple[str, ...]
+    detail: str
+
+    @property
+    def touched(self) -> tuple[str, str]:
+        """The buffer's touched key (the writer deletes its rows)."""
+        return ("early" if self.code == "observation-expired" else "parts", self.key)
+
+
 # Not frozen: a frozen dataclass's __init__ sets each field with object.__setattr__,
 # which cost ~7% of the fold (one outcome per event).  Read-only by convention;
 # unsafe_hash keeps the hash a frozen one had.  __init__ spelled out, as in the state's
@@ -203,13 +309,15 @@ class FoldOutcome:
     ``invalid`` is None when the event applied, else the reason code (from
     :data:`INVALID_EVENT_REASONS`) and the state is unchanged.  ``decisions``
     are the accepted decisions of a session with their index in the
-    session, in order (for the bindings and evictions tables).
+    session, in order (for the bindings and evictions tables).  ``expired``
+    are the buffered entries the event's time expired (for ``expired_buffers``).
     """
 
     invalid: str | None = None
     detail: str = ""
     touched: Touched = ()
     decisions: tuple[tuple[int, Decision], ...] = ()
+    expired: tuple[Expired, ...] = ()
 
     def __init__(
         self,
@@ -217,11 +325,13 @@ class FoldOutcome:
         detail: str = "",
         touched: Touched = (),
         decisions: tuple[tuple[int, Decision], ...] = (),
+        expired: tuple[Expired, ...] = (),
     ) -> None:
         self.invalid = invalid
         self.detail = detail
         self.touched = touched
         self.decisions = decisions
+        self.expired = expired
 
     def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
         return reduce_through_init(self)
@@ -238,25 +348,44 @@ def _invalid(reason: str, detail: str) -> FoldOutcome:
 def apply(state: ClusterState, seq: int, event: Event) -> FoldOutcome:
     """Fold ``event``, the archive's event number ``seq``, into ``state`` (in place).
 
-    The clock moves to the event's time and the jobs due by then retire before
-    its handler runs, so the handler sees the state as of the event's time.
+    The clocks move to the event's time and the jobs due by the watermark retire
+    before its handler runs, so the handler sees the state as of the event's time;
+    the buffered entries due expire after it (see the module docstring).
     """
-    clock = state.clock
+    clock, watermark = state.clock, state.watermark
+    role_clocks = state.role_clocks
+    role = EVENT_ROLES[type(event)]
+    role_clock = role_clocks[role]
     time = event.time
-    if time > clock:
-        state.clock = time
+    if time > role_clock:
+        role_clocks[role] = time
+        if time > clock:
+            state.clock = time
+        state.watermark = watermark_of(role_clocks, state.clock)
     heap = state.retiring
-    retired = _retire(state) if heap and heap[0][0] <= state.clock else None
+    retired = _retire(state) if heap and heap[0][0] <= state.watermark else None
     outcome = _dispatch(state, seq, event)
     if outcome.invalid is None:
         state.seq = seq
-        if retired is not None:
-            touched = [key for job, _ in retired for key in _removed_keys(job)]
+        early, parts = state.early_expiring, state.parts_expiring
+        expired = (
+            _expire(state)
+            if (early and early[0][0] <= _early_deadline(state))
+            or (parts and parts[0][0] <= _before(role_clocks[DECISIONS], BUFFER_WINDOW))
+            else None
+        )
+        if retired is not None or expired:
+            touched = [] if retired is None else [key for job, _ in retired for key in _removed_keys(job)]
             touched.extend(outcome.touched)
-            outcome = FoldOutcome(touched=tuple(touched), decisions=outcome.decisions)
+            expiries: tuple[Expired, ...] = ()
+            if expired:
+                touched.extend(expiry.touched for expiry in expired)
+                expiries = tuple(expired)
+            outcome = FoldOutcome(touched=tuple(touched), decisions=outcome.decisions, expired=expiries)
     else:
         # Not archived: replay never sees it, so neither its time nor what it retired.
-        state.clock = clock
+        state.clock, state.watermark = clock, watermark
+        role_clocks[role] = role_clock
         if retired is not None:
             _reinstate(state, retired)
     return outcome
@@ -268,23 +397,23 @@ def apply(state: ClusterState, seq: int, event: Event) -> FoldOutcome:
 _Retired: TypeAlias = list[tuple[JobState, list[TaskState]]]
 
 
-def _finish_if_done(state: ClusterState, job: JobState) -> bool:
-    """Record that ``job`` finished, if it just did (see the module docstring); True when so."""
+def _finish_if_done(state: ClusterState, job: JobState, time: datetime) -> bool:
+    """Record that ``job`` finished at ``time``, the time of the event that finished it, if it
+    just did (see the module docstring); True when so."""
     if job.finished_at is not None or job.phase not in TERMINAL_JOB_PHASES:
         return False
     tasks = state.tasks
     for task_id in job.tasks:
         if tasks[task_id].status not in FINISHED:
             return False
-    clock = state.clock
-    job.finished_at = clock
-    heapq.heappush(state.retiring, (clock + timedelta(seconds=job.ttl_seconds), job.id))
+    job.finished_at = time
+    heapq.heappush(state.retiring, (time + timedelta(seconds=job.ttl_seconds), job.id))
     return True
 
 
 def _retire(state: ClusterState) -> _Retired:
-    """Remove the finished jobs due by the clock, with their tasks, in (deadline, id) order."""
-    heap, clock = state.retiring, state.clock
+    """Remove the finished jobs due by the watermark, with their tasks, in (deadline, id) order."""
+    heap, clock = state.retiring, state.watermark
     jobs, tasks = state.jobs, state.tasks
     retired: _Retired = []
     while heap and heap[0][0] <= clock:
@@ -309,6 +438,54 @@ def _reinstate(state: ClusterState, retired: _Retired) -> None:
 def _removed_keys(job: JobState) -> list[tuple[str, str]]:
     """The touched keys of a retired job's rows (gone from the state: the writer deletes them)."""
     return [("job", job.id), *(("task", task_id) for task_id in job.tasks)]
+
+
+def _early_deadline(state: ClusterState) -> datetime:
+    """Observations buffered at or before this expire: the intents topic (where the job they
+    wait for would come) is past them by the window, or the clock by the window and
+    :data:`MAX_INTENTS_SILENCE`."""
+    intents, floor = state.role_clocks[INTENTS], _before(state.clock, MAX_INTENTS_SILENCE)
+    return _before(intents if intents > floor else floor, BUFFER_WINDOW)
+
+
+def _before(time: datetime, span: timedelta) -> datetime:
+    """``time - span``, or the start of time when that is before it (no OverflowError near
+    year 1: a role that has sent nothing is at CLOCK_START, and a producer may send year 1)."""
+    return time - span if time - CLOCK_START > span else CLOCK_START
+
+
+def _expire(state: ClusterState) -> list[Expired]:
+    """Drop the buffered entries due (see the module docstring), observations first, each
+    buffer in (since, key) order."""
+    expired: list[Expired] = []
+    heap, deadline = state.early_expiring, _early_deadline(state)
+    while heap and heap[0][0] <= deadline:
+        since, key = heapq.heappop(heap)
+        entry = state.early_observations.get(key)
+        if entry is None or entry.since != since:
+            continue  # applied (its job came), or buffered again since
+        del state.early_observations[key]
+        ids = tuple(event.id for event in entry.events)
+        detail = (
+            f"{len(ids)} observation(s) of job {key} since {since.isoformat()}: no such job"
+            f" (never submitted, or retired before them) within {BUFFER_WINDOW_SECONDS} s of event"
+            " time; archived, never applied"
+        )
+        expired.append(Expired("observation-expired", key, since, ids, detail))
+    heap, deadline = state.parts_expiring, _before(state.role_clocks[DECISIONS], BUFFER_WINDOW)
+    while heap and heap[0][0] <= deadline:
+        since, key = heapq.heappop(heap)
+        buffered = state.session_parts.get(key)
+        if buffered is None or buffered.since != since:
+            continue  # committed, or buffered again since
+        del state.session_parts[key]
+        detail = (
+            f"part(s) {sorted(buffered.parts)} of session {key} since {since.isoformat()}: its"
+            f" SessionCommitted did not come within {BUFFER_WINDOW_SECONDS} s of event time;"
+            " archived, never applied"
+        )
+        expired.append(Expired("session-part-expired", key, since, (), detail))
+    return expired
 
 
 def _dispatch(state: ClusterState, seq: int, event: Event) -> FoldOutcome:  # noqa: PLR0911, PLR0912 - one case per type
@@ -451,7 +628,7 @@ def _job_cancelled(state: ClusterState, event: JobCancelled) -> FoldOutcome:
     job.phase = _JOB_CANCELLED
     job.phase_reason = event.data.reason
     withdrawn = _withdraw(state, job)
-    _finish_if_done(state, job)
+    _finish_if_done(state, job, event.time)
     return FoldOutcome(touched=(("job", job.id), *withdrawn))
 
 
@@ -465,7 +642,7 @@ def _job_rejected(state: ClusterState, event: JobRejected) -> FoldOutcome:
     reason = event.data.reason
     job.phase_reason = f"{event.data.code}: {reason}" if reason else event.data.code
     withdrawn = _withdraw(state, job)
-    _finish_if_done(state, job)
+    _finish_if_done(state, job, event.time)
     return FoldOutcome(touched=(("job", job.id), *withdrawn))
 
 
@@ -523,7 +700,7 @@ def _node_removed(state: ClusterState, event: NodeRemoved) -> FoldOutcome:
     for job_id in affected:
         job = state.jobs[job_id]
         # Both: a cancelled job whose last Releasing task died with the node finishes.
-        if _refresh_phase(state, job) | _finish_if_done(state, job):
+        if _refresh_phase(state, job) | _finish_if_done(state, job, event.time):
             touched.append(("job", job_id))
     return FoldOutcome(touched=tuple(touched))
 
@@ -550,8 +727,13 @@ def _early_or_ignored(state: ClusterState, event: EarlyObservation) -> FoldOutco
     job_id = event.data.job_id
     if job_id in state.jobs:
         return FoldOutcome()
-    state.early_observations.setdefault(job_id, []).append(event)
-    return FoldOutcome(touched=(_META,))
+    entry = state.early_observations.get(job_id)
+    if entry is None:
+        state.early_observations[job_id] = EarlyObservations(since=event.time, events=[event])
+        heapq.heappush(state.early_expiring, (event.time, job_id))
+    else:
+        entry.events.append(event)
+    return FoldOutcome(touched=(("early", job_id),))
 
 
 def _task_started(state: ClusterState, event: TaskStarted) -> FoldOutcome:
@@ -605,7 +787,7 @@ def _task_finished(state: ClusterState, event: TaskFinished) -> FoldOutcome:
             unplace(state.nodes[task.node], task)
         task.status = _TASK_SUCCEEDED if outcome == "succeeded" else _TASK_FAILED
     changed = _refresh_phase(state, job)
-    if job.phase in TERMINAL_JOB_PHASES and _finish_if_done(state, job):
+    if job.phase in TERMINAL_JOB_PHASES and _finish_if_done(state, job, event.time):
         changed = True
     if changed:
         touched.append(("job", job.id))
@@ -622,8 +804,8 @@ def _replay_early(state: ClusterState, job_id: str, touched: list[tuple[str, str
     early = state.early_observations.pop(job_id, None)
     if early is None:
         return
-    touched.append(_META)
-    for event in early:
+    touched.append(("early", job_id))
+    for event in early.events:
         if isinstance(event, TaskStarted):
             touched.extend(_task_started(state, event).touched)
         else:
@@ -675,15 +857,18 @@ def _refresh_phase(state: ClusterState, job: JobState) -> bool:
 
 
 def _session_part(state: ClusterState, event: SessionPart) -> FoldOutcome:
-    d = event.data
+    d, time = event.data, event.time
     if d.session_id in state.sessions:
         return _invalid("duplicate-session", f"part {d.index} of session {d.session_id} after its commit")
-    parts = state.session_parts.get(d.session_id)
-    if parts is not None and d.index in parts:
+    buffered = state.session_parts.get(d.session_id)
+    if buffered is None:
+        buffered = state.session_parts[d.session_id] = BufferedSession(since=time, parts={})
+        heapq.heappush(state.parts_expiring, (time, d.session_id))
+    elif d.index in buffered.parts:
         return _invalid("duplicate-part", f"part {d.index} of session {d.session_id} arrived twice")
     # Buffered as it is: the data is frozen.
-    state.session_parts.setdefault(d.session_id, {})[d.index] = d
-    return FoldOutcome(touched=(_META,))
+    buffered.parts[d.index] = d
+    return FoldOutcome(touched=(("parts", d.session_id),))
 
 
 def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -> FoldOutcome:
@@ -696,7 +881,8 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
     pending: list[PendingJob] = []
     touched: list[tuple[str, str]] = [("session", session_id), _META]
     if part_count:
-        parts = state.session_parts.get(session_id, {})
+        buffered = state.session_parts.get(session_id)
+        parts = {} if buffered is None else buffered.parts
         missing = [i for i in range(part_count) if i not in parts]
         if missing:
             return _invalid(
@@ -706,6 +892,7 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
             decisions.extend(parts[index].decisions)
             pending.extend(parts[index].pending)
         del state.session_parts[session_id]
+        touched.append(("parts", session_id))
     pending.extend(d.pending)
     newest = next(reversed(state.sessions.values()), None)
     whole = _whole_pending(newest, d, pending)

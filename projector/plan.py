@@ -251,6 +251,8 @@ class BatchPlan:
     #: The sessions the batch committed, recorded as folded: a batch may commit
     #: more than the state's window of sessions holds at its end.
     sessions: list[SessionRecord] = field(default_factory=list)
+    #: The ``expired_buffers`` rows of the buffered entries the batch's events expired.
+    expired: list[tuple[Any, ...]] = field(default_factory=list)
     #: The state as of the end of the batch (JSON), when a snapshot is due.
     snapshot: str | None = None
     #: The chain head after this batch.
@@ -342,6 +344,17 @@ def fold_records(
                     touched.setdefault(kind, {})[key] = seq
             if outcome.decisions and isinstance(event, SessionCommitted):
                 _record_decisions(plan, seq, event.data.session_id, outcome.decisions)
+            for expired in outcome.expired:
+                plan.expired.append(
+                    (
+                        seq,
+                        expired.code,
+                        expired.key,
+                        stdlib_utc(expired.since),
+                        list(expired.event_ids),
+                        expired.detail,
+                    )
+                )
         except Exception as exc:
             # The fold may have changed the state part way: the writer is poisoned (its
             # caller rebuilds it from the database) and the record is refused on the redo.

@@ -30,12 +30,22 @@ from projector.projection_rows import (
     projection_statements,
     session_statement,
 )
-from projector.state import CLOCK_START, MAX_SESSIONS, ClusterState, JobState, TaskRow, assemble
+from projector.state import (
+    CLOCK_START,
+    MAX_SESSIONS,
+    ROLES,
+    BufferedSession,
+    ClusterState,
+    EarlyObservations,
+    JobState,
+    TaskRow,
+    assemble,
+)
 from projector.state_json import (
-    early_from_json,
     job_from_json,
     node_from_json,
-    parts_from_json,
+    observations_from_json,
+    part_from_json,
     priority_class_from_json,
     queue_from_json,
     session_from_json,
@@ -96,8 +106,8 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
     """
     async with conn.transaction(isolation="repeatable_read", readonly=True):
         meta = await conn.fetchrow(
-            "SELECT seq, config, config_version, leader_epoch, session_parts, early_observations, clock,"
-            " rebuild FROM projection_meta"
+            "SELECT seq, config, config_version, leader_epoch, clock, intents_clock, observations_clock,"
+            " decisions_clock, rebuild FROM projection_meta"
         )
         if meta is None:
             raise LookupError("projection_meta is empty: run the migrations first")
@@ -121,6 +131,17 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
             await conn.fetch("SELECT id, job_id, role, idx, status, node FROM tasks"),
             lambda r: (r[0], r[1], r[2], r[3], task_status(r[4]), r[5]),
         )
+        early = {
+            r["job_id"]: EarlyObservations(
+                since=r["since"], events=observations_from_json(json.loads(r["events"]))
+            )
+            for r in await conn.fetch("SELECT job_id, since, events FROM early_observations")
+        }
+        parts: dict[str, BufferedSession] = {}
+        for r in await conn.fetch("SELECT session_id, idx, since, items FROM session_parts"):
+            session_id = r["session_id"]
+            buffered = parts.setdefault(session_id, BufferedSession(since=r["since"], parts={}))
+            buffered.parts[r["idx"]] = part_from_json(session_id, r["idx"], json.loads(r["items"]))
         sessions = [
             session_from_json(json.loads(r["doc"]))
             for r in reversed(
@@ -139,9 +160,10 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
         jobs=jobs,
         task_rows=task_rows,
         sessions=sessions,
-        session_parts=parts_from_json(json.loads(meta["session_parts"])),
-        early_observations=early_from_json(json.loads(meta["early_observations"])),
+        session_parts=parts,
+        early_observations=early,
         clock=_clock(meta["clock"]),
+        role_clocks=[CLOCK_START if (t := meta[f"{role}_clock"]) is None else _clock(t) for role in ROLES],
     )
 
 

@@ -21,18 +21,19 @@ from typing import Any, Final
 import orjson
 
 from projector.archive import stdlib_utc
-from projector.state import ClusterState, JobState, SessionRecord
+from projector.state import CLOCK_START, ClusterState, JobState, SessionRecord
 from projector.state_json import (
-    early_to_json,
     job_to_json,
     node_to_json,
-    parts_to_json,
+    observations_to_json,
+    part_to_json,
     priority_class_to_json,
     queue_to_json,
     session_to_json,
 )
 
 __all__ = [
+    "META_COLUMNS",
     "STAGING_TABLES",
     "ProjectionWrite",
     "StagedRows",
@@ -82,6 +83,11 @@ def document_json(value: Any) -> str:
 
 
 _dumps: Final = document_json
+#: The projection_meta columns :func:`meta_arguments` gives values for, in order.
+META_COLUMNS: Final = (
+    "config", "config_version", "leader_epoch", "clock", "intents_clock", "observations_clock",
+    "decisions_clock",
+)  # fmt: skip
 _MUTABLE_JOB_FIELDS: Final = ("phase", "phase_reason", "finished_at")
 _UPSERT_NODES: Final = (
     "INSERT INTO nodes (name, seq, ready, unschedulable, doc)"
@@ -156,6 +162,14 @@ _UPDATE_JOBS: Final = (
     " AS u(id, phase, phase_reason, seq, finished_at)"
     " WHERE jobs.id = u.id"
 )
+_INSERT_EARLY: Final = (
+    "INSERT INTO early_observations (job_id, since, seq, events)"
+    " SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::bigint[], $4::jsonb[])"
+)
+_INSERT_PARTS: Final = (
+    "INSERT INTO session_parts (session_id, idx, since, seq, items)"
+    " SELECT * FROM unnest($1::text[], $2::integer[], $3::timestamptz[], $4::bigint[], $5::jsonb[])"
+)
 #: The temporary tables the StagedRows above are COPYed into, created once per
 #: connection by projection.create_staging.
 STAGING_TABLES: Final = f"{_STAGE_TASKS}; {_STAGE_SESSIONS}; {_STAGE_JOBS}"
@@ -218,7 +232,50 @@ def projection_statements(state: ClusterState, touched: TouchedRows) -> list[Pro
             out.append(StagedRows("tephra_stage_tasks", _TASK_COLUMNS, task_rows, _UPSERT_TASKS))
         if gone:
             out.append((_DELETE_TASKS, (gone,)))
+    _buffer_statements(out, state, touched)
     return out
+
+
+def _buffer_statements(out: list[ProjectionWrite], state: ClusterState, touched: TouchedRows) -> None:
+    """The rows of the buffered entries the batch changed: deleted, then written again if
+    still buffered (an entry's rows are small and few; the rest are not written)."""
+    if rows := touched.get("early"):
+        _delete(out, "early_observations", "job_id", sorted(rows))
+        keep = [k for k in sorted(rows) if k in state.early_observations]
+        if keep:
+            entries = [state.early_observations[k] for k in keep]
+            out.append(
+                (
+                    _INSERT_EARLY,
+                    (
+                        keep,
+                        [stdlib_utc(e.since) for e in entries],
+                        [rows[k] for k in keep],
+                        [_dumps(observations_to_json(e.events)) for e in entries],
+                    ),
+                )
+            )
+    if rows := touched.get("parts"):
+        _delete(out, "session_parts", "session_id", sorted(rows))
+        parts = [
+            (sid, index, buffered.since, part)
+            for sid in sorted(rows)
+            if (buffered := state.session_parts.get(sid)) is not None
+            for index, part in sorted(buffered.parts.items())
+        ]
+        if parts:
+            out.append(
+                (
+                    _INSERT_PARTS,
+                    (
+                        [p[0] for p in parts],
+                        [p[1] for p in parts],
+                        [stdlib_utc(p[2]) for p in parts],
+                        [rows[p[0]] for p in parts],
+                        [_dumps(part_to_json(p[3])) for p in parts],
+                    ),
+                )
+            )
 
 
 def session_statement(records: Sequence[SessionRecord]) -> StagedRows | None:
@@ -303,9 +360,14 @@ def _delete(out: list[ProjectionWrite], table: str, column: str, keys: list[str]
         out.append((f"DELETE FROM {table} WHERE {column} = ANY($1::text[])", (keys,)))  # noqa: S608
 
 
-def meta_arguments(state: ClusterState) -> tuple[str | None, int, int, str, str, datetime]:
-    """The projection_meta columns other than seq, in table order."""
+def meta_arguments(state: ClusterState) -> tuple[Any, ...]:
+    """The projection_meta columns after seq, in :data:`META_COLUMNS` order."""
     config = None if state.config is None else _dumps(state.config.model_dump(mode="json"))
-    parts = _dumps(parts_to_json(state.session_parts))
-    early = _dumps(early_to_json(state.early_observations))
-    return config, state.config_version, state.leader_epoch, parts, early, stdlib_utc(state.clock)
+    # NULL for a role that has sent nothing (asyncpg reads year 1 back without its zone).
+    intents, observations, decisions = (
+        None if t == CLOCK_START else stdlib_utc(t) for t in state.role_clocks
+    )
+    return (
+        config, state.config_version, state.leader_epoch, stdlib_utc(state.clock), intents, observations,
+        decisions,
+    )  # fmt: skip

@@ -133,17 +133,11 @@ async def rebuild_projection(conn: asyncpg.Connection) -> bool:
         if (rows := session_statement(sessions)) is not None:
             writes.append(rows)
         await execute_writes(conn, writes)
-        config, config_version, leader_epoch, parts, early, clock = meta_arguments(state)
         await conn.execute(
             "UPDATE projection_meta SET config = $1::json, config_version = $2, leader_epoch = $3,"
-            " session_parts = $4::jsonb, early_observations = $5::jsonb, clock = $6, rebuild = false,"
-            " updated_at = now()",
-            config,
-            config_version,
-            leader_epoch,
-            parts,
-            early,
-            clock,
+            " clock = $4, intents_clock = $5, observations_clock = $6, decisions_clock = $7,"
+            " rebuild = false, updated_at = now()",
+            *meta_arguments(state),
         )
     return True
 

@@ -53,14 +53,21 @@ from events.models import (
 
 __all__ = [
     "CLOCK_START",
+    "DECISIONS",
+    "INTENTS",
     "JOB_PHASES",
+    "MAX_ROLE_LAG",
     "MAX_SESSIONS",
+    "OBSERVATIONS",
     "OCCUPYING",
     "PODS",
+    "ROLES",
     "TASK_STATUSES",
     "TERMINAL_JOB_PHASES",
+    "BufferedSession",
     "ClusterState",
     "EarlyObservation",
+    "EarlyObservations",
     "JobPhase",
     "JobState",
     "NodeState",
@@ -73,12 +80,14 @@ __all__ = [
     "TaskStatus",
     "VoidedDecision",
     "assemble",
+    "expiry_heap",
     "new_tasks",
     "place",
     "reduce_through_init",
     "retirement_heap",
     "task_id_of",
     "unplace",
+    "watermark_of",
     "without_pending",
 ]
 
@@ -132,6 +141,37 @@ CLOCK_START: Final = datetime(1, 1, 1, tzinfo=UTC)
 
 #: An observation of a task that arrived before the JobSubmitted it names.
 EarlyObservation: TypeAlias = TaskStarted | TaskFinished
+
+#: How far the retention clock may stay behind the latest event time (projector.fold's
+#: watermark): a role further behind holds retention back no more.  Part of the archive's
+#: contract, like the default TTL: replay retires by the same rule.
+MAX_ROLE_LAG: Final = timedelta(hours=1)
+
+#: The topic roles an event comes from (events.topics.topic_for), in the order of
+#: ``ClusterState.role_clocks``.
+ROLES: Final = ("intents", "observations", "decisions")
+INTENTS: Final = 0
+OBSERVATIONS: Final = 1
+DECISIONS: Final = 2
+
+
+@dataclass(slots=True)
+class EarlyObservations:
+    """The observations (in arrival order) of one job not in the state, buffered since
+    ``since`` (the first one's event time) until the job is submitted or the entry
+    expires (projector.fold)."""
+
+    since: datetime
+    events: list[EarlyObservation]
+
+
+@dataclass(slots=True)
+class BufferedSession:
+    """The SessionPart data of one session waiting for its SessionCommitted marker, by
+    part index, buffered since ``since`` (its first part's event time)."""
+
+    since: datetime
+    parts: dict[int, SessionPartData]
 
 
 def reduce_through_init(obj: Any) -> tuple[type[Any], tuple[Any, ...]]:
@@ -299,7 +339,7 @@ class JobState:
     ttl_seconds: int
     #: Why the job reached Cancelled or Failed ("" otherwise).
     phase_reason: str = ""
-    #: The state's clock when the job finished (terminal phase, every task left
+    #: The time of the event that finished the job (terminal phase, every task left
     #: Succeeded or Failed); None while it has not.
     finished_at: datetime | None = None
 
@@ -460,18 +500,29 @@ class ClusterState:
     leader_epoch: int = 0
     #: The newest ``MAX_SESSIONS`` sessions, oldest first (only the newest keeps its pending list).
     sessions: dict[str, SessionRecord] = field(default_factory=dict)
-    #: SessionPart data waiting for their SessionCommitted marker: session id -> part index -> part.
-    session_parts: dict[str, dict[int, SessionPartData]] = field(default_factory=dict)
-    #: TaskStarted/TaskFinished events (in arrival order) that named a job not
-    #: submitted yet, by job id; applied when the job arrives.
-    early_observations: dict[str, list[EarlyObservation]] = field(default_factory=dict)
+    #: SessionPart data waiting for their SessionCommitted marker, by session id.
+    session_parts: dict[str, BufferedSession] = field(default_factory=dict)
+    #: TaskStarted/TaskFinished events that named a job not in the state, by job id;
+    #: applied when the job arrives, dropped when they expire.
+    early_observations: dict[str, EarlyObservations] = field(default_factory=dict)
     #: Event time: the latest envelope ``time`` of the events folded so far
     #: (producers' clocks may go backwards; this never does).
     clock: datetime = CLOCK_START
+    #: The latest envelope ``time`` folded so far per topic role (:data:`ROLES`);
+    #: ``CLOCK_START`` for a role that has sent nothing yet.
+    role_clocks: list[datetime] = field(default_factory=lambda: [CLOCK_START] * len(ROLES))
+    #: Derived: the retention clock (projector.fold's watermark of ``role_clocks``
+    #: and ``clock``): jobs retire and buffers expire by it.
+    watermark: datetime = field(default=CLOCK_START, compare=False)
     #: Derived: a heap of (retirement deadline, job id) of the finished jobs, the
     #: next to leave first.  Left out of equality: its layout depends on the order
     #: of pushes, its content is the jobs' ``finished_at`` + ``ttl_seconds``.
     retiring: list[tuple[datetime, str]] = field(default_factory=list, compare=False)
+    #: Derived: heaps of (since, key) of the entries of ``early_observations`` and of
+    #: ``session_parts``, the next to expire first.  An item whose entry has gone (or
+    #: was buffered again since) is skipped when popped.
+    early_expiring: list[tuple[datetime, str]] = field(default_factory=list, compare=False)
+    parts_expiring: list[tuple[datetime, str]] = field(default_factory=list, compare=False)
 
 
 # ---------------------------------------------------------------------------- rebuilding a state
@@ -492,9 +543,10 @@ def assemble(
     jobs: list[JobState],
     task_rows: list[TaskRow],
     sessions: list[SessionRecord],
-    session_parts: dict[str, dict[int, SessionPartData]],
-    early_observations: dict[str, list[EarlyObservation]],
+    session_parts: dict[str, BufferedSession],
+    early_observations: dict[str, EarlyObservations],
     clock: datetime,
+    role_clocks: list[datetime],
 ) -> ClusterState:
     """Build a state from its persisted parts, deriving what is not stored.
 
@@ -518,7 +570,11 @@ def assemble(
         session_parts=session_parts,
         early_observations=early_observations,
         clock=clock,
+        role_clocks=role_clocks,
+        watermark=watermark_of(role_clocks, clock),
         retiring=retirement_heap(jobs),
+        early_expiring=expiry_heap(early_observations),
+        parts_expiring=expiry_heap(session_parts),
     )
     role_order: dict[str, dict[str, int]] = {
         job.id: {spec.name: i for i, spec in enumerate(job.task_specs)} for job in jobs
@@ -540,6 +596,25 @@ def assemble(
         if status in OCCUPYING and node is not None:
             place(state.nodes[node], task)
     return state
+
+
+def expiry_heap(
+    buffer: dict[str, EarlyObservations] | dict[str, BufferedSession],
+) -> list[tuple[datetime, str]]:
+    """The ``ClusterState.early_expiring`` or ``parts_expiring`` heap of ``buffer``."""
+    heap = [(entry.since, key) for key, entry in buffer.items()]
+    heapq.heapify(heap)
+    return heap
+
+
+def watermark_of(role_clocks: list[datetime], clock: datetime) -> datetime:
+    """The retention clock (see projector.fold): the earliest of the roles' latest times
+    (a role that has sent nothing is at :data:`CLOCK_START`), but never more than
+    :data:`MAX_ROLE_LAG` behind ``clock``."""
+    earliest = min(role_clocks)
+    if clock - earliest <= MAX_ROLE_LAG:
+        return earliest
+    return clock - MAX_ROLE_LAG
 
 
 def retirement_heap(jobs: Iterable[JobState]) -> list[tuple[datetime, str]]:

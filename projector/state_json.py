@@ -3,14 +3,14 @@
 The snapshots (``state_snapshots.state``) hold :func:`state_to_jsonable`'s
 document; the projection tables hold the per-entity documents
 (``queues.doc``, ``nodes.doc``, ``jobs.spec``, ``sessions.doc``) and the
-buffers (``projection_meta.session_parts``, ``early_observations``).  Every
+buffered entries (``early_observations.events``, ``session_parts.items``).  Every
 reader rebuilds a state through :func:`projector.state.assemble`, which
 derives what is not stored (task specs from the job, node usage from the
 tasks).  Times are written as ``datetime.isoformat()`` text; event models as
 their ``model_dump(mode="json")`` values.
 
-The document's ``format`` is 2 (1 had no clock nor retention fields); a reader
-refuses any other.  The ``retiring`` heap is not stored: :func:`assemble`
+The document's ``format`` is 3 (1 had no clock nor retention fields, 2 no role
+clocks nor buffer times); a reader refuses any other.  The ``retiring`` heap is not stored: :func:`assemble`
 derives it from the jobs' ``finished_at`` and ``ttl_seconds``.
 """
 
@@ -38,8 +38,10 @@ from events.models import (
     TaskStarted,
 )
 from projector.state import (
+    BufferedSession,
     ClusterState,
     EarlyObservation,
+    EarlyObservations,
     JobPhase,
     JobState,
     NodeState,
@@ -62,6 +64,10 @@ __all__ = [
     "job_to_json",
     "node_from_json",
     "node_to_json",
+    "observations_from_json",
+    "observations_to_json",
+    "part_from_json",
+    "part_to_json",
     "parts_from_json",
     "parts_to_json",
     "priority_class_from_json",
@@ -76,7 +82,7 @@ __all__ = [
     "task_status",
 ]
 
-FORMAT_VERSION: Final = 2
+FORMAT_VERSION: Final = 3
 #: The ``kind`` of a pending job buffered with a part's decisions (not a decision kind;
 #: parts archived before SessionPart had ``pending`` have none).
 PENDING_ITEM: Final = "pending"
@@ -116,6 +122,7 @@ def state_to_jsonable(state: ClusterState) -> dict[str, Any]:
         "session_parts": parts_to_json(state.session_parts),
         "early_observations": early_to_json(state.early_observations),
         "clock": isoformat(state.clock),
+        "role_clocks": [isoformat(t) for t in state.role_clocks],
     }
 
 
@@ -138,6 +145,7 @@ def state_from_jsonable(doc: dict[str, Any]) -> ClusterState:
         session_parts=parts_from_json(doc["session_parts"]),
         early_observations=early_from_json(doc["early_observations"]),
         clock=_parse_time(doc["clock"]),
+        role_clocks=[_parse_time(t) for t in doc["role_clocks"]],
     )
 
 
@@ -364,29 +372,16 @@ def session_from_json(d: dict[str, Any]) -> SessionRecord:
 # ---------------------------------------------------------------------------- buffers
 
 
-def parts_to_json(parts: dict[str, dict[int, SessionPartData]]) -> dict[str, Any]:
-    """Session id -> part index (a string: JSON keys are) -> the part's decisions, then its
-    pending jobs tagged ``"kind": "pending"`` (:data:`PENDING_ITEM`)."""
-    return {
-        sid: {
-            str(index): [
-                *(json_form(d) for d in part.decisions),
-                *({"kind": PENDING_ITEM, **json_form(p)} for p in part.pending),
-            ]
-            for index, part in by_index.items()
-        }
-        for sid, by_index in parts.items()
-    }
+def part_to_json(part: SessionPartData) -> list[dict[str, Any]]:
+    """A buffered part: its decisions, then its pending jobs tagged ``"kind": "pending"``
+    (:data:`PENDING_ITEM`)."""
+    return [
+        *(json_form(d) for d in part.decisions),
+        *({"kind": PENDING_ITEM, **json_form(p)} for p in part.pending),
+    ]
 
 
-def parts_from_json(d: dict[str, Any]) -> dict[str, dict[int, SessionPartData]]:
-    return {
-        sid: {int(index): _part_from_json(sid, int(index), items) for index, items in by_index.items()}
-        for sid, by_index in d.items()
-    }
-
-
-def _part_from_json(session_id: str, index: int, items: list[dict[str, Any]]) -> SessionPartData:
+def part_from_json(session_id: str, index: int, items: list[dict[str, Any]]) -> SessionPartData:
     decisions: list[Decision] = []
     pending: list[PendingJob] = []
     for item in items:
@@ -398,13 +393,51 @@ def _part_from_json(session_id: str, index: int, items: list[dict[str, Any]]) ->
     return SessionPartData(session_id=session_id, index=index, decisions=decisions, pending=pending)
 
 
-def early_to_json(early: dict[str, list[EarlyObservation]]) -> dict[str, list[dict[str, Any]]]:
-    """Job id -> its early observations as event documents (``model_dump(mode="json")``)."""
-    return {job: [event.model_dump(mode="json") for event in events] for job, events in early.items()}
+def parts_to_json(parts: dict[str, BufferedSession]) -> dict[str, Any]:
+    """Session id -> since and part index (a string: JSON keys are) -> :func:`part_to_json`."""
+    return {
+        sid: {
+            "since": isoformat(buffered.since),
+            "parts": {str(index): part_to_json(part) for index, part in buffered.parts.items()},
+        }
+        for sid, buffered in parts.items()
+    }
 
 
-def early_from_json(d: dict[str, list[dict[str, Any]]]) -> dict[str, list[EarlyObservation]]:
-    return {job: [_observation(doc) for doc in docs] for job, docs in d.items()}
+def parts_from_json(d: dict[str, Any]) -> dict[str, BufferedSession]:
+    return {
+        sid: BufferedSession(
+            since=_parse_time(doc["since"]),
+            parts={
+                int(index): part_from_json(sid, int(index), items) for index, items in doc["parts"].items()
+            },
+        )
+        for sid, doc in d.items()
+    }
+
+
+def observations_to_json(events: list[EarlyObservation]) -> list[dict[str, Any]]:
+    """Buffered observations as event documents (``model_dump(mode="json")``)."""
+    return [event.model_dump(mode="json") for event in events]
+
+
+def observations_from_json(docs: list[dict[str, Any]]) -> list[EarlyObservation]:
+    return [_observation(doc) for doc in docs]
+
+
+def early_to_json(early: dict[str, EarlyObservations]) -> dict[str, Any]:
+    """Job id -> since and its buffered observations (:func:`observations_to_json`)."""
+    return {
+        job: {"since": isoformat(entry.since), "events": observations_to_json(entry.events)}
+        for job, entry in early.items()
+    }
+
+
+def early_from_json(d: dict[str, Any]) -> dict[str, EarlyObservations]:
+    return {
+        job: EarlyObservations(since=_parse_time(doc["since"]), events=observations_from_json(doc["events"]))
+        for job, doc in d.items()
+    }
 
 
 def _observation(doc: dict[str, Any]) -> EarlyObservation:

@@ -104,13 +104,13 @@ _REJECTED_COLUMNS: Final = (
 # each round trip of a commit waits for the event loop, which folds the next batch meanwhile.
 _BEGIN_BATCH: Final = (
     "WITH meta AS (UPDATE projection_meta SET seq = $2, config = $3::json, config_version = $4,"
-    " leader_epoch = $5, session_parts = $6::jsonb, early_observations = $7::jsonb, clock = $8,"
+    " leader_epoch = $5, clock = $6, intents_clock = $7, observations_clock = $8, decisions_clock = $9,"
     " updated_at = now() WHERE seq = $1 RETURNING seq),"
     " offsets AS (INSERT INTO consumer_offsets (consumer, topic, partition, next_offset)"
-    " SELECT $9, * FROM unnest($10::text[], $11::integer[], $12::bigint[])"
+    " SELECT $10, * FROM unnest($11::text[], $12::integer[], $13::bigint[])"
     " ON CONFLICT (consumer, topic, partition) DO UPDATE"
     " SET next_offset = EXCLUDED.next_offset, updated_at = now())"
-    " SELECT seq, CASE WHEN $2 <> $1 THEN pg_notify($13, $2::text) END FROM meta"
+    " SELECT seq, CASE WHEN $2 <> $1 THEN pg_notify($14, $2::text) END FROM meta"
 )
 _ARCHIVED_IDS: Final = (
     "SELECT event_id FROM event_log WHERE event_id = ANY(ARRAY(SELECT json_array_elements_text($1::json)))"
@@ -119,6 +119,7 @@ _ARCHIVED_HASHES: Final = (
     "SELECT event_id, seq, prev_hash, hash FROM event_log"
     " WHERE event_id = ANY(ARRAY(SELECT json_array_elements_text($1::json)))"
 )
+_EXPIRED_COLUMNS: Final = ("seq", "code", "key", "since", "event_ids", "detail")
 _BINDING_COLUMNS: Final = ("seq", "decision", "session_id", "task_id", "job_id", "node")
 _EVICTION_COLUMNS: Final = (
     "seq", "decision", "session_id", "task_id", "job_id", "node", "action", "preemptor_job",
@@ -342,6 +343,15 @@ class BatchWriter:
             self.poisoned = True
             raise
         self._in_flight.pop(0)
+        if plan.expired:
+            # Visible to the operator: archived events that will never apply.
+            log.warning(
+                "[PROJ-EXPIRED] %d buffered entries expired (expired_buffers at seq %d-%d), first: %s",
+                len(plan.expired),
+                plan.expired[0][0],
+                plan.expired[-1][0],
+                plan.expired[0][5],
+            )
         self.last_hash = plan.last_hash
         self._committed_seq = plan.last_seq
 
@@ -382,6 +392,10 @@ class BatchWriter:
             if plan.evictions:
                 await conn.copy_records_to_table(
                     "evictions", records=plan.evictions, columns=_EVICTION_COLUMNS
+                )
+            if plan.expired:
+                await conn.copy_records_to_table(
+                    "expired_buffers", records=plan.expired, columns=_EXPIRED_COLUMNS
                 )
             if plan.snapshot is not None:
                 await conn.execute(

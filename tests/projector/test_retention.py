@@ -85,9 +85,21 @@ def cancel(t: float, job: str = "ns/j") -> JobCancelled:
     return JobCancelled(**at(t), data=JobCancelledData(job_id=job))  # type: ignore[arg-type]
 
 
-def tick(t: float) -> QueueUpserted:
-    """An event that only moves the clock."""
-    return QueueUpserted(**at(t), data=QueueUpsertedData(name="q"))  # type: ignore[arg-type]
+def tick(t: float) -> tuple[Event, Event, Event]:
+    """Events that only move the clocks: one from each topic role (intents, observations,
+    decisions), so the watermark moves to ``t`` (projector.fold)."""
+    return (
+        QueueUpserted(**at(t), data=QueueUpsertedData(name="q")),  # type: ignore[arg-type]
+        NodeReported(**at(t), data=NodeReportedData(name="n0", allocatable={"cpu": 1000, "pods": 1})),  # type: ignore[arg-type]
+        empty_session(t),
+    )
+
+
+def empty_session(t: float) -> SessionCommitted:
+    data = SessionCommittedData(
+        session_id=f"s-{next(_ids)}", leader_epoch=1, input_seq=0, config_version=0, now=_T0, input_digest="d"
+    )
+    return SessionCommitted(**at(t), data=data)  # type: ignore[arg-type]
 
 
 def fold(state: ClusterState, *events: Event) -> list[FoldOutcome]:
@@ -107,9 +119,9 @@ def test_a_finished_job_stays_for_its_ttl_in_event_time_then_leaves_with_its_tas
     assert job.phase == "Completed"
     assert job.finished_at == _T0 + timedelta(seconds=10)
     assert job.ttl_seconds == DEFAULT_TTL_SECONDS_AFTER_FINISHED == 3600
-    fold(state, tick(10 + 3599))
+    fold(state, *tick(10 + 3599))
     assert "ns/j" in state.jobs
-    [outcome] = fold(state, tick(10 + 3600))  # due at its deadline
+    *_, outcome = fold(state, *tick(10 + 3600))  # due at its deadline, once every role is there
     assert "ns/j" not in state.jobs
     assert state.tasks == {}
     assert state.retiring == []
@@ -117,17 +129,28 @@ def test_a_finished_job_stays_for_its_ttl_in_event_time_then_leaves_with_its_tas
     assert {("job", "ns/j"), ("task", "ns/j-w-0")} <= set(outcome.touched)
 
 
-def test_the_job_s_own_ttl_wins_and_zero_retires_at_the_next_event() -> None:
+def test_the_job_s_own_ttl_wins_and_zero_retires_once_every_role_reaches_its_finish() -> None:
     state = completed_job(ttl=0)
     assert "ns/j" in state.jobs  # retirement runs before a handler, not after
-    fold(state, tick(5))  # an older time: the clock does not go back, the job is due
-    assert "ns/j" not in state.jobs
+    fold(state, *tick(5))  # the clock does not go back; the watermark is at 5
+    assert "ns/j" in state.jobs
     assert state.clock == _T0 + timedelta(seconds=10)
+    assert state.watermark == _T0 + timedelta(seconds=5)
+    fold(state, *tick(10))
+    assert "ns/j" not in state.jobs
+
+
+def retired_job() -> ClusterState:
+    """A state where ns/j finished at t=10 with a TTL of 0 and has retired."""
+    state = completed_job(ttl=0)
+    fold(state, *tick(10))
+    assert "ns/j" not in state.jobs
+    return state
 
 
 def test_the_clock_never_goes_back() -> None:
     state = ClusterState()
-    fold(state, tick(100), tick(50))
+    fold(state, *tick(100), *tick(50))
     assert state.clock == _T0 + timedelta(seconds=100)
 
 
@@ -137,27 +160,27 @@ def test_a_cancelled_job_finishes_once_its_releasing_tasks_end() -> None:
     job = state.jobs["ns/j"]
     assert job.phase == "Cancelled"
     assert job.finished_at is None  # ns/j-w-0 is Releasing: it still holds its node
-    fold(state, tick(1000))
+    fold(state, *tick(1000))
     assert "ns/j" in state.jobs
     fold(state, finished(1001, "evicted"))
     assert job.finished_at == _T0 + timedelta(seconds=1001)
-    fold(state, tick(1061))
+    fold(state, *tick(1061))
     assert "ns/j" not in state.jobs
 
 
 def test_a_retired_job_is_unknown_its_id_may_be_submitted_again() -> None:
-    state = completed_job(ttl=0)
+    state = retired_job()
     [cancelled] = fold(state, cancel(20))
     assert cancelled.invalid == "job-missing"
-    state = completed_job(ttl=0)
+    state = retired_job()
     [late] = fold(state, finished(20))  # an observation of it waits like one of an unknown job
     assert late.applied
     assert "ns/j" in state.early_observations
-    state = completed_job(ttl=0)
+    state = retired_job()
     [session] = fold(state, bind_all(20))
     assert session.applied
     assert [v.reason for v in next(reversed(state.sessions.values())).voided] == ["job-missing"]
-    state = completed_job(ttl=0)
+    state = retired_job()
     [again] = fold(state, submit(20, replicas=2))
     assert again.applied
     assert state.jobs["ns/j"].phase == "Pending"
@@ -173,7 +196,7 @@ def test_an_invalid_event_neither_moves_the_clock_nor_retires() -> None:
     assert state_to_jsonable(state) == before
     assert state.clock == _T0 + timedelta(seconds=10)
     assert state.retiring == retirement_heap(state.jobs.values())
-    fold(state, tick(71))
+    fold(state, *tick(71))
     assert "ns/j" not in state.jobs
 
 
@@ -184,15 +207,16 @@ def test_jobs_due_together_retire_in_deadline_then_id_order() -> None:
         fold(state, submit(1, name=name, ttl=ttl), bind_all(1, job=f"ns/{name}"))
         fold(state, started(1, task=f"ns/{name}-w-0", job=f"ns/{name}"))
         fold(state, finished(2, task=f"ns/{name}-w-0", job=f"ns/{name}"))
-    [outcome] = fold(state, tick(100))
-    assert [key for kind, key in outcome.touched if kind == "job"] == ["ns/c", "ns/a", "ns/b"]
+    outcomes = fold(state, *tick(100))
+    touched = [key for outcome in outcomes for kind, key in outcome.touched if kind == "job"]
+    assert touched == ["ns/c", "ns/a", "ns/b"]
     assert state.jobs == {}
 
 
 def _check(state: ClusterState) -> None:
     """The retention invariants, and the snapshot round trip (which rebuilds the heap)."""
     assert sorted(state.retiring) == sorted(retirement_heap(state.jobs.values()))
-    assert all(deadline > state.clock for deadline, _ in state.retiring)
+    assert all(deadline > state.watermark for deadline, _ in state.retiring)
     copy = state_from_jsonable(state_to_jsonable(state))
     assert copy == state
     assert sorted(copy.retiring) == sorted(state.retiring)

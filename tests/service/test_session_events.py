@@ -133,7 +133,7 @@ def test_pending_reasons_too_large_for_the_marker_travel_in_parts_and_the_fold_r
     assert record.accepted == 61
     assert record.pending == pending
     assert digest_pending(record.pending) == record.pending_digest
-    # The buffered parts survive the state's JSON round trip (snapshots, projection_meta) mid-session.
+    # The buffered parts survive the state's JSON round trip (snapshots) mid-session.
     half = ClusterState()
     for seq, event in enumerate([*setup, *(decode(encode(e)) for e in parts)], start=1):
         assert apply(half, seq, event).applied
