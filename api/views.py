@@ -521,7 +521,7 @@ def _table_rows(
                     s["now"],
                     s["accepted"],
                     len(s["voided"]),
-                    len(s["pending"]),
+                    None if s["pending"] is None else len(s["pending"]),  # the newest session's only
                     took,
                 )
             )

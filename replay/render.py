@@ -192,7 +192,7 @@ def _print_audit_blocks(console: Console, rows: Sequence[EvictionRow]) -> None:
     for r in rows:
         console.print(
             f"\n[bold]{r.time.strftime('%Y-%m-%d %H:%M:%S')}[/bold]  {_text(r.action)}  "
-            f"session {r.session_id[:8]}  seq {r.seq}#{r.position}  {_verified(r)}"
+            f"session {_text(r.session_id[:8])}  seq {r.seq}#{r.position}  {_verified(r)}"
         )
         console.print(
             f"  victim     {_text(r.victim_task)} on {_text(r.node)}  queue {_text(r.victim_queue)}, "

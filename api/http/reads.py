@@ -16,6 +16,7 @@ import binascii
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Annotated, Any, TypeVar
 
 import asyncpg
@@ -158,6 +159,12 @@ def _after(cursor: str | None) -> str | None:
 # --------------------------------------------------------------------------- the projection
 
 
+# The phase filter's schema is the API's own enum: pydantic describes an enum by its docstring, and
+# projector.state's JobPhase is compiled in production, where mypyc replaces its docstring.
+PhaseFilter = StrEnum("JobPhase", [(phase.name, phase.value) for phase in JobPhase])  # type: ignore[misc]
+PhaseFilter.__doc__ = "A job's phase (Volcano's PodGroup phases, plus the terminal ones of a VolcanoJob)."
+
+
 @router.get(
     "/jobs",
     dependencies=Viewer,
@@ -170,7 +177,7 @@ async def get_jobs(
     min_seq: MinSeq = None,
     namespace: Annotated[str | None, Query(description="only jobs in this namespace")] = None,
     queue: Annotated[str | None, Query(description="only jobs in this queue")] = None,
-    phase: Annotated[JobPhase | None, Query(description="only jobs in this phase")] = None,
+    phase: Annotated[PhaseFilter | None, Query(description="only jobs in this phase")] = None,
     cursor: Annotated[str | None, Query(description="the nextCursor of the previous page")] = None,
     limit: Annotated[int, Query(ge=1, description="page size (at most TEPHRA_API_PAGE_LIMIT)")] = 100,
     reasons: Annotated[

@@ -110,5 +110,6 @@ def test_lists_stored_on_older_sessions_are_dropped_on_load_as_the_fold_drops_th
         session_parts={},
         early_observations={},
         clock=folded.clock,
+        role_clocks=folded.role_clocks,
     )
     assert [s.pending for s in rebuilt.sessions.values()] == [None, (_entry("ns/b"),)]
