@@ -32,7 +32,7 @@ from api.http.models import Submission
 from api.http.problems import Code, Problem, ProblemError, problem_responses
 from api.http.tokens import Role
 from api.manifests import InvalidManifests, ManifestError, Manifests, parse_manifests
-from api.submit import job_cancellation, produce_manifests
+from api.submit import PartlyProducedError, job_cancellation, produce_manifests
 from events.models import JobSubmitted, QueueUpserted
 from projector.errors import WaitTimeoutError
 from projector.progress import wait_for_events, wait_for_session_after
@@ -111,6 +111,13 @@ async def _check_queues(ctx: ApiContext, manifests: Manifests) -> None:
 async def _produce(ctx: ApiContext, manifests: Manifests) -> None:
     try:
         await produce_manifests(manifests, ctx.endpoints, producer=ctx.producer)
+    except PartlyProducedError as exc:
+        produced = ", ".join(o.ref for o in exc.produced)
+        raise Problem(
+            Code.KAFKA_UNAVAILABLE,
+            f"cannot produce {exc.failed.ref} to Kafka: {exc.cause}; produced before it: {produced};"
+            " the others were not: submit those again",
+        ) from None
     except KafkaError as exc:
         raise kafka_problem(exc) from None
 
