@@ -215,8 +215,18 @@ def submit(
             "--output", "-o", help="summary (one line) or name (one line per object)", metavar="FORMAT"
         ),
     ] = "summary",
+    allow_missing_queue: Annotated[
+        bool,
+        typer.Option(
+            "--allow-missing-queue",
+            help="Submit jobs for queues that do not exist yet (they wait, Pending with queue-missing).",
+        ),
+    ] = False,
 ) -> None:
     """Validate and size every object, then produce the events: all or nothing.
+
+    A job for a queue that neither exists nor comes in the files is refused, as Volcano's
+    admission webhook refuses it (--allow-missing-queue: submit it anyway).
 
     Prints one summary line (-o name: job/<ns>/<name>, queue/<name> ... one a line); a
     progress bar on a terminal while the broker acknowledges them.
@@ -244,6 +254,8 @@ def submit(
     with _setup_errors():
         provider = configure_tracing("tephra-submit", without_exporter=True)
     try:
+        if not allow_missing_queue:
+            asyncio.run(_check_queues(endpoints, manifests))
         produced = asyncio.run(_size_and_produce(settings, endpoints, manifests))
     finally:
         if provider is not None:
@@ -253,6 +265,28 @@ def submit(
             typer.echo(obj.ref)
     else:
         typer.echo(f"submitted {_counted(obj.ref for obj in produced)}")
+
+
+async def _check_queues(endpoints: Endpoints, manifests: Manifests) -> None:
+    """The queue check of every door (api.submit.check_queues), on the projection; exit 1 when it fails."""
+    from api.manifests import InvalidManifests
+    from api.submit import check_queues, projection_queues
+    from api.views import ViewError, read_projection
+
+    async def known() -> set[str]:
+        return await read_projection(endpoints.database_url, projection_queues)
+
+    try:
+        await check_queues(manifests, known)
+    except InvalidManifests as exc:
+        for error in exc.errors:
+            typer.echo(f"error: {error}", err=True)
+        _fail("nothing was submitted (--allow-missing-queue submits jobs for missing queues)")
+    except ViewError as exc:
+        _fail(
+            f"error: cannot check that the jobs' queues exist: {exc}; nothing was submitted"
+            " (--allow-missing-queue submits without the check)"
+        )
 
 
 async def _size_and_produce(

@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+import asyncpg
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
@@ -28,8 +29,15 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Tracer
 
 from api.endpoints import Endpoints
-from api.manifests import ManifestObject, Manifests, load_manifest_files
-from events.models import JobCancelled, JobCancelledData, QueueDeleted, QueueDeletedData
+from api.manifests import InvalidManifests, ManifestError, ManifestObject, Manifests, load_manifest_files
+from events.models import (
+    JobCancelled,
+    JobCancelledData,
+    JobSubmitted,
+    QueueDeleted,
+    QueueDeletedData,
+    QueueUpserted,
+)
 from events.serde import encode
 from events.topics import Topics, kafka_key, topic_for
 from events.tracing import headers_from_carrier
@@ -40,10 +48,12 @@ __all__ = [
     "DELETE_SOURCE",
     "SUBMIT_SOURCE",
     "PartlyProducedError",
+    "check_queues",
     "job_cancellation",
     "load_submission",
     "message_limit",
     "produce_manifests",
+    "projection_queues",
     "queue_deletion",
     "too_large",
 ]
@@ -80,6 +90,43 @@ class PartlyProducedError(Exception):
         super().__init__(
             f"producing {failed.ref} failed: {cause!r}; {len(self.produced)} objects were produced before"
         )
+
+
+async def check_queues(manifests: Manifests, known_queues: Callable[[], Awaitable[Collection[str]]]) -> None:
+    """Every job's queue exists or comes in the submission, as Volcano's admission webhook requires.
+
+    Raises :class:`InvalidManifests` naming each job whose queue does not: nothing is to be
+    produced.  ``known_queues`` (the projection's, :func:`projection_queues`) is asked only when
+    some job's queue is not in the submission.  The check of every door that takes manifests
+    (``tephra submit``, the HTTP API); a raw event for a missing queue is archived and waits
+    (``queue-missing``).
+    """
+    submitted = {o.event.data.name for o in manifests.objects if isinstance(o.event, QueueUpserted)}
+    jobs = [(o, o.event) for o in manifests.objects if isinstance(o.event, JobSubmitted)]
+    if all(job.data.queue in submitted for _, job in jobs):
+        return
+    known = set(await known_queues())
+    choices = ", ".join(sorted(known)) or "none exists yet"
+    errors = [
+        ManifestError(
+            obj.file,
+            obj.document,
+            "spec.queue",
+            f"queue {job.data.queue!r} does not exist; submit its Queue first (or with this job),"
+            f" or use one of: {choices}",
+            "Job",
+            job.data.name,
+        )
+        for obj, job in jobs
+        if job.data.queue not in known and job.data.queue not in submitted
+    ]
+    if errors:
+        raise InvalidManifests(errors)
+
+
+async def projection_queues(conn: asyncpg.Connection) -> set[str]:
+    """The queues the projection holds."""
+    return {r["name"] for r in await conn.fetch("SELECT name FROM queues")}
 
 
 async def message_limit(bootstrap: str, topics: Sequence[str]) -> int:

@@ -61,7 +61,8 @@ def test_a_too_large_object_means_nothing_is_produced_and_the_error_says_too_lar
     path = tmp_path / "jobs.yaml"
     path.write_text(JOB + "---\n" + big_job("huge", 1.2))
 
-    result = CliRunner().invoke(app, ["submit", str(path)], env=env_for(kafka_bootstrap, topics.prefix))
+    args = ["submit", "--allow-missing-queue", str(path)]  # no projection here to confirm the queue
+    result = CliRunner().invoke(app, args, env=env_for(kafka_bootstrap, topics.prefix))
 
     assert result.exit_code == 1
     assert f"{path}, document 2 (job/default/huge): too large: " in result.stderr
