@@ -140,7 +140,8 @@ async def message_limit(bootstrap: str, topics: Sequence[str]) -> int:
     try:
         await admin.start()
         resources = [ConfigResource(ConfigResourceType.TOPIC, topic) for topic in topics]
-        responses = await asyncio.wait_for(admin.describe_configs(resources), _DESCRIBE_TIMEOUT)
+        async with asyncio.timeout(_DESCRIBE_TIMEOUT):
+            responses = await admin.describe_configs(resources)
     except (KafkaError, TimeoutError, OSError) as exc:
         log.info("the broker did not say its max.message.bytes (%r): assuming Kafka's default", exc)
         return DEFAULT_MAX_MESSAGE_BYTES

@@ -30,6 +30,13 @@ async def _migrated(database_url: str) -> None:
         await conn.close()
 
 
+@pytest.fixture
+def stack(kafka_bootstrap: str, database_url: str) -> tuple[str, Topics]:
+    """A migrated projection (no queue) and topics no other test uses."""
+    asyncio.run(_migrated(database_url))
+    return database_url, fresh_topics(kafka_bootstrap)
+
+
 def _submit(bootstrap: str, database_url: str, topics: Topics, *args: str) -> tuple[int, str, str]:
     env = {
         "TEPHRA_KAFKA_BOOTSTRAP": bootstrap,
@@ -41,10 +48,9 @@ def _submit(bootstrap: str, database_url: str, topics: Topics, *args: str) -> tu
 
 
 def test_a_job_for_a_missing_queue_is_refused_unless_allowed(
-    kafka_bootstrap: str, database_url: str, tmp_path: Path
+    kafka_bootstrap: str, stack: tuple[str, Topics], tmp_path: Path
 ) -> None:
-    asyncio.run(_migrated(database_url))
-    topics = fresh_topics(kafka_bootstrap)
+    database_url, topics = stack
     path = tmp_path / "job.yaml"
     path.write_text(LONELY)
 
@@ -65,10 +71,9 @@ def test_a_job_for_a_missing_queue_is_refused_unless_allowed(
 
 
 def test_a_queue_in_the_same_submission_or_the_projection_will_do(
-    kafka_bootstrap: str, database_url: str, tmp_path: Path
+    kafka_bootstrap: str, stack: tuple[str, Topics], tmp_path: Path
 ) -> None:
-    asyncio.run(_migrated(database_url))
-    topics = fresh_topics(kafka_bootstrap)
+    database_url, topics = stack
     together = tmp_path / "together.yaml"
     together.write_text(QUEUE + "---\n" + JOB.replace("spec:\n", "spec:\n  queue: training\n", 1))
     code, stdout, stderr = _submit(kafka_bootstrap, database_url, topics, str(together))
