@@ -104,3 +104,16 @@ async def test_a_failure_part_way_names_what_was_produced(kafka_bootstrap: str, 
     intents = await read_topic(kafka_bootstrap, topics.intents)
     assert [decode(value).id for value, _, _ in intents] == [error.produced[0].event.id]
     assert await read_topic(kafka_bootstrap, topics.observations) == []
+
+
+def test_on_a_terminal_a_progress_bar_then_one_summary_line(kafka_bootstrap: str, tmp_path: Path) -> None:
+    topics = fresh_topics(kafka_bootstrap)
+    path = tmp_path / "queues.yaml"
+    path.write_text("---\n".join(QUEUE.replace("training", f"q{i}") for i in range(200)))
+    env = env_for(kafka_bootstrap, topics.prefix) | {"TTY_COMPATIBLE": "1"}  # rich: stderr is a terminal
+
+    result = CliRunner().invoke(app, ["submit", str(path)], env=env)
+
+    assert result.exit_code == 0, result.stderr
+    assert "producing" in result.stderr
+    assert result.stdout.splitlines() == ["submitted 200 objects (200 queues)"]
