@@ -223,14 +223,7 @@ def submit(
         ),
     ] = False,
 ) -> None:
-    """Validate and size every object, then produce the events: all or nothing.
-
-    A job for a queue that neither exists nor comes in the files is refused, as Volcano's
-    admission webhook refuses it (--allow-missing-queue: submit it anyway).
-
-    Prints one summary line (-o name: job/<ns>/<name>, queue/<name> ... one a line); a
-    progress bar on a terminal while the broker acknowledges them.
-    """
+    """Validate, check the queues and size every object, then produce them all or none; one summary line."""
     import asyncio
 
     from api.manifests import InvalidManifests
