@@ -17,10 +17,11 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections import Counter
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
 from pydantic.fields import FieldInfo
@@ -208,14 +209,30 @@ def submit(
         ),
     ],
     flags: dict[str, str],
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output", "-o", help="summary (one line) or name (one line per object)", metavar="FORMAT"
+        ),
+    ] = "summary",
+    allow_missing_queue: Annotated[
+        bool,
+        typer.Option(
+            "--allow-missing-queue",
+            help="Submit jobs for queues that do not exist yet (they wait, Pending with queue-missing).",
+        ),
+    ] = False,
 ) -> None:
-    """Validate every file, then produce the events; prints the ids (job/<ns>/<name>, queue/<name> ...)."""
+    """Validate, check the queues and size every object, then produce them all or none; one summary line."""
     import asyncio
 
     from api.manifests import InvalidManifests
-    from api.submit import load_submission, produce_manifests
+    from api.submit import load_submission
     from api.telemetry import configure_tracing
 
+    if output not in ("summary", "name"):
+        typer.echo(f"error: -o {output}: expected summary or name", err=True)
+        raise typer.Exit(2)
     settings = _settings(CommonSettings, flags)
     try:
         manifests = load_submission(files, cluster=settings.cluster)
@@ -229,26 +246,108 @@ def submit(
     endpoints = _endpoints(settings)
     with _setup_errors():
         provider = configure_tracing("tephra-submit", without_exporter=True)
-    from aiokafka.errors import KafkaError
-
-    from api.stack import ensure_topics
-
-    async def create_and_produce() -> list[ManifestObject]:
-        # All the topics with the deployment's partition count, not only those produced to (a broker
-        # that creates topics on first use would create those alone, with its own count).
-        await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
-        return await produce_manifests(manifests, endpoints)
-
     try:
-        produced = asyncio.run(create_and_produce())
-    except KafkaError as exc:
-        typer.echo(redact(f"error: cannot reach Kafka at {endpoints.kafka_bootstrap}: {exc}"), err=True)
-        raise typer.Exit(1) from None
+        if not allow_missing_queue:
+            asyncio.run(_check_queues(endpoints, manifests))
+        produced = asyncio.run(_size_and_produce(settings, endpoints, manifests))
     finally:
         if provider is not None:
             provider.shutdown()
-    for obj in produced:
-        typer.echo(obj.ref)
+    if output == "name":
+        for obj in produced:
+            typer.echo(obj.ref)
+    else:
+        typer.echo(f"submitted {_counted(obj.ref for obj in produced)}")
+
+
+async def _check_queues(endpoints: Endpoints, manifests: Manifests) -> None:
+    """The queue check of every door (api.submit.check_queues), on the projection; exit 1 when it fails."""
+    from api.manifests import InvalidManifests
+    from api.submit import check_queues, projection_queues
+    from api.views import ViewError, read_projection
+
+    async def known() -> set[str]:
+        return await read_projection(endpoints.database_url, projection_queues)
+
+    try:
+        await check_queues(manifests, known)
+    except InvalidManifests as exc:
+        for error in exc.errors:
+            typer.echo(f"error: {error}", err=True)
+        _fail("nothing was submitted (--allow-missing-queue submits jobs for missing queues)")
+    except ViewError as exc:
+        _fail(
+            f"error: cannot check that the jobs' queues exist: {exc}; nothing was submitted"
+            " (--allow-missing-queue submits without the check)"
+        )
+
+
+async def _size_and_produce(
+    settings: CommonSettings, endpoints: Endpoints, manifests: Manifests
+) -> list[ManifestObject]:
+    """Create the topics, size every object against the broker's limit, produce them (exit 1 on failure)."""
+    from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from api.stack import ensure_topics
+    from api.submit import PartlyProducedError, message_limit, produce_manifests, too_large
+
+    where = f"Kafka at {endpoints.kafka_bootstrap}"
+    # All the topics with the deployment's partition count, not only those produced to (a broker
+    # that creates topics on first use would create those alone, with its own count).
+    try:
+        await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
+    except KafkaError as exc:
+        _fail(f"error: cannot reach {where}: {exc}; nothing was submitted")
+    topics = endpoints.topics
+    limit = await message_limit(endpoints.kafka_bootstrap, [topics.intents, topics.observations])
+    problems = too_large(manifests, topics, limit)
+    if problems:
+        for problem in problems:
+            typer.echo(f"error: {problem}", err=True)
+        typer.echo("nothing was submitted", err=True)
+        raise typer.Exit(1)
+    console = Console(stderr=True)
+    with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
+        task = progress.add_task("producing", total=len(manifests.objects))
+        try:
+            return await produce_manifests(
+                manifests, endpoints, max_request_size=limit, on_produced=lambda: progress.advance(task)
+            )
+        except PartlyProducedError as exc:
+            for obj in exc.produced:
+                typer.echo(obj.ref)
+            _fail(
+                f"error: producing {exc.failed.ref} failed: {_kafka_error(exc.cause, where)}; the"
+                f" {len(exc.produced)} objects listed on stdout were produced, the other"
+                f" {len(exc.unsent) + 1} were not: submit those again"
+            )
+        except MessageSizeTooLargeError as exc:
+            _fail(f"error: {_kafka_error(exc, where)}; nothing was submitted")
+        except KafkaError as exc:
+            _fail(f"error: cannot reach {where}: {exc}; nothing was submitted")
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(redact(message), err=True)
+    raise typer.Exit(1)
+
+
+def _kafka_error(exc: BaseException, where: str) -> str:
+    from aiokafka.errors import MessageSizeTooLargeError
+
+    if isinstance(exc, MessageSizeTooLargeError):
+        return f"too large for {where}: {exc}"
+    return f"{exc!r}"
+
+
+def _counted(refs: Iterable[str]) -> str:
+    """``3 objects (1 queue, 2 jobs)``: how many of each kind, in first-seen order."""
+    kinds = Counter(ref.split("/", 1)[0] for ref in refs)
+    total = sum(kinds.values())
+    each = ", ".join(f"{n} {kind}{'s' if n != 1 else ''}" for kind, n in kinds.items())
+    return f"{total} object{'s' if total != 1 else ''}" + (f" ({each})" if each else "")
 
 
 OutputOption = Annotated[

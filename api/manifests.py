@@ -70,6 +70,7 @@ from scheduler.podspec import (
 )
 
 __all__ = [
+    "ANNOTATIONS_MAX_BYTES",
     "PREEMPTABLE_KEY",
     "InvalidManifests",
     "ManifestError",
@@ -88,6 +89,9 @@ _MISSING: Any = MISSING  # one sentinel with scheduler.podspec, so its errors pa
 _YAML_LOADER: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _M = TypeVar("_M", bound=BaseModel)
 _T = TypeVar("_T")
+
+#: Kubernetes' limit on an object's annotations, keys and values together (TotalAnnotationSizeLimitB).
+ANNOTATIONS_MAX_BYTES = 256 * 1024
 
 
 # --------------------------------------------------------------------------- results and errors
@@ -430,6 +434,24 @@ class _Task:
     priority: int
 
 
+def _job_annotations(doc: _Doc, meta: Mapping[str, Any]) -> dict[str, str]:
+    """The job's annotations, within Kubernetes' size limit, with a valid simulated runtime."""
+    annotations = _string_map(doc, meta.get("annotations"), "metadata.annotations")
+    size = sum(len(key.encode()) + len(value.encode()) for key, value in annotations.items())
+    if size > ANNOTATIONS_MAX_BYTES:
+        doc.fail(
+            "metadata.annotations",
+            f"too large: {size} bytes of keys and values; Kubernetes accepts at most {ANNOTATIONS_MAX_BYTES}"
+            " (256 KiB) in all",
+        )
+    if SIM_RUNTIME_ANNOTATION in annotations:
+        try:
+            parse_duration(annotations[SIM_RUNTIME_ANNOTATION])
+        except SimRuntimeError as exc:
+            doc.fail(_at("metadata.annotations", SIM_RUNTIME_ANNOTATION), str(exc))
+    return annotations
+
+
 def _volcano_job(
     doc: _Doc, obj: Mapping[str, Any], env: _Envelope, priority_values: Mapping[str, int]
 ) -> ManifestObject:
@@ -440,12 +462,7 @@ def _volcano_job(
         doc.fail("metadata.namespace", "expected a lowercase DNS label", namespace)
     doc.name = f"{namespace}/{name}"
     labels = _string_map(doc, meta.get("labels"), "metadata.labels")
-    annotations = _string_map(doc, meta.get("annotations"), "metadata.annotations")
-    if SIM_RUNTIME_ANNOTATION in annotations:
-        try:
-            parse_duration(annotations[SIM_RUNTIME_ANNOTATION])
-        except SimRuntimeError as exc:
-            doc.fail(_at("metadata.annotations", SIM_RUNTIME_ANNOTATION), str(exc))
+    annotations = _job_annotations(doc, meta)
     # The job controller copies the job's own annotation and label over the template's.
     job_preemptable = (
         _preemptable(doc, annotations, {}, "metadata"),

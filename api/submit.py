@@ -1,44 +1,174 @@
 """``tephra submit``: validate manifests, then produce their events.
 
 Every file is parsed and checked before the first connection is made, so an
-invalid file produces nothing.  Each event is produced inside its own
-OpenTelemetry span, whose context travels in the W3C ``traceparent`` header:
-the scheduler links the session that places a job to that span.
+invalid file produces nothing; then every event is sized against the
+broker's ``max.message.bytes`` (:func:`message_limit`, :func:`too_large`)
+before the first is produced.  Should producing still fail part way (the
+broker gone), :class:`PartlyProducedError` names what was produced.  Each event
+is produced inside its own OpenTelemetry span, whose context travels in the
+W3C ``traceparent`` header: the scheduler links the session that places a
+job to that span.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+import asyncpg
 from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import KafkaError
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Tracer
 
 from api.endpoints import Endpoints
-from api.manifests import ManifestObject, Manifests, load_manifest_files
-from events.models import JobCancelled, JobCancelledData, QueueDeleted, QueueDeletedData
+from api.manifests import InvalidManifests, ManifestError, ManifestObject, Manifests, load_manifest_files
+from events.models import (
+    JobCancelled,
+    JobCancelledData,
+    JobSubmitted,
+    QueueDeleted,
+    QueueDeletedData,
+    QueueUpserted,
+)
 from events.serde import encode
-from events.topics import kafka_key, topic_for
+from events.topics import Topics, kafka_key, topic_for
 from events.tracing import headers_from_carrier
 
 __all__ = [
     "CANCEL_SOURCE",
+    "DEFAULT_MAX_MESSAGE_BYTES",
     "DELETE_SOURCE",
     "SUBMIT_SOURCE",
+    "PartlyProducedError",
+    "check_queues",
     "job_cancellation",
     "load_submission",
+    "message_limit",
     "produce_manifests",
+    "projection_queues",
     "queue_deletion",
+    "too_large",
 ]
+
+log = logging.getLogger(__name__)
 
 SUBMIT_SOURCE = "tephra://cli/submit"
 CANCEL_SOURCE = "tephra://cli/cancel"
 DELETE_SOURCE = "tephra://cli/delete"
+
+#: Kafka's default ``message.max.bytes``, which a topic's ``max.message.bytes`` inherits: the limit
+#: assumed when the broker does not say (Tansu answers DescribeConfigs with no entries).
+DEFAULT_MAX_MESSAGE_BYTES: Final = 1_048_588
+#: What a record costs beside its value and key: the batch header and the trace headers, with room.
+RECORD_OVERHEAD: Final = 512
+_MAX_MESSAGE_BYTES: Final = "max.message.bytes"
+_DESCRIBE_TIMEOUT: Final = 10.0
+
+
+class PartlyProducedError(Exception):
+    """Producing stopped part way: ``produced`` are on the broker; ``failed`` and ``unsent`` are not."""
+
+    def __init__(
+        self,
+        produced: Sequence[ManifestObject],
+        failed: ManifestObject,
+        cause: BaseException,
+        unsent: Sequence[ManifestObject],
+    ) -> None:
+        self.produced = list(produced)
+        self.failed = failed
+        self.cause = cause
+        self.unsent = list(unsent)
+        super().__init__(
+            f"producing {failed.ref} failed: {cause!r}; {len(self.produced)} objects were produced before"
+        )
+
+
+async def check_queues(manifests: Manifests, known_queues: Callable[[], Awaitable[Collection[str]]]) -> None:
+    """Every job's queue exists or comes in the submission, as Volcano's admission webhook requires.
+
+    Raises :class:`InvalidManifests` naming each job whose queue does not: nothing is to be
+    produced.  ``known_queues`` (the projection's, :func:`projection_queues`) is asked only when
+    some job's queue is not in the submission.  The check of every door that takes manifests
+    (``tephra submit``, the HTTP API); a raw event for a missing queue is archived and waits
+    (``queue-missing``).
+    """
+    submitted = {o.event.data.name for o in manifests.objects if isinstance(o.event, QueueUpserted)}
+    jobs = [(o, o.event) for o in manifests.objects if isinstance(o.event, JobSubmitted)]
+    if all(job.data.queue in submitted for _, job in jobs):
+        return
+    known = set(await known_queues())
+    choices = ", ".join(sorted(known)) or "none exists yet"
+    errors = [
+        ManifestError(
+            obj.file,
+            obj.document,
+            "spec.queue",
+            f"queue {job.data.queue!r} does not exist; submit its Queue first (or with this job),"
+            f" or use one of: {choices}",
+            "Job",
+            job.data.name,
+        )
+        for obj, job in jobs
+        if job.data.queue not in known and job.data.queue not in submitted
+    ]
+    if errors:
+        raise InvalidManifests(errors)
+
+
+async def projection_queues(conn: asyncpg.Connection) -> set[str]:
+    """The queues the projection holds."""
+    return {r["name"] for r in await conn.fetch("SELECT name FROM queues")}
+
+
+async def message_limit(bootstrap: str, topics: Sequence[str]) -> int:
+    """The smallest ``max.message.bytes`` of ``topics`` as the broker reports it.
+
+    :data:`DEFAULT_MAX_MESSAGE_BYTES` for a topic the broker reports no value for, and for all of
+    them when it does not answer DescribeConfigs (a broker without it, or an ACL): the submission is
+    then checked against Kafka's default, and a broker with a lower limit refuses at produce time.
+    """
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        await admin.start()
+        resources = [ConfigResource(ConfigResourceType.TOPIC, topic) for topic in topics]
+        async with asyncio.timeout(_DESCRIBE_TIMEOUT):
+            responses = await admin.describe_configs(resources)
+    except (KafkaError, TimeoutError, OSError) as exc:
+        log.info("the broker did not say its max.message.bytes (%r): assuming Kafka's default", exc)
+        return DEFAULT_MAX_MESSAGE_BYTES
+    finally:
+        await admin.close()
+    limits = dict.fromkeys(topics, DEFAULT_MAX_MESSAGE_BYTES)
+    for response in responses:
+        for resource in response.to_object()["resources"]:
+            for entry in resource["config_entries"]:
+                if entry["config_names"] == _MAX_MESSAGE_BYTES and str(entry["config_value"]).isdigit():
+                    limits[resource["resource_name"]] = int(entry["config_value"])
+    return min(limits.values())
+
+
+def too_large(manifests: Manifests, topics: Topics, limit: int) -> list[str]:
+    """One line for each object whose record would be over ``limit`` bytes (none: all fit)."""
+    problems = []
+    for obj in manifests.objects:
+        event = obj.event
+        size = len(encode(event)) + len(kafka_key(event)) + RECORD_OVERHEAD
+        if size > limit:
+            problems.append(
+                f"{obj.file}, document {obj.document} ({obj.ref}): too large: its event is about {size}"
+                f" bytes, and {topic_for(event, topics)} takes at most {limit} (the broker's"
+                f" {_MAX_MESSAGE_BYTES}): make the object smaller (fewer annotations, labels or tasks)"
+            )
+    return problems
 
 
 def job_cancellation(job_id: str, *, cluster: str, source: str, reason: str = "") -> Manifests:
@@ -84,37 +214,83 @@ async def produce_manifests(
     *,
     tracer: Tracer | None = None,
     producer: AIOKafkaProducer | None = None,
+    max_request_size: int = DEFAULT_MAX_MESSAGE_BYTES,
+    on_produced: Callable[[], None] | None = None,
 ) -> list[ManifestObject]:
-    """Produce every object's event (document order) and wait until the broker has them all."""
+    """Produce every object's event (document order) and wait until the broker has them all.
+
+    ``on_produced`` is called as each is acknowledged (a progress bar).  Raises
+    :class:`PartlyProducedError` when some were produced and one then failed; the error
+    itself (a :class:`KafkaError`) when none was.
+    """
     tracer = tracer or trace.get_tracer("tephra.api.submit")
     owned = producer is None
     if producer is None:
         # acks=all: an acknowledged submission survives a broker failover.
-        producer = AIOKafkaProducer(bootstrap_servers=endpoints.kafka_bootstrap, acks="all")
+        producer = AIOKafkaProducer(
+            bootstrap_servers=endpoints.kafka_bootstrap, acks="all", max_request_size=max_request_size
+        )
         try:
             await producer.start()
         except BaseException:
             await producer.stop()  # a failed start still holds a client that must be closed
             raise
+    objects = manifests.objects
+    pending: list[asyncio.Future[object]] = []
+    stopped: tuple[int, BaseException] | None = None
     try:
-        pending = []
-        for obj in manifests.objects:
-            event = obj.event
-            with tracer.start_as_current_span(
-                "tephra.submit", attributes={"tephra.ref": obj.ref, "tephra.event.id": event.id}
-            ):
-                carrier: dict[str, str] = {}
-                propagate.inject(carrier)
-                pending.append(
-                    await producer.send(
-                        topic_for(event, endpoints.topics),
-                        encode(event),
-                        key=kafka_key(event),
-                        headers=headers_from_carrier(carrier),
-                    )
-                )
-        await asyncio.gather(*pending)
+        for index, obj in enumerate(objects):
+            try:
+                pending.append(await _send(producer, obj, endpoints.topics, tracer, on_produced))
+            except KafkaError as exc:
+                stopped = (index, exc)
+                break
+        outcomes = await asyncio.gather(*pending, return_exceptions=True)
     finally:
         if owned:
             await producer.stop()
-    return list(manifests.objects)
+    failures = [(i, o) for i, o in enumerate(outcomes) if isinstance(o, BaseException)]
+    if failures and (stopped is None or failures[0][0] < stopped[0]):
+        stopped = failures[0]
+    if stopped is None:
+        return list(objects)
+    index, cause = stopped
+    produced = [obj for obj, o in zip(objects, outcomes, strict=False) if not isinstance(o, BaseException)]
+    if not produced:
+        raise cause
+    unsent = [
+        obj
+        for i, obj in enumerate(objects)
+        if i != index and (i >= len(outcomes) or isinstance(outcomes[i], BaseException))
+    ]
+    raise PartlyProducedError(produced, objects[index], cause, unsent)
+
+
+async def _send(
+    producer: AIOKafkaProducer,
+    obj: ManifestObject,
+    topics: Topics,
+    tracer: Tracer,
+    on_produced: Callable[[], None] | None,
+) -> asyncio.Future[object]:
+    """Send one object's event in its span; the future the broker's acknowledgement completes."""
+    event = obj.event
+    with tracer.start_as_current_span(
+        "tephra.submit", attributes={"tephra.ref": obj.ref, "tephra.event.id": event.id}
+    ):
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)
+        future: asyncio.Future[object] = await producer.send(
+            topic_for(event, topics),
+            encode(event),
+            key=kafka_key(event),
+            headers=headers_from_carrier(carrier),
+        )
+    if on_produced is not None:
+        future.add_done_callback(lambda done: _count(done, on_produced))
+    return future
+
+
+def _count(done: asyncio.Future[object], on_produced: Callable[[], None]) -> None:
+    if not done.cancelled() and done.exception() is None:
+        on_produced()

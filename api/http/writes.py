@@ -1,8 +1,9 @@
 """The write routes: manifests in (``tephra submit`` over HTTP) and cancellations.
 
 A submission is checked whole by :func:`api.manifests.parse_manifests`, the
-validator ``tephra submit`` uses (the same error texts), and, beyond it,
-every job's queue must exist in the projection or in the submission: any
+validator ``tephra submit`` uses (the same error texts), and by its queue
+check (:func:`api.submit.check_queues`): every job's queue must exist in the
+projection or in the submission.  Any
 problem refuses all of it (422) and nothing is produced.  Accepted objects
 are produced in document order and answered 202 with their event ids;
 ``?wait=archived`` also waits (bounded) until the projector archived each
@@ -31,9 +32,15 @@ from api.http.context import ApiContext, connection, context, kafka_problem
 from api.http.models import Submission
 from api.http.problems import Code, Problem, ProblemError, problem_responses
 from api.http.tokens import Role
-from api.manifests import InvalidManifests, ManifestError, Manifests, parse_manifests
-from api.submit import job_cancellation, produce_manifests
-from events.models import JobSubmitted, QueueUpserted
+from api.manifests import InvalidManifests, Manifests, parse_manifests
+from api.submit import (
+    PartlyProducedError,
+    check_queues,
+    job_cancellation,
+    produce_manifests,
+    projection_queues,
+)
+from events.models import JobSubmitted
 from projector.errors import WaitTimeoutError
 from projector.progress import wait_for_events, wait_for_session_after
 
@@ -80,37 +87,24 @@ def _errors(exc: InvalidManifests) -> list[ProblemError]:
 
 async def _check_queues(ctx: ApiContext, manifests: Manifests) -> None:
     """Every job's queue is in the projection or in the submission; else the whole submission is refused."""
-    submitted = {o.event.data.name for o in manifests.objects if isinstance(o.event, QueueUpserted)}
-    jobs = [o for o in manifests.objects if isinstance(o.event, JobSubmitted)]
-    wanted = sorted({o.event.data.queue for o in jobs if isinstance(o.event, JobSubmitted)} - submitted)
-    if not wanted:
-        return
-    async with connection(ctx) as conn:
-        known = {r["name"] for r in await conn.fetch("SELECT name FROM queues ORDER BY name")}
-    errors = []
-    for obj in jobs:
-        assert isinstance(obj.event, JobSubmitted)  # noqa: S101  (selected above)
-        queue = obj.event.data.queue
-        if queue not in known and queue not in submitted:
-            choices = ", ".join(sorted(known)) or "none exists yet"
-            errors.append(
-                ManifestError(
-                    obj.file,
-                    obj.document,
-                    "spec.queue",
-                    f"queue {queue!r} does not exist; submit its Queue first (or with this job),"
-                    f" or use one of: {choices}",
-                    "Job",
-                    obj.event.data.name,
-                )
-            )
-    if errors:
-        raise InvalidManifests(errors)
+
+    async def known() -> set[str]:
+        async with connection(ctx) as conn:
+            return await projection_queues(conn)
+
+    await check_queues(manifests, known)
 
 
 async def _produce(ctx: ApiContext, manifests: Manifests) -> None:
     try:
         await produce_manifests(manifests, ctx.endpoints, producer=ctx.producer)
+    except PartlyProducedError as exc:
+        produced = ", ".join(o.ref for o in exc.produced)
+        raise Problem(
+            Code.KAFKA_UNAVAILABLE,
+            f"cannot produce {exc.failed.ref} to Kafka: {exc.cause}; produced before it: {produced};"
+            " the others were not: submit those again",
+        ) from None
     except KafkaError as exc:
         raise kafka_problem(exc) from None
 

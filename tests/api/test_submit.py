@@ -105,11 +105,16 @@ def test_the_cli_prints_the_ids_it_submitted(kafka_bootstrap: str, tmp_path: Pat
         "TEPHRA_TOPICS_PREFIX": topics.prefix,
     }
 
-    result = CliRunner().invoke(app, ["submit", str(path)], env=env)
+    # The job's queue is "default", which this test's projection (none) cannot confirm.
+    named = CliRunner().invoke(app, ["submit", "-o", "name", "--allow-missing-queue", str(path)], env=env)
+    summed = CliRunner().invoke(app, ["submit", "--allow-missing-queue", str(path)], env=env)
 
-    assert result.exit_code == 0, result.stderr
-    assert result.stdout.splitlines() == ["queue/training", "job/default/demo-training"]
-    assert len(asyncio.run(read_topic(kafka_bootstrap, topics.intents))) == 2
+    assert named.exit_code == 0, named.stderr
+    assert named.stdout.splitlines() == ["queue/training", "job/default/demo-training"]
+    assert summed.exit_code == 0, summed.stderr
+    assert summed.stdout.splitlines() == ["submitted 2 objects (1 queue, 1 job)"]
+    assert summed.stderr == ""  # not a terminal: no progress bar
+    assert len(asyncio.run(read_topic(kafka_bootstrap, topics.intents))) == 4
 
 
 def test_without_settings_the_embedded_stack_of_the_data_dir_is_used(tmp_path: Path) -> None:

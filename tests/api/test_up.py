@@ -129,7 +129,7 @@ def test_up_runs_the_stack_stops_cleanly_on_signals_and_restarts_on_the_same_top
         assert first["topics_prefix"] == "tephra"
         manifest = data_dir / "cluster.yaml"
         manifest.write_text(MANIFESTS)
-        submitted = tephra(data_dir, "submit", str(manifest))
+        submitted = tephra(data_dir, "submit", "-o", "name", str(manifest))
         assert submitted.returncode == 0, submitted.stderr
         assert submitted.stdout.split() == ["node/gpu-1", "queue/default", "job/default/demo-training"]
         wait_for_phase(data_dir, "default/demo-training", "Running")
