@@ -192,7 +192,11 @@ async def jobs_page(
 
 
 @router.get("/jobs/{namespace}/{name}", response_class=HTMLResponse)
-async def job_page(request: Request, ctx: Ctx, namespace: str, name: str) -> Response:
+async def job_page(
+    request: Request, ctx: Ctx, namespace: str, name: str, session: str | None = None
+) -> Response:
+    """The job, and ``replay explain`` of its latest session (or of ``?session=``)."""
+
     async def build(who: Principal) -> Page:
         try:
             job: dict[str, Any] | None = await reads.get_job(ctx, namespace, name)
@@ -202,7 +206,9 @@ async def job_page(request: Request, ctx: Ctx, namespace: str, name: str) -> Res
             job = None  # retired from the projection: the archive still explains it
         explanation, refused = None, None
         try:
-            explanation = await reads.get_explanation(ctx=ctx, namespace=namespace, name=name, who=who)
+            explanation = await reads.get_explanation(
+                ctx=ctx, namespace=namespace, name=name, session=_blank(session), who=who
+            )
         except Problem as problem:
             if problem.code is Code.FORBIDDEN:
                 refused = problem.detail
