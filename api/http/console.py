@@ -34,6 +34,7 @@ from events.display import printable
 from events.quantity import parse_quantity
 from projector.state import JobPhase
 from replay.audit import QueueShare, rows_to_csv
+from replay.render import detail_text
 
 __all__ = ["CSRF_COOKIE", "TOKEN_COOKIE", "router"]
 
@@ -67,6 +68,7 @@ _templates = jinja2.Environment(
     finalize=_shown,
     undefined=jinja2.StrictUndefined,
 )
+_templates.filters["detail"] = detail_text  # a reason's detail as replay explain prints it
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from api.http.console import CSRF_COOKIE, TOKEN_COOKIE
 from api.http.settings import ApiSettings
 from api.http.tokens import Role, create_token
 from events.topics import Topics
+from replay.render import detail_text
 from tests.api.helpers import live_stack
 from tests.api.test_http import YAML, served
 
@@ -47,6 +48,16 @@ async def gang_reason(api: httpx.AsyncClient) -> str:
     return reason
 
 
+async def preempted(api: httpx.AsyncClient) -> None:
+    """Wait until the archive holds urgent-train's preemption (bounded by the number of polls)."""
+    for _ in range(300):
+        rows = (await api.get("/v1/audit/preemptions")).json()["items"]
+        if any(r["preemptor"]["job"] == "default/urgent-train" for r in rows):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("urgent-train never preempted")
+
+
 async def running(api: httpx.AsyncClient, job: str) -> None:
     """Wait until the simulated cluster ran ``job``'s tasks (bounded by the number of polls)."""
     for _ in range(600):
@@ -67,6 +78,7 @@ async def test_console_pages_login_roles_csrf_and_the_audit_download(
         await submit(api, WORKLOADS)
         await running(api, "default/demo-training")
         await submit(api, URGENT)
+        await preempted(api)
         await check_open_pages(api)
 
         viewer, _ = create_token(path, subject="viewer-1", role=Role.VIEWER)
@@ -112,6 +124,7 @@ async def check_open_pages(api: httpx.AsyncClient) -> None:
         assert escape(entry["text"]) in job
     for reason in explained["reasons"]:
         assert f"<strong>{escape(reason['code'])}</strong>: {escape(reason['message'])}" in job
+        assert escape(detail_text(reason["detail"])) in job  # as replay explain prints it
     for change in explained["counterfactual"]["changes"]:
         assert f"<li>{escape(change['summary'])}</li>" in job
     assert job.count("<td>Pending</td>") == 4  # the gang's tasks
