@@ -21,7 +21,7 @@ from replay.explain import Explanation
 from replay.queries import SessionView
 from replay.verify import VerifyReport
 
-__all__ = ["dump_json", "print_audit", "print_explanation", "print_session", "print_verify"]
+__all__ = ["detail_text", "dump_json", "print_audit", "print_explanation", "print_session", "print_verify"]
 
 
 def _text(value: object) -> str:
@@ -39,7 +39,9 @@ def dump_json(value: Any) -> str:
     return "".join(f"\\u{ord(c):04x}" if ord(c) >= 0x7F and hidden(c) else c for c in text)
 
 
-def _detail(detail: dict[str, Any]) -> str:
+def detail_text(detail: dict[str, Any]) -> str:
+    """A reason's detail as ``key=value, ...`` (nested values in braces; whole floats as integers)."""
+
     def show(v: Any) -> str:
         if isinstance(v, float) and v.is_integer():
             return str(int(v))
@@ -99,7 +101,7 @@ def print_explanation(console: Console, explanation: Explanation) -> None:
         for i, reason in enumerate(e.reasons, 1):
             console.print(f"   {i}. [bold]{_text(reason['code'])}[/bold]: {_text(reason['message'])}")
             if reason["detail"]:
-                console.print(f"      [dim]{_text(_detail(reason['detail']))}[/dim]")
+                console.print(f"      [dim]{_text(detail_text(reason['detail']))}[/dim]")
     cf = e.counterfactual
     if cf is not None:
         console.print(

@@ -12,6 +12,7 @@ One responsibility per module:
 * :mod:`api.http.reads` — the read routes over the projection and the archive;
 * :mod:`api.http.writes` — manifests in, cancellations;
 * :mod:`api.http.verify` — ``replay verify`` in the background;
+* :mod:`api.http.console` — the web console at ``/`` (Jinja2 templates in ``templates/``);
 * :mod:`api.http.app` — the application: routes, handlers, the body limit;
 * :mod:`api.http.server` — uvicorn, for ``tephra api`` and ``tephra up``;
 * :mod:`api.http.openapi` — ``python -m api.http.openapi`` prints docs/openapi.json.

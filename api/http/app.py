@@ -6,7 +6,7 @@ import logging
 
 from fastapi import FastAPI
 
-from api.http import reads, verify, writes
+from api.http import console, reads, verify, writes
 from api.http.context import ApiContext
 from api.http.limits import BodyLimit
 from api.http.problems import install_problem_handlers
@@ -47,4 +47,5 @@ def create_app(settings: ApiSettings, ctx: ApiContext | None) -> FastAPI:
     app.include_router(reads.router)
     app.include_router(writes.router)
     app.include_router(verify.router)
+    app.include_router(console.router)
     return app

@@ -27,7 +27,7 @@ from api.http.context import ApiContext, context
 from api.http.problems import Code, Problem
 from api.http.tokens import Role, StoredToken
 
-__all__ = ["Principal", "auditor", "principal", "viewer"]
+__all__ = ["Principal", "auditor", "authenticate", "principal", "viewer"]
 
 
 @dataclass(frozen=True)
@@ -67,21 +67,27 @@ def _loopback(request: Request) -> bool:
         return False
 
 
+def authenticate(ctx: ApiContext, request: Request, presented: str | None) -> Principal | None:
+    """The caller presenting ``presented`` (a bearer token, or the console's cookie), or None
+    when tokens are configured and it is no valid one; anonymous while no token exists."""
+    if not ctx.tokens.configured():
+        return Principal("anonymous", None, loopback=_loopback(request))
+    token = ctx.tokens.verify(presented) if presented else None
+    return None if token is None else Principal.of(token)
+
+
 async def principal(request: Request, ctx: Annotated[ApiContext, Depends(context)]) -> Principal:
     """The dependency: the caller, authenticated when tokens are configured."""
-    loopback = _loopback(request)
-    if not ctx.tokens.configured():
-        return Principal("anonymous", None, loopback=loopback)
     scheme, _, presented = request.headers.get("authorization", "").partition(" ")
-    token = ctx.tokens.verify(presented.strip()) if scheme.lower() == "bearer" else None
-    if token is None:
+    who = authenticate(ctx, request, presented.strip() if scheme.lower() == "bearer" else None)
+    if who is None:
         raise Problem(
             Code.UNAUTHENTICATED,
             "this API takes requests with a valid token only: send Authorization: Bearer <token>"
             " (tephra token create makes one)",
             headers={"WWW-Authenticate": 'Bearer realm="tephra"'},
         )
-    return Principal.of(token)
+    return who
 
 
 Caller = Annotated[Principal, Depends(principal)]

@@ -46,7 +46,7 @@ from replay.errors import ArchiveError, NotFound, ReplayError
 from replay.queries import audit_preemptions, explain_job, show_session
 from replay.store import ArchiveReader, open_archive
 
-__all__ = ["router"]
+__all__ = ["preemption_rows", "router"]
 
 T = TypeVar("T")
 
@@ -338,11 +338,24 @@ async def get_preemptions(
 ) -> Response | dict[str, Any]:
     """``replay audit preemptions``: every eviction with victim, preemptor, rule, shares before and after."""
     csv = _wants_csv(request)
+    rows = await preemption_rows(ctx, min_seq, since=since, until=until, queue=queue, job=job)
+    if csv:
+        return Response(rows_to_csv(rows), media_type=_CSV)
+    return {"items": [row.to_json() for row in rows]}
+
+
+async def preemption_rows(
+    ctx: ApiContext,
+    min_seq: int | None,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    queue: str | None = None,
+    job: str | None = None,
+) -> list[EvictionRow]:
+    """The preemption audit's rows (the route's and the console's)."""
 
     async def work(reader: ArchiveReader) -> list[EvictionRow]:
         return await audit_preemptions(reader, since=_utc(since), until=_utc(until), queue=queue, job=job)
 
-    rows = await on_archive(ctx, min_seq, work)
-    if csv:
-        return Response(rows_to_csv(rows), media_type=_CSV)
-    return {"items": [row.to_json() for row in rows]}
+    return await on_archive(ctx, min_seq, work)
