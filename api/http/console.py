@@ -167,7 +167,7 @@ async def jobs_page(
 ) -> Response:
     async def build(who: Principal) -> Page:
         try:
-            wanted = None if not phase else JobPhase(phase)
+            wanted = None if not phase else reads.PhaseFilter(phase)
         except ValueError:
             phases = ", ".join(p.value for p in JobPhase)
             raise Problem(Code.INVALID_PARAMETER, f"phase {phase!r} is none of {phases}") from None
