@@ -50,6 +50,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from typing import Final
 
 import asyncpg
@@ -64,6 +65,7 @@ from projector.errors import BatchFailedError, ProjectorError, RecordFailedError
 from projector.heap import BatchHeap
 from projector.migrate import apply_migrations
 from projector.plan import id_hint
+from projector.read_pacing import ReadPacer
 from projector.settings import ProjectorSettings, parse_positions
 from projector.telemetry import observe_batch, observe_lag, set_connected
 from projector.topic_watch import TopicWatch
@@ -136,6 +138,8 @@ class ProjectorMetrics:
     events_rejected: int = 0
     duplicates_skipped: int = 0
     offsets_went_backwards: int = 0
+    #: Partitions paused for being read too far ahead of the others (projector.read_pacing).
+    read_pauses: int = 0
     #: Full collections of the frozen heap (projector.heap), at idle moments or in batches.
     heap_thaws: int = 0
     reconnects: int = 0
@@ -408,6 +412,12 @@ class _Run:
             who=f"projector {self.consumer_name}",
             every=settings.projector_topics_refresh,
         )
+        topics = target.topics
+        in_role_order = (topics.intents, topics.observations, topics.decisions)  # projector.state.ROLES
+        self.pacer = ReadPacer(
+            {topic: role for role, topic in enumerate(in_role_order)},
+            timedelta(seconds=settings.projector_max_read_skew),
+        )
         self._last_report = time.monotonic()
         self.heap = BatchHeap(
             enabled=settings.projector_freeze,
@@ -661,6 +671,9 @@ class _Run:
         try:
             while not self.stop.is_set():
                 began = clock()
+                # The fold's role clocks include the batches in flight: they were prepared.
+                self.pacer.pace(consumer, self.positions, writer.state.role_clocks)
+                self.metrics.read_pauses = self.pacer.pauses
                 records = await self._gather(query_conn, consumer)
                 if not records:
                     while commits:  # idle: let the batches in flight land (and surface a failure)
