@@ -138,7 +138,7 @@ class ProjectorMetrics:
     events_rejected: int = 0
     duplicates_skipped: int = 0
     offsets_went_backwards: int = 0
-    #: Partitions paused for being read too far ahead of the others (projector.read_pacing).
+    #: Partitions held back for being read too far ahead of the others (projector.read_pacing).
     read_pauses: int = 0
     #: Full collections of the frozen heap (projector.heap), at idle moments or in batches.
     heap_thaws: int = 0
@@ -540,12 +540,17 @@ class _Run:
             del isolating[key]
         return bool(isolating)
 
-    async def _gather(self, offsets: asyncpg.Connection, consumer: AIOKafkaConsumer) -> list[InboundRecord]:
+    async def _gather(
+        self, offsets: asyncpg.Connection, consumer: AIOKafkaConsumer, writer: BatchWriter
+    ) -> list[InboundRecord]:
         batch_size, linger_ms = self.settings.projector_batch_size, self.settings.projector_linger_ms
         if self._isolating():
             batch_size, linger_ms = 1, 0
         # Topics or partitions that appeared (the writer's connection may be committing: ask on the other).
         await self._assign(offsets, consumer, await self.watch.new_partitions(consumer.assignment()))
+        # The topics in step (the fold's role clocks include the batches still committing).
+        readable = self.pacer.readable(consumer, self.positions, writer.state.role_clocks)
+        self.metrics.read_pauses = self.pacer.pauses
         records: list[InboundRecord] = []
         deadline: float | None = None
         while len(records) < batch_size and not self.stop.is_set():
@@ -556,7 +561,9 @@ class _Run:
                 if timeout_ms <= 0:
                     break
             try:
-                fetched = await consumer.getmany(timeout_ms=timeout_ms, max_records=batch_size - len(records))
+                fetched = await consumer.getmany(
+                    *readable, timeout_ms=timeout_ms, max_records=batch_size - len(records)
+                )
             except OffsetOutOfRangeError as exc:
                 await self._went_backwards(consumer, exc)
                 continue
@@ -671,10 +678,7 @@ class _Run:
         try:
             while not self.stop.is_set():
                 began = clock()
-                # The fold's role clocks include the batches in flight: they were prepared.
-                self.pacer.pace(consumer, self.positions, writer.state.role_clocks)
-                self.metrics.read_pauses = self.pacer.pauses
-                records = await self._gather(query_conn, consumer)
+                records = await self._gather(query_conn, consumer, writer)
                 if not records:
                     while commits:  # idle: let the batches in flight land (and surface a failure)
                         await commits.popleft()
