@@ -20,12 +20,12 @@ from tests.projector.test_service import running_projector, wait_until
 _T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def test_only_partitions_past_the_earliest_by_more_than_the_skew_pause() -> None:
+def test_only_partitions_past_the_earliest_by_more_than_the_skew_are_held_back() -> None:
     a, b, c = (TopicPartition(t, 0) for t in "abc")
     skew = timedelta(minutes=5)
     at = {a: _T0, b: _T0 + skew, c: _T0 + skew + timedelta(seconds=1)}
     assert ahead(at, skew) == {c}
-    assert ahead({c: at[c]}, skew) == set()  # the one that sets the pace never pauses
+    assert ahead({c: at[c]}, skew) == set()  # the one that sets the pace is never held back
     assert ahead({}, skew) == set()
     assert ahead({a: CLOCK_START, b: _T0}, skew) == {b}  # a topic not read yet comes first
 
