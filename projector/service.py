@@ -139,7 +139,7 @@ class ProjectorMetrics:
     duplicates_skipped: int = 0
     offsets_went_backwards: int = 0
     #: Partitions held back for being read too far ahead of the others (projector.read_pacing).
-    read_pauses: int = 0
+    partitions_held_back: int = 0
     #: Full collections of the frozen heap (projector.heap), at idle moments or in batches.
     heap_thaws: int = 0
     reconnects: int = 0
@@ -550,7 +550,7 @@ class _Run:
         await self._assign(offsets, consumer, await self.watch.new_partitions(consumer.assignment()))
         # The topics in step (the fold's role clocks include the batches still committing).
         readable = self.pacer.readable(consumer, self.positions, writer.state.role_clocks)
-        self.metrics.read_pauses = self.pacer.pauses
+        self.metrics.partitions_held_back = self.pacer.held_back
         records: list[InboundRecord] = []
         deadline: float | None = None
         while len(records) < batch_size and not self.stop.is_set():
