@@ -50,6 +50,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from typing import Final
 
 import asyncpg
@@ -64,6 +65,7 @@ from projector.errors import BatchFailedError, ProjectorError, RecordFailedError
 from projector.heap import BatchHeap
 from projector.migrate import apply_migrations
 from projector.plan import id_hint
+from projector.read_pacing import ReadPacer
 from projector.settings import ProjectorSettings, parse_positions
 from projector.telemetry import observe_batch, observe_lag, set_connected
 from projector.topic_watch import TopicWatch
@@ -136,6 +138,8 @@ class ProjectorMetrics:
     events_rejected: int = 0
     duplicates_skipped: int = 0
     offsets_went_backwards: int = 0
+    #: Partitions held back for being read too far ahead of the others (projector.read_pacing).
+    partitions_held_back: int = 0
     #: Full collections of the frozen heap (projector.heap), at idle moments or in batches.
     heap_thaws: int = 0
     reconnects: int = 0
@@ -408,6 +412,12 @@ class _Run:
             who=f"projector {self.consumer_name}",
             every=settings.projector_topics_refresh,
         )
+        topics = target.topics
+        in_role_order = (topics.intents, topics.observations, topics.decisions)  # projector.state.ROLES
+        self.pacer = ReadPacer(
+            {topic: role for role, topic in enumerate(in_role_order)},
+            timedelta(seconds=settings.projector_max_read_skew),
+        )
         self._last_report = time.monotonic()
         self.heap = BatchHeap(
             enabled=settings.projector_freeze,
@@ -530,12 +540,17 @@ class _Run:
             del isolating[key]
         return bool(isolating)
 
-    async def _gather(self, offsets: asyncpg.Connection, consumer: AIOKafkaConsumer) -> list[InboundRecord]:
+    async def _gather(
+        self, offsets: asyncpg.Connection, consumer: AIOKafkaConsumer, writer: BatchWriter
+    ) -> list[InboundRecord]:
         batch_size, linger_ms = self.settings.projector_batch_size, self.settings.projector_linger_ms
         if self._isolating():
             batch_size, linger_ms = 1, 0
         # Topics or partitions that appeared (the writer's connection may be committing: ask on the other).
         await self._assign(offsets, consumer, await self.watch.new_partitions(consumer.assignment()))
+        # The topics in step (the fold's role clocks include the batches still committing).
+        readable = self.pacer.readable(consumer, self.positions, writer.state.role_clocks)
+        self.metrics.partitions_held_back = self.pacer.held_back
         records: list[InboundRecord] = []
         deadline: float | None = None
         while len(records) < batch_size and not self.stop.is_set():
@@ -546,7 +561,9 @@ class _Run:
                 if timeout_ms <= 0:
                     break
             try:
-                fetched = await consumer.getmany(timeout_ms=timeout_ms, max_records=batch_size - len(records))
+                fetched = await consumer.getmany(
+                    *readable, timeout_ms=timeout_ms, max_records=batch_size - len(records)
+                )
             except OffsetOutOfRangeError as exc:
                 await self._went_backwards(consumer, exc)
                 continue
@@ -661,7 +678,7 @@ class _Run:
         try:
             while not self.stop.is_set():
                 began = clock()
-                records = await self._gather(query_conn, consumer)
+                records = await self._gather(query_conn, consumer, writer)
                 if not records:
                     while commits:  # idle: let the batches in flight land (and surface a failure)
                         await commits.popleft()

@@ -45,6 +45,12 @@ class ProjectorSettings(BaseSettings):
         gt=0,
         description="seconds between two looks for topics and partitions that appeared since the start",
     )
+    projector_max_read_skew: float = Field(
+        default=300.0,
+        gt=0,
+        description="seconds of event time a topic is read ahead of the slowest one with records left"
+        " to read (projector.read_pacing): past it, its partitions are held back while a backlog drains",
+    )
     snapshot_every: int = Field(default=10_000, gt=0, description="events between two state snapshots")
     snapshot_scale: float = Field(
         default=1.0,
