@@ -108,11 +108,12 @@ RULES = (
     # The contract other services produce against: nothing but pydantic
     # (pydantic_core is pydantic's own engine, used for strict JSON parsing;
     # annotated_types its constraint metadata), and orjson, the canonical
-    # encoder's fast path (events/canonical.py, held to the json module's bytes).
+    # encoder's fast path (events/canonical.py, held to the json module's bytes),
+    # and cryptography, the Ed25519 signatures every service checks (events/signing.py).
     Rule(
         "events",
         frozenset({"events"}),
-        third_party=frozenset({"pydantic", "pydantic_core", "annotated_types", "orjson"}),
+        third_party=frozenset({"pydantic", "pydantic_core", "annotated_types", "orjson", "cryptography"}),
     ),
     Rule("projector", frozenset({"events", "projector"})),
     Rule("scheduler", frozenset({"events", "projector", "scheduler"})),
