@@ -27,7 +27,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from api.http import reads
-from api.http.auth import Principal, auditor, authenticate
+from api.http.auth import Principal, auditor, authenticate, identify
 from api.http.context import ApiContext, context
 from api.http.problems import STATUS, Code, Problem
 from events.display import printable
@@ -304,7 +304,7 @@ def _csrf_checked(request: Request, form: dict[str, str]) -> None:
 
 @router.get("/login", response_class=HTMLResponse)
 async def login_form(request: Request, ctx: Ctx) -> Response:
-    page = Page("login.html", {"title": "Log in", "open": not ctx.tokens.configured(), "error": None})
+    page = Page("login.html", {"title": "Log in", "open": not ctx.authenticating(), "error": None})
     return _render(request, page, authenticate(ctx, request, request.cookies.get(TOKEN_COOKIE)))
 
 
@@ -316,14 +316,17 @@ async def login(request: Request, ctx: Ctx) -> Response:
     except Problem as problem:
         return _problem_page(request, problem, None)
     token = form.get("token", "").strip()
-    if not ctx.tokens.configured() or ctx.tokens.verify(token) is None:
-        error = (
-            "no tokens are configured: the console is open without one"
-            if not ctx.tokens.configured()
-            else "that token is not valid (unknown, revoked, or mistyped): tephra token create makes one"
-        )
-        page = Page("login.html", {"title": "Log in", "open": not ctx.tokens.configured(), "error": error})
-        return _render(request, page, None, 401 if ctx.tokens.configured() else 400)
+    if not ctx.authenticating():
+        error, status = "no tokens are configured: the console is open without one", 400
+    else:
+        try:
+            identify(ctx, request, token)
+            error, status = None, 200
+        except Problem as problem:
+            error, status = problem.detail, 401
+    if error is not None:
+        page = Page("login.html", {"title": "Log in", "open": not ctx.authenticating(), "error": error})
+        return _render(request, page, None, status)
     response = RedirectResponse("/", status_code=303, headers=_HEADERS)
     _set_cookie(request, response, TOKEN_COOKIE, token)
     return response
