@@ -14,6 +14,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -22,6 +23,7 @@ from typing import Annotated, Any, TypeVar
 import asyncpg
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
+from pydantic import BeforeValidator
 
 from api.http.auth import Principal, auditor, principal, viewer
 from api.http.context import ApiContext, connection, context
@@ -60,13 +62,18 @@ MinSeq = Annotated[
     Query(ge=0, description="wait (bounded) until the projection has passed this seq before reading"),
 ]
 _READ_PROBLEMS = problem_responses(
-    Code.UNAUTHENTICATED, Code.INVALID_PARAMETER, Code.PROJECTION_BEHIND, Code.DATABASE_UNAVAILABLE
+    Code.UNAUTHENTICATED,
+    Code.INVALID_PARAMETER,
+    Code.SEQ_NOT_ARCHIVED,
+    Code.PROJECTION_BEHIND,
+    Code.DATABASE_UNAVAILABLE,
 )
 _ARCHIVE_PROBLEMS = problem_responses(
     Code.UNAUTHENTICATED,
     Code.FORBIDDEN,
     Code.NOT_FOUND,
     Code.INVALID_PARAMETER,
+    Code.SEQ_NOT_ARCHIVED,
     Code.PROJECTION_BEHIND,
     Code.ARCHIVE_UNREADABLE,
     Code.REPLAY_DIVERGED,
@@ -74,9 +81,20 @@ _ARCHIVE_PROBLEMS = problem_responses(
 
 
 async def wait_until(ctx: ApiContext, conn: asyncpg.Connection, seq: int | None) -> None:
-    """Return once the projection reflects ``seq`` (None: at once); else the 503 problem."""
-    if seq is None:
+    """Return once the projection reflects ``seq`` (None: at once); else the problem.
+
+    A seq past the archive's end is one no write was answered (a write answers a
+    seq once archived): 409 at once, not a wait that cannot end.
+    """
+    if seq is None or await projected_seq(conn) >= seq:
         return
+    archived = await conn.fetchval("SELECT coalesce(max(seq), 0) FROM event_log")
+    if seq > archived:
+        raise Problem(
+            Code.SEQ_NOT_ARCHIVED,
+            f"no event has seq {seq} yet (the archive ends at seq {archived});"
+            " pass the seq a write answered (POST /v1/manifests?wait=archived)",
+        )
     try:
         await wait_for_seq(conn, seq, ctx.settings.api_wait_limit)
     except WaitTimeoutError:
@@ -134,6 +152,19 @@ async def on_archive(
         raise Problem(Code.ARCHIVE_UNREADABLE, str(exc)) from None
     except ReplayError as exc:
         raise Problem(Code.REPLAY_DIVERGED, str(exc)) from None
+
+
+def _iso_time(value: object) -> object:
+    """A time given as text must be ISO 8601: pydantic would also read a number as Unix seconds,
+    which the schema (``format: date-time``) does not allow."""
+    if isinstance(value, str) and not _ISO_DATE.match(value):
+        raise ValueError("expected an ISO 8601 time, such as 2026-12-05T01:30:00Z")
+    return value
+
+
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+#: A time parameter: ISO 8601 only (no offset: UTC).
+Time = Annotated[datetime | None, BeforeValidator(_iso_time)]
 
 
 def _utc(when: datetime | None) -> datetime | None:
@@ -271,7 +302,7 @@ async def get_explanation(
     name: str,
     min_seq: MinSeq = None,
     session: Annotated[str | None, Query(description="explain this session (default: the latest)")] = None,
-    at: Annotated[datetime | None, Query(description="explain the latest session at or before it")] = None,
+    at: Annotated[Time, Query(description="explain the latest session at or before it")] = None,
     counterfactual: Annotated[bool, Query(description="search what would have let it fit")] = True,
     who: Annotated[Principal, Depends(principal)],
 ) -> dict[str, Any]:
@@ -331,8 +362,8 @@ async def get_preemptions(
     request: Request,
     ctx: Ctx,
     min_seq: MinSeq = None,
-    since: Annotated[datetime | None, Query(description="only sessions at or after this time")] = None,
-    until: Annotated[datetime | None, Query(description="only sessions at or before this time")] = None,
+    since: Annotated[Time, Query(description="only sessions at or after this time")] = None,
+    until: Annotated[Time, Query(description="only sessions at or before this time")] = None,
     queue: Annotated[str | None, Query(description="only evictions with victim or preemptor here")] = None,
     job: Annotated[str | None, Query(description="only evictions with this victim or preemptor job")] = None,
 ) -> Response | dict[str, Any]:
