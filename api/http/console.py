@@ -68,7 +68,21 @@ _templates = jinja2.Environment(
     finalize=_shown,
     undefined=jinja2.StrictUndefined,
 )
+_BINARY = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def _readable(value: str, resource: str) -> str:
+    """A byte count (memory, storage) in the largest binary unit that holds it whole, as manifests
+    write it (``206158430208`` -> ``192Gi``); any other quantity as it is."""
+    if not value.isdigit() or not (resource == "memory" or resource.endswith("storage")):
+        return value
+    amount = int(value)
+    unit = next(((suffix, size) for suffix, size in _BINARY if amount and amount % size == 0), None)
+    return value if unit is None else f"{amount // unit[1]}{unit[0]}"
+
+
 _templates.filters["detail"] = detail_text  # a reason's detail as replay explain prints it
+_templates.filters["readable"] = _readable
 
 
 @dataclass(frozen=True)
