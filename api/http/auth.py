@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.http.context import ApiContext, context
 from api.http.jwts import JwtRefused, looks_like_jwt
@@ -106,10 +107,21 @@ def _unauthenticated(detail: str) -> Problem:
     return Problem(Code.UNAUTHENTICATED, detail, headers={"WWW-Authenticate": 'Bearer realm="tephra"'})
 
 
-async def principal(request: Request, ctx: Annotated[ApiContext, Depends(context)]) -> Principal:
+#: The OpenAPI document's security scheme; None when no bearer credentials came (identify decides).
+_bearer = HTTPBearer(
+    auto_error=False,
+    bearerFormat="tph_<id>_<secret> (tephra token create) or a JWT (TEPHRA_API_JWKS_FILE)",
+    description="required once a token exists or a JWKS file is configured; until then, none",
+)
+
+
+async def principal(
+    request: Request,
+    ctx: Annotated[ApiContext, Depends(context)],
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
     """The dependency: the caller, authenticated when tokens or JWTs are configured."""
-    scheme, _, presented = request.headers.get("authorization", "").partition(" ")
-    return identify(ctx, request, presented.strip() if scheme.lower() == "bearer" else None)
+    return identify(ctx, request, bearer.credentials.strip() if bearer is not None else None)
 
 
 Caller = Annotated[Principal, Depends(principal)]
