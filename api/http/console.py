@@ -185,8 +185,9 @@ async def jobs_page(
         except ValueError:
             phases = ", ".join(p.value for p in JobPhase)
             raise Problem(Code.INVALID_PARAMETER, f"phase {phase!r} is none of {phases}") from None
-        found = await reads.get_jobs(
-            ctx=ctx,
+        found = await reads.list_jobs(
+            ctx,
+            None,
             namespace=_blank(namespace),
             queue=_blank(queue),
             phase=wanted,
