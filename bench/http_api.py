@@ -159,6 +159,23 @@ async def _reads(api: httpx.AsyncClient, opts: argparse.Namespace) -> None:
         print(f"  GET /v1/jobs {label} (100 jobs): {_ms(times)} over {opts.reads} requests")
 
 
+async def _filtered_plan(dsn: str) -> None:
+    """The jobs per phase, and how PostgreSQL reads the filtered page (which index, how many rows)."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        phases = await conn.fetch("SELECT phase, count(*) AS n FROM jobs GROUP BY phase ORDER BY phase")
+        print("  jobs per phase: " + ", ".join(f"{r['phase']} {r['n']}" for r in phases))
+        plan = await conn.fetch(
+            "EXPLAIN (ANALYZE, COSTS OFF)"
+            " SELECT id FROM jobs WHERE queue = $1 AND phase = $2 ORDER BY id LIMIT 101",
+            QUEUE,
+            "Pending",
+        )
+        print("  the filtered page's plan: " + " | ".join(r[0].strip() for r in plan[:3]))
+    finally:
+        await conn.close()
+
+
 async def main(opts: argparse.Namespace) -> None:
     print(f"host reference: integer loop {cpu_loop_seconds():.2f} s, dict walk {memory_walk_seconds():.2f} s")
     with servers(opts.logs) as (postgres, broker, logs):
@@ -206,6 +223,7 @@ async def main(opts: argparse.Namespace) -> None:
             await scheduler.aclose()
             print("reads with the scheduler stopped (the projector idle):")
             await _reads(api, opts)
+            await _filtered_plan(dsn)
 
 
 def _options() -> argparse.Namespace:

@@ -21,7 +21,7 @@ VERSION = "1"
 
 
 def writes_refused_notice() -> str:
-    """What the API says at start while no tokens are configured (the next increment adds them)."""
+    """What the API says at start while nothing authenticates (no token, no JWKS file)."""
     return (
         "no API tokens are configured: reads are open to every client, and writes (POST /v1/manifests,"
         " DELETE /v1/jobs/...) are refused from anything but loopback clients; tephra token create makes one"

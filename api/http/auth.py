@@ -1,8 +1,10 @@
 """Who is asking, and what they may do: bearer tokens (:mod:`api.http.tokens`) and roles.
 
-With no token configured, nobody authenticates: reads are open and writes
-are taken from loopback clients only.  Once the tokens file holds one, every
-``/v1`` request presents ``Authorization: Bearer <token>`` (401
+With no token configured (and no JWKS file), nobody authenticates: reads are
+open and writes are taken from loopback clients only.  Once the tokens file
+holds one, every ``/v1`` request presents ``Authorization: Bearer <token>``
+(a token of the file, or a JWT signed by a key of ``TEPHRA_API_JWKS_FILE``:
+:mod:`api.http.jwts`) (401
 ``unauthenticated`` otherwise) and its role decides (403 ``forbidden``):
 
 =========  ============================================================
@@ -22,12 +24,14 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.http.context import ApiContext, context
+from api.http.jwts import JwtRefused, looks_like_jwt
 from api.http.problems import Code, Problem
 from api.http.tokens import Role, StoredToken
 
-__all__ = ["Principal", "auditor", "authenticate", "principal", "viewer"]
+__all__ = ["Principal", "auditor", "authenticate", "identify", "principal", "viewer"]
 
 
 @dataclass(frozen=True)
@@ -67,27 +71,57 @@ def _loopback(request: Request) -> bool:
         return False
 
 
-def authenticate(ctx: ApiContext, request: Request, presented: str | None) -> Principal | None:
-    """The caller presenting ``presented`` (a bearer token, or the console's cookie), or None
-    when tokens are configured and it is no valid one; anonymous while no token exists."""
-    if not ctx.tokens.configured():
+def identify(ctx: ApiContext, request: Request, presented: str | None) -> Principal:
+    """The caller presenting ``presented`` (a bearer token or JWT, or the console's cookie);
+    anonymous while nothing authenticates; else the 401 problem saying what is wrong."""
+    if not ctx.authenticating():
         return Principal("anonymous", None, loopback=_loopback(request))
-    token = ctx.tokens.verify(presented) if presented else None
-    return None if token is None else Principal.of(token)
-
-
-async def principal(request: Request, ctx: Annotated[ApiContext, Depends(context)]) -> Principal:
-    """The dependency: the caller, authenticated when tokens are configured."""
-    scheme, _, presented = request.headers.get("authorization", "").partition(" ")
-    who = authenticate(ctx, request, presented.strip() if scheme.lower() == "bearer" else None)
-    if who is None:
-        raise Problem(
-            Code.UNAUTHENTICATED,
+    if not presented:
+        raise _unauthenticated(
             "this API takes requests with a valid token only: send Authorization: Bearer <token>"
-            " (tephra token create makes one)",
-            headers={"WWW-Authenticate": 'Bearer realm="tephra"'},
+            " (tephra token create makes one)"
         )
-    return who
+    if ctx.jwt_keys is not None and looks_like_jwt(presented):
+        try:
+            claims = ctx.jwt_keys.verify(presented)
+        except JwtRefused as exc:
+            raise _unauthenticated(f"that JWT is refused: {exc}") from None
+        return Principal(claims.subject, claims.role, claims.queues, claims.namespaces)
+    token = ctx.tokens.verify(presented)
+    if token is None:
+        raise _unauthenticated(
+            "that token is not valid (unknown, revoked or mistyped); tephra token create makes one"
+        )
+    return Principal.of(token)
+
+
+def authenticate(ctx: ApiContext, request: Request, presented: str | None) -> Principal | None:
+    """:func:`identify`, or None for a caller it refuses (the console sends those to its login form)."""
+    try:
+        return identify(ctx, request, presented)
+    except Problem:
+        return None
+
+
+def _unauthenticated(detail: str) -> Problem:
+    return Problem(Code.UNAUTHENTICATED, detail, headers={"WWW-Authenticate": 'Bearer realm="tephra"'})
+
+
+#: The OpenAPI document's security scheme; None when no bearer credentials came (identify decides).
+_bearer = HTTPBearer(
+    auto_error=False,
+    bearerFormat="tph_<id>_<secret> (tephra token create) or a JWT (TEPHRA_API_JWKS_FILE)",
+    description="required once a token exists or a JWKS file is configured; until then, none",
+)
+
+
+async def principal(
+    request: Request,
+    ctx: Annotated[ApiContext, Depends(context)],
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """The dependency: the caller, authenticated when tokens or JWTs are configured."""
+    return identify(ctx, request, bearer.credentials.strip() if bearer is not None else None)
 
 
 Caller = Annotated[Principal, Depends(principal)]

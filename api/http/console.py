@@ -27,7 +27,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from api.http import reads
-from api.http.auth import Principal, auditor, authenticate
+from api.http.auth import Principal, auditor, authenticate, identify
 from api.http.context import ApiContext, context
 from api.http.problems import STATUS, Code, Problem
 from events.display import printable
@@ -68,7 +68,21 @@ _templates = jinja2.Environment(
     finalize=_shown,
     undefined=jinja2.StrictUndefined,
 )
+_BINARY = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def _readable(value: str, resource: str) -> str:
+    """A byte count (memory, storage) in the largest binary unit that holds it whole, as manifests
+    write it (``206158430208`` -> ``192Gi``); any other quantity as it is."""
+    if not value.isdigit() or not (resource == "memory" or resource.endswith("storage")):
+        return value
+    amount = int(value)
+    unit = next(((suffix, size) for suffix, size in _BINARY if amount and amount % size == 0), None)
+    return value if unit is None else f"{amount // unit[1]}{unit[0]}"
+
+
 _templates.filters["detail"] = detail_text  # a reason's detail as replay explain prints it
+_templates.filters["readable"] = _readable
 
 
 @dataclass(frozen=True)
@@ -171,8 +185,9 @@ async def jobs_page(
         except ValueError:
             phases = ", ".join(p.value for p in JobPhase)
             raise Problem(Code.INVALID_PARAMETER, f"phase {phase!r} is none of {phases}") from None
-        found = await reads.get_jobs(
-            ctx=ctx,
+        found = await reads.list_jobs(
+            ctx,
+            None,
             namespace=_blank(namespace),
             queue=_blank(queue),
             phase=wanted,
@@ -304,7 +319,7 @@ def _csrf_checked(request: Request, form: dict[str, str]) -> None:
 
 @router.get("/login", response_class=HTMLResponse)
 async def login_form(request: Request, ctx: Ctx) -> Response:
-    page = Page("login.html", {"title": "Log in", "open": not ctx.tokens.configured(), "error": None})
+    page = Page("login.html", {"title": "Log in", "open": not ctx.authenticating(), "error": None})
     return _render(request, page, authenticate(ctx, request, request.cookies.get(TOKEN_COOKIE)))
 
 
@@ -316,14 +331,17 @@ async def login(request: Request, ctx: Ctx) -> Response:
     except Problem as problem:
         return _problem_page(request, problem, None)
     token = form.get("token", "").strip()
-    if not ctx.tokens.configured() or ctx.tokens.verify(token) is None:
-        error = (
-            "no tokens are configured: the console is open without one"
-            if not ctx.tokens.configured()
-            else "that token is not valid (unknown, revoked, or mistyped): tephra token create makes one"
-        )
-        page = Page("login.html", {"title": "Log in", "open": not ctx.tokens.configured(), "error": error})
-        return _render(request, page, None, 401 if ctx.tokens.configured() else 400)
+    if not ctx.authenticating():
+        error, status = "no tokens are configured: the console is open without one", 400
+    else:
+        try:
+            identify(ctx, request, token)
+            error, status = None, 200
+        except Problem as problem:
+            error, status = problem.detail, 401
+    if error is not None:
+        page = Page("login.html", {"title": "Log in", "open": not ctx.authenticating(), "error": error})
+        return _render(request, page, None, status)
     response = RedirectResponse("/", status_code=303, headers=_HEADERS)
     _set_cookie(request, response, TOKEN_COOKIE, token)
     return response

@@ -18,6 +18,7 @@ from aiokafka.errors import KafkaError
 from fastapi import Request
 
 from api.endpoints import Endpoints
+from api.http.jwts import JwtKeys, JwtRefused
 from api.http.problems import Code, Problem
 from api.http.settings import ApiSettings
 from api.http.tokens import TokenStore
@@ -48,10 +49,27 @@ class ApiContext:
     producer: AIOKafkaProducer
     tokens: TokenStore
     verifier: Verifier
+    jwt_keys: JwtKeys | None = None
+
+    def authenticating(self) -> bool:
+        """Whether requests must authenticate: a token exists, or JWTs are accepted."""
+        return self.jwt_keys is not None or self.tokens.configured()
+
+
+def jwt_keys(settings: ApiSettings) -> JwtKeys | None:
+    """The JWKS file's keys when one is configured; an unusable file stops the start, naming why."""
+    if settings.api_jwks_file is None:
+        return None
+    issuer, audience = settings.api_jwt_issuer or "", settings.api_jwt_audience or ""  # both required
+    try:
+        return JwtKeys(settings.api_jwks_file, issuer, audience, settings.api_jwt_leeway)
+    except JwtRefused as exc:
+        raise ValueError(str(exc)) from None
 
 
 @contextlib.asynccontextmanager
 async def open_context(settings: ApiSettings, endpoints: Endpoints) -> AsyncIterator[ApiContext]:
+    keys = jwt_keys(settings)
     pool = await asyncpg.create_pool(
         endpoints.database_url, min_size=1, max_size=settings.api_pool_size, connection_class=ApiConnection
     )
@@ -64,9 +82,8 @@ async def open_context(settings: ApiSettings, endpoints: Endpoints) -> AsyncIter
 
             verifier = Verifier()
             try:
-                yield ApiContext(
-                    settings, endpoints, pool, producer, TokenStore(settings.api_tokens_file), verifier
-                )
+                tokens = TokenStore(settings.api_tokens_file)
+                yield ApiContext(settings, endpoints, pool, producer, tokens, verifier, keys)
             finally:
                 await verifier.close()
         finally:

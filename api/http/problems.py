@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match
 
 from api.manifests import ManifestError
 
@@ -46,6 +47,7 @@ class Code(StrEnum):
     WRITES_NEED_LOOPBACK = "writes-need-loopback"
     NOT_FOUND = "not-found"
     METHOD_NOT_ALLOWED = "method-not-allowed"
+    SEQ_NOT_ARCHIVED = "seq-not-archived"
     PROJECTION_BEHIND = "projection-behind"
     DATABASE_UNAVAILABLE = "database-unavailable"
     ARCHIVE_UNREADABLE = "archive-unreadable"
@@ -67,6 +69,7 @@ STATUS: dict[Code, tuple[int, str]] = {
     Code.WRITES_NEED_LOOPBACK: (403, "Writes are refused from this address"),
     Code.NOT_FOUND: (404, "Not found"),
     Code.METHOD_NOT_ALLOWED: (405, "Method not allowed"),
+    Code.SEQ_NOT_ARCHIVED: (409, "No event has the requested seq yet"),
     Code.PROJECTION_BEHIND: (503, "The projection has not reached the requested seq"),
     Code.DATABASE_UNAVAILABLE: (503, "The database is unavailable"),
     Code.ARCHIVE_UNREADABLE: (503, "The archive cannot be read"),
@@ -160,11 +163,32 @@ async def _on_validation(request: Request, exc: Exception) -> JSONResponse:
 _HTTP_CODES = {404: Code.NOT_FOUND, 405: Code.METHOD_NOT_ALLOWED}
 
 
+_METHODS = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
+
+
+def _allowed(request: Request) -> str:
+    """Every method some route serves at this path (Starlette's 405 names only the first route's:
+    ``GET`` and ``DELETE`` of a job are two routes), asked of each route as the router asks."""
+    allowed = []
+    for method in _METHODS:
+        scope = {**request.scope, "method": method}
+        if any(isinstance(r, BaseRoute) and r.matches(scope)[0] is Match.FULL for r in request.app.routes):
+            allowed.append(method)
+    return ", ".join(allowed)
+
+
 async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)  # noqa: S101  (registered for it only)
     code = _HTTP_CODES.get(exc.status_code, Code.BAD_REQUEST)
-    detail = f"no route for {request.method} {request.url.path}" if code is Code.NOT_FOUND else exc.detail
-    return problem_response(request, code, str(detail), headers=dict(exc.headers or {}))
+    headers = dict(exc.headers or {})
+    if code is Code.METHOD_NOT_ALLOWED:
+        headers["Allow"] = _allowed(request)
+        detail = f"{request.url.path} takes {headers['Allow']}, not {request.method}"
+    elif code is Code.NOT_FOUND:
+        detail = f"no route for {request.method} {request.url.path}"
+    else:
+        detail = str(exc.detail)
+    return problem_response(request, code, detail, headers=headers)
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -74,8 +74,13 @@ async def serve_api(
     sock = sock or bind(settings)
     try:
         async with open_context(settings, endpoints) as ctx:
-            if ctx.tokens.configured():
-                log.info("API tokens from %s", settings.api_tokens_file)
+            if ctx.authenticating():
+                jwks = settings.api_jwks_file
+                log.info(
+                    "API tokens from %s%s",
+                    settings.api_tokens_file,
+                    f", JWTs by the keys of {jwks}" * bool(jwks),
+                )
             else:
                 log.warning("%s", writes_refused_notice())
             config = uvicorn.Config(

@@ -7,8 +7,9 @@ resolves the endpoints and passes them to the app alongside these.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Self
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["ApiSettings", "split_addr"]
@@ -41,9 +42,28 @@ class ApiSettings(BaseSettings):
         description="the API tokens, hashed (tephra token create); none: reads open, writes loopback only",
     )
     api_pool_size: int = Field(default=8, gt=0, description="PostgreSQL connections the API keeps open")
+    api_jwks_file: Path | None = Field(
+        default=None,
+        description="a JWKS file: bearer JWTs signed by its keys are accepted beside the tokens"
+        " (needs TEPHRA_API_JWT_ISSUER and TEPHRA_API_JWT_AUDIENCE)",
+    )
+    api_jwt_issuer: str | None = Field(default=None, description="the iss every accepted JWT must carry")
+    api_jwt_audience: str | None = Field(default=None, description="the aud every accepted JWT must name")
+    api_jwt_leeway: float = Field(
+        default=30.0, ge=0, description="seconds of clock skew allowed on a JWT's exp, nbf and iat"
+    )
 
     @field_validator("api_addr")
     @classmethod
     def _addr(cls, value: str) -> str:
         split_addr(value)
         return value
+
+    @model_validator(mode="after")
+    def _jwt(self) -> Self:
+        if self.api_jwks_file is not None and not (self.api_jwt_issuer and self.api_jwt_audience):
+            raise ValueError(
+                "TEPHRA_API_JWKS_FILE needs TEPHRA_API_JWT_ISSUER and TEPHRA_API_JWT_AUDIENCE:"
+                " a JWT is accepted only from a named issuer, for a named audience"
+            )
+        return self

@@ -155,7 +155,13 @@ async def _answer(ctx: ApiContext, manifests: Manifests, wait: Wait) -> dict[str
 
 
 #: What any write may answer besides its own problems.
-_WRITE_PROBLEMS = (Code.UNAUTHENTICATED, Code.FORBIDDEN, Code.WRITES_NEED_LOOPBACK, Code.KAFKA_UNAVAILABLE)
+_WRITE_PROBLEMS = (
+    Code.UNAUTHENTICATED,
+    Code.FORBIDDEN,
+    Code.WRITES_NEED_LOOPBACK,
+    Code.INVALID_PARAMETER,
+    Code.KAFKA_UNAVAILABLE,
+)
 _WAIT = Query(description="none; archived: until the projector archived each object; decided: until a session"
               " considered each job (bounded by TEPHRA_API_WAIT_LIMIT)")  # fmt: skip
 
