@@ -648,6 +648,20 @@ def api_server(flags: dict[str, str]) -> None:
     raise typer.Exit(api_command(settings, _endpoints(settings)))
 
 
+@app.command("kube-dev-cluster")
+def kube_dev_cluster(
+    directory: Annotated[
+        Path | None,
+        typer.Option("--dir", help="Data directory (kept); default: a temporary one, deleted on exit."),
+    ] = None,
+    kubeconfig: Annotated[Path | None, typer.Option(help="Also write the admin kubeconfig here.")] = None,
+) -> None:
+    """Run etcd + kube-apiserver v1.20.2 on loopback (RBAC on) until Ctrl-C; prints the kubeconfig path."""
+    from kube.dev.commands import dev_cluster_command
+
+    raise typer.Exit(dev_cluster_command(directory, kubeconfig))
+
+
 token_app = typer.Typer(
     help="The HTTP API's bearer tokens (stored hashed in TEPHRA_API_TOKENS_FILE).", no_args_is_help=True
 )
