@@ -2,7 +2,10 @@
 
 ``kube_cluster`` (session) is a :class:`kube.dev.cluster.DevCluster` with RBAC on;
 ``kube`` (per test) an admin :class:`kube.rest.KubeClient` to it; ``kube_name`` a name no
-other test uses (Nodes and Queues are cluster-scoped: tests share one apiserver).
+other test uses (Nodes and Queues are cluster-scoped: tests share one apiserver);
+``volcano_crds`` installs Tephra's Volcano CRDs (idempotent) and gives ``kube``;
+``kube_namespace`` a fresh namespace (its objects are the test's to delete: no namespace
+controller runs to empty a deleted one).
 
 The binaries come from ``python -m kube.dev.binaries`` (``.ci/run`` runs it).  Without them a
 local run skips these tests and says how to build them; under CI it fails instead.
@@ -16,6 +19,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from kube.crds import install_crds
+from kube.dev.accounts import ensure_namespace
 from kube.dev.binaries import BinaryMissingError, find_binaries
 from kube.dev.cluster import DevCluster
 from kube.rest import KubeClient
@@ -43,3 +48,15 @@ async def kube(kube_cluster: DevCluster) -> AsyncIterator[KubeClient]:
 def kube_name() -> str:
     """A DNS-1123 name unique to this test (Nodes, Namespaces and Queues are shared by all tests)."""
     return f"t-{secrets.token_hex(4)}"
+
+
+@pytest.fixture
+async def volcano_crds(kube: KubeClient) -> KubeClient:
+    await install_crds(kube)
+    return kube
+
+
+@pytest.fixture
+async def kube_namespace(kube: KubeClient, kube_name: str) -> str:
+    await ensure_namespace(kube, kube_name)
+    return kube_name
