@@ -223,3 +223,48 @@ class KubeClient:
                 yield WatchEvent(kind, json_object(event, "object"))
         finally:
             response.release()
+
+    async def list_and_watch(
+        self, path: str, query: Mapping[str, str] | None = None
+    ) -> AsyncIterator[WatchEvent]:
+        """Every object of ``path`` as ``ADDED``, then its changes, for ever.
+
+        A watch the server ends resumes from the last version seen; after a ``410 Gone`` (or any
+        watch error) the objects are listed again (as ``ADDED``, the ones deleted meanwhile as
+        ``DELETED``): handlers must be idempotent.
+        ``SYNCED`` (with an empty object) follows each complete listing.
+        """
+        known: dict[str, JsonObject] = {}
+        while True:
+            listing = await self.get(path, query)
+            version = json_str(listing, "metadata", "resourceVersion") or "0"
+            listed: dict[str, JsonObject] = {}
+            for item in json_list(listing, "items"):
+                if isinstance(item, dict):
+                    listed[_object_key(item)] = item
+            for key, vanished in known.items():
+                if key not in listed:
+                    yield WatchEvent("DELETED", vanished)
+            known = listed
+            for item in listed.values():
+                yield WatchEvent("ADDED", item)
+            yield WatchEvent("SYNCED", {})
+            gone = False
+            while not gone:  # a watch the server ended in time resumes where it was
+                async for event in self.watch(path, resource_version=version, query=query):
+                    if event.type == "ERROR":
+                        gone = True  # 410 Gone (too old a version) or another error: list again
+                        break
+                    version = json_str(event.object, "metadata", "resourceVersion") or version
+                    if event.type == "BOOKMARK":
+                        continue
+                    key = _object_key(event.object)
+                    if event.type == "DELETED":
+                        known.pop(key, None)
+                    else:
+                        known[key] = event.object
+                    yield event
+
+
+def _object_key(item: JsonObject) -> str:
+    return f"{json_str(item, 'metadata', 'namespace') or ''}/{json_str(item, 'metadata', 'name') or ''}"
