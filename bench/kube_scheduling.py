@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import importlib
 import math
+import os
 import sys
 import tempfile
 import time
@@ -39,6 +40,7 @@ from typing import Protocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's packages, whatever is installed
 
+from bench.host import cpu_loop_seconds, memory_walk_seconds
 from kube.dev.accounts import ensure_namespace
 from kube.dev.binaries import find_binaries
 from kube.dev.cluster import DevCluster, free_port
@@ -250,6 +252,11 @@ def _parse_shape(text: str) -> tuple[int, int]:
 
 async def main(opts: argparse.Namespace) -> None:
     sides = [_side(name) for name in opts.scheduler or ["kube-scheduler"]]
+    print(
+        f"host reference: integer loop {cpu_loop_seconds():.2f} s, dict walk {memory_walk_seconds():.2f} s"
+        f" (bench/host.py; not measured), load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     for nodes, pods in opts.shape or [(100, 2000)]:
         await _shape(nodes, pods, sides, backlog=opts.backlog)
 
