@@ -93,7 +93,7 @@ def _print_blockers(console: Console, e: Explanation) -> None:
             console.print(f"      [dim]{_text(detail_text(reason['detail']))}[/dim]")
     if not e.blockers_complete:
         console.print(
-            "  [yellow]the search for reasons hidden behind these was cut by the time budget[/yellow]"
+            "  [yellow]the search for reasons hidden behind these was cut by its time budget[/yellow]"
         )
 
 
