@@ -39,7 +39,7 @@ from replay.queries import audit_preemptions, explain_job, show_session, verify_
 from replay.render import dump_json, print_audit, print_explanation, print_session, print_verify
 from replay.store import ArchiveReader, open_archive
 
-__all__ = ["app", "main"]
+__all__ = ["ArchiveUrl", "app", "located_archive", "main"]
 
 T = TypeVar("T")
 
@@ -105,15 +105,30 @@ def _parse_time(value: str | None, option: str) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
+#: Gives one command the archive's URL, as a context: the process that composes the stack
+#: (``api``) may start a stopped embedded stack's PostgreSQL for the command and stop it after.
+ArchiveUrl = Callable[[str | None], contextlib.AbstractContextManager[str]]
+
+
+@contextlib.contextmanager
+def located_archive(explicit: str | None) -> Iterator[str]:
+    """``--database-url``, else ``TEPHRA_DATABASE_URL``, else the running embedded stack's."""
+    yield database_url(os.environ, explicit=explicit)
+
+
+_archive_url: ArchiveUrl = located_archive
+
+
 def _run(url: str | None, work: Callable[[ArchiveReader], Awaitable[T]]) -> T:
     """Open the archive, run ``work`` on it, map replay's errors to exit codes."""
 
-    async def go() -> T:
-        async with open_archive(database_url(os.environ, explicit=url)) as reader:
+    async def go(resolved: str) -> T:
+        async with open_archive(resolved) as reader:
             return await work(reader)
 
     try:
-        return asyncio.run(go())
+        with _archive_url(url) as resolved:
+            return asyncio.run(go(resolved))
     except ArchiveError as exc:
         _console(err=True).print(printable(exc), markup=False, highlight=False)
         raise typer.Exit(2) from None
@@ -317,8 +332,12 @@ def preemptions(
         print_audit(_console(), rows, chosen)
 
 
-def main() -> None:
+def main(archive_url: ArchiveUrl = located_archive) -> None:
+    """The console script; ``archive_url`` finds (or brings up) the archive for each command."""
     from projector.heap import tune_gc  # noqa: PLC0415 - only for the console script
+
+    global _archive_url  # noqa: PLW0603 - one console-script run, one way to the archive
+    _archive_url = archive_url
 
     # Replay folds the archive and re-runs sessions: large, long-lived object graphs.
     tune_gc()
