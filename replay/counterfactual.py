@@ -729,10 +729,16 @@ class _Search:
         )
 
     def _combined(self, node_lever: _Lever, queue_lever: _Lever) -> tuple[Change, ...] | None:
-        widest = queue_lever.make(queue_lever.hi)
-        k = self._lever(node_lever, (widest,))
-        if k is None:
+        """The fewest nodes with the queue raised by what its reasons say is short (else as far as
+        it goes, then brought back down): a couple of re-runs when the reasons' numbers are right."""
+        for m in dict.fromkeys((queue_lever.lo, queue_lever.hi)):
+            k = self._lever(node_lever, (queue_lever.make(m),))
+            if k is not None:
+                break
+        else:
             return None
         nodes = node_lever.make(k)
-        m = self._lever(queue_lever, (nodes,))
-        return None if m is None else (nodes, queue_lever.make(m))
+        if m == queue_lever.lo:
+            return (nodes, queue_lever.make(m))
+        least = self._lever(queue_lever, (nodes,))
+        return None if least is None else (nodes, queue_lever.make(least))

@@ -71,7 +71,9 @@ class Probe:
         budget: float | None = DEFAULT_BUDGET_SECONDS,
         progress: Progress | None = None,
         clock: Callable[[], float] = time.monotonic,
+        pace: float = 0.0,
     ) -> None:
+        """``pace``: how long one re-run is expected to take (e.g. the caller's own re-run)."""
         self.snapshot = snapshot
         self.config = config
         self.now = now
@@ -83,6 +85,7 @@ class Probe:
         self._progress = progress
         self._clock = clock
         self._began = clock()
+        self._slowest = pace
 
     @property
     def elapsed(self) -> float:
@@ -98,12 +101,15 @@ class Probe:
         """Re-run the session on ``snapshot`` (and ``config``, default the recorded one).
 
         Raises:
-            OutOfBudget: the budget was spent before this run (the search stops).
+            OutOfBudget: this run would not end within the budget (the search stops).
         """
-        if self.budget is not None and self.elapsed >= self.budget:
+        # A run is started only if it can end within the budget, at the pace of the slowest so far.
+        began = self.elapsed
+        if self.budget is not None and began + self._slowest > self.budget:
             self.cut = True
             raise OutOfBudget
         result = engine.run(snapshot, config or self.config, self.now, self.flags)
+        self._slowest = max(self._slowest, self.elapsed - began)
         self.runs += 1
         if self._progress is not None:
             self._progress(self.runs, self.elapsed, self.budget)

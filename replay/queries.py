@@ -9,6 +9,7 @@ callback ``(done, total)``.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -217,11 +218,20 @@ async def _explain_job(
             voided[sid] = record.voided
     assert session_input is not None  # noqa: S101  (the input seq is always wanted)
     data = session.data
+    began = time.monotonic()
     result = engine.run(session_input.snapshot, session_input.config, data.now, data.logic_flags)
+    pace = time.monotonic() - began
     search = None
     if job in result.pending and any(j.uid == job for j in session_input.snapshot.jobs):
         search = counterfactual_search(
-            session_input, data, job, result, counterfactual=counterfactual, budget=budget, progress=progress
+            session_input,
+            data,
+            job,
+            result,
+            counterfactual=counterfactual,
+            budget=budget,
+            progress=progress,
+            pace=pace,
         )
     return explain(
         job,
@@ -245,14 +255,23 @@ def counterfactual_search(
     counterfactual: bool = True,
     budget: float | None = DEFAULT_BUDGET_SECONDS,
     progress: SearchProgress | None = None,
+    pace: float = 0.0,
 ) -> Search:
     """Explain's searches for ``job``, pending in ``result`` (the re-run of the recorded session
     ``data`` on its rebuilt input), sharing one time budget: the blockers hidden behind the first
-    refusal, then (``counterfactual``) the smallest change that would have placed it."""
+    refusal, then (``counterfactual``) the smallest change that would have placed it.  ``pace``:
+    how long the re-run of ``result`` took (no search run is started that would overrun the budget)."""
     snapshot = session_input.snapshot
     target = next(j for j in snapshot.jobs if j.uid == job)
     probe = Probe(
-        snapshot, session_input.config, data.now, data.logic_flags, target, budget=budget, progress=progress
+        snapshot,
+        session_input.config,
+        data.now,
+        data.logic_flags,
+        target,
+        budget=budget,
+        progress=progress,
+        pace=pace,
     )
     reasons = result.pending[job]
     blockers, complete = find_blockers(probe, reasons)
