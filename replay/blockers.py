@@ -26,7 +26,7 @@ from scheduler.core.config import PluginOption, SchedulerConfig, Tier
 from scheduler.core.reasons import CODES, Reason
 from scheduler.core.snapshot import ClusterSnapshot, Queue
 
-__all__ = ["Blocker", "find_blockers", "limits_capability"]
+__all__ = ["Blocker", "find_blockers", "limits_capability", "overcommitted"]
 
 _RANK = {code: i for i, code in enumerate(CODES)}
 #: How many refusals deep the search lifts (each round is one re-run).
@@ -159,3 +159,16 @@ def limits_capability(blockers: Sequence[Blocker], queue: Queue) -> bool:
         if any(r in queue.capability for r in resources):
             return True
     return False
+
+
+def overcommitted(blockers: Sequence[Blocker]) -> Blocker | None:
+    """The overcommit refusal among the blockers: it weighs the cluster's size against what is
+    used and admitted, which no queue setting changes."""
+    return next(
+        (
+            b
+            for b in blockers
+            if b.reason.code == "enqueue-rejected" and b.reason.detail.get("plugin") == "overcommit"
+        ),
+        None,
+    )

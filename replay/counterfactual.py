@@ -36,7 +36,7 @@ from events.models import (
 )
 from events.quantity import format_resources
 from replay import engine
-from replay.blockers import Blocker, limits_capability
+from replay.blockers import Blocker, limits_capability, overcommitted
 from replay.probe import PLACED, Outcome, OutOfBudget, Probe, placed_tasks
 from replay.quantities import resource_quantities
 from scheduler.core.config import SchedulerConfig
@@ -627,6 +627,8 @@ class _Search:
         self.probe = probe
         self.job = job
         self.tried: list[Attempt] = []
+        #: Levers not tried alone, and why: said when the answer is not one lever alone.
+        self.skipped: list[Attempt] = []
         #: The best answer so far (kept when the budget cuts the search).
         self.best: tuple[Change, ...] = ()
 
@@ -637,7 +639,7 @@ class _Search:
             changes,
             p.runs,
             note=note,
-            tried=tuple(self.tried),
+            tried=tuple(self.tried if len(changes) == 1 else (*self.skipped, *self.tried)),
             cut=p.cut,
             budget=p.budget,
             seconds=p.elapsed,
@@ -698,7 +700,7 @@ class _Search:
         capped = queue is not None and limits_capability(blockers, queue)
         if node_lever is not None and capped:
             assert queue is not None  # noqa: S101  (capped implies the queue exists)
-            self.tried.append(
+            self.skipped.append(
                 Attempt(
                     "more nodes alone",
                     f"not tried: queue {queue.name}'s capability "
@@ -713,7 +715,23 @@ class _Search:
         if top_reason is not None and dict(top_reason.detail).get("plugin") == "overcommit":
             top = "cluster-overused"
         nodes_alone = [node_lever] if node_lever is not None and not capped else []
-        ordered = [*queue_levers, *nodes_alone] if top in _QUEUE_CODES else [*nodes_alone, *queue_levers]
+        cluster = overcommitted(blockers)
+        if cluster is not None and queue_levers:
+            self.skipped.append(
+                Attempt(
+                    "queue changes alone",
+                    "not tried: overcommit refuses the job until the cluster is larger "
+                    f"({cluster.reason.message})",
+                )
+            )
+            queue_levers_alone: list[_Lever] = []
+        else:
+            queue_levers_alone = queue_levers
+        ordered = (
+            [*queue_levers_alone, *nodes_alone]
+            if top in _QUEUE_CODES
+            else [*nodes_alone, *queue_levers_alone]
+        )
         for lever in ordered:
             knob = self._lever(lever)
             if knob is not None:

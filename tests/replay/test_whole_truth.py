@@ -150,3 +150,31 @@ def test_a_bare_name_with_no_job_suggests_the_closest() -> None:
         resolve_job_name("gagn", [], ["ml/gang", "ml/other"])
     with pytest.raises(UnknownJob, match=r"a job id is <namespace>/<name>\)"):
         resolve_job_name("zzz", [], ["ml/gang"])
+
+
+async def test_the_answer_says_why_one_node_fewer_is_not_enough(database_url: str) -> None:
+    """Two queues share two 8-GPU nodes by weight, both want more: one more node holds the
+    gang's GPUs, but queue a's deserved share (12 of 24) still blocks it; two nodes raise it to 16."""
+    run = LiveRun()
+    run.queue("a")
+    run.queue("b")
+    for i in range(1, 3):
+        run.node(gpu_node(f"n{i}", 8))
+    run.submit(job("busya", queue="a", gpu=8))
+    run.submit(job("busyb", queue="b", gpu=8))
+    run.cycle()
+    run.submit(job("moreb", queue="b", gpu=8))
+    run.submit(job("gang", queue="a", gpu=8, min_available=1))
+    run.cycle()
+    await _load(database_url, run)
+    async with open_archive(database_url) as reader:
+        explanation = await explain_job(reader, "ml/gang")
+    cf = explanation.counterfactual
+    assert cf is not None
+    (change,) = cf.changes
+    assert change.kind == "add-nodes"
+    assert len(change.nodes) == 2
+    why = {a.change: a.why for a in cf.tried}
+    one = next(text for change, text in why.items() if change.startswith("1 more node "))
+    assert one.startswith("queue-not-allocatable: ")
+    assert one.endswith("> deserved 12")
