@@ -86,10 +86,11 @@ async def test_a_combined_fix_is_one_change_without_noise_and_it_works(database_
     assert cf.changes[1].summary == "queue research capability +16 nvidia.com/gpu"
     assert cf.summary == f"{cf.changes[0].summary} and queue research capability +16 nvidia.com/gpu"
     assert f"-> {cf.summary}" in " ".join(shown.stdout.split())
-    # Why not smaller: nodes alone cannot lift the capability, and the node/quota just below fail.
+    # Why not one lever: nodes cannot lift the capability, no queue setting lifts overcommit.
     tried = {a.change: a.why for a in cf.tried}
     assert "whatever the cluster's size" in tried["more nodes alone"]
-    assert any("enqueue-rejected" in why for why in tried.values())
+    assert "overcommit refuses the job until the cluster is larger" in tried["queue changes alone"]
+    assert cf.sessions_run <= 6
     assert json.loads(run_replay(database_url, "explain", "ml/gang", "-o", "json").stdout)["counterfactual"][
         "changes"
     ][1]["queue"]["capability"] == {"cpu": "100", "memory": "1Ti", "nvidia.com/gpu": "24"}
