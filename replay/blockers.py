@@ -26,7 +26,7 @@ from scheduler.core.config import PluginOption, SchedulerConfig, Tier
 from scheduler.core.reasons import CODES, Reason
 from scheduler.core.snapshot import ClusterSnapshot, Queue
 
-__all__ = ["Blocker", "find_blockers", "limits_capability", "overcommitted"]
+__all__ = ["Blocker", "find_blockers", "limits_capability", "overcommitted", "ranked", "reason_key"]
 
 _RANK = {code: i for i, code in enumerate(CODES)}
 #: How many refusals deep the search lifts (each round is one re-run).
@@ -105,7 +105,8 @@ def _lift_for(reason: Reason) -> _Lift | None:
     return _Lift(f"{plugin}'s {what}" if plugin else f"the {what}", flag=flag, plugin=plugin)
 
 
-def _key(reason: Reason) -> tuple[str, ...]:
+def reason_key(reason: Reason) -> tuple[str, ...]:
+    """What makes two reasons the same blocker (their numbers aside)."""
     d = reason.detail
     return (reason.code, *(str(d.get(k, "")) for k in ("plugin", "limitKind", "queue", "resource")))
 
@@ -118,7 +119,7 @@ def find_blockers(probe: Probe, reasons: Sequence[Reason]) -> tuple[tuple[Blocke
     lifts, or after a few rounds; it is cut (False) when the probe's budget runs out.
     """
     found = [Blocker(r) for r in reasons]
-    seen = {_key(r) for r in reasons}
+    seen = {reason_key(r) for r in reasons}
     lifts: list[_Lift] = []
     current: Sequence[Reason] = reasons
     complete = True
@@ -136,14 +137,19 @@ def find_blockers(probe: Probe, reasons: Sequence[Reason]) -> tuple[tuple[Blocke
                 break
             behind = " and ".join(x.text for x in lifts)
             for reason in outcome.reasons:
-                if _key(reason) not in seen:
-                    seen.add(_key(reason))
+                if reason_key(reason) not in seen:
+                    seen.add(reason_key(reason))
                     found.append(Blocker(reason, behind))
             current = outcome.reasons
     except OutOfBudget:
         complete = False
-    order = sorted(range(len(found)), key=lambda i: (_RANK.get(found[i].reason.code, len(_RANK)), i))
-    return tuple(found[i] for i in order), complete
+    return ranked(found), complete
+
+
+def ranked(blockers: Sequence[Blocker]) -> tuple[Blocker, ...]:
+    """By code rank (the most fundamental first), then in the order found."""
+    order = sorted(range(len(blockers)), key=lambda i: (_RANK.get(blockers[i].reason.code, len(_RANK)), i))
+    return tuple(blockers[i] for i in order)
 
 
 def limits_capability(blockers: Sequence[Blocker], queue: Queue) -> bool:

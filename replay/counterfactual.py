@@ -36,7 +36,7 @@ from events.models import (
 )
 from events.quantity import format_resources
 from replay import engine
-from replay.blockers import Blocker, limits_capability, overcommitted
+from replay.blockers import Blocker, limits_capability, overcommitted, reason_key
 from replay.probe import PLACED, Outcome, OutOfBudget, Probe, placed_tasks
 from replay.quantities import resource_quantities
 from scheduler.core.config import SchedulerConfig
@@ -184,7 +184,11 @@ class Counterfactual:
     #: The search stopped at its time budget (``budget`` seconds) before it ran to its end.
     cut: bool = False
     budget: float | None = None
+    #: How long the search took (text only: the JSON stays the same from run to run, unless cut).
     seconds: float = 0.0
+    #: Blockers the search's re-runs met that the explanation did not list yet, with the change
+    #: that revealed each (a queue's capability behind a node shortage, seen once nodes are added).
+    revealed: tuple[Blocker, ...] = ()
 
     @property
     def found(self) -> bool:
@@ -206,7 +210,6 @@ class Counterfactual:
             "summary": self.summary,
             "changes": [c.to_json() for c in self.changes],
             "sessionsRun": self.sessions_run,
-            "seconds": round(self.seconds, 3),
             "budgetSeconds": self.budget,
             "cut": self.cut,
             "tried": [a.to_json() for a in self.tried],
@@ -607,7 +610,7 @@ def find_counterfactual(
     if job is None:
         return Counterfactual(job_id, (), 0, note="the job is not in this session's input")
     probe = probe or Probe(snapshot, config, now, logic_flags, job)
-    search = _Search(probe, job)
+    search = _Search(probe, job, blockers)
     try:
         return search.run(reasons, baseline, blockers)
     except OutOfBudget:
@@ -620,12 +623,19 @@ def find_counterfactual(
         return search.answer(best, note=note)
 
 
+class _Hopeless(Exception):
+    """More of this lever cannot help: a re-run showed a blocker that it does not move."""
+
+
 class _Search:
     """One counterfactual search: the levers tried in order, what each attempt left blocking."""
 
-    def __init__(self, probe: Probe, job: Job) -> None:
+    def __init__(self, probe: Probe, job: Job, blockers: Sequence[Blocker] = ()) -> None:
         self.probe = probe
         self.job = job
+        self.queue = next((q for q in probe.snapshot.queues if q.name == job.queue), None)
+        self.known = {reason_key(b.reason) for b in blockers}
+        self.revealed: list[Blocker] = []
         self.tried: list[Attempt] = []
         #: Levers not tried alone, and why: said when the answer is not one lever alone.
         self.skipped: list[Attempt] = []
@@ -643,6 +653,7 @@ class _Search:
             cut=p.cut,
             budget=p.budget,
             seconds=p.elapsed,
+            revealed=tuple(self.revealed),
         )
 
     def _fits(self, changes: Sequence[Change], failures: dict[int, Outcome], knob: int) -> bool:
@@ -652,9 +663,24 @@ class _Search:
         outcome = self.probe.run(modified)
         if outcome.fits:
             self.best = tuple(changes)  # each fit the search finds is smaller than the one before
-        else:
-            failures[knob] = outcome
-        return outcome.fits
+            return True
+        failures[knob] = outcome
+        summary = " and ".join(c.summary for c in changes)
+        for reason in outcome.reasons:
+            if reason_key(reason) not in self.known:
+                self.known.add(reason_key(reason))
+                self.revealed.append(Blocker(reason, f"seen with {summary}"))
+        if len(changes) == 1 and self._beyond(changes[0], outcome):
+            raise _Hopeless
+        return False
+
+    def _beyond(self, change: Change, outcome: Outcome) -> bool:
+        """Whether ``outcome`` shows a blocker that more of ``change``'s kind cannot move: the
+        queue's own capability for nodes, overcommit (the cluster's size) for a queue change."""
+        met = [Blocker(r) for r in outcome.reasons]
+        if change.kind == "add-nodes":
+            return self.queue is not None and limits_capability(met, self.queue)
+        return overcommitted(met) is not None
 
     def _lever(self, lever: _Lever, fixed: Sequence[Change] = ()) -> int | None:
         """The smallest knob of ``lever`` (with ``fixed``) that fits; records why the one below failed."""
@@ -666,6 +692,8 @@ class _Search:
         knob: int | None = None
         try:
             knob = _smallest(lever.lo, lever.hi, fits, lever.guess)
+        except _Hopeless:
+            knob = None
         finally:
             self._record(lever, fixed, failures, found=knob is not None)
         return knob

@@ -20,7 +20,7 @@ from projector.state import ClusterState, VoidedDecision
 from replay import engine
 from replay.archive import ArchivedEvent, PendingLists, RecordedSession, session_of
 from replay.audit import EvictionRow, audit_session
-from replay.blockers import find_blockers
+from replay.blockers import find_blockers, ranked
 from replay.chain import ChainChecker
 from replay.counterfactual import find_counterfactual
 from replay.errors import (
@@ -288,6 +288,8 @@ def counterfactual_search(
             probe=probe,
             blockers=blockers,
         )
+    if found is not None and found.revealed:
+        blockers = ranked((*blockers, *found.revealed))
     return Search(blockers, complete, found)
 
 
