@@ -8,6 +8,7 @@ import pytest
 
 from events.models import JobSubmittedData
 from replay.errors import UnknownJob, resolve_job_name
+from replay.explain import Explanation
 from replay.queries import explain_job
 from replay.store import open_archive
 from tests.golden.archive import load_rows
@@ -42,10 +43,15 @@ async def _load(database_url: str, run: LiveRun) -> None:
     await load_rows(database_url, [r.to_json() for r in run.rows])
 
 
-async def test_every_blocker_is_shown_ranked_with_its_numbers(database_url: str) -> None:
-    await _load(database_url, _overcommit_and_capability())
+async def _explained(database_url: str, run: LiveRun, job_id: str = "ml/gang") -> Explanation:
+    """Archive ``run``, explain ``job_id`` with the default budget."""
+    await _load(database_url, run)
     async with open_archive(database_url) as reader:
-        explanation = await explain_job(reader, "ml/gang")
+        return await explain_job(reader, job_id)
+
+
+async def test_every_blocker_is_shown_ranked_with_its_numbers(database_url: str) -> None:
+    explanation = await _explained(database_url, _overcommit_and_capability())
     # The session recorded one reason: overcommit's vote ended the enqueue vote.
     assert [r["code"] for r in explanation.reasons] == ["enqueue-rejected"]
     blockers = [b.to_json() for b in explanation.blockers]
@@ -72,11 +78,9 @@ async def test_every_blocker_is_shown_ranked_with_its_numbers(database_url: str)
 
 async def test_a_combined_fix_is_one_change_without_noise_and_it_works(database_url: str) -> None:
     run = _overcommit_and_capability()
-    await _load(database_url, run)
+    explanation = await _explained(database_url, run)
     shown = run_replay(database_url, "explain", "gang")  # a bare name, unique
     assert shown.returncode == 0, shown.stderr
-    async with open_archive(database_url) as reader:
-        explanation = await explain_job(reader, "ml/gang")
     cf = explanation.counterfactual
     assert cf is not None
     assert cf.found, cf.note
@@ -113,9 +117,7 @@ async def test_a_gpu_shortfall_counts_whole_nodes_of_the_shape_that_fixes_it(dat
     run.node(gpu_node("cpu-1", 0, cpu=128))
     run.submit(_gang("gang", "research", 3, 8))
     run.cycle()
-    await _load(database_url, run)
-    async with open_archive(database_url) as reader:
-        explanation = await explain_job(reader, "ml/gang")
+    explanation = await _explained(database_url, run)
     cf = explanation.counterfactual
     assert cf is not None
     (change,) = cf.changes
@@ -167,9 +169,7 @@ async def test_the_answer_says_why_one_node_fewer_is_not_enough(database_url: st
     run.submit(job("moreb", queue="b", gpu=8))
     run.submit(job("gang", queue="a", gpu=8, min_available=1))
     run.cycle()
-    await _load(database_url, run)
-    async with open_archive(database_url) as reader:
-        explanation = await explain_job(reader, "ml/gang")
+    explanation = await _explained(database_url, run)
     cf = explanation.counterfactual
     assert cf is not None
     (change,) = cf.changes
