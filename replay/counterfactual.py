@@ -61,6 +61,8 @@ ChangeKind = Literal[
 
 _DEFAULT_PODS = 110
 _MAX_WEIGHT = 65535
+#: A node-fit reason: only room on nodes (or evictions) moves it.
+_FIT_CODES = frozenset({"insufficient-resources", "predicate-failed"})
 _QUEUE_CODES = (
     "queue-missing",
     "queue-closed",
@@ -235,7 +237,7 @@ def _first_blocker(outcome: Outcome, job_id: str, added: Sequence[Node] = ()) ->
     )
     if takers:
         shown = ", ".join(takers[:3]) + (f" and {len(takers) - 3} more" if len(takers) > 3 else "")
-        text += f" (the new nodes went first to {shown}, ordered ahead)"
+        text += f" (other jobs took the new nodes: {shown})"
     return text
 
 
@@ -676,11 +678,22 @@ class _Search:
 
     def _beyond(self, change: Change, outcome: Outcome) -> bool:
         """Whether ``outcome`` shows a blocker that more of ``change``'s kind cannot move: the
-        queue's own capability for nodes, overcommit (the cluster's size) for a queue change."""
+        queue's own capability for nodes or for its weight; for any queue change, overcommit (the
+        cluster's size), or a full cluster when no action evicts to make room."""
         met = [Blocker(r) for r in outcome.reasons]
+        capped = self.queue is not None and limits_capability(met, self.queue)
         if change.kind == "add-nodes":
-            return self.queue is not None and limits_capability(met, self.queue)
-        return overcommitted(met) is not None
+            return capped
+        if change.kind == "queue-weight" and capped:
+            return True
+        return overcommitted(met) is not None or self._full(outcome.reasons)
+
+    def _full(self, reasons: Sequence[Reason]) -> bool:
+        """The job's first reason is the nodes' fit, and no action of the session evicts to make room:
+        then no queue setting places it."""
+        first = next((r for r in reasons if r.code != "gang-not-ready"), None)
+        evicts = {"preempt", "reclaim"} & set(self.probe.config.actions)
+        return first is not None and first.code in _FIT_CODES and not evicts
 
     def _lever(self, lever: _Lever, fixed: Sequence[Change] = ()) -> int | None:
         """The smallest knob of ``lever`` (with ``fixed``) that fits; records why the one below failed."""
@@ -744,6 +757,7 @@ class _Search:
             top = "cluster-overused"
         nodes_alone = [node_lever] if node_lever is not None and not capped else []
         cluster = overcommitted(blockers)
+        queue_levers_alone = queue_levers
         if cluster is not None and queue_levers:
             self.skipped.append(
                 Attempt(
@@ -752,9 +766,16 @@ class _Search:
                     f"({cluster.reason.message})",
                 )
             )
-            queue_levers_alone: list[_Lever] = []
-        else:
-            queue_levers_alone = queue_levers
+            queue_levers_alone = []
+        elif queue_levers and self._full([b.reason for b in blockers if b.reason.code != "enqueue-rejected"]):
+            self.skipped.append(
+                Attempt(
+                    "queue changes alone",
+                    "not tried: the nodes have no room for it and no action of the session "
+                    f"(actions: {', '.join(probe.config.actions)}) evicts to make room",
+                )
+            )
+            queue_levers_alone = []
         ordered = (
             [*queue_levers_alone, *nodes_alone]
             if top in _QUEUE_CODES
