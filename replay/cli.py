@@ -172,7 +172,7 @@ def _search_status() -> Iterator[SearchProgress | None]:
 
 @app.command()
 def explain(
-    job: Annotated[str, typer.Argument(help="The job id, <namespace>/<name>.")],
+    job: Annotated[str, typer.Argument(help="The job id, <namespace>/<name> (or a bare name when unique).")],
     *,
     session: Annotated[
         str | None,
@@ -193,7 +193,7 @@ def explain(
             envvar=BUDGET_ENV,
             min=0,
             metavar="SECONDS",
-            help=f"Time budget of the searches (hidden reasons, what would fit); {BUDGET_ENV}.",
+            help="Seconds the searches may take (hidden reasons, what would fit).",
         ),
     ] = DEFAULT_BUDGET_SECONDS,
     url: DatabaseOption = None,
