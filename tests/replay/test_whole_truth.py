@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import pty
+import subprocess
+import sys
 
 import pytest
 
@@ -179,3 +184,34 @@ async def test_the_answer_says_why_one_node_fewer_is_not_enough(database_url: st
     one = next(text for change, text in why.items() if change.startswith("1 more node "))
     assert one.startswith("queue-not-allocatable: ")
     assert one.endswith("> deserved 12")
+
+
+def _explain_on_a_terminal(database_url: str) -> tuple[subprocess.CompletedProcess[bytes], bytes]:
+    """``replay explain -o json`` with stderr on a pseudo-terminal: its answer, and what stderr drew."""
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "replay.cli", "explain", "ml/gang", "-o", "json"],
+            env={**os.environ, "TEPHRA_DATABASE_URL": database_url, "COLUMNS": "100"},
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            check=False,
+            timeout=120,
+        )
+        os.close(follower)
+        drawn = b""
+        with contextlib.suppress(OSError):  # EIO: the terminal's other end is closed
+            while chunk := os.read(leader, 65536):
+                drawn += chunk
+    finally:
+        os.close(leader)
+    return done, drawn
+
+
+async def test_progress_is_drawn_on_stderr_when_it_is_a_terminal(database_url: str) -> None:
+    await _load(database_url, _overcommit_and_capability())
+    done, drawn = _explain_on_a_terminal(database_url)
+    assert done.returncode == 0
+    assert json.loads(done.stdout)["counterfactual"]["found"]
+    assert b"explain: searching what blocks and what would fit" in drawn
+    assert b"re-runs" in drawn
