@@ -146,11 +146,13 @@ async def _phases(reader: ArchiveReader, session_id: str) -> str:
     result = engine.run(session_input.snapshot, session_input.config, data.now, data.logic_flags)
     rerun = time.perf_counter() - began
     began = time.perf_counter()
-    cf = counterfactual_search(session_input, data, STUCK_JOB, result)
+    found = counterfactual_search(session_input, data, STUCK_JOB, result)
     search = time.perf_counter() - began
+    cf = found.counterfactual
+    assert cf is not None
     return (
         f"history {history:.3f} s, input {rebuild:.3f} s, re-run {rerun:.3f} s,"
-        f" counterfactual {search:.3f} s ({cf.sessions_run} re-runs)"
+        f" blockers and counterfactual {search:.3f} s ({cf.sessions_run} re-runs)"
     )
 
 

@@ -16,10 +16,11 @@ archive cannot be read or an argument is wrong.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 
@@ -30,12 +31,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from events.display import printable
 from replay.errors import ArchiveError, NotFound, ReplayError
+from replay.explain import Explanation
 from replay.locate import database_url
+from replay.probe import DEFAULT_BUDGET_SECONDS
+from replay.probe import Progress as SearchProgress
 from replay.queries import audit_preemptions, explain_job, show_session, verify_archive
 from replay.render import dump_json, print_audit, print_explanation, print_session, print_verify
 from replay.store import ArchiveReader, open_archive
 
-__all__ = ["app", "main"]
+__all__ = ["ArchiveUrl", "app", "located_archive", "main"]
 
 T = TypeVar("T")
 
@@ -60,6 +64,8 @@ OutputOption = Annotated[
 #: The spelling before ``-o``, kept working: ``auto`` and ``text`` were the table.
 FormatAlias = Annotated[str | None, typer.Option("--format", "-f", hidden=True)]
 _LEGACY = {"auto": "table", "text": "table"}
+#: The explain searches' time budget, in seconds (``--budget``).
+BUDGET_ENV = "TEPHRA_EXPLAIN_BUDGET"
 
 
 def _console(err: bool = False) -> Console:
@@ -99,15 +105,30 @@ def _parse_time(value: str | None, option: str) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
+#: Gives one command the archive's URL, as a context: the process that composes the stack
+#: (``api``) may start a stopped embedded stack's PostgreSQL for the command and stop it after.
+ArchiveUrl = Callable[[str | None], contextlib.AbstractContextManager[str]]
+
+
+@contextlib.contextmanager
+def located_archive(explicit: str | None) -> Iterator[str]:
+    """``--database-url``, else ``TEPHRA_DATABASE_URL``, else the running embedded stack's."""
+    yield database_url(os.environ, explicit=explicit)
+
+
+_archive_url: ArchiveUrl = located_archive
+
+
 def _run(url: str | None, work: Callable[[ArchiveReader], Awaitable[T]]) -> T:
     """Open the archive, run ``work`` on it, map replay's errors to exit codes."""
 
-    async def go() -> T:
-        async with open_archive(database_url(os.environ, explicit=url)) as reader:
+    async def go(resolved: str) -> T:
+        async with open_archive(resolved) as reader:
             return await work(reader)
 
     try:
-        return asyncio.run(go())
+        with _archive_url(url) as resolved:
+            return asyncio.run(go(resolved))
     except ArchiveError as exc:
         _console(err=True).print(printable(exc), markup=False, highlight=False)
         raise typer.Exit(2) from None
@@ -132,9 +153,26 @@ def _progress_bar(label: str) -> tuple[Progress | None, Callable[[int, int], Non
     return bar, update
 
 
+@contextlib.contextmanager
+def _search_status() -> Iterator[SearchProgress | None]:
+    """A one-line status on stderr while explain searches, when stderr is a terminal."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    with _console(err=True).status("explain: re-running the session...") as status:
+
+        def update(runs: int, seconds: float, budget: float | None) -> None:
+            of = "" if budget is None else f" of {budget:g} s"
+            status.update(
+                f"explain: searching what blocks and what would fit: {runs} re-runs, {seconds:.1f} s{of}"
+            )
+
+        yield update
+
+
 @app.command()
 def explain(
-    job: Annotated[str, typer.Argument(help="The job id, <namespace>/<name>.")],
+    job: Annotated[str, typer.Argument(help="The job id, <namespace>/<name> (or a bare name when unique).")],
     *,
     session: Annotated[
         str | None,
@@ -148,16 +186,37 @@ def explain(
     no_counterfactual: Annotated[
         bool, typer.Option("--no-counterfactual", help="Skip the counterfactual search.")
     ] = False,
+    budget: Annotated[
+        float,
+        typer.Option(
+            "--budget",
+            envvar=BUDGET_ENV,
+            min=0,
+            metavar="SECONDS",
+            help="Seconds the searches may take (hidden reasons, what would fit).",
+        ),
+    ] = DEFAULT_BUDGET_SECONDS,
     url: DatabaseOption = None,
 ) -> None:
-    """Why did JOB stay Pending? Timeline, ranked reasons with numbers, and what would have let it fit."""
+    """Why did JOB stay Pending? Timeline, every blocking reason with numbers, what would have let it fit."""
     if session is not None and at is not None:
         raise typer.BadParameter("give --session or --at, not both")
     chosen = _output(output, format_alias)
     when = _parse_time(at, "--at")
-    explanation = _run(
-        url, lambda r: explain_job(r, job, session_id=session, at=when, counterfactual=not no_counterfactual)
-    )
+
+    async def work(reader: ArchiveReader) -> Explanation:
+        with _search_status() as progress:
+            return await explain_job(
+                reader,
+                job,
+                session_id=session,
+                at=when,
+                counterfactual=not no_counterfactual,
+                budget=budget,
+                progress=progress,
+            )
+
+    explanation = _run(url, work)
     if chosen != "table":
         _print_data(explanation.to_json(), chosen)
     else:
@@ -273,8 +332,12 @@ def preemptions(
         print_audit(_console(), rows, chosen)
 
 
-def main() -> None:
+def main(archive_url: ArchiveUrl = located_archive) -> None:
+    """The console script; ``archive_url`` finds (or brings up) the archive for each command."""
     from projector.heap import tune_gc  # noqa: PLC0415 - only for the console script
+
+    global _archive_url  # noqa: PLW0603 - one console-script run, one way to the archive
+    _archive_url = archive_url
 
     # Replay folds the archive and re-runs sessions: large, long-lived object graphs.
     tune_gc()

@@ -36,8 +36,12 @@ from events.models import (
 )
 from events.quantity import format_resources
 from replay import engine
+from replay.blockers import Blocker, limits_capability, overcommitted, reason_key
+from replay.probe import PLACED, Outcome, OutOfBudget, Probe, placed_tasks
+from replay.quantities import resource_quantities
 from scheduler.core.config import SchedulerConfig
-from scheduler.core.reasons import format_amount
+from scheduler.core.reasons import Reason, format_amount
+from scheduler.core.session import SessionResult
 from scheduler.core.snapshot import (
     PODS,
     ClusterSnapshot,
@@ -49,16 +53,16 @@ from scheduler.core.snapshot import (
     TaskStatus,
 )
 
-__all__ = ["Change", "Counterfactual", "find_counterfactual", "placed_tasks"]
+__all__ = ["Attempt", "Change", "Counterfactual", "find_counterfactual", "placed_tasks"]
 
 ChangeKind = Literal[
     "add-nodes", "queue-capability", "queue-deserved", "queue-weight", "open-queue", "create-queue"
 ]
 
-#: Statuses that count as "placed" for the gang minimum after the session.
-_PLACED = frozenset({TaskStatus.BOUND, TaskStatus.BINDING, TaskStatus.RUNNING, TaskStatus.ALLOCATED})
 _DEFAULT_PODS = 110
 _MAX_WEIGHT = 65535
+#: A node-fit reason: only room on nodes (or evictions) moves it.
+_FIT_CODES = frozenset({"insufficient-resources", "predicate-failed"})
 _QUEUE_CODES = (
     "queue-missing",
     "queue-closed",
@@ -141,7 +145,7 @@ class Change:
             out["nodes"] = [
                 {
                     "name": n.name,
-                    "allocatable": dict(sorted(n.allocatable.items())),
+                    "allocatable": resource_quantities(n.allocatable),
                     "labels": dict(sorted(n.labels.items())),
                 }
                 for n in self.nodes
@@ -151,11 +155,22 @@ class Change:
             out["queue"] = {
                 "name": q.name,
                 "weight": q.weight,
-                "capability": dict(sorted(q.capability.items())),
-                "deserved": dict(sorted(q.deserved.items())),
+                "capability": resource_quantities(q.capability),
+                "deserved": resource_quantities(q.deserved),
                 "state": q.state,
             }
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """A change the search tried that did not let the job fit, and why (the first reason left)."""
+
+    change: str
+    why: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"change": self.change, "why": self.why}
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,11 +181,25 @@ class Counterfactual:
     changes: tuple[Change, ...]
     sessions_run: int
     note: str = ""
-    tried: tuple[str, ...] = field(default_factory=tuple)
+    #: What was tried and did not fit, smallest first per lever (why the answer is not smaller).
+    tried: tuple[Attempt, ...] = field(default_factory=tuple)
+    #: The search stopped at its time budget (``budget`` seconds) before it ran to its end.
+    cut: bool = False
+    budget: float | None = None
+    #: How long the search took (text only: the JSON stays the same from run to run, unless cut).
+    seconds: float = 0.0
+    #: Blockers the search's re-runs met that the explanation did not list yet, with the change
+    #: that revealed each (a queue's capability behind a node shortage, seen once nodes are added).
+    revealed: tuple[Blocker, ...] = ()
 
     @property
     def found(self) -> bool:
         return bool(self.changes)
+
+    @property
+    def summary(self) -> str:
+        """The changes as one change: a combined fix is one fix."""
+        return " and ".join(c.summary for c in self.changes)
 
     def apply(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
         for change in self.changes:
@@ -180,9 +209,12 @@ class Counterfactual:
     def to_json(self) -> dict[str, Any]:
         return {
             "found": self.found,
+            "summary": self.summary,
             "changes": [c.to_json() for c in self.changes],
             "sessionsRun": self.sessions_run,
-            "tried": list(self.tried),
+            "budgetSeconds": self.budget,
+            "cut": self.cut,
+            "tried": [a.to_json() for a in self.tried],
             "note": self.note,
         }
 
@@ -190,43 +222,23 @@ class Counterfactual:
 # ---------------------------------------------------------------------------- fitting
 
 
-def placed_tasks(snapshot: ClusterSnapshot, result: Any, job_id: str) -> int:
-    """Tasks of ``job_id`` placed after the session: already on a node, plus this session's binds."""
-    job = _job(snapshot, job_id)
-    already = sum(1 for t in job.tasks if t.status in _PLACED) if job is not None else 0
-    bound = sum(1 for d in engine.decisions_of(result) if d.kind == "bind" and d.job == job_id)
-    return already + bound
-
-
 def _job(snapshot: ClusterSnapshot, job_id: str) -> Job | None:
     return next((j for j in snapshot.jobs if j.uid == job_id), None)
 
 
-class _Probe:
-    """Re-runs the session on modified snapshots and counts the runs."""
-
-    def __init__(
-        self,
-        snapshot: ClusterSnapshot,
-        config: SchedulerConfig,
-        now: datetime,
-        flags: Iterable[str],
-        job: Job,
-    ):
-        self.snapshot = snapshot
-        self.config = config
-        self.now = now
-        self.flags = tuple(flags)
-        self.job = job
-        self.runs = 0
-
-    def fits(self, changes: Sequence[Change]) -> bool:
-        modified = self.snapshot
-        for change in changes:
-            modified = change.apply(modified)
-        self.runs += 1
-        result = engine.run(modified, self.config, self.now, self.flags)
-        return placed_tasks(modified, result, self.job.uid) >= max(self.job.min_member, 1)
+def _first_blocker(outcome: Outcome, job_id: str, added: Sequence[Node] = ()) -> str:
+    """Why a tried change did not fit: its first reason past gang-not-ready, and who took new nodes."""
+    reasons = [r for r in outcome.reasons if r.code != "gang-not-ready"] or list(outcome.reasons)
+    text = f"{reasons[0].code}: {reasons[0].message}" if reasons else "the job is still not placed"
+    names = {n.name for n in added}
+    takers = sorted(
+        {d.job for d in engine.decisions_of(outcome.result) if d.kind == "bind" and d.node in names}
+        - {job_id}
+    )
+    if takers:
+        shown = ", ".join(takers[:3]) + (f" and {len(takers) - 3} more" if len(takers) > 3 else "")
+        text += f" (other jobs took the new nodes: {shown})"
+    return text
 
 
 def _smallest(lo: int, hi: int, fits: Callable[[int], bool], guess: int | None = None) -> int | None:
@@ -413,7 +425,7 @@ def _node_lever(snapshot: ClusterSnapshot, job: Job, reasons: Sequence[Any]) -> 
 
     # Tasks the gang still lacks after what the session could place, over what one node holds.
     gang = next((dict(r.detail) for r in reasons if r.code == "gang-not-ready" and r.detail), {})
-    placed = sum(1 for t in job.tasks if t.status in _PLACED)
+    placed = sum(1 for t in job.tasks if t.status in PLACED)
     missing = max(1, job.min_member - placed - int(gang.get("placeable", 0)))
     per_node = max(1, _capacity(shape.allocatable, unit))
     # Other jobs' pending tasks may take some of the new nodes first (they can
@@ -451,7 +463,8 @@ def _shortfall(reasons: Sequence[Any], queue: str) -> dict[str, int]:
             continue
         if "resource" in detail and "limit" in detail:
             need = detail.get("allocated", 0) + detail.get("request", 0) - detail["limit"]
-            short[detail["resource"]] = max(short.get(detail["resource"], 0), _ceil(need))
+            if need > 0:
+                short[detail["resource"]] = max(short.get(detail["resource"], 0), _ceil(need))
         for resource, parts in sorted((detail.get("resources") or {}).items()):
             need = (
                 parts["request"]
@@ -460,7 +473,8 @@ def _shortfall(reasons: Sequence[Any], queue: str) -> dict[str, int]:
                 - parts.get("elastic", 0)
                 - parts["limit"]
             )
-            short[resource] = max(short.get(resource, 0), _ceil(need))
+            if need > 0:
+                short[resource] = max(short.get(resource, 0), _ceil(need))
     return short
 
 
@@ -476,18 +490,20 @@ def _limit_shortfall(snapshot: ClusterSnapshot, job: Job, limits: Mapping[str, i
         if other.queue != job.queue:
             continue
         for task in other.tasks:
-            if task.status in _PLACED:
+            if task.status in PLACED:
                 for r, a in task.request.items():
                     allocated[r] = allocated.get(r, 0) + a
     need = _job_request(job)
-    return {r: max(1, allocated.get(r, 0) + need[r] - limits[r]) for r in sorted(need) if r in limits}
+    short = {r: allocated.get(r, 0) + need[r] - limits[r] for r in sorted(need) if r in limits}
+    # Only what is short: a resource within its limit is no part of the change.
+    return {r: amount for r, amount in short.items() if amount > 0}
 
 
 def _job_request(job: Job) -> dict[str, int]:
     """What the job still needs to reach its gang minimum (minResources when it has them)."""
     if job.min_resources:
         return {r: a for r, a in job.min_resources.items() if a > 0 and r != PODS}
-    missing = max(job.min_member - sum(1 for t in job.tasks if t.status in _PLACED), 1)
+    missing = max(job.min_member - sum(1 for t in job.tasks if t.status in PLACED), 1)
     total: dict[str, int] = {}
     for task in _pending_tasks(job)[:missing]:
         for r, a in task.request.items():
@@ -579,79 +595,217 @@ def find_counterfactual(
     logic_flags: Iterable[str],
     *,
     job_id: str,
-    reasons: Sequence[Any],
-    baseline: Any = None,
+    reasons: Sequence[Reason],
+    baseline: SessionResult | None = None,
+    probe: Probe | None = None,
+    blockers: Sequence[Blocker] = (),
 ) -> Counterfactual:
     """The smallest change (by the levers above) that lets ``job_id`` place minAvailable tasks.
 
     ``reasons`` are the job's ranked reasons from the re-run (with ``code``
     and ``detail``); they choose and parametrise the levers.  ``baseline`` is
-    that re-run's result, when the caller has it.
+    that re-run's result, when the caller has it.  ``probe``: the re-runner
+    (with the time budget and progress) shared with the blocker search, whose
+    ``blockers`` rule out levers that cannot work.
     """
     job = _job(snapshot, job_id)
     if job is None:
         return Counterfactual(job_id, (), 0, note="the job is not in this session's input")
-    probe = _Probe(snapshot, config, now, logic_flags, job)
-    # ``baseline``: the caller's own re-run of the unmodified session, which saves one run.
-    unchanged_fits = (
-        placed_tasks(snapshot, baseline, job_id) >= max(job.min_member, 1)
-        if baseline is not None
-        else probe.fits(())
-    )
-    if unchanged_fits:
-        return Counterfactual(job_id, (), probe.runs, note="the job already fits in this session")
-    if any(r.code == "scheduling-gated" for r in reasons):
-        # No node or quota change places a gated pod: the gates must go first.
-        return Counterfactual(
-            job_id, (), probe.runs, note="pods are held by scheduling gates; remove the gates first"
+    probe = probe or Probe(snapshot, config, now, logic_flags, job)
+    search = _Search(probe, job, blockers)
+    try:
+        return search.run(reasons, baseline, blockers)
+    except OutOfBudget:
+        best = search.best
+        note = (
+            f"the search was cut at its time budget ({probe.budget:g} s, {probe.runs} re-runs); "
+            + ("a smaller change may exist" if best else "no change found so far")
+            + " (raise it with --budget or TEPHRA_EXPLAIN_BUDGET)"
         )
-    node_lever = _node_lever(snapshot, job, reasons)
-    queue_levers = _queue_levers(snapshot, job, reasons)
-    # gang-not-ready is a consequence; the first reason after it says where the blocker is.
-    # Overcommit's enqueue rejection is about the cluster's size, not the queue's quota.
-    top_reason = next((r for r in reasons if r.code != "gang-not-ready"), None)
-    top = "" if top_reason is None else top_reason.code
-    if top_reason is not None and dict(top_reason.detail).get("plugin") == "overcommit":
-        top = "cluster-overused"
-    ordered: list[_Lever] = (
-        [*queue_levers, *([node_lever] if node_lever else [])]
-        if top in _QUEUE_CODES
-        else [*([node_lever] if node_lever else []), *queue_levers]
-    )
-    tried: list[str] = []
-    for lever in ordered:
-        tried.append(lever.name)
-        knob = _search(probe, lever)
-        if knob is not None:
-            return Counterfactual(job_id, (lever.make(knob),), probe.runs, tried=tuple(tried))
-    # No single lever is enough: raise the queue as far as it goes, then find the fewest nodes,
-    # then shrink the queue change back.
-    if node_lever is not None:
-        for queue_lever in queue_levers:
-            tried.append(f"{node_lever.name}+{queue_lever.name}")
-            found = _combined(probe, node_lever, queue_lever)
-            if found is not None:
-                return Counterfactual(job_id, found, probe.runs, tried=tuple(tried))
-    return Counterfactual(
-        job_id,
-        (),
-        probe.runs,
-        note="no change of nodes or queue quota within the search bounds lets the job fit",
-        tried=tuple(tried),
-    )
+        return search.answer(best, note=note)
 
 
-def _search(probe: _Probe, lever: _Lever) -> int | None:
-    return _smallest(lever.lo, lever.hi, lambda k: probe.fits((lever.make(k),)), lever.guess)
+class _Hopeless(Exception):
+    """More of this lever cannot help: a re-run showed a blocker that it does not move."""
 
 
-def _combined(probe: _Probe, node_lever: _Lever, queue_lever: _Lever) -> tuple[Change, Change] | None:
-    widest = queue_lever.make(queue_lever.hi)
-    k = _smallest(
-        node_lever.lo, node_lever.hi, lambda k: probe.fits((node_lever.make(k), widest)), node_lever.guess
-    )
-    if k is None:
-        return None
-    nodes = node_lever.make(k)
-    m = _smallest(queue_lever.lo, queue_lever.hi, lambda m: probe.fits((nodes, queue_lever.make(m))))
-    return None if m is None else (nodes, queue_lever.make(m))
+class _Search:
+    """One counterfactual search: the levers tried in order, what each attempt left blocking."""
+
+    def __init__(self, probe: Probe, job: Job, blockers: Sequence[Blocker] = ()) -> None:
+        self.probe = probe
+        self.job = job
+        self.queue = next((q for q in probe.snapshot.queues if q.name == job.queue), None)
+        self.known = {reason_key(b.reason) for b in blockers}
+        self.revealed: list[Blocker] = []
+        self.tried: list[Attempt] = []
+        #: Levers not tried alone, and why: said when the answer is not one lever alone.
+        self.skipped: list[Attempt] = []
+        #: The best answer so far (kept when the budget cuts the search).
+        self.best: tuple[Change, ...] = ()
+
+    def answer(self, changes: tuple[Change, ...], note: str = "") -> Counterfactual:
+        p = self.probe
+        return Counterfactual(
+            self.job.uid,
+            changes,
+            p.runs,
+            note=note,
+            tried=tuple(self.tried if len(changes) == 1 else (*self.skipped, *self.tried)),
+            cut=p.cut,
+            budget=p.budget,
+            seconds=p.elapsed,
+            revealed=tuple(self.revealed),
+        )
+
+    def _fits(self, changes: Sequence[Change], failures: dict[int, Outcome], knob: int) -> bool:
+        modified = self.probe.snapshot
+        for change in changes:
+            modified = change.apply(modified)
+        outcome = self.probe.run(modified)
+        if outcome.fits:
+            self.best = tuple(changes)  # each fit the search finds is smaller than the one before
+            return True
+        failures[knob] = outcome
+        summary = " and ".join(c.summary for c in changes)
+        for reason in outcome.reasons:
+            if reason_key(reason) not in self.known:
+                self.known.add(reason_key(reason))
+                self.revealed.append(Blocker(reason, f"seen with {summary}"))
+        if len(changes) == 1 and self._beyond(changes[0], outcome):
+            raise _Hopeless
+        return False
+
+    def _beyond(self, change: Change, outcome: Outcome) -> bool:
+        """Whether ``outcome`` shows a blocker that more of ``change``'s kind cannot move: the
+        queue's own capability for nodes or for its weight; for any queue change, overcommit (the
+        cluster's size), or a full cluster when no action evicts to make room."""
+        met = [Blocker(r) for r in outcome.reasons]
+        capped = self.queue is not None and limits_capability(met, self.queue)
+        if change.kind == "add-nodes":
+            return capped
+        if change.kind == "queue-weight" and capped:
+            return True
+        return overcommitted(met) is not None or self._full(outcome.reasons)
+
+    def _full(self, reasons: Sequence[Reason]) -> bool:
+        """The job's first reason is the nodes' fit, and no action of the session evicts to make room:
+        then no queue setting places it."""
+        first = next((r for r in reasons if r.code != "gang-not-ready"), None)
+        evicts = {"preempt", "reclaim"} & set(self.probe.config.actions)
+        return first is not None and first.code in _FIT_CODES and not evicts
+
+    def _lever(self, lever: _Lever, fixed: Sequence[Change] = ()) -> int | None:
+        """The smallest knob of ``lever`` (with ``fixed``) that fits; records why the one below failed."""
+        failures: dict[int, Outcome] = {}
+
+        def fits(k: int) -> bool:
+            return self._fits((*fixed, lever.make(k)), failures, k)
+
+        knob: int | None = None
+        try:
+            knob = _smallest(lever.lo, lever.hi, fits, lever.guess)
+        except _Hopeless:
+            knob = None
+        finally:
+            self._record(lever, fixed, failures, found=knob is not None)
+        return knob
+
+    def _record(
+        self, lever: _Lever, fixed: Sequence[Change], failures: dict[int, Outcome], *, found: bool
+    ) -> None:
+        """The largest knob that did not fit (just below the answer, or the most tried), and why."""
+        if not failures:
+            return
+        k = max(failures)
+        change = lever.make(k)
+        what = ("" if found else "even ") + " and ".join(c.summary for c in (*fixed, change))
+        self.tried.append(Attempt(what, _first_blocker(failures[k], self.job.uid, change.nodes)))
+
+    def run(
+        self, reasons: Sequence[Reason], baseline: SessionResult | None, blockers: Sequence[Blocker]
+    ) -> Counterfactual:
+        probe, job = self.probe, self.job
+        unchanged = (
+            probe.outcome(probe.snapshot, baseline) if baseline is not None else probe.run(probe.snapshot)
+        )
+        if unchanged.fits:
+            return self.answer((), note="the job already fits in this session")
+        if any(r.code == "scheduling-gated" for r in reasons):
+            # No node or quota change places a gated pod: the gates must go first.
+            return self.answer((), note="pods are held by scheduling gates; remove the gates first")
+        snapshot = probe.snapshot
+        node_lever = _node_lever(snapshot, job, reasons)
+        queue_levers = _queue_levers(snapshot, job, reasons)
+        queue = next((q for q in snapshot.queues if q.name == job.queue), None)
+        capped = queue is not None and limits_capability(blockers, queue)
+        if node_lever is not None and capped:
+            assert queue is not None  # noqa: S101  (capped implies the queue exists)
+            self.skipped.append(
+                Attempt(
+                    "more nodes alone",
+                    f"not tried: queue {queue.name}'s capability "
+                    f"({_amounts(queue.capability, sorted(queue.capability))}) blocks the job "
+                    "whatever the cluster's size",
+                )
+            )
+        # gang-not-ready is a consequence; the first reason after it says where the blocker is.
+        # Overcommit's enqueue rejection is about the cluster's size, not the queue's quota.
+        top_reason = next((r for r in reasons if r.code != "gang-not-ready"), None)
+        top = "" if top_reason is None else top_reason.code
+        if top_reason is not None and dict(top_reason.detail).get("plugin") == "overcommit":
+            top = "cluster-overused"
+        nodes_alone = [node_lever] if node_lever is not None and not capped else []
+        cluster = overcommitted(blockers)
+        queue_levers_alone = queue_levers
+        if cluster is not None and queue_levers:
+            self.skipped.append(
+                Attempt(
+                    "queue changes alone",
+                    "not tried: overcommit refuses the job until the cluster is larger "
+                    f"({cluster.reason.message})",
+                )
+            )
+            queue_levers_alone = []
+        elif queue_levers and self._full([b.reason for b in blockers if b.reason.code != "enqueue-rejected"]):
+            self.skipped.append(
+                Attempt(
+                    "queue changes alone",
+                    "not tried: the nodes have no room for it and no action of the session "
+                    f"(actions: {', '.join(probe.config.actions)}) evicts to make room",
+                )
+            )
+            queue_levers_alone = []
+        ordered = (
+            [*queue_levers_alone, *nodes_alone]
+            if top in _QUEUE_CODES
+            else [*nodes_alone, *queue_levers_alone]
+        )
+        for lever in ordered:
+            knob = self._lever(lever)
+            if knob is not None:
+                return self.answer((lever.make(knob),))
+        # No single lever is enough: the queue as far as it goes, the fewest nodes, then the queue back.
+        if node_lever is not None:
+            for queue_lever in queue_levers:
+                found = self._combined(node_lever, queue_lever)
+                if found is not None:
+                    return self.answer(found)
+        return self.answer(
+            (), note="no change of nodes or queue quota within the search bounds lets the job fit"
+        )
+
+    def _combined(self, node_lever: _Lever, queue_lever: _Lever) -> tuple[Change, ...] | None:
+        """The fewest nodes with the queue raised by what its reasons say is short (else as far as
+        it goes, then brought back down): a couple of re-runs when the reasons' numbers are right."""
+        for m in dict.fromkeys((queue_lever.lo, queue_lever.hi)):
+            k = self._lever(node_lever, (queue_lever.make(m),))
+            if k is not None:
+                break
+        else:
+            return None
+        nodes = node_lever.make(k)
+        if m == queue_lever.lo:
+            return (nodes, queue_lever.make(m))
+        least = self._lever(queue_lever, (nodes,))
+        return None if least is None else (nodes, queue_lever.make(least))

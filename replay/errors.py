@@ -25,6 +25,8 @@ Temporal's ``[TMPRL1100]``, the code leads the message so it can be searched.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
 from typing import ClassVar
 
 __all__ = [
@@ -104,15 +106,21 @@ class UnknownJob(NotFound):
         super().__init__(f"job {job!r} is not in the archive{suffix}")
 
 
-def resolve_job_name(name: str, candidates: list[str]) -> str:
-    """A bare ``name`` as the one job so named in ``candidates`` (ids), else an :class:`UnknownJob` hint."""
+def resolve_job_name(name: str, candidates: list[str], known: Sequence[str] = ()) -> str:
+    """A bare ``name`` as the one job so named in ``candidates`` (ids), else an :class:`UnknownJob` hint.
+
+    ``known``: other job ids, to suggest the closest when no job has that name.
+    """
     if len(candidates) == 1:
         return candidates[0]
     if candidates:
         raise UnknownJob(
             name, f"as a bare name: it names {len(candidates)} jobs, give one: {', '.join(candidates)}"
         )
-    raise UnknownJob(name, "(no job of that name in any namespace; a job id is <namespace>/<name>)")
+    names = {job.rpartition("/")[2]: job for job in sorted(known, reverse=True)}
+    close = [names[n] for n in difflib.get_close_matches(name, sorted(names), n=3, cutoff=0.6)]
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise UnknownJob(name, f"(no job of that name in any namespace; a job id is <namespace>/<name>{hint})")
 
 
 class UnknownSession(NotFound):

@@ -37,14 +37,18 @@ from events.models import (
     TaskStarted,
 )
 from projector.state import VoidedDecision
+from replay import engine
 from replay.archive import ArchivedEvent, RecordedSession
+from replay.blockers import Blocker
 from replay.counterfactual import Counterfactual
 from replay.errors import UnknownJob
+from replay.quantities import detail_quantities, resource_quantities
 from scheduler.core.session import SessionResult
 from scheduler.core.snapshot import ClusterSnapshot
 
 __all__ = [
     "Explanation",
+    "Search",
     "SessionMention",
     "TimelineEntry",
     "choose_session",
@@ -316,6 +320,16 @@ def choose_session(
 
 
 @dataclass(frozen=True, slots=True)
+class Search:
+    """What explain's searches found for a pending job: every blocker, and what would have let it fit."""
+
+    blockers: tuple[Blocker, ...]
+    #: False when the time budget cut the blocker search.
+    blockers_complete: bool
+    counterfactual: Counterfactual | None
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation:
     job: str
     timeline: tuple[TimelineEntry, ...]
@@ -328,6 +342,11 @@ class Explanation:
     recorded_reasons: tuple[PendingReason, ...] = ()
     verdict: str = ""
     counterfactual: Counterfactual | None = None
+    #: Every reason that blocks the job, ranked: the re-run's, then those hidden behind them
+    #: (:mod:`replay.blockers`); empty when the job was not pending.
+    blockers: tuple[Blocker, ...] = ()
+    #: False when the time budget cut the blocker search short.
+    blockers_complete: bool = True
     #: The trace id of the job's submission (its story in a tracing backend), when it had one.
     trace_id: str | None = None
 
@@ -343,31 +362,44 @@ class Explanation:
             "session": session,
             "verdict": self.verdict,
             "facts": self.facts,
-            "reasons": list(self.reasons),
+            "reasons": [{**r, "detail": detail_quantities(r["detail"])} for r in self.reasons],
             "reasonsRederived": self.reasons_rederived,
+            "blockers": [b.to_json() for b in self.blockers],
+            "blockersComplete": self.blockers_complete,
             "recordedReasons": [r.model_dump(mode="json") for r in self.recorded_reasons],
             "counterfactual": None if self.counterfactual is None else self.counterfactual.to_json(),
         }
 
 
-def job_facts(snapshot: ClusterSnapshot, job: str) -> dict[str, Any]:
-    """What the session saw of the job: queue, phase, gang size, tasks by status and their request."""
+def job_facts(snapshot: ClusterSnapshot, result: SessionResult, job: str) -> dict[str, Any]:
+    """The job as the session left it: queue, phase (and at the session's start), gang size,
+    tasks by status after this session's decisions, and their request as quantities."""
     found = next((j for j in snapshot.jobs if j.uid == job), None)
     if found is None:
         return {}
+    # This session's decisions move tasks on: a bind is Binding, a pipeline Pipelined, an eviction Releasing.
+    moved: dict[str, str] = {}
+    for d in engine.decisions_of(result):
+        if d.job == job and d.kind in _MOVED:
+            moved[d.task] = _MOVED[d.kind]  # type: ignore[union-attr]
     statuses: dict[str, int] = {}
     for t in found.tasks:
-        statuses[t.status.value] = statuses.get(t.status.value, 0) + 1
+        status = moved.get(t.uid, t.status.value)
+        statuses[status] = statuses.get(status, 0) + 1
     requests = sorted({tuple(sorted(t.request.items())) for t in found.tasks})
     return {
         "queue": found.queue,
-        "phase": found.phase.value,
+        "phase": result.phases.get(job, found.phase.value),
+        "phaseAtStart": found.phase.value,
         "minAvailable": found.min_member,
         "tasks": dict(sorted(statuses.items())),
-        "taskRequests": [dict(r) for r in requests],
-        "minResources": None if found.min_resources is None else dict(sorted(found.min_resources.items())),
+        "taskRequests": [resource_quantities(dict(r)) for r in requests],
+        "minResources": None if found.min_resources is None else resource_quantities(found.min_resources),
         "priorityClass": found.priority_class,
     }
+
+
+_MOVED = {"bind": "Binding", "pipeline": "Pipelined", "evict": "Releasing"}
 
 
 def explain(
@@ -378,7 +410,7 @@ def explain(
     session: RecordedSession | None,
     snapshot: ClusterSnapshot | None,
     result: SessionResult | None,
-    counterfactual: Counterfactual | None,
+    search: Search | None,
     voided: Mapping[str, Sequence[VoidedDecision]] | None = None,
     found: Sequence[SessionMention] | None = None,
 ) -> Explanation:
@@ -395,11 +427,12 @@ def explain(
         job=job,
         timeline=entries,
         session=session,
-        # The snapshot is the session's input; the phase it left the job in is the re-run's.
-        facts={**job_facts(snapshot, job), "phaseAfter": result.phases.get(job)},
+        facts=job_facts(snapshot, result, job),
         reasons=reasons,
         reasons_rederived=rederived,
         recorded_reasons=recorded,
         verdict=mention.verdict if mention is not None else "not considered in this session",
-        counterfactual=counterfactual,
+        counterfactual=None if search is None else search.counterfactual,
+        blockers=() if search is None else search.blockers,
+        blockers_complete=True if search is None else search.blockers_complete,
     )

@@ -55,9 +55,15 @@ def database_url(environ: Mapping[str, str], *, explicit: str | None = None) -> 
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
+        stopped = (
+            f"; the embedded stack in {data_dir} is stopped: the installed `replay` script reads it "
+            "by starting only its PostgreSQL"
+            if (data_dir / "postgres" / "PG_VERSION").is_file()
+            else ""
+        )
         raise ArchiveUnavailable(
             f"no archive to read: set {DATABASE_ENV}, or start the embedded stack with `tephra up` "
-            f"(looked for {path}; set {DATA_DIR_ENV} if it runs elsewhere)"
+            f"(looked for {path}; set {DATA_DIR_ENV} if it runs elsewhere{stopped})"
         ) from None
     except (OSError, ValueError) as exc:
         raise ArchiveUnavailable(f"cannot read {path}: {exc}") from None

@@ -9,6 +9,7 @@ callback ``(done, total)``.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,8 +20,9 @@ from projector.state import ClusterState, VoidedDecision
 from replay import engine
 from replay.archive import ArchivedEvent, PendingLists, RecordedSession, session_of
 from replay.audit import EvictionRow, audit_session
+from replay.blockers import find_blockers, ranked
 from replay.chain import ChainChecker
-from replay.counterfactual import Counterfactual, find_counterfactual
+from replay.counterfactual import find_counterfactual
 from replay.errors import (
     ChainBroken,
     Divergence,
@@ -29,7 +31,17 @@ from replay.errors import (
     UnknownSession,
     resolve_job_name,
 )
-from replay.explain import Explanation, SessionMention, choose_session, decision_sessions, explain, mentions
+from replay.explain import (
+    Explanation,
+    Search,
+    SessionMention,
+    choose_session,
+    decision_sessions,
+    explain,
+    mentions,
+)
+from replay.probe import DEFAULT_BUDGET_SECONDS, Probe
+from replay.probe import Progress as SearchProgress
 from replay.reconstruct import Reconstruction, SessionInput, capture, fold_archived
 from replay.store import ArchiveReader
 from replay.verify import SessionCheck, VerifyReport, check_session
@@ -126,7 +138,7 @@ def _not_yet_considered(
         if not any(isinstance(e.event, JobSubmitted) for e in history):
             raise UnknownJob(job, f"(it was not yet submitted at {at.isoformat()})")
     return explain(
-        job, history, mention=None, session=None, snapshot=None, result=None, counterfactual=None, found=found
+        job, history, mention=None, session=None, snapshot=None, result=None, search=None, found=found
     )
 
 
@@ -137,6 +149,8 @@ async def explain_job(
     session_id: str | None = None,
     at: datetime | None = None,
     counterfactual: bool = True,
+    budget: float | None = DEFAULT_BUDGET_SECONDS,
+    progress: SearchProgress | None = None,
 ) -> Explanation:
     """``replay explain``: the timeline, and the chosen session re-run with reasons and a counterfactual.
 
@@ -145,8 +159,17 @@ async def explain_job(
         UnknownSession: ``session_id`` is not in the archive.
     """
     if "/" not in job:  # a bare name: the job of that name, when only one namespace has it
-        job = resolve_job_name(job, await reader.jobs_named(job))
-    explanation = await _explain_job(reader, job, session_id=session_id, at=at, counterfactual=counterfactual)
+        named = await reader.jobs_named(job)
+        job = resolve_job_name(job, named, [] if named else await reader.job_ids())
+    explanation = await _explain_job(
+        reader,
+        job,
+        session_id=session_id,
+        at=at,
+        counterfactual=counterfactual,
+        budget=budget,
+        progress=progress,
+    )
     return dataclasses.replace(explanation, trace_id=await reader.trace_id(job))
 
 
@@ -157,6 +180,8 @@ async def _explain_job(
     session_id: str | None,
     at: datetime | None,
     counterfactual: bool,
+    budget: float | None,
+    progress: SearchProgress | None,
 ) -> Explanation:
     history = await reader.job_history(job)
     if not history:
@@ -193,10 +218,21 @@ async def _explain_job(
             voided[sid] = record.voided
     assert session_input is not None  # noqa: S101  (the input seq is always wanted)
     data = session.data
+    began = time.monotonic()
     result = engine.run(session_input.snapshot, session_input.config, data.now, data.logic_flags)
+    pace = time.monotonic() - began
     search = None
-    if counterfactual and job in result.pending:
-        search = counterfactual_search(session_input, data, job, result)
+    if job in result.pending and any(j.uid == job for j in session_input.snapshot.jobs):
+        search = counterfactual_search(
+            session_input,
+            data,
+            job,
+            result,
+            counterfactual=counterfactual,
+            budget=budget,
+            progress=progress,
+            pace=pace,
+        )
     return explain(
         job,
         history,
@@ -204,26 +240,57 @@ async def _explain_job(
         session=session,
         snapshot=session_input.snapshot,
         result=result,
-        counterfactual=search,
+        search=search,
         voided=voided,
         found=found,
     )
 
 
 def counterfactual_search(
-    session_input: SessionInput, data: SessionCommittedData, job: str, result: SessionResult
-) -> Counterfactual:
-    """Explain's search for what would have placed ``job``, pending in ``result`` (the re-run
-    of the recorded session ``data`` on its rebuilt input)."""
-    return find_counterfactual(
-        session_input.snapshot,
+    session_input: SessionInput,
+    data: SessionCommittedData,
+    job: str,
+    result: SessionResult,
+    *,
+    counterfactual: bool = True,
+    budget: float | None = DEFAULT_BUDGET_SECONDS,
+    progress: SearchProgress | None = None,
+    pace: float = 0.0,
+) -> Search:
+    """Explain's searches for ``job``, pending in ``result`` (the re-run of the recorded session
+    ``data`` on its rebuilt input), sharing one time budget: the blockers hidden behind the first
+    refusal, then (``counterfactual``) the smallest change that would have placed it.  ``pace``:
+    how long the re-run of ``result`` took (no search run is started that would overrun the budget)."""
+    snapshot = session_input.snapshot
+    target = next(j for j in snapshot.jobs if j.uid == job)
+    probe = Probe(
+        snapshot,
         session_input.config,
         data.now,
         data.logic_flags,
-        job_id=job,
-        reasons=result.pending[job],
-        baseline=result,
+        target,
+        budget=budget,
+        progress=progress,
+        pace=pace,
     )
+    reasons = result.pending[job]
+    blockers, complete = find_blockers(probe, reasons)
+    found = None
+    if counterfactual:
+        found = find_counterfactual(
+            snapshot,
+            session_input.config,
+            data.now,
+            data.logic_flags,
+            job_id=job,
+            reasons=reasons,
+            baseline=result,
+            probe=probe,
+            blockers=blockers,
+        )
+    if found is not None and found.revealed:
+        blockers = ranked((*blockers, *found.revealed))
+    return Search(blockers, complete, found)
 
 
 # ---------------------------------------------------------------------------- session

@@ -17,7 +17,9 @@ from rich.table import Table
 
 from events.display import hidden, printable
 from replay.audit import EvictionRow, QueueShare, rows_to_csv
+from replay.counterfactual import Counterfactual
 from replay.explain import Explanation
+from replay.quantities import detail_quantities
 from replay.queries import SessionView
 from replay.verify import VerifyReport
 
@@ -54,20 +56,66 @@ def detail_text(detail: dict[str, Any]) -> str:
     return ", ".join(f"{k}={show(v)}" for k, v in sorted(detail.items()))
 
 
-def print_explanation(console: Console, explanation: Explanation) -> None:
-    e = explanation
+def _print_header(console: Console, e: Explanation) -> None:
     facts = e.facts
     traced = "" if e.trace_id is None else f"  (trace id {_text(e.trace_id)})"
     console.print(f"[bold]Job {_text(e.job)}[/bold]{traced}")
-    if facts:
-        tasks = _text(", ".join(f"{n} {status}" for status, n in facts["tasks"].items()) or "none")
-        after = facts.get("phaseAfter")
-        phase = _text(facts["phase"] if after in (None, facts["phase"]) else f"{facts['phase']} -> {after}")
+    if not facts:
+        return
+    tasks = _text(", ".join(f"{n} {status}" for status, n in facts["tasks"].items()) or "none")
+    start = facts["phaseAtStart"]
+    phase = _text(facts["phase"]) + ("" if start == facts["phase"] else f" (was {_text(start)})")
+    console.print(
+        f"  queue {_text(facts['queue'])}, phase {phase} after this session, "
+        f"minAvailable {facts['minAvailable']}, tasks: {tasks}"
+    )
+
+
+def _print_blockers(console: Console, e: Explanation) -> None:
+    check = (
+        "[green]the recorded ones re-derived[/green]"
+        if e.reasons_rederived
+        else "[red]the re-run's differ from the recorded ones[/red]"
+    )
+    shown: list[dict[str, Any]] = (
+        [b.to_json() for b in e.blockers]
+        if e.blockers
+        else [{**r, "detail": detail_quantities(r["detail"]), "hiddenBehind": None} for r in e.reasons]
+    )
+    if not shown:
+        return
+    console.print(f"  blocking reasons, most fundamental first ({check}):")
+    for i, reason in enumerate(shown, 1):
+        behind = reason["hiddenBehind"]
+        hidden = "" if behind is None else f" [yellow](hidden behind {_text(behind)})[/yellow]"
+        console.print(f"   {i}. [bold]{_text(reason['code'])}[/bold]{hidden}: {_text(reason['message'])}")
+        if reason["detail"]:
+            console.print(f"      [dim]{_text(detail_text(reason['detail']))}[/dim]")
+    if not e.blockers_complete:
         console.print(
-            f"  queue {_text(facts['queue'])}, phase {phase} (this session), "
-            f"minAvailable {facts['minAvailable']}, "
-            f"tasks at its start: {tasks}"
+            "  [yellow]the search for reasons hidden behind these was cut by its time budget[/yellow]"
         )
+
+
+def _print_counterfactual(console: Console, cf: Counterfactual) -> None:
+    budget = "" if cf.budget is None else f" of a {cf.budget:g} s budget"
+    console.print(
+        "\n[bold]What would have let it fit[/bold] "
+        f"(found by re-running the session {cf.sessions_run} times, {cf.seconds:.1f} s{budget}):"
+    )
+    if cf.found:
+        console.print(f"  -> {_text(cf.summary)}")
+    if cf.tried:
+        console.print("  tried first, and why it was not enough:" if cf.found else "  tried:")
+        for attempt in cf.tried:
+            console.print(f"     x {_text(attempt.change)}: {_text(attempt.why)}")
+    if cf.note:
+        console.print(f"  {'[yellow]' if cf.cut else ''}{_text(cf.note)}{'[/yellow]' if cf.cut else ''}")
+
+
+def print_explanation(console: Console, explanation: Explanation) -> None:
+    e = explanation
+    _print_header(console, e)
     table = Table(title="Timeline", title_justify="left", show_edge=False, pad_edge=False)
     for column in ("seq", "time", "session", "what"):
         table.add_column(column)
@@ -86,33 +134,14 @@ def print_explanation(console: Console, explanation: Explanation) -> None:
         console.print(f"\n{_text(e.verdict)}")
         return
     s = e.session
-    check = (
-        "[green]re-derived, same as recorded[/green]"
-        if e.reasons_rederived
-        else "[red]differ from the recorded ones[/red]"
-    )
     console.print(
         f"\n[bold]Session {_text(s.session_id)}[/bold] "
         f"(seq {s.seq}, input seq {s.input_seq}, now {s.now.isoformat()})"
     )
     console.print(f"  verdict: {_text(e.verdict)}")
-    if e.reasons:
-        console.print(f"  reasons, most fundamental first ({check}):")
-        for i, reason in enumerate(e.reasons, 1):
-            console.print(f"   {i}. [bold]{_text(reason['code'])}[/bold]: {_text(reason['message'])}")
-            if reason["detail"]:
-                console.print(f"      [dim]{_text(detail_text(reason['detail']))}[/dim]")
-    cf = e.counterfactual
-    if cf is not None:
-        console.print(
-            "\n[bold]What would have let it fit[/bold] "
-            f"(found by re-running the session {cf.sessions_run} times):"
-        )
-        if cf.found:
-            for change in cf.changes:
-                console.print(f"  -> {_text(change.summary)}")
-        else:
-            console.print(f"  {_text(cf.note)}")
+    _print_blockers(console, e)
+    if e.counterfactual is not None:
+        _print_counterfactual(console, e.counterfactual)
 
 
 def print_session(console: Console, view: SessionView) -> None:

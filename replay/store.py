@@ -271,6 +271,13 @@ class ArchiveReader:
         )
         return [r["job"] for r in rows]
 
+    async def job_ids(self, limit: int = 100_000) -> list[str]:
+        """The ids of the archive's jobs (at most ``limit``), in id order: for "did you mean"."""
+        rows = await self._conn.fetch(
+            "SELECT DISTINCT job FROM event_log WHERE job IS NOT NULL ORDER BY job LIMIT $1", limit
+        )
+        return [r["job"] for r in rows]
+
     async def job_history(self, job: str) -> list[ArchivedEvent]:
         """Every event about ``job``: its submission, task events, and sessions that mention it.
 

@@ -403,7 +403,9 @@ async def test_a_retired_job_is_still_explained_from_the_archive(
     # The latest session that considered it is the one that bound it.
     assert latest.session is not None
     assert latest.session.session_id == ran
-    assert latest.facts["tasks"] == {"Pending": 1}
+    # The header is the job as that session left it: its task bound, the job no longer Pending.
+    assert latest.facts["tasks"] == {"Binding": 1}
+    assert latest.facts["phaseAtStart"] == latest.facts["phase"] == "Inqueue"
     kinds = [e.kind for e in latest.timeline]
     assert kinds == ["submitted", "sessions", "sessions", "sessions", "task-started", "task-finished"]
     assert [e.session_id for e in latest.timeline if e.kind == "sessions"] == [*waited, ran]
@@ -449,7 +451,7 @@ async def test_explain_before_the_first_session_says_submitted_and_not_yet_consi
     assert later.job == "ml/late"
     assert later.session is not None
     # The header's phase is the one this session left the job in, beside the one it started from.
-    assert (later.facts["phase"], later.facts["phaseAfter"]) == ("Pending", "Inqueue")
+    assert (later.facts["phaseAtStart"], later.facts["phase"]) == ("Pending", "Inqueue")
 
 
 def test_a_bare_name_is_resolved_when_unique_else_the_candidates_are_named() -> None:
