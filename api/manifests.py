@@ -353,8 +353,6 @@ def _queue(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
         data["priority"] = _integer(doc, spec["priority"], "spec.priority", minimum=0)
     if spec.get("parent") is not None:
         data["parent"] = _string(doc, spec["parent"], "spec.parent")
-        if data["parent"] != "root":
-            doc.warn("spec.parent", "accepted, no effect yet: hierarchical queues are not implemented (flat)")
     state = _mapping(doc, obj.get("status"), "status").get("state")
     if state is not None:
         if state not in ("Open", "Closed", "Closing"):

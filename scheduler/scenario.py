@@ -627,14 +627,6 @@ def _warnings(head: _Doc, spec: Mapping[str, Any], objects: list[tuple[str, _Doc
                 )
         elif kind == "Pod":
             found.extend((doc, path, why) for path, why in ignored_pod_fields(body_spec, "spec"))
-        elif kind == "Queue" and body_spec.get("parent") not in (None, "", "root"):
-            found.append(
-                (
-                    doc,
-                    "spec.parent",
-                    "accepted, no effect yet: hierarchical queues are not implemented (flat)",
-                )
-            )
     return tuple(f"{doc.file}: document {doc.index}: {path}: {why}" for doc, path, why in found)
 
 

@@ -21,8 +21,8 @@ also held to the rule "honoured, refused, or warned — never dropped":
   refused when turned on, since Tephra does not implement it);
 * ``drf`` with ``enableHierarchy`` together with ``proportion`` is refused, as
   Volcano refuses it ("proportion and drf with hierarchy enabled conflicts");
-  ``enableHierarchy`` on any plugin is refused otherwise too: hierarchical
-  queues are not implemented yet;
+  ``enableHierarchy`` is honoured on ``capacity`` and refused on every other
+  plugin (Tephra has no hierarchical drf);
 * a top-level ``metrics:`` (Volcano's metrics source for the usage plugin) is
   accepted and has no effect: :func:`config_warnings` names it.
 
@@ -306,6 +306,7 @@ PLUGIN_ARGUMENTS: Mapping[str, Mapping[str, str]] = {
         "predicate.TaintTolerationEnable": "bool",
     },
     PluginName.OVERCOMMIT: {"overcommit-factor": "number"},
+    PluginName.CAPACITY: {"ancestorReclaimLevel": "int"},
     PluginName.SLA: {"sla-waiting-time": "str"},
 }
 #: Volcano arguments for features Tephra does not implement: accepted only at the value that
@@ -409,11 +410,11 @@ def _check_hierarchy(config: SchedulerConfig) -> None:
         )
     for i, tier in enumerate(config.tiers):
         for j, plugin in enumerate(tier.plugins):
-            if plugin.enabled("enableHierarchy"):
+            if plugin.enabled("enableHierarchy") and plugin.name != PluginName.CAPACITY:
                 raise ConfigError(
                     f"tiers[{i}].plugins[{j}].enableHierarchy",
-                    f"hierarchical mode of {plugin.name!r} is not implemented by Tephra yet (queues are "
-                    "flat); remove it or set it to false",
+                    f"hierarchical mode of {plugin.name!r} is not implemented by Tephra (capacity's "
+                    "is); remove it or set it to false",
                 )
 
 

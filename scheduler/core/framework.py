@@ -236,6 +236,8 @@ class Session:
         self._job_enqueued: _Point[Callable[[JobState], None]] = _Point("enableJobEnqueued")
         self._job_starving: _Point[Callable[[JobState], bool]] = _Point("enableJobStarving")
         self._job_valid: _Point[Callable[[JobState], Reason | None]] = _Point(None)
+        # Volcano's VictimQueueOrderFn ignores the enable flags, as JobValidFn does.
+        self._victim_queue_order: _Point[Callable[[QueueState, QueueState], int]] = _Point(None)
         self._allocate_handlers: list[Callable[[TaskState], None]] = []
         self._deallocate_handlers: list[Callable[[TaskState], None]] = []
         self.predicate_reasons: list[PredicateReason] = [PredicateReason("", False)]
@@ -363,6 +365,11 @@ class Session:
 
     def add_queue_order(self, plugin: PluginSlot, fn: Callable[[QueueState], OrderKey]) -> None:
         self._queue_order.add(plugin, fn)
+
+    def add_victim_queue_order(self, plugin: PluginSlot, fn: Callable[[QueueState, QueueState], int]) -> None:
+        """``fn(victim_queue, preemptor_queue)``: lower loses its tasks first (victims of
+        different queues; the queue order decides where every plugin ties)."""
+        self._victim_queue_order.add(plugin, fn)
 
     def add_task_order(self, plugin: PluginSlot, fn: Callable[[TaskState], OrderKey]) -> None:
         self._task_order.add(plugin, fn)
@@ -609,19 +616,24 @@ class Session:
         """Volcano's BuildVictimsPriorityQueue order: first element is evicted first.
 
         1. same job: reverse task order;
-        2. different queues: the queue that would be scheduled later loses first;
+        2. different queues: the victim queue order (capacity's hierarchy: queues sharing
+           deeper ancestors with the preemptor's lose first), then the queue that would be
+           scheduled later loses first;
         3. otherwise reverse job order, ties by reverse task order.
         """
 
-        def sort_key(task: TaskState) -> tuple[_Reverse, _Reverse, _Reverse]:
+        fns = self._victim_queue_order.calls
+        preemptor_queue = self.queues[preemptor.job.queue]
+
+        def sort_key(task: TaskState) -> tuple[tuple[int, ...], _Reverse, _Reverse, _Reverse]:
             queue = self.queues[task.job.queue]
             return (
+                tuple(fn(queue, preemptor_queue) for fn in fns),
                 _Reverse(self.queue_key(queue)),
                 _Reverse(self.job_key(task.job)),
                 _Reverse(self.task_key(task)),
             )
 
-        del preemptor  # the order does not depend on it once queues are compared
         return sorted(victims, key=sort_key)
 
     # ------------------------------------------------------------------ node functions

@@ -146,7 +146,6 @@ def test_both_doors_warn_about_the_same_fields_with_no_effect(tmp_path: Path) ->
     ).warnings
     expected = [
         "metrics",
-        "spec.parent",
         "spec.policies",
         "spec.maxRetry",
         "spec.networkTopology",
