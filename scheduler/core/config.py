@@ -300,10 +300,13 @@ PLUGIN_ARGUMENTS: Mapping[str, Mapping[str, str]] = {
         "mostrequested.weight": "int",
         "balancedresource.weight": "int",
         "tainttoleration.weight": "int",
+        "podtopologyspread.weight": "int",
     },
     PluginName.PREDICATES: {
         "predicate.NodeAffinityEnable": "bool",
         "predicate.TaintTolerationEnable": "bool",
+        "predicate.PodAffinityEnable": "bool",
+        "predicate.PodTopologySpreadEnable": "bool",
     },
     PluginName.OVERCOMMIT: {"overcommit-factor": "number"},
     PluginName.CAPACITY: {"ancestorReclaimLevel": "int"},
@@ -312,12 +315,11 @@ PLUGIN_ARGUMENTS: Mapping[str, Mapping[str, str]] = {
 #: Volcano arguments for features Tephra does not implement: accepted only at the value that
 #: turns the feature off (what Tephra does anyway), refused otherwise.
 OFF_ONLY_ARGUMENTS: Mapping[str, Mapping[str, object]] = {
-    # nodeorder scorers Tephra does not have (preferred node affinity, inter-pod affinity,
-    # topology spread, image locality): weight 0 disables them in Volcano too.
+    # nodeorder scorers Tephra does not have (preferred node affinity, preferred inter-pod
+    # affinity, image locality): weight 0 disables them in Volcano too.
     PluginName.NODEORDER: {
         "nodeaffinity.weight": 0,
         "podaffinity.weight": 0,
-        "podtopologyspread.weight": 0,
         "imagelocality.weight": 0,
     },
 }

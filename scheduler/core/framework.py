@@ -35,7 +35,7 @@ Divergences from Volcano are listed in docs/scheduling.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
@@ -291,6 +291,10 @@ class Session:
         tasks = self.tasks
         #: jobs Volcano would silently ignore because their queue does not exist.
         self.orphans: list[str] = []
+        #: task uid -> its labels, for the tasks that have any (pod affinity and spread select on them).
+        self.pod_labels: dict[str, Mapping[str, str]] = {}
+        #: task uid -> the snapshot's task, for tasks with pod (anti-)affinity or spread constraints.
+        self.pod_terms: dict[str, Task] = {}
         for job in sorted(snapshot.jobs, key=lambda j: j.uid):
             if job.queue not in self.queues:
                 self.orphans.append(job.uid)
@@ -335,6 +339,10 @@ class Session:
                 ts = build_task(task, state, self.dims, priority, template=template, uid=uid)
                 state.add_task(ts)
                 tasks[uid] = ts
+                if task.labels:
+                    self.pod_labels[uid] = task.labels
+                if task.pod_affinity or task.pod_anti_affinity or task.topology_spread:
+                    self.pod_terms[uid] = task
                 if task.node is not None and task.status in _ON_NODE:
                     row = nodes.index.get(task.node)
                     if row is not None:
