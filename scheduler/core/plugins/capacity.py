@@ -101,33 +101,21 @@ class CapacityPlugin(QuotaPlugin):
         return (queue,) if self.tree is None else self.tree.chain(queue)
 
     def _tree_refuses(self, job: JobState) -> bool:
-        """Volcano refuses everything while the tree is unusable, and jobs of non-leaf queues."""
+        """Volcano refuses everything while the tree is unusable (a job in a queue with
+        children makes it so: :func:`~scheduler.core.plugins.queue_tree.build_queue_tree`)."""
         tree = self.tree
-        if tree is None:
+        if tree is None or tree.problem is None:
             return False
-        if tree.problem is not None:
-            self.ssn.explain(
-                job.uid,
-                Reason(
-                    "queue-hierarchy-invalid",
-                    f"the queue hierarchy cannot be used: {tree.problem}; capacity (enableHierarchy) "
-                    "admits and allocates nothing until it is fixed",
-                    {"plugin": self.name, "problem": tree.problem},
-                ),
-            )
-            return True
-        if not tree.is_leaf(job.queue):
-            self.ssn.explain(
-                job.uid,
-                Reason(
-                    "queue-not-leaf",
-                    f"queue {job.queue} has child queues ({', '.join(tree.children[job.queue])}); "
-                    "with hierarchy only leaf queues hold jobs",
-                    {"plugin": self.name, "queue": job.queue},
-                ),
-            )
-            return True
-        return False
+        self.ssn.explain(
+            job.uid,
+            Reason(
+                "queue-hierarchy-invalid",
+                f"the queue hierarchy cannot be used: {tree.problem}; capacity (enableHierarchy) "
+                "admits and allocates nothing until it is fixed",
+                {"plugin": self.name, "problem": tree.problem},
+            ),
+        )
+        return True
 
     def _changed(self, task: TaskState, sign: int) -> None:
         if self.tree is None:
