@@ -232,9 +232,10 @@ class ClusterSnapshot:
 
 #: Fields added after archives were recorded: left out of the canonical form while empty, so a
 #: snapshot without them keeps the digest it had before they existed.
-OMITTED_WHEN_EMPTY: Final = frozenset(
-    {"scheduling_gates", "match_fields", "labels", "pod_affinity", "pod_anti_affinity", "topology_spread"}
-)
+OMITTED_WHEN_EMPTY: Final[Mapping[type, frozenset[str]]] = {
+    Task: frozenset({"scheduling_gates", "labels", "pod_affinity", "pod_anti_affinity", "topology_spread"}),
+    NodeSelectorTerm: frozenset({"match_fields"}),
+}
 
 
 def _canonical(value: Any) -> Any:
@@ -248,10 +249,11 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, (tuple, list)):
         return [_canonical(v) for v in value]
     if hasattr(value, "__dataclass_fields__"):
+        omitted = OMITTED_WHEN_EMPTY.get(type(value), frozenset())
         return {
             name: _canonical(getattr(value, name))
             for name in sorted(value.__dataclass_fields__)
-            if not (name in OMITTED_WHEN_EMPTY and not getattr(value, name))
+            if not (name in omitted and not getattr(value, name))
         }
     return value
 
