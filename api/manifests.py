@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -60,12 +61,15 @@ from events.names import invalid_name, is_dns_label, is_dns_subdomain
 from events.quantity import PODS, QuantityError, format_resources, parse_quantity
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
 from scheduler.core.config import ConfigError, config_warnings, parse_scheduler_config
+from scheduler.core.snapshot import LabelSelector, PodAffinityTerm, TopologySpreadConstraint
 from scheduler.podspec import (
     MISSING,
     PodSpecError,
     ignored_job_fields,
     ignored_pod_fields,
+    job_pod_labels,
     match_fields,
+    pod_constraints,
     pod_requests,
 )
 
@@ -353,8 +357,6 @@ def _queue(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
         data["priority"] = _integer(doc, spec["priority"], "spec.priority", minimum=0)
     if spec.get("parent") is not None:
         data["parent"] = _string(doc, spec["parent"], "spec.parent")
-        if data["parent"] != "root":
-            doc.warn("spec.parent", "accepted, no effect yet: hierarchical queues are not implemented (flat)")
     state = _mapping(doc, obj.get("status"), "status").get("state")
     if state is not None:
         if state not in ("Open", "Closed", "Closing"):
@@ -486,7 +488,15 @@ def _volcano_job(
     tasks: list[_Task] = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(raw_tasks):
-        task = _task(doc, _mapping(doc, raw, f"spec.tasks[{i}]"), i, job_preemptable, priority_values)
+        pod_labels = partial(job_pod_labels, job_labels=labels, job=name, namespace=namespace, queue=queue)
+        task = _task(
+            doc,
+            _mapping(doc, raw, f"spec.tasks[{i}]"),
+            i,
+            job_preemptable,
+            priority_values,
+            pod_labels=pod_labels,
+        )
         if task.spec.name in seen:
             doc.fail(
                 f"spec.tasks[{i}].name",
@@ -539,6 +549,8 @@ def _task(
     index: int,
     job_preemptable: tuple[bool | None, bool | None],
     priority_values: Mapping[str, int],
+    *,
+    pod_labels: Callable[..., dict[str, str]],
 ) -> _Task:
     path = f"spec.tasks[{index}]"
     name = task.get("name") or f"default{index}"
@@ -580,6 +592,7 @@ def _task(
             "be scheduled); remove them",
         )
     priority_class = _optional_string(doc, pod.get("priorityClassName"), f"{pod_path}.priorityClassName")
+    constraints = _pod_field(doc, pod_constraints, pod, pod_path)
 
     spec = TaskSpec.model_validate(
         # resources as quantity strings: an integer given to the model is read as a quantity
@@ -598,6 +611,10 @@ def _task(
             "preemption_policy": _preemption_policy(
                 doc, pod.get("preemptionPolicy"), f"{pod_path}.preemptionPolicy"
             ),
+            "labels": pod_labels(tlabels, task=name),
+            "pod_affinity": [_affinity_term_event(term) for term in constraints.affinity],
+            "pod_anti_affinity": [_affinity_term_event(term) for term in constraints.anti_affinity],
+            "topology_spread": [_spread_event(c) for c in constraints.topology_spread],
         }
     )
     usage = dict(requests)
@@ -646,6 +663,38 @@ def _pod_requests(doc: _Doc, pod: Mapping[str, Any], path: str) -> dict[str, int
     if not containers:
         doc.fail(f"{path}.containers", "expected at least one container")
     return _pod_field(doc, pod_requests, pod, path)
+
+
+def _selector_event(selector: LabelSelector | None) -> dict[str, Any] | None:
+    if selector is None:
+        return None
+    return {
+        "match_labels": dict(selector.match_labels),
+        "match_expressions": [
+            {"key": r.key, "operator": r.operator, "values": list(r.values)}
+            for r in selector.match_expressions
+        ],
+    }
+
+
+def _affinity_term_event(term: PodAffinityTerm) -> dict[str, Any]:
+    """A required pod (anti-)affinity term as read by :mod:`scheduler.podspec`, in the event's form."""
+    return {
+        "topology_key": term.topology_key,
+        "label_selector": _selector_event(term.selector),
+        "namespaces": list(term.namespaces),
+    }
+
+
+def _spread_event(constraint: TopologySpreadConstraint) -> dict[str, Any]:
+    """A topology spread constraint as read by :mod:`scheduler.podspec`, in the event's form."""
+    return {
+        "max_skew": constraint.max_skew,
+        "topology_key": constraint.topology_key,
+        "when_unsatisfiable": constraint.when_unsatisfiable,
+        "label_selector": _selector_event(constraint.selector),
+        "min_domains": constraint.min_domains,
+    }
 
 
 def _pod_field(

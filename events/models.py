@@ -263,8 +263,42 @@ class NodeSelectorTerm(EventData):
     match_fields: list[NodeSelectorRequirement] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
+class LabelSelectorRequirement(EventData):
+    key: str = Field(min_length=1)
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+
+class LabelSelector(EventData):
+    """Kubernetes' ``metav1.LabelSelector``: both parts ANDed; empty matches every pod."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+
+class PodAffinityTerm(EventData):
+    """A required pod (anti-)affinity term; ``namespaces`` empty means the pod's own, and
+    ``label_selector`` None selects no pod (Kubernetes' nil selector)."""
+
+    topology_key: str = Field(min_length=1)
+    label_selector: LabelSelector | None = None
+    namespaces: list[str] = Field(default_factory=list)
+
+
+class TopologySpreadConstraint(EventData):
+    max_skew: int = Field(ge=1, le=INT32_MAX)
+    topology_key: str = Field(min_length=1)
+    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"]
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = Field(default=None, ge=1, le=INT32_MAX)
+
+
 class TaskSpec(EventData):
-    """One task (role) of a job: ``replicas`` identical pods ``<job>-<task>-<index>``."""
+    """One task (role) of a job: ``replicas`` identical pods ``<job>-<task>-<index>``.
+
+    ``labels``, ``pod_affinity``, ``pod_anti_affinity`` and ``topology_spread`` were added
+    later: left out while empty, so a spec without them serialises as before they existed.
+    """
 
     name: str = Field(min_length=1)
     #: Bounded here by Kubernetes' int32; the projector bounds it tighter by its settings
@@ -278,6 +312,10 @@ class TaskSpec(EventData):
     preemptable: bool = True
     priority_class: str | None = None
     preemption_policy: Literal["PreemptLowerPriority", "Never"] | None = None
+    labels: dict[str, str] = Field(default_factory=dict, exclude_if=lambda v: not v)
+    pod_affinity: list[PodAffinityTerm] = Field(default_factory=list, exclude_if=lambda v: not v)
+    pod_anti_affinity: list[PodAffinityTerm] = Field(default_factory=list, exclude_if=lambda v: not v)
+    topology_spread: list[TopologySpreadConstraint] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class JobSubmittedData(EventData):

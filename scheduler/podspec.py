@@ -17,6 +17,9 @@ reproduces from Kubernetes:
   ``500m`` ("must be an integer");
 * ``schedulingGates``: their names, in order (a gated pod is not placed);
 * ``matchFields`` of node selector terms (``metadata.name`` only);
+* required pod affinity and anti-affinity terms and ``topologySpreadConstraints``
+  (:func:`pod_constraints`), and the labels Volcano's job controller puts on a job's
+  pods (:func:`job_pod_labels`);
 * the VolcanoJob fields that are accepted with a warning because they have no
   effect on scheduling (:func:`ignored_job_fields`).
 
@@ -31,15 +34,24 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from events.quantity import QuantityError, parse_quantity
+from scheduler.core.snapshot import (
+    LabelSelector,
+    NodeSelectorRequirement,
+    PodAffinityTerm,
+    TopologySpreadConstraint,
+)
 
 __all__ = [
     "MISSING",
     "NODE_NAME_FIELD",
+    "PodConstraints",
     "PodSpecError",
     "ignored_job_fields",
     "ignored_pod_fields",
     "is_extended_resource",
+    "job_pod_labels",
     "match_fields",
+    "pod_constraints",
     "pod_requests",
     "scheduling_gates",
 ]
@@ -172,6 +184,180 @@ def match_fields(term: Mapping[str, Any], path: str) -> tuple[tuple[str, str, tu
     return tuple(out)
 
 
+#: The labels Volcano's job controller (``createJobPod``) sets on every pod of a VolcanoJob.
+JOB_NAME_LABEL: Final = "volcano.sh/job-name"
+JOB_NAMESPACE_LABEL: Final = "volcano.sh/job-namespace"
+QUEUE_NAME_LABEL: Final = "volcano.sh/queue-name"
+TASK_SPEC_LABEL: Final = "volcano.sh/task-spec"
+
+
+#: The job-level label Volcano's job controller copies over the template's.
+PREEMPTABLE_LABEL: Final = "volcano.sh/preemptable"
+
+
+def job_pod_labels(
+    template_labels: Mapping[str, str],
+    *,
+    job_labels: Mapping[str, str],
+    job: str,
+    namespace: str,
+    queue: str,
+    task: str,
+) -> dict[str, str]:
+    """A VolcanoJob pod's labels: its template's, the job's ``volcano.sh/preemptable`` over
+    them, then the controller's own keys (which win).  The per-replica
+    ``volcano.sh/task-index`` is left out: a task's replicas share one spec."""
+    labels = dict(template_labels)
+    if PREEMPTABLE_LABEL in job_labels:
+        labels[PREEMPTABLE_LABEL] = job_labels[PREEMPTABLE_LABEL]
+    labels |= {
+        JOB_NAME_LABEL: job,
+        JOB_NAMESPACE_LABEL: namespace,
+        QUEUE_NAME_LABEL: queue,
+        TASK_SPEC_LABEL: task,
+    }
+    return dict(sorted(labels.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class PodConstraints:
+    """A pod's placement constraints on other pods (the required ones; preferred terms are
+    warned about by :func:`ignored_pod_fields`)."""
+
+    affinity: tuple[PodAffinityTerm, ...] = ()
+    anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    topology_spread: tuple[TopologySpreadConstraint, ...] = ()
+
+
+_SELECTOR_OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _string(value: Any, path: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise PodSpecError(path, "expected a non-empty string", value)
+    return value
+
+
+def label_selector(value: Any, path: str) -> LabelSelector | None:
+    """A ``metav1.LabelSelector`` as the API server validates it; absent is None (no pod)."""
+    if value is None:
+        return None
+    raw = _mapping(value, path)
+    unknown = sorted(set(raw) - {"matchLabels", "matchExpressions"})
+    if unknown:
+        raise PodSpecError(f"{path}.{unknown[0]}", "expected only matchLabels and matchExpressions")
+    labels = _mapping(raw.get("matchLabels"), f"{path}.matchLabels")
+    for key, label in labels.items():
+        if not isinstance(label, str):
+            raise PodSpecError(_at(f"{path}.matchLabels", str(key)), "expected a string", label)
+    expressions: list[NodeSelectorRequirement] = []
+    for i, item in enumerate(_list(raw.get("matchExpressions"), f"{path}.matchExpressions")):
+        where = f"{path}.matchExpressions[{i}]"
+        req = _mapping(item, where)
+        key = _string(req.get("key"), f"{where}.key")
+        operator = req.get("operator")
+        if operator not in _SELECTOR_OPERATORS:
+            raise PodSpecError(f"{where}.operator", "expected In, NotIn, Exists or DoesNotExist", operator)
+        values = [
+            _string(v, f"{where}.values[{j}]")
+            for j, v in enumerate(_list(req.get("values"), f"{where}.values"))
+        ]
+        if operator in ("In", "NotIn") and not values:
+            raise PodSpecError(f"{where}.values", f"expected at least one value for {operator}", values)
+        if operator in ("Exists", "DoesNotExist") and values:
+            raise PodSpecError(f"{where}.values", f"expected no values for {operator}", values)
+        expressions.append(NodeSelectorRequirement(key, str(operator), tuple(values)))
+    return LabelSelector(
+        match_labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
+        match_expressions=tuple(expressions),
+    )
+
+
+def _affinity_terms(value: Any, path: str) -> tuple[PodAffinityTerm, ...]:
+    terms: list[PodAffinityTerm] = []
+    for i, item in enumerate(_list(value, path)):
+        where = f"{path}[{i}]"
+        raw = _mapping(item, where)
+        for unsupported in ("namespaceSelector", "matchLabelKeys", "mismatchLabelKeys"):
+            if raw.get(unsupported) not in (None, [], {}):
+                raise PodSpecError(
+                    f"{where}.{unsupported}",
+                    "not supported by Tephra (it has no namespace labels and no pod-template hashes); "
+                    "list the namespaces and select by labels",
+                    raw[unsupported],
+                )
+        namespaces = [
+            _string(n, f"{where}.namespaces[{j}]")
+            for j, n in enumerate(_list(raw.get("namespaces"), f"{where}.namespaces"))
+        ]
+        terms.append(
+            PodAffinityTerm(
+                topology_key=_string(raw.get("topologyKey"), f"{where}.topologyKey"),
+                selector=label_selector(raw.get("labelSelector"), f"{where}.labelSelector"),
+                namespaces=tuple(sorted(set(namespaces))),
+            )
+        )
+    return tuple(terms)
+
+
+def _spread_constraints(value: Any, path: str) -> tuple[TopologySpreadConstraint, ...]:
+    out: list[TopologySpreadConstraint] = []
+    for i, item in enumerate(_list(value, path)):
+        where = f"{path}[{i}]"
+        raw = _mapping(item, where)
+        skew = raw.get("maxSkew")
+        if not isinstance(skew, int) or isinstance(skew, bool) or skew < 1:
+            raise PodSpecError(f"{where}.maxSkew", "expected an integer of at least 1", skew)
+        when = raw.get("whenUnsatisfiable")
+        if when not in ("DoNotSchedule", "ScheduleAnyway"):
+            raise PodSpecError(f"{where}.whenUnsatisfiable", "expected DoNotSchedule or ScheduleAnyway", when)
+        min_domains = raw.get("minDomains")
+        if min_domains is not None:
+            if not isinstance(min_domains, int) or isinstance(min_domains, bool) or min_domains < 1:
+                raise PodSpecError(f"{where}.minDomains", "expected an integer of at least 1", min_domains)
+            if when != "DoNotSchedule":
+                raise PodSpecError(
+                    f"{where}.minDomains", "expected only with whenUnsatisfiable DoNotSchedule", min_domains
+                )
+        # Kubernetes' defaults (Honor node affinity, Ignore taints) are what Tephra counts by.
+        for key, default in (("nodeAffinityPolicy", "Honor"), ("nodeTaintsPolicy", "Ignore")):
+            if raw.get(key) not in (None, default):
+                raise PodSpecError(
+                    f"{where}.{key}", f"only {default} (the default) is supported by Tephra", raw[key]
+                )
+        if raw.get("matchLabelKeys") not in (None, []):
+            raise PodSpecError(f"{where}.matchLabelKeys", "not supported by Tephra", raw["matchLabelKeys"])
+        out.append(
+            TopologySpreadConstraint(
+                max_skew=skew,
+                topology_key=_string(raw.get("topologyKey"), f"{where}.topologyKey"),
+                when_unsatisfiable=str(when),
+                selector=label_selector(raw.get("labelSelector"), f"{where}.labelSelector"),
+                min_domains=min_domains,
+            )
+        )
+    return tuple(out)
+
+
+def pod_constraints(spec: Mapping[str, Any], path: str) -> PodConstraints:
+    """The pod's required pod (anti-)affinity terms and its topology spread constraints."""
+    affinity = _mapping(spec.get("affinity"), f"{path}.affinity")
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    terms: list[tuple[PodAffinityTerm, ...]] = []
+    for kind in ("podAffinity", "podAntiAffinity"):
+        where = f"{path}.affinity.{kind}"
+        terms.append(
+            _affinity_terms(_mapping(affinity.get(kind), where).get(required), f"{where}.{required}")
+        )
+    return PodConstraints(
+        affinity=terms[0],
+        anti_affinity=terms[1],
+        topology_spread=_spread_constraints(
+            spec.get("topologySpreadConstraints"), f"{path}.topologySpreadConstraints"
+        ),
+    )
+
+
 #: VolcanoJob fields that Volcano's job controller acts on and Tephra's scheduling does not:
 #: accepted with a warning naming their path (never silently).
 _NO_EFFECT_JOB_FIELDS: Final = {
@@ -205,13 +391,19 @@ def ignored_job_fields(spec: Mapping[str, Any], path: str) -> list[tuple[str, st
 
 
 def ignored_pod_fields(spec: Mapping[str, Any], path: str) -> list[tuple[str, str]]:
-    """``(path, why)`` for each scheduling field of a pod ``spec`` that Tephra does not honour yet."""
+    """``(path, why)`` for each scheduling field of a pod ``spec`` that Tephra does not honour."""
     out: list[tuple[str, str]] = []
     affinity = spec.get("affinity")
     affinity = affinity if isinstance(affinity, Mapping) else {}
     for other in ("podAffinity", "podAntiAffinity"):
-        if affinity.get(other):
-            out.append((f"{path}.affinity.{other}", "not supported by Tephra; ignored"))
+        terms = affinity.get(other)
+        if isinstance(terms, Mapping) and terms.get("preferredDuringSchedulingIgnoredDuringExecution"):
+            out.append(
+                (
+                    f"{path}.affinity.{other}.preferredDuringSchedulingIgnoredDuringExecution",
+                    "not supported by Tephra; ignored (the required terms are honoured)",
+                )
+            )
     node_affinity = affinity.get("nodeAffinity")
     if isinstance(node_affinity, Mapping) and node_affinity.get(
         "preferredDuringSchedulingIgnoredDuringExecution"
@@ -222,6 +414,4 @@ def ignored_pod_fields(spec: Mapping[str, Any], path: str) -> list[tuple[str, st
                 "not supported by Tephra; ignored",
             )
         )
-    if spec.get("topologySpreadConstraints"):
-        out.append((f"{path}.topologySpreadConstraints", "not supported by Tephra; ignored"))
     return out

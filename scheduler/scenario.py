@@ -46,7 +46,9 @@ from scheduler.podspec import (
     PodSpecError,
     ignored_job_fields,
     ignored_pod_fields,
+    job_pod_labels,
     match_fields,
+    pod_constraints,
     pod_requests,
     scheduling_gates,
 )
@@ -302,6 +304,7 @@ def _pod_task(
     role: str | None = None,
     job_meta: Mapping[str, Any] | None = None,
     job_priority_class: str | None = None,
+    job_queue: str = "default",
 ) -> Task:
     labels = doc.labels(meta.get("labels"), "metadata.labels")
     annotations = doc.labels(meta.get("annotations"), "metadata.annotations")
@@ -339,6 +342,16 @@ def _pod_task(
     )
     preemptable = annotations.get(PREEMPTABLE_KEY, labels.get(PREEMPTABLE_KEY, "true"))
     selector = doc.mapping(spec.get("nodeSelector"), f"{where}.nodeSelector")
+    if job_meta is not None:
+        labels = job_pod_labels(
+            labels,
+            job_labels=doc.labels(job_meta.get("labels"), "metadata.labels"),
+            job=str(job_meta.get("name")),
+            namespace=namespace,
+            queue=job_queue,
+            task=role or "",
+        )
+    constraints = _pod_field(doc, pod_constraints, spec, where)
     return Task(
         namespace=namespace,
         name=name,
@@ -355,6 +368,10 @@ def _pod_task(
         priority_class=pc_name,
         created=doc.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         scheduling_gates=_pod_field(doc, scheduling_gates, spec, where),
+        labels=dict(sorted(labels.items())),
+        pod_affinity=constraints.affinity,
+        pod_anti_affinity=constraints.anti_affinity,
+        topology_spread=constraints.topology_spread,
     )
 
 
@@ -424,6 +441,7 @@ def _vcjob(doc: _Doc, classes: Mapping[str, PriorityClass]) -> Job:
                 role=tname,
                 job_meta=meta,
                 job_priority_class=spec.get("priorityClassName"),
+                job_queue=str(spec.get("queue") or "default"),
             )
             tasks.append(pod)
         task_min = doc.integer(t.get("minAvailable"), f"spec.tasks[{i}].minAvailable", replicas)
@@ -627,14 +645,6 @@ def _warnings(head: _Doc, spec: Mapping[str, Any], objects: list[tuple[str, _Doc
                 )
         elif kind == "Pod":
             found.extend((doc, path, why) for path, why in ignored_pod_fields(body_spec, "spec"))
-        elif kind == "Queue" and body_spec.get("parent") not in (None, "", "root"):
-            found.append(
-                (
-                    doc,
-                    "spec.parent",
-                    "accepted, no effect yet: hierarchical queues are not implemented (flat)",
-                )
-            )
     return tuple(f"{doc.file}: document {doc.index}: {path}: {why}" for doc, path, why in found)
 
 

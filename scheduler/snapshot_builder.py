@@ -24,11 +24,15 @@ cluster:
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, TypeAlias
 
+from events.models import LabelSelector as LabelSelectorModel
 from events.models import NodeSelectorTerm as NodeSelectorTermModel
+from events.models import PodAffinityTerm as PodAffinityTermModel
 from events.models import Taint as TaintModel
+from events.models import TaskSpec
 from events.models import Toleration as TolerationModel
+from events.models import TopologySpreadConstraint as TopologySpreadModel
 from events.quantity import MAX_QUANTITY
 from projector.state import (
     OCCUPYING,
@@ -43,9 +47,11 @@ from scheduler.core.config import DEFAULT_CONFIG, SchedulerConfig
 from scheduler.core.snapshot import (
     ClusterSnapshot,
     Job,
+    LabelSelector,
     Node,
     NodeSelectorRequirement,
     NodeSelectorTerm,
+    PodAffinityTerm,
     PodGroupPhase,
     PriorityClass,
     Queue,
@@ -53,6 +59,7 @@ from scheduler.core.snapshot import (
     Task,
     TaskStatus,
     Toleration,
+    TopologySpreadConstraint,
 )
 
 __all__ = [
@@ -142,8 +149,10 @@ def job_snapshot(state: ClusterState, job: JobState, default_class: PriorityClas
     """
     terminal = job.phase in TERMINAL_JOB_PHASES
     classes = state.priority_classes
+    # Only specs with pod-level fields (labels, pod affinity, spread): most jobs have none.
+    specs = {s.name: s for s in job.task_specs if _has_pod_terms(s)}
     tasks = tuple(
-        _task(task, job, classes, default_class)
+        _task(task, job, classes, default_class, specs)
         for task in (state.tasks[task_id] for task_id in job.tasks)
         if not terminal or task.status in OCCUPYING
     )
@@ -208,7 +217,9 @@ def _task(
     job: JobState,
     classes: dict[str, PriorityClassState],
     default_class: PriorityClassState | None,
+    specs: dict[str, TaskSpec],
 ) -> Task:
+    labels, affinity, anti_affinity, spread = _pod_terms(specs.get(task.role))
     return Task(
         namespace=job.namespace,
         # A task id is "<namespace>/<pod name>"; the snapshot keeps the parts apart.
@@ -225,6 +236,66 @@ def _task(
         preemption_policy=_preemption_policy(task, classes, default_class),
         priority_class=task.priority_class,
         created=job.created,
+        labels=labels,
+        pod_affinity=affinity,
+        pod_anti_affinity=anti_affinity,
+        topology_spread=spread,
+    )
+
+
+def _has_pod_terms(spec: TaskSpec) -> bool:
+    return bool(spec.labels or spec.pod_affinity or spec.pod_anti_affinity or spec.topology_spread)
+
+
+#: A task's labels, required pod affinity and anti-affinity terms, and spread constraints.
+PodTerms: TypeAlias = tuple[
+    dict[str, str],
+    tuple[PodAffinityTerm, ...],
+    tuple[PodAffinityTerm, ...],
+    tuple[TopologySpreadConstraint, ...],
+]
+_NO_POD_TERMS: Final[PodTerms] = ({}, (), (), ())
+
+
+def _pod_terms(spec: TaskSpec | None) -> PodTerms:
+    """The pod-level fields of a task's spec: labels, pod affinity, anti-affinity, spread."""
+    if spec is None:
+        return _NO_POD_TERMS
+    return (
+        dict(sorted(spec.labels.items())),
+        tuple(_affinity_term(t) for t in spec.pod_affinity),
+        tuple(_affinity_term(t) for t in spec.pod_anti_affinity),
+        tuple(_spread(c) for c in spec.topology_spread),
+    )
+
+
+def _selector(selector: LabelSelectorModel | None) -> LabelSelector | None:
+    if selector is None:
+        return None
+    return LabelSelector(
+        match_labels=tuple(sorted(selector.match_labels.items())),
+        match_expressions=tuple(
+            NodeSelectorRequirement(key=r.key, operator=r.operator, values=tuple(r.values))
+            for r in selector.match_expressions
+        ),
+    )
+
+
+def _affinity_term(term: PodAffinityTermModel) -> PodAffinityTerm:
+    return PodAffinityTerm(
+        topology_key=term.topology_key,
+        selector=_selector(term.label_selector),
+        namespaces=tuple(sorted(set(term.namespaces))),
+    )
+
+
+def _spread(constraint: TopologySpreadModel) -> TopologySpreadConstraint:
+    return TopologySpreadConstraint(
+        max_skew=constraint.max_skew,
+        topology_key=constraint.topology_key,
+        when_unsatisfiable=constraint.when_unsatisfiable,
+        selector=_selector(constraint.label_selector),
+        min_domains=constraint.min_domains,
     )
 
 

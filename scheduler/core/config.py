@@ -21,8 +21,8 @@ also held to the rule "honoured, refused, or warned — never dropped":
   refused when turned on, since Tephra does not implement it);
 * ``drf`` with ``enableHierarchy`` together with ``proportion`` is refused, as
   Volcano refuses it ("proportion and drf with hierarchy enabled conflicts");
-  ``enableHierarchy`` on any plugin is refused otherwise too: hierarchical
-  queues are not implemented yet;
+  ``enableHierarchy`` is honoured on ``capacity`` and refused on every other
+  plugin (Tephra has no hierarchical drf);
 * a top-level ``metrics:`` (Volcano's metrics source for the usage plugin) is
   accepted and has no effect: :func:`config_warnings` names it.
 
@@ -300,23 +300,26 @@ PLUGIN_ARGUMENTS: Mapping[str, Mapping[str, str]] = {
         "mostrequested.weight": "int",
         "balancedresource.weight": "int",
         "tainttoleration.weight": "int",
+        "podtopologyspread.weight": "int",
     },
     PluginName.PREDICATES: {
         "predicate.NodeAffinityEnable": "bool",
         "predicate.TaintTolerationEnable": "bool",
+        "predicate.PodAffinityEnable": "bool",
+        "predicate.PodTopologySpreadEnable": "bool",
     },
     PluginName.OVERCOMMIT: {"overcommit-factor": "number"},
+    PluginName.CAPACITY: {"ancestorReclaimLevel": "int"},
     PluginName.SLA: {"sla-waiting-time": "str"},
 }
 #: Volcano arguments for features Tephra does not implement: accepted only at the value that
 #: turns the feature off (what Tephra does anyway), refused otherwise.
 OFF_ONLY_ARGUMENTS: Mapping[str, Mapping[str, object]] = {
-    # nodeorder scorers Tephra does not have (preferred node affinity, inter-pod affinity,
-    # topology spread, image locality): weight 0 disables them in Volcano too.
+    # nodeorder scorers Tephra does not have (preferred node affinity, preferred inter-pod
+    # affinity, image locality): weight 0 disables them in Volcano too.
     PluginName.NODEORDER: {
         "nodeaffinity.weight": 0,
         "podaffinity.weight": 0,
-        "podtopologyspread.weight": 0,
         "imagelocality.weight": 0,
     },
 }
@@ -409,11 +412,11 @@ def _check_hierarchy(config: SchedulerConfig) -> None:
         )
     for i, tier in enumerate(config.tiers):
         for j, plugin in enumerate(tier.plugins):
-            if plugin.enabled("enableHierarchy"):
+            if plugin.enabled("enableHierarchy") and plugin.name != PluginName.CAPACITY:
                 raise ConfigError(
                     f"tiers[{i}].plugins[{j}].enableHierarchy",
-                    f"hierarchical mode of {plugin.name!r} is not implemented by Tephra yet (queues are "
-                    "flat); remove it or set it to false",
+                    f"hierarchical mode of {plugin.name!r} is not implemented by Tephra (capacity's "
+                    "is); remove it or set it to false",
                 )
 
 

@@ -35,7 +35,7 @@ Divergences from Volcano are listed in docs/scheduling.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
@@ -236,6 +236,8 @@ class Session:
         self._job_enqueued: _Point[Callable[[JobState], None]] = _Point("enableJobEnqueued")
         self._job_starving: _Point[Callable[[JobState], bool]] = _Point("enableJobStarving")
         self._job_valid: _Point[Callable[[JobState], Reason | None]] = _Point(None)
+        # Volcano's VictimQueueOrderFn ignores the enable flags, as JobValidFn does.
+        self._victim_queue_order: _Point[Callable[[QueueState, QueueState], int]] = _Point(None)
         self._allocate_handlers: list[Callable[[TaskState], None]] = []
         self._deallocate_handlers: list[Callable[[TaskState], None]] = []
         self.predicate_reasons: list[PredicateReason] = [PredicateReason("", False)]
@@ -289,6 +291,10 @@ class Session:
         tasks = self.tasks
         #: jobs Volcano would silently ignore because their queue does not exist.
         self.orphans: list[str] = []
+        #: task uid -> its labels, for the tasks that have any (pod affinity and spread select on them).
+        self.pod_labels: dict[str, Mapping[str, str]] = {}
+        #: task uid -> the snapshot's task, for tasks with pod (anti-)affinity or spread constraints.
+        self.pod_terms: dict[str, Task] = {}
         for job in sorted(snapshot.jobs, key=lambda j: j.uid):
             if job.queue not in self.queues:
                 self.orphans.append(job.uid)
@@ -333,6 +339,10 @@ class Session:
                 ts = build_task(task, state, self.dims, priority, template=template, uid=uid)
                 state.add_task(ts)
                 tasks[uid] = ts
+                if task.labels:
+                    self.pod_labels[uid] = task.labels
+                if task.pod_affinity or task.pod_anti_affinity or task.topology_spread:
+                    self.pod_terms[uid] = task
                 if task.node is not None and task.status in _ON_NODE:
                     row = nodes.index.get(task.node)
                     if row is not None:
@@ -363,6 +373,11 @@ class Session:
 
     def add_queue_order(self, plugin: PluginSlot, fn: Callable[[QueueState], OrderKey]) -> None:
         self._queue_order.add(plugin, fn)
+
+    def add_victim_queue_order(self, plugin: PluginSlot, fn: Callable[[QueueState, QueueState], int]) -> None:
+        """``fn(victim_queue, preemptor_queue)``: lower loses its tasks first (victims of
+        different queues; the queue order decides where every plugin ties)."""
+        self._victim_queue_order.add(plugin, fn)
 
     def add_task_order(self, plugin: PluginSlot, fn: Callable[[TaskState], OrderKey]) -> None:
         self._task_order.add(plugin, fn)
@@ -609,19 +624,24 @@ class Session:
         """Volcano's BuildVictimsPriorityQueue order: first element is evicted first.
 
         1. same job: reverse task order;
-        2. different queues: the queue that would be scheduled later loses first;
+        2. different queues: the victim queue order (capacity's hierarchy: queues sharing
+           deeper ancestors with the preemptor's lose first), then the queue that would be
+           scheduled later loses first;
         3. otherwise reverse job order, ties by reverse task order.
         """
 
-        def sort_key(task: TaskState) -> tuple[_Reverse, _Reverse, _Reverse]:
+        fns = self._victim_queue_order.calls
+        preemptor_queue = self.queues[preemptor.job.queue]
+
+        def sort_key(task: TaskState) -> tuple[tuple[int, ...], _Reverse, _Reverse, _Reverse]:
             queue = self.queues[task.job.queue]
             return (
+                tuple(fn(queue, preemptor_queue) for fn in fns),
                 _Reverse(self.queue_key(queue)),
                 _Reverse(self.job_key(task.job)),
                 _Reverse(self.task_key(task)),
             )
 
-        del preemptor  # the order does not depend on it once queues are compared
         return sorted(victims, key=sort_key)
 
     # ------------------------------------------------------------------ node functions

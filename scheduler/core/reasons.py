@@ -8,6 +8,7 @@ Codes, in rank order (the first is the most fundamental blocker):
 
 1. ``queue-missing`` – the job names a queue that does not exist;
 2. ``queue-closed`` – the queue is not Open;
+   ``queue-hierarchy-invalid`` – capacity's queue tree cannot be used (nothing is allocated);
    ``scheduling-gated`` – some of the job's pods have ``schedulingGates`` (not placed until removed);
 3. ``job-invalid`` – fewer valid tasks than minAvailable (gang JobValid);
 4. ``enqueue-rejected`` – an enqueue plugin refused admission (plugin, resource,
@@ -41,6 +42,7 @@ __all__ = [
 CODES: tuple[str, ...] = (
     "queue-missing",
     "queue-closed",
+    "queue-hierarchy-invalid",
     "scheduling-gated",
     "job-invalid",
     "enqueue-rejected",

@@ -100,6 +100,38 @@ class NodeSelectorTerm:
 
 
 @dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """Kubernetes' ``metav1.LabelSelector``: ``match_labels`` and ``match_expressions`` ANDed;
+    an empty selector matches every pod.  Expression operators: In, NotIn, Exists, DoesNotExist."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """A required pod (anti-)affinity term: pods matching ``selector`` in ``namespaces`` (empty:
+    the namespace of the pod that declares the term) within one ``topology_key`` domain.
+    ``selector`` None matches no pod (Kubernetes' nil selector)."""
+
+    topology_key: str
+    selector: LabelSelector | None = None
+    namespaces: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpreadConstraint:
+    """A ``topologySpreadConstraints`` entry; the pods counted are those of the pod's own
+    namespace matching ``selector`` (None: no pod)."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str = "DoNotSchedule"
+    selector: LabelSelector | None = None
+    min_domains: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     name: str
     allocatable: Mapping[str, int]
@@ -151,6 +183,11 @@ class Task:
     created: datetime | None = None
     #: the pod's ``schedulingGates`` names: while any remains, the pod is not placed.
     scheduling_gates: tuple[str, ...] = ()
+    #: the pod's labels (what other pods' affinity terms and spread constraints select).
+    labels: Mapping[str, str] = field(default_factory=dict)
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    topology_spread: tuple[TopologySpreadConstraint, ...] = ()
 
     @property
     def uid(self) -> str:
@@ -195,7 +232,10 @@ class ClusterSnapshot:
 
 #: Fields added after archives were recorded: left out of the canonical form while empty, so a
 #: snapshot without them keeps the digest it had before they existed.
-OMITTED_WHEN_EMPTY: Final = frozenset({"scheduling_gates", "match_fields"})
+OMITTED_WHEN_EMPTY: Final[Mapping[type, frozenset[str]]] = {
+    Task: frozenset({"scheduling_gates", "labels", "pod_affinity", "pod_anti_affinity", "topology_spread"}),
+    NodeSelectorTerm: frozenset({"match_fields"}),
+}
 
 
 def _canonical(value: Any) -> Any:
@@ -209,10 +249,11 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, (tuple, list)):
         return [_canonical(v) for v in value]
     if hasattr(value, "__dataclass_fields__"):
+        omitted = OMITTED_WHEN_EMPTY.get(type(value), frozenset())
         return {
             name: _canonical(getattr(value, name))
             for name in sorted(value.__dataclass_fields__)
-            if not (name in OMITTED_WHEN_EMPTY and not getattr(value, name))
+            if not (name in omitted and not getattr(value, name))
         }
     return value
 

@@ -141,6 +141,8 @@ class QueueState:
     priority: int
     state: str
     created: float
+    #: ``spec.parent``; None (or ``root``) is the root (capacity's ``enableHierarchy`` reads it).
+    parent: str | None = None
 
     @classmethod
     def from_snapshot(cls, queue: Queue) -> QueueState:
@@ -154,6 +156,7 @@ class QueueState:
             priority=queue.priority,
             state=queue.state,
             created=timestamp(queue.created),
+            parent=queue.parent or None,
         )
 
     @property

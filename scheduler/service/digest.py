@@ -24,14 +24,17 @@ from typing import Any, Final, TypeAlias
 from scheduler.core.snapshot import (
     ClusterSnapshot,
     Job,
+    LabelSelector,
     Node,
     NodeSelectorRequirement,
     NodeSelectorTerm,
+    PodAffinityTerm,
     PriorityClass,
     Queue,
     Taint,
     Task,
     Toleration,
+    TopologySpreadConstraint,
     snapshot_digest,
 )
 
@@ -44,7 +47,7 @@ _KNOWN_FIELDS: Final[dict[type[Any], set[str]]] = {
     Task: {
         "namespace", "name", "resources", "status", "node", "role", "priority", "preemptable",
         "node_selector", "tolerations", "required_affinity", "preemption_policy", "priority_class", "created",
-        "scheduling_gates",
+        "scheduling_gates", "labels", "pod_affinity", "pod_anti_affinity", "topology_spread",
     },
     Job: {
         "namespace", "name", "queue", "min_member", "min_task_member", "min_resources", "priority_class",
@@ -60,6 +63,9 @@ _KNOWN_FIELDS: Final[dict[type[Any], set[str]]] = {
     Toleration: {"key", "operator", "value", "effect"},
     NodeSelectorTerm: {"match_expressions", "match_fields"},
     NodeSelectorRequirement: {"key", "operator", "values"},
+    LabelSelector: {"match_labels", "match_expressions"},
+    PodAffinityTerm: {"topology_key", "selector", "namespaces"},
+    TopologySpreadConstraint: {"max_skew", "topology_key", "when_unsatisfiable", "selector", "min_domains"},
     ClusterSnapshot: {"nodes", "queues", "priority_classes", "jobs"},
 }  # fmt: skip
 SPECIALISED: Final = all(
@@ -181,9 +187,49 @@ def _task(t: Task) -> dict[str, Any]:
         "priority_class": t.priority_class,
         "created": _time(t.created),
     }
-    if t.scheduling_gates:  # left out while empty (snapshot.OMITTED_WHEN_EMPTY)
+    # Left out while empty (snapshot.OMITTED_WHEN_EMPTY).
+    if t.scheduling_gates:
         out["scheduling_gates"] = list(t.scheduling_gates)
+    if t.labels:
+        out["labels"] = {k: t.labels[k] for k in sorted(t.labels)}
+    if t.pod_affinity:
+        out["pod_affinity"] = [_affinity_term(term) for term in t.pod_affinity]
+    if t.pod_anti_affinity:
+        out["pod_anti_affinity"] = [_affinity_term(term) for term in t.pod_anti_affinity]
+    if t.topology_spread:
+        out["topology_spread"] = [_spread(c) for c in t.topology_spread]
     return out
+
+
+def _requirements(requirements: tuple[NodeSelectorRequirement, ...]) -> list[dict[str, Any]]:
+    return [{"key": r.key, "operator": r.operator, "values": list(r.values)} for r in requirements]
+
+
+def _selector(selector: LabelSelector | None) -> dict[str, Any] | None:
+    if selector is None:
+        return None
+    return {
+        "match_expressions": _requirements(selector.match_expressions),
+        "match_labels": [list(pair) for pair in selector.match_labels],
+    }
+
+
+def _affinity_term(term: PodAffinityTerm) -> dict[str, Any]:
+    return {
+        "namespaces": list(term.namespaces),
+        "selector": _selector(term.selector),
+        "topology_key": term.topology_key,
+    }
+
+
+def _spread(c: TopologySpreadConstraint) -> dict[str, Any]:
+    return {
+        "max_skew": c.max_skew,
+        "min_domains": c.min_domains,
+        "selector": _selector(c.selector),
+        "topology_key": c.topology_key,
+        "when_unsatisfiable": c.when_unsatisfiable,
+    }
 
 
 def _term(term: NodeSelectorTerm) -> dict[str, Any]:

@@ -208,10 +208,13 @@ spec:
     assert [(t.key, t.operator, t.effect) for t in ps.tolerations] == [("gpu", "Exists", "NoSchedule")]
     [term] = ps.required_node_affinity
     assert [(e.key, e.operator, e.values) for e in term.match_expressions] == [("zone", "In", ["a", "b"])]
-    assert [str(w) for w in parsed.warnings] == [
-        "jobs.yaml, document 1: spec.tasks[0].template.spec.affinity.podAffinity: "
-        "not supported by Tephra; ignored"
-    ]
+    # The required pod affinity term is carried (a nil labelSelector: it selects no pod).
+    [pod_term] = ps.pod_affinity
+    assert (pod_term.topology_key, pod_term.label_selector, pod_term.namespaces) == ("zone", None, [])
+    # The pods carry the labels Volcano's job controller sets.
+    assert worker.labels["volcano.sh/task-spec"] == "worker"
+    assert worker.labels["volcano.sh/preemptable"] == "false"
+    assert not parsed.warnings
 
 
 def test_min_resources_takes_higher_priority_tasks_first_when_min_available_is_below_the_tasks_sum() -> None:

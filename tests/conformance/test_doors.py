@@ -130,7 +130,11 @@ spec:
       dependsOn: {name: [a]}
       template:
         spec:
-          topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]
+          affinity:
+            podAffinity:
+              preferredDuringSchedulingIgnoredDuringExecution:
+                - weight: 1
+                  podAffinityTerm: {topologyKey: zone, labelSelector: {matchLabels: {app: x}}}
           containers: [{name: c, resources: {requests: {cpu: "1"}}}]
 """
 
@@ -146,12 +150,11 @@ def test_both_doors_warn_about_the_same_fields_with_no_effect(tmp_path: Path) ->
     ).warnings
     expected = [
         "metrics",
-        "spec.parent",
         "spec.policies",
         "spec.maxRetry",
         "spec.networkTopology",
         "spec.tasks[1].dependsOn",
-        "spec.tasks[1].template.spec.topologySpreadConstraints",
+        "spec.tasks[1].template.spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
     ]
     assert [w.field for w in submitted] == expected
     assert simulated == ["spec.config.metrics", *expected[1:]]

@@ -47,9 +47,14 @@ def config(*plugins: dict[str, Any], configurations: list[dict[str, Any]] | None
             "proportion and drf with hierarchy enabled conflicts",
         ),
         (
-            config({"name": "capacity", "enableHierarchy": True}),
+            config({"name": "drf", "enableHierarchy": True}),
             "tiers[0].plugins[0].enableHierarchy",
-            "hierarchical mode of 'capacity' is not implemented",
+            "hierarchical mode of 'drf' is not implemented by Tephra (capacity's is)",
+        ),
+        (
+            config({"name": "capacity", "enableHierarchy": True, "arguments": {"ancestorReclaimLevel": "1"}}),
+            "tiers[0].plugins[0].arguments.ancestorReclaimLevel",
+            "expected an integer",
         ),
         (
             config({"name": "gang"}, configurations=[{"name": "allocate", "arguments": {"x": 1}}]),

@@ -7,9 +7,11 @@ from datetime import UTC, datetime
 from scheduler.core.snapshot import (
     ClusterSnapshot,
     Job,
+    LabelSelector,
     Node,
     NodeSelectorRequirement,
     NodeSelectorTerm,
+    PodAffinityTerm,
     PodGroupPhase,
     PriorityClass,
     Queue,
@@ -17,12 +19,17 @@ from scheduler.core.snapshot import (
     Task,
     TaskStatus,
     Toleration,
+    TopologySpreadConstraint,
     snapshot_digest,
 )
 from scheduler.service import digest
 from scheduler.service.digest import input_digest
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+SELECTOR = LabelSelector(
+    match_labels=(("app", "train"),),
+    match_expressions=(NodeSelectorRequirement(key="tier", operator="NotIn", values=("batch",)),),
+)
 
 
 def _rich() -> ClusterSnapshot:
@@ -50,6 +57,14 @@ def _rich() -> ClusterSnapshot:
             preemption_policy="Never" if i == 1 else None,
             priority_class="high" if i == 0 else None,
             created=T0 if i else None,
+            # The pod-level fields, left out while empty: on one task of three.
+            labels={"app": "train", "volcano.sh/task-spec": "worker"} if i == 0 else {},
+            pod_affinity=(PodAffinityTerm("zone", SELECTOR, ("ml", "data")),) if i == 0 else (),
+            pod_anti_affinity=(PodAffinityTerm("kubernetes.io/hostname"),) if i == 0 else (),
+            topology_spread=(TopologySpreadConstraint(1, "zone", "ScheduleAnyway", SELECTOR, None),)
+            if i == 0
+            else (),
+            scheduling_gates=("quota",) if i == 0 else (),
         )
         for i, status in enumerate((TaskStatus.PENDING, TaskStatus.RUNNING, TaskStatus.RELEASING))
     )

@@ -15,7 +15,11 @@ Arguments (Volcano's defaults): ``leastrequested.weight`` 1,
 * TaintToleration: intolerable PreferNoSchedule taints, normalised against
   the maximum over *all* nodes (kube-scheduler normalises over the feasible
   nodes; per-node scores keep the placement index incremental).
-* NodeAffinity (preferred terms), InterPodAffinity, PodTopologySpread and
+* PodTopologySpread (``podtopologyspread.weight`` 2): the ScheduleAnyway spread
+  constraints, kube-scheduler's formula normalised over the nodes scored
+  (:mod:`scheduler.core.plugins.pod_topology`); registered only when some task
+  has such a constraint.
+* NodeAffinity (preferred terms), InterPodAffinity (preferred terms) and
   ImageLocality have no inputs in Tephra's model and score 0 everywhere.
 """
 
@@ -30,7 +34,8 @@ import numpy.typing as npt
 from scheduler.core.config import PluginName
 from scheduler.core.framework import Session
 from scheduler.core.plugins.base import PluginBase
-from scheduler.core.plugins.predicates import tolerates
+from scheduler.core.plugins.pod_topology import PodTopology
+from scheduler.core.plugins.predicates import matches_affinity, tolerates
 from scheduler.core.state import TaskState
 
 __all__ = ["NodeOrderPlugin"]
@@ -56,6 +61,17 @@ class NodeOrderPlugin(PluginBase):
         self.cpu, self.mem = dims["cpu"], dims["memory"]
         self.gpu = dims.get(_GPU, -1)
         ssn.add_node_order(self, self._score, row=self._score_row, shape_pure=True)
+        self.spread = self.int_argument("podtopologyspread.weight", 2)
+        if self.spread and any(
+            c.when_unsatisfiable == "ScheduleAnyway"
+            for task in ssn.pod_terms.values()
+            for c in task.topology_spread
+        ):
+            self.topology = PodTopology(ssn, matches_affinity)
+            ssn.add_node_order(self, self._spread_score, shape_pure=False)
+
+    def _spread_score(self, task: TaskState, rows: IntArray) -> FloatArray:
+        return self.spread * self.topology.spread_score(task, rows)
 
     def _requested(self, task: TaskState, rows: IntArray) -> tuple[IntArray, IntArray]:
         nodes = self.ssn.nodes

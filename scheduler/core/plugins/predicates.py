@@ -7,7 +7,11 @@ Implemented filters and their (kube-scheduler) failure texts:
   node affinity, ``node(s) didn't match Pod's node affinity/selector``;
 * TaintToleration (``predicate.TaintTolerationEnable``): NoSchedule /
   NoExecute taints, ``node(s) had untolerated taint {key: value}``;
-* pod count: ``node(s) pod number exceeded``.
+* pod count: ``node(s) pod number exceeded``;
+* InterPodAffinity (``predicate.PodAffinityEnable``) and PodTopologySpread
+  (``predicate.PodTopologySpreadEnable``), registered only when some task of the
+  snapshot has required pod (anti-)affinity or spread constraints; they depend on
+  where other pods are (:mod:`scheduler.core.plugins.pod_topology`).
 
 The first three are *UnschedulableAndUnresolvable* (preemption skips such
 nodes) and depend only on the task's shape and static node data, so their
@@ -29,6 +33,7 @@ import numpy.typing as npt
 from scheduler.core.config import PluginName
 from scheduler.core.framework import Session
 from scheduler.core.plugins.base import PluginBase
+from scheduler.core.plugins.pod_topology import PodTopology
 from scheduler.core.snapshot import Node, NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration
 from scheduler.core.state import TaskState
 
@@ -107,6 +112,11 @@ class PredicatesPlugin(PluginBase):
         self._static: dict[tuple[object, ...], IntArray] = {}
         self._static_lists: dict[tuple[object, ...], list[int]] = {}
         ssn.add_predicate(self, self._predicate, row=self._predicate_row, shape_pure=True)
+        pod_affinity_on = self.bool_argument("predicate.PodAffinityEnable", True)
+        spread_on = self.bool_argument("predicate.PodTopologySpreadEnable", True)
+        if ssn.pod_terms and (pod_affinity_on or spread_on):
+            topology = PodTopology(ssn, matches_affinity, affinity_on=pod_affinity_on, spread_on=spread_on)
+            ssn.add_predicate(self, topology.filter, shape_pure=False)
 
     def _static_reasons(self, task: TaskState) -> IntArray:
         key = (task.node_selector, task.tolerations, task.affinity)
