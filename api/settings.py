@@ -4,6 +4,7 @@ Each service package owns the model of its own settings
 (:class:`~projector.settings.ProjectorSettings`,
 :class:`~scheduler.service.settings.SchedulerSettings`,
 :class:`~kube.settings.SimClusterSettings`,
+:class:`~kube.bridge.settings.KubeBridgeSettings`,
 :class:`~api.http.settings.ApiSettings`); :class:`CommonSettings` holds
 what every command shares: where the stack is, and the log level.
 :class:`TephraSettings` is all of them in one object, the one the service
@@ -36,6 +37,7 @@ from api.http.settings import ApiSettings
 from events.display import redact
 from events.models import DEFAULT_CLUSTER
 from events.topics import Topics
+from kube.bridge.settings import KubeBridgeSettings
 from kube.settings import SimClusterSettings
 from projector.settings import ProjectorSettings
 from replay.locate import DEFAULT_DATA_DIR_TEXT, default_data_dir
@@ -203,6 +205,7 @@ class TephraSettings(
     SchedulerSettings,
     SimClusterSettings,
     ApiSettings,
+    KubeBridgeSettings,
 ):
     """Every setting: what ``tephra up`` runs with; each service reads its own base class."""
 
@@ -223,6 +226,7 @@ COMMAND_SETTINGS: Mapping[str, tuple[type[BaseSettings], ...]] = {
     "projector": (CommonSettings, ObservabilitySettings, ProjectorSettings),
     "scheduler": (CommonSettings, ObservabilitySettings, SchedulerSettings),
     "sim-cluster": (CommonSettings, ObservabilitySettings, SimClusterSettings),
+    "kube-bridge": (CommonSettings, ObservabilitySettings, KubeBridgeSettings),
     "api": (CommonSettings, ApiSettings),
     "submit": (CommonSettings,),
     "get": (CommonSettings,),
