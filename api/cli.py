@@ -659,6 +659,42 @@ def api_server(flags: dict[str, str]) -> None:
     raise typer.Exit(api_command(settings, _endpoints(settings)))
 
 
+@app.command("kube-dev-cluster")
+def kube_dev_cluster(
+    directory: Annotated[
+        Path | None,
+        typer.Option("--dir", help="Data directory (kept); default: a temporary one, deleted on exit."),
+    ] = None,
+    kubeconfig: Annotated[Path | None, typer.Option(help="Also write the admin kubeconfig here.")] = None,
+) -> None:
+    """Run etcd + kube-apiserver v1.20.2 on loopback (RBAC on) until Ctrl-C; prints the kubeconfig path."""
+    from kube.dev.commands import dev_cluster_command
+
+    raise typer.Exit(dev_cluster_command(directory, kubeconfig))
+
+
+@app.command("kube-sim-kubelet")
+def kube_sim_kubelet(
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="KUBECONFIG", help="The cluster's kubeconfig; in-cluster service account if unset."
+        ),
+    ] = None,
+    node: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A node to create: NAME or NAME:RESOURCE=QTY,... (repeat); default cpu=8,memory=32Gi."
+        ),
+    ] = None,
+    heartbeat: Annotated[float, typer.Option(min=0.1, help="Seconds between two Ready heartbeats.")] = 30.0,
+) -> None:
+    """A fake kubelet: keeps its nodes (and those labelled tephra.dev/sim-kubelet) Ready, runs bound pods."""
+    from kube.sim_kubelet import sim_kubelet_command
+
+    raise typer.Exit(sim_kubelet_command(kubeconfig, node or [], heartbeat))
+
+
 token_app = typer.Typer(
     help="The HTTP API's bearer tokens (stored hashed in TEPHRA_API_TOKENS_FILE).", no_args_is_help=True
 )

@@ -1,0 +1,270 @@
+"""A typed JSON client for the Kubernetes API on kubernetes-asyncio's transport.
+
+kubernetes-asyncio has no type information, and its generated models have
+quirks against a 1.20 apiserver (a binding's ``Status`` reply fails to
+deserialise).  Tephra therefore uses only its configuration loading
+(kubeconfig, in-cluster service account) and its HTTP client (TLS, bearer
+token), and exchanges plain JSON: requests are mappings, replies are
+:data:`JsonObject`, read with the accessors below.  Every non-2xx reply raises
+:class:`KubeApiError` with the apiserver's status, reason and message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Self, TypeAlias
+
+import aiohttp
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+
+__all__ = [
+    "JsonObject",
+    "JsonValue",
+    "KubeApiError",
+    "KubeClient",
+    "WatchEvent",
+    "json_int",
+    "json_list",
+    "json_object",
+    "json_str",
+    "resource_path",
+]
+
+JsonValue: TypeAlias = str | int | float | bool | list["JsonValue"] | dict[str, "JsonValue"] | None
+JsonObject: TypeAlias = dict[str, JsonValue]
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON = "application/json"
+
+
+class KubeApiError(Exception):
+    """A non-2xx reply: ``status`` (HTTP), ``reason`` (``AlreadyExists``, ``NotFound``, ...), message."""
+
+    def __init__(self, method: str, path: str, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{method} {path}: {status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One line of a watch: ``ADDED``, ``MODIFIED``, ``DELETED``, ``BOOKMARK`` or ``ERROR``."""
+
+    type: str
+    object: JsonObject
+
+
+def resource_path(
+    group_version: str,
+    plural: str,
+    *,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    """``/api/v1/...`` for the core group (``v1``), ``/apis/<group>/<version>/...`` otherwise."""
+    parts = ["/api/v1" if group_version == "v1" else f"/apis/{group_version}"]
+    if namespace is not None:
+        parts.append(f"namespaces/{namespace}")
+    parts.append(plural)
+    if name is not None:
+        parts.append(name)
+        if subresource is not None:
+            parts.append(subresource)
+    return "/".join(parts)
+
+
+def json_object(value: JsonValue | JsonObject, *keys: str) -> JsonObject:
+    """The object at ``keys`` below ``value``; ``{}`` where a key is absent or not an object."""
+    current: JsonValue = value
+    for key in keys:
+        current = current.get(key) if isinstance(current, dict) else None
+    return current if isinstance(current, dict) else {}
+
+
+def json_str(value: JsonObject, *keys: str) -> str | None:
+    """The string at ``keys`` (``None`` where absent or not a string)."""
+    leaf = json_object(value, *keys[:-1]).get(keys[-1])
+    return leaf if isinstance(leaf, str) else None
+
+
+def json_int(value: JsonObject, *keys: str) -> int | None:
+    leaf = json_object(value, *keys[:-1]).get(keys[-1])
+    return leaf if isinstance(leaf, int) and not isinstance(leaf, bool) else None
+
+
+def json_list(value: JsonObject, *keys: str) -> list[JsonValue]:
+    leaf = json_object(value, *keys[:-1]).get(keys[-1])
+    return leaf if isinstance(leaf, list) else []
+
+
+def _as_object(data: object) -> JsonObject:
+    if not isinstance(data, dict):
+        raise TypeError(f"expected a JSON object from the apiserver, got {type(data).__name__}")
+    return data
+
+
+class KubeClient:
+    """One connection pool to one apiserver; ``async with`` closes it."""
+
+    def __init__(self, api_client: k8s_client.ApiClient) -> None:
+        self._api = api_client
+
+    @classmethod
+    async def connect(cls, kubeconfig: Path | None) -> Self:
+        """From a kubeconfig file, or the pod's service account (in-cluster) when ``None``."""
+        configuration = k8s_client.Configuration()
+        if kubeconfig is None:
+            # The one unannotated function of kubernetes-asyncio used here.
+            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:
+            await k8s_config.load_kube_config(
+                config_file=str(kubeconfig), client_configuration=configuration, persist_config=False
+            )
+        return cls(k8s_client.ApiClient(configuration=configuration))
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Mapping[str, object] | None = None,
+        content_type: str = JSON,
+        streaming: bool = False,
+    ) -> aiohttp.ClientResponse:
+        response = await self._api.call_api(
+            path,
+            method,
+            query_params=list((query or {}).items()),
+            header_params={"Content-Type": content_type, "Accept": JSON},
+            body=dict(body) if body is not None else None,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            # A watch stays open as long as the server keeps it (its timeoutSeconds); a call gets 60 s.
+            _request_timeout=None if streaming else 60,
+        )
+        if not isinstance(response, aiohttp.ClientResponse):
+            raise TypeError(f"kubernetes-asyncio returned {type(response).__name__}, not an aiohttp response")
+        if not 200 <= response.status <= 299:
+            text = await response.text()
+            response.release()
+            reason, message = response.reason or "", text
+            try:
+                status = _as_object(json.loads(text))
+            except (ValueError, TypeError):
+                pass
+            else:
+                reason = json_str(status, "reason") or reason
+                message = json_str(status, "message") or message
+            raise KubeApiError(method, path, response.status, reason, message)
+        return response
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Mapping[str, object] | None = None,
+        content_type: str = JSON,
+    ) -> JsonObject:
+        """One call; the reply's JSON object."""
+        response = await self._send(method, path, query=query, body=body, content_type=content_type)
+        try:
+            return _as_object(json.loads(await response.read()))
+        finally:
+            response.release()
+
+    async def get(self, path: str, query: Mapping[str, str] | None = None) -> JsonObject:
+        return await self.request("GET", path, query=query)
+
+    async def create(self, path: str, body: Mapping[str, object]) -> JsonObject:
+        return await self.request("POST", path, body=body)
+
+    async def merge_patch(self, path: str, body: Mapping[str, object]) -> JsonObject:
+        return await self.request("PATCH", path, body=body, content_type=MERGE_PATCH)
+
+    async def delete(self, path: str, body: Mapping[str, object] | None = None) -> JsonObject:
+        return await self.request("DELETE", path, body=body)
+
+    async def watch(
+        self, path: str, *, resource_version: str, query: Mapping[str, str] | None = None
+    ) -> AsyncIterator[WatchEvent]:
+        """The events of ``path`` after ``resource_version``, until the server ends the stream.
+
+        A ``410 Gone`` arrives as an ``ERROR`` event whose object is a ``Status``: the caller
+        lists again.
+        """
+        params = {**(query or {}), "watch": "1", "resourceVersion": resource_version}
+        params.setdefault("allowWatchBookmarks", "true")
+        response = await self._send("GET", path, query=params, streaming=True)
+        try:
+            while line := await response.content.readline():
+                event = _as_object(json.loads(line))
+                kind = json_str(event, "type") or ""
+                yield WatchEvent(kind, json_object(event, "object"))
+        finally:
+            response.release()
+
+    async def list_and_watch(
+        self, path: str, query: Mapping[str, str] | None = None
+    ) -> AsyncIterator[WatchEvent]:
+        """Every object of ``path`` as ``ADDED``, then its changes, for ever.
+
+        A watch the server ends resumes from the last version seen; after a ``410 Gone`` (or any
+        watch error) the objects are listed again (as ``ADDED``, the ones deleted meanwhile as
+        ``DELETED``): handlers must be idempotent.
+        ``SYNCED`` (with an empty object) follows each complete listing.
+        """
+        known: dict[str, JsonObject] = {}
+        while True:
+            listing = await self.get(path, query)
+            version = json_str(listing, "metadata", "resourceVersion") or "0"
+            listed: dict[str, JsonObject] = {}
+            for item in json_list(listing, "items"):
+                if isinstance(item, dict):
+                    listed[_object_key(item)] = item
+            for key, vanished in known.items():
+                if key not in listed:
+                    yield WatchEvent("DELETED", vanished)
+            known = listed
+            for item in listed.values():
+                yield WatchEvent("ADDED", item)
+            yield WatchEvent("SYNCED", {})
+            gone = False
+            while not gone:  # a watch the server ended in time resumes where it was
+                async for event in self.watch(path, resource_version=version, query=query):
+                    if event.type == "ERROR":
+                        gone = True  # 410 Gone (too old a version) or another error: list again
+                        break
+                    version = json_str(event.object, "metadata", "resourceVersion") or version
+                    if event.type == "BOOKMARK":
+                        continue
+                    key = _object_key(event.object)
+                    if event.type == "DELETED":
+                        known.pop(key, None)
+                    else:
+                        known[key] = event.object
+                    yield event
+
+
+def _object_key(item: JsonObject) -> str:
+    return f"{json_str(item, 'metadata', 'namespace') or ''}/{json_str(item, 'metadata', 'name') or ''}"
