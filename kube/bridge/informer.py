@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import aiohttp
 
-from kube.rest import JsonObject, KubeApiError, KubeClient, json_list, json_str
+from kube.rest import JsonObject, KubeApiError, KubeClient, json_str
 
 __all__ = ["Informer", "object_key"]
 
 log = logging.getLogger(__name__)
 
 _RETRY_AFTER: Final = (0.2, 0.5, 1.0, 2.0, 5.0)
-#: Seconds the apiserver keeps one watch open; then it is resumed from the last version.
-_WATCH_SECONDS: Final = 300
 
 
 def object_key(obj: JsonObject) -> str:
@@ -47,10 +45,12 @@ class Informer:
         api_version: str,
         kind: str,
         changed: asyncio.Event,
+        query: Mapping[str, str] | None = None,
         on_change: Callable[[str, JsonObject | None, JsonObject | None], None] | None = None,
     ) -> None:
         self.client = client
         self.path = path
+        self.query = dict(query or {})
         self.api_version = api_version
         self.kind = kind
         self.objects: dict[str, JsonObject] = {}
@@ -59,7 +59,6 @@ class Informer:
         self.synced = asyncio.Event()
         self.relists = 0
         self._on_change = on_change
-        self._version = ""
 
     def _put(self, obj: JsonObject) -> None:
         obj = {**obj, "apiVersion": self.api_version, "kind": self.kind}
@@ -79,53 +78,29 @@ class Informer:
             self._on_change(key, old, new)
         self.changed.set()
 
-    async def _list(self) -> None:
-        reply = await self.client.get(self.path)
-        seen: set[str] = set()
-        for item in json_list(reply, "items"):
-            if isinstance(item, dict):
-                self._put(item)
-                seen.add(object_key(item))
-        for key in sorted(self.objects.keys() - seen):
-            self._drop(key)  # deleted while we were not watching
-        self._version = json_str(reply, "metadata", "resourceVersion") or ""
-        self.synced.set()
-
     async def run(self) -> None:
-        """List, then watch for ever; relist on ``410 Gone`` and after failures."""
+        """List, then watch for ever (:meth:`KubeClient.list_and_watch`: a relist after ``410 Gone``);
+        after a failure, wait and list again."""
         failures = 0
-        listed = False
         while True:
+            listing: set[str] = set()
             try:
-                if not listed:
-                    await self._list()
-                    listed = True
-                    self.relists += 1
-                async for event in self.client.watch(
-                    self.path, resource_version=self._version, query={"timeoutSeconds": str(_WATCH_SECONDS)}
-                ):
-                    if event.type == "ERROR":
-                        # 410 Gone above all: the version left the apiserver's window.
-                        log.info("%s watch: %s; listing again", self.kind, json_str(event.object, "message"))
-                        listed = False
-                        break
-                    version = json_str(event.object, "metadata", "resourceVersion")
-                    if version:
-                        self._version = version
-                    if event.type in ("ADDED", "MODIFIED"):
+                async for event in self.client.list_and_watch(self.path, self.query):
+                    if event.type == "SYNCED":
+                        # A complete listing: what it did not hold was deleted while we were away.
+                        for key in sorted(self.objects.keys() - listing):
+                            self._drop(key)
+                        listing = set()
+                        self.relists += 1
+                        self.synced.set()
+                        failures = 0
+                    elif event.type in ("ADDED", "MODIFIED"):
                         self._put(event.object)
+                        listing.add(object_key(event.object))
                     elif event.type == "DELETED":
                         self._drop(object_key(event.object))
-                failures = 0
-            except KubeApiError as exc:
-                if exc.status == 410:
-                    listed = False
-                    continue
+            except (KubeApiError, aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
                 failures = await _back_off(self.kind, exc, failures)
-                listed = False
-            except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
-                failures = await _back_off(self.kind, exc, failures)
-                listed = False
 
 
 async def _back_off(kind: str, exc: BaseException, failures: int) -> int:

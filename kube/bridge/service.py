@@ -156,7 +156,8 @@ class Bridge:
         self.pod_informers = [
             Informer(
                 client,
-                f"/api/v1/pods?fieldSelector=spec.schedulerName%3D{name}",
+                "/api/v1/pods",
+                query={"fieldSelector": f"spec.schedulerName={name}"},
                 api_version="v1",
                 kind="Pod",
                 changed=self.changed,
