@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
 import shutil
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,19 +25,21 @@ from api.endpoints import Endpoints
 from api.kube_bridge import object_parser
 from api.settings import TephraSettings
 from api.stack import run_services
+from api.submit import load_submission, produce_manifests
 from events.topics import Topics
 from kube.bridge.service import Bridge, run_bridge
 from kube.bridge.settings import KubeBridgeSettings
 from kube.dev.cluster import DevCluster
 from kube.dev.deploy import bridge_kubeconfig
-from kube.rest import JsonObject, KubeClient, json_list, json_object, json_str, resource_path
+from kube.rest import JsonObject, KubeApiError, KubeClient, json_list, json_object, json_str, resource_path
 from kube.sim_kubelet import SimKubelet, parse_node_shape
 from projector.migrate import apply_migrations
 from tests.service.helpers import stopped
 
 pytestmark = pytest.mark.integration
 
-DATA = Path(__file__).resolve().parent / "data"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "kube" / "data"
 KUBECTL = shutil.which("kubectl") or "kubectl"
 
 
@@ -57,6 +62,15 @@ class Stack:
     database_url: str
     kubeconfig: Path
     bridge: list[Bridge]
+
+    async def get(self, path: str) -> JsonObject | None:
+        """The object, None while it does not exist."""
+        try:
+            return await self.kube.get(path)
+        except KubeApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     def podgroup(self, name: str) -> str:
         return resource_path(
@@ -202,3 +216,160 @@ async def test_a_lone_pod_of_ours_is_bound_and_runs(stack: Stack) -> None:
     events = await stack.kube.get(resource_path("v1", "events", namespace=stack.namespace))
     reasons = [json_str(e, "reason") for e in json_list(events, "items") if isinstance(e, dict)]
     assert "Scheduled" in reasons
+
+
+def _vcjob(
+    name: str, replicas: int, *, priority_class: str | None = None, min_available: int | None = None
+) -> str:
+    priority = f"\n  priorityClassName: {priority_class}" if priority_class else ""
+    return f"""\
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata:
+  name: {name}
+spec:
+  minAvailable: {replicas if min_available is None else min_available}
+  schedulerName: tephra{priority}
+  queue: default
+  tasks:
+    - replicas: {replicas}
+      name: worker
+      template:
+        spec:
+          containers:
+            - name: main
+              image: demo/trainer:latest
+              resources:
+                limits:
+                  nvidia.com/gpu: 1
+"""
+
+
+async def _events(stack: Stack, reason: str) -> list[JsonObject]:
+    reply = await stack.kube.get(resource_path("v1", "events", namespace=stack.namespace))
+    return [e for e in json_list(reply, "items") if isinstance(e, dict) and json_str(e, "reason") == reason]
+
+
+def _replay(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(  # noqa: S603 - our own CLI, fixed arguments
+        [
+            sys.executable,
+            "-c",
+            "from replay.cli import main; main()",
+            *args,
+            "--database-url",
+            stack.database_url,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+async def test_a_gang_that_cannot_fit_stays_pending_and_says_why_as_replay_explains(
+    stack: Stack, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "big.yaml"
+    manifest.write_text(_vcjob("big", 3))
+    stack.kubectl("apply", "-f", str(manifest))
+    podgroup = await eventually(
+        lambda: stack.get(stack.podgroup("big")),
+        lambda pg: isinstance(pg, dict) and bool(json_list(pg, "status", "conditions")),
+    )
+    assert isinstance(podgroup, dict)
+    assert json_str(podgroup, "status", "phase") == "Pending"
+    (condition,) = json_list(podgroup, "status", "conditions")
+    assert isinstance(condition, dict)
+    assert condition["type"] == "Unschedulable"
+    job_id = f"{stack.namespace}/big"
+    failed = await eventually(
+        lambda: _events(stack, "FailedScheduling"), lambda e: isinstance(e, list) and len(e) >= 3
+    )
+    assert isinstance(failed, list)
+    message = json_str(failed[0], "message") or ""
+    assert f"replay explain {job_id}" in message
+    assert message == condition["message"]
+    assert all(not json_str(p, "spec", "nodeName") for p in await stack.pods())
+    explained = _replay(stack, "explain", job_id, "-o", "json", "--no-counterfactual")
+    assert explained.returncode == 0, explained.stderr
+    reasons = json.loads(explained.stdout)["recordedReasons"]
+    assert reasons
+    for reason in reasons:
+        assert f"{reason['code']}: {reason['message']}" in message
+
+
+PREEMPTION = """\
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: NS-high}
+value: 1000
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: NS-low}
+value: 100
+"""
+
+PREEMPT_CONFIG = """\
+apiVersion: tephra.dev/v1alpha1
+kind: SchedulerConfiguration
+metadata: {name: preempt}
+spec:
+  actions: "enqueue, allocate, preempt, backfill"
+  tiers:
+    - plugins:
+        - name: priority
+        - name: gang
+          enablePreemptable: false
+        - name: conformance
+    - plugins:
+        - name: drf
+          enablePreemptable: false
+        - name: predicates
+        - name: proportion
+        - name: nodeorder
+"""
+
+
+async def test_a_high_priority_job_preempts_and_the_victims_event_names_it(
+    stack: Stack, endpoints: Endpoints, tmp_path: Path
+) -> None:
+    # The scheduler configuration comes through tephra submit (it is no Kubernetes object).
+    config = tmp_path / "config.yaml"
+    config.write_text(PREEMPT_CONFIG)
+    await produce_manifests(load_submission([config], cluster="default"), endpoints)
+    classes = tmp_path / "classes.yaml"
+    classes.write_text(PREEMPTION.replace("NS", stack.namespace))
+    stack.kubectl("apply", "-f", str(classes))
+    low = tmp_path / "low.yaml"
+    low.write_text(_vcjob("low", 2, priority_class=f"{stack.namespace}-low", min_available=1))
+    stack.kubectl("apply", "-f", str(low))
+
+    def running(count: int) -> Callable[[object], bool]:
+        def check(value: object) -> bool:
+            pods = value if isinstance(value, list) else []
+            return sum(_phase(p) == "Running" for p in pods) == count
+
+        return check
+
+    await eventually(stack.pods, running(2))
+    high = tmp_path / "high.yaml"
+    high.write_text(_vcjob("high", 1, priority_class=f"{stack.namespace}-high"))
+    stack.kubectl("apply", "-f", str(high))
+    path = resource_path("v1", "pods", namespace=stack.namespace, name="high-worker-0")
+    pod = await eventually(lambda: stack.get(path), lambda p: isinstance(p, dict) and _phase(p) == "Running")
+    assert isinstance(pod, dict)
+    preempted = await eventually(
+        lambda: _events(stack, "Preempted"), lambda e: isinstance(e, list) and len(e) == 1
+    )
+    assert isinstance(preempted, list)
+    (event,) = preempted
+    assert json_str(event, "involvedObject", "name") in ("low-worker-0", "low-worker-1")
+    assert json_str(event, "message") == f"Preempted by job {stack.namespace}/high"
+    # The victim was evicted; as Volcano's job controller, the bridge made its pod again, which waits.
+    pods = {json_str(p, "metadata", "name") or "": p for p in await stack.pods()}
+    assert sorted(pods) == ["high-worker-0", "low-worker-0", "low-worker-1"]
+    verified = _replay(stack, "verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
