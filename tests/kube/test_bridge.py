@@ -27,7 +27,7 @@ from api.settings import TephraSettings
 from api.stack import run_services
 from api.submit import load_submission, produce_manifests
 from events.topics import Topics
-from kube.bridge.service import Bridge, run_bridge
+from kube.bridge.service import run_bridge
 from kube.bridge.settings import KubeBridgeSettings
 from kube.dev.cluster import DevCluster
 from kube.dev.deploy import bridge_kubeconfig
@@ -59,9 +59,13 @@ class Stack:
     kube: KubeClient
     namespace: str
     nodes: list[str]
-    database_url: str
-    kubeconfig: Path
-    bridge: list[Bridge]
+    endpoints: Endpoints
+    kubeconfig: Path  # the admin's
+    bridge_kubeconfig: Path  # the bridge's ServiceAccount
+
+    @property
+    def database_url(self) -> str:
+        return self.endpoints.database_url
 
     async def get(self, path: str) -> JsonObject | None:
         """The object, None while it does not exist."""
@@ -115,46 +119,49 @@ async def endpoints(kafka_bootstrap: str, database_url: str, kube_name: str) -> 
 
 
 @pytest.fixture
-async def stack(
+async def cluster(
     kube_cluster: DevCluster,
     volcano_crds: KubeClient,
     kube_namespace: str,
     endpoints: Endpoints,
     tmp_path: Path,
 ) -> AsyncIterator[Stack]:
-    """Two 1-GPU nodes (sim kubelet), projector and scheduler, and the bridge in this process."""
+    """Two 1-GPU nodes (sim kubelet), projector and scheduler; the bridge's kubeconfig, no bridge."""
     kube = volcano_crds
     await _clear_nodes(kube)
     nodes = [f"{kube_namespace}-gpu-{i}" for i in range(2)]
-    kubelet = SimKubelet(kube, [parse_node_shape(f"{n}:nvidia.com/gpu=1") for n in nodes], heartbeat=1)
-    kubelet_task = asyncio.create_task(kubelet.run())
-    kafka_bootstrap, database_url, topics = (
-        endpoints.kafka_bootstrap,
-        endpoints.database_url,
-        endpoints.topics,
-    )
+    shapes = [parse_node_shape(f"{n}:nvidia.com/gpu=1,pods=300") for n in nodes]
+    kubelet_task = asyncio.create_task(SimKubelet(kube, shapes, heartbeat=1).run())
     settings = TephraSettings(schedule_period=0.2)
     services = asyncio.create_task(run_services(settings, endpoints, ("projector", "scheduler")))
     kubeconfig = await bridge_kubeconfig(kube, kube_cluster, tmp_path / "bridge.kubeconfig")
-    bridges: list[Bridge] = []
-    bridge_task = asyncio.create_task(
-        run_bridge(
-            KubeBridgeSettings(kubeconfig=kubeconfig),
-            object_parser("default"),
-            kafka_bootstrap=kafka_bootstrap,
-            database_url=database_url,
-            topics=topics,
-            cluster="default",
-            on_ready=bridges.append,
-        )
-    )
     try:
-        yield Stack(kube, kube_namespace, nodes, database_url, kube_cluster.kubeconfig, bridges)
+        yield Stack(kube, kube_namespace, nodes, endpoints, kube_cluster.kubeconfig, kubeconfig)
     finally:
-        for task in (bridge_task, services, kubelet_task):
+        for task in (services, kubelet_task):
             task.cancel()
             await stopped(task)
         await _clear_nodes(kube)
+
+
+@pytest.fixture
+async def stack(cluster: Stack) -> AsyncIterator[Stack]:
+    """:func:`cluster` with the bridge running in this process."""
+    bridge_task = asyncio.create_task(
+        run_bridge(
+            KubeBridgeSettings(kubeconfig=cluster.bridge_kubeconfig),
+            object_parser("default"),
+            kafka_bootstrap=cluster.endpoints.kafka_bootstrap,
+            database_url=cluster.database_url,
+            topics=cluster.endpoints.topics,
+            cluster="default",
+        )
+    )
+    try:
+        yield cluster
+    finally:
+        bridge_task.cancel()
+        await stopped(bridge_task)
 
 
 def _phase(pod: JsonObject) -> str | None:
@@ -373,3 +380,76 @@ async def test_a_high_priority_job_preempts_and_the_victims_event_names_it(
     assert sorted(pods) == ["high-worker-0", "low-worker-0", "low-worker-1"]
     verified = _replay(stack, "verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def _start_bridge(stack: Stack, log: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "TEPHRA_KAFKA_BOOTSTRAP": stack.endpoints.kafka_bootstrap,
+        "TEPHRA_DATABASE_URL": stack.database_url,
+        "TEPHRA_TOPICS_PREFIX": stack.endpoints.topics.prefix,
+        "TEPHRA_KUBECONFIG": str(stack.bridge_kubeconfig),
+    }
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-c", "from api.cli import main; main()", "kube-bridge"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+async def test_a_sigkilled_bridge_restarted_binds_every_pod_of_a_stream_exactly_once(
+    cluster: Stack, tmp_path: Path
+) -> None:
+    count = 500
+    log = tmp_path / "bridge.log"
+    bridge = _start_bridge(cluster, log)
+    pods_path = resource_path("v1", "pods", namespace=cluster.namespace)
+    slots = asyncio.Semaphore(32)
+
+    async def create(i: int) -> None:
+        body: JsonObject = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"p-{i:03d}", "namespace": cluster.namespace},
+            "spec": {"schedulerName": "tephra", "containers": [{"name": "main", "image": "demo/x"}]},
+        }
+        async with slots:
+            await cluster.kube.create(pods_path, body)
+
+    def bound(at_least: int) -> Callable[[object], bool]:
+        def check(value: object) -> bool:
+            pods = value if isinstance(value, list) else []
+            return sum(bool(json_str(p, "spec", "nodeName")) for p in pods) >= at_least
+
+        return check
+
+    creating: asyncio.Future[list[None]] = asyncio.gather(*(create(i) for i in range(count)))
+    try:
+        await eventually(cluster.pods, bound(count // 5), within=120)
+        bridge.kill()  # SIGKILL in the middle of the stream: nothing to clean up, nothing flushed
+        bridge.wait(timeout=30)
+        await creating
+        bridge = _start_bridge(cluster, log)
+        await eventually(cluster.pods, bound(count), within=300)
+    finally:
+        bridge.kill()
+        bridge.wait(timeout=30)
+    nodes = {json_str(p, "metadata", "name"): json_str(p, "spec", "nodeName") for p in await cluster.pods()}
+    conn = await asyncpg.connect(cluster.database_url)
+    try:
+        rows = await conn.fetch("SELECT task_id, node FROM bindings")
+        rejected = await conn.fetch("SELECT error, detail FROM rejected_events")
+    finally:
+        await conn.close()
+    decided: dict[str, list[str]] = {}
+    for row in rows:
+        decided.setdefault(row["task_id"], []).append(row["node"])
+    # One accepted binding decision per pod, and each pod on that very node.
+    assert len(decided) == count
+    assert all(len(bindings) == 1 for bindings in decided.values())
+    for name, node in nodes.items():
+        assert decided[f"{cluster.namespace}/{name}-pod-0"] == [node]
+    assert [(r["error"], r["detail"]) for r in rejected] == []
