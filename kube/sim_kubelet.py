@@ -29,7 +29,15 @@ from pathlib import Path
 from kube.rest import JsonObject, KubeApiError, KubeClient, json_list, json_str, resource_path
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
 
-__all__ = ["SIM_NODE_LABEL", "NodeShape", "SimKubelet", "parse_node_shape", "sim_kubelet_command"]
+__all__ = [
+    "SIM_NODE_LABEL",
+    "NodeShape",
+    "SimKubelet",
+    "create_sim_node",
+    "parse_node_shape",
+    "remove_not_ready_taints",
+    "sim_kubelet_command",
+]
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +106,56 @@ def _containers(pod: JsonObject) -> list[JsonObject]:
     return [c for c in json_list(pod, "spec", "containers") if isinstance(c, dict)]
 
 
+async def create_sim_node(client: KubeClient, shape: NodeShape) -> JsonObject:
+    """Create a Ready Node of ``shape`` labelled for the sim kubelet, or label the one there; the Node."""
+    now = _now()
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": shape.name,
+            "labels": {"kubernetes.io/hostname": shape.name, **shape.labels, SIM_NODE_LABEL: "true"},
+        },
+        "status": {
+            "capacity": dict(shape.resources),
+            "allocatable": dict(shape.resources),
+            "conditions": [_ready_condition(now)],
+            "nodeInfo": {
+                "kubeletVersion": KUBELET_VERSION,
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+            },
+        },
+    }
+    try:
+        return await client.create(resource_path("v1", "nodes"), node)
+    except KubeApiError as exc:
+        if exc.status != 409:
+            raise
+        # Present already: adopt it (label), keep its shape.
+        return await client.merge_patch(
+            resource_path("v1", "nodes", name=shape.name),
+            {"metadata": {"labels": {SIM_NODE_LABEL: "true"}}},
+        )
+
+
+async def remove_not_ready_taints(client: KubeClient, node: JsonObject) -> None:
+    """Remove the taints a node-lifecycle controller would lift from a Ready node, if it has any.
+
+    The patch carries the node's resourceVersion, so a concurrent change of its taints wins
+    (:class:`KubeApiError` 409) rather than being overwritten.
+    """
+    taints = [t for t in json_list(node, "spec", "taints") if isinstance(t, dict)]
+    kept = [t for t in taints if t.get("key") not in NOT_READY_TAINTS]
+    if len(kept) == len(taints):
+        return
+    patch: JsonObject = {
+        "metadata": {"resourceVersion": json_str(node, "metadata", "resourceVersion")},
+        "spec": {"taints": list(kept) if kept else None},
+    }
+    await client.merge_patch(resource_path("v1", "nodes", name=json_str(node, "metadata", "name")), patch)
+
+
 class SimKubelet:
     """Runs the nodes given plus every Node labelled :data:`SIM_NODE_LABEL`; :meth:`run` until cancelled."""
 
@@ -120,7 +178,7 @@ class SimKubelet:
 
     async def run(self) -> None:
         for shape in self._shapes:
-            await self._create_node(shape)
+            await create_sim_node(self._client, shape)
         nodes_synced, pods_synced = asyncio.Event(), asyncio.Event()
 
         async def synced() -> None:
@@ -140,37 +198,6 @@ class SimKubelet:
 
     # ------------------------------------------------------------------ nodes
 
-    async def _create_node(self, shape: NodeShape) -> None:
-        now = _now()
-        node = {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": shape.name,
-                "labels": {"kubernetes.io/hostname": shape.name, **shape.labels, SIM_NODE_LABEL: "true"},
-            },
-            "status": {
-                "capacity": dict(shape.resources),
-                "allocatable": dict(shape.resources),
-                "conditions": [_ready_condition(now)],
-                "nodeInfo": {
-                    "kubeletVersion": KUBELET_VERSION,
-                    "architecture": "amd64",
-                    "operatingSystem": "linux",
-                },
-            },
-        }
-        try:
-            await self._client.create(resource_path("v1", "nodes"), node)
-        except KubeApiError as exc:
-            if exc.status != 409:
-                raise
-            # Present already: adopt it (label), keep its shape.
-            await self._client.merge_patch(
-                resource_path("v1", "nodes", name=shape.name),
-                {"metadata": {"labels": {SIM_NODE_LABEL: "true"}}},
-            )
-
     async def _watch_nodes(self, synced: asyncio.Event) -> None:
         events = self._client.list_and_watch(resource_path("v1", "nodes"), {"labelSelector": SIM_NODE_LABEL})
         async for event in events:
@@ -189,16 +216,8 @@ class SimKubelet:
 
     async def _keep_ready(self, node: JsonObject) -> None:
         name = json_str(node, "metadata", "name") or ""
-        taints = [t for t in json_list(node, "spec", "taints") if isinstance(t, dict)]
-        kept = [t for t in taints if t.get("key") not in NOT_READY_TAINTS]
-        if len(kept) != len(taints):
-            patch: JsonObject = {
-                # The version makes a concurrent change of the taints win (409): the next event retries.
-                "metadata": {"resourceVersion": json_str(node, "metadata", "resourceVersion")},
-                "spec": {"taints": list(kept) if kept else None},
-            }
-            with contextlib.suppress(KubeApiError):
-                await self._client.merge_patch(resource_path("v1", "nodes", name=name), patch)
+        with contextlib.suppress(KubeApiError):  # changed meanwhile (409): the next event retries
+            await remove_not_ready_taints(self._client, node)
         ready = [
             c
             for c in json_list(node, "status", "conditions")

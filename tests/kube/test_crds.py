@@ -12,31 +12,10 @@ from kube.crds import crd_documents, install_crds
 from kube.dev.cluster import DevCluster
 from kube.rest import KubeApiError, KubeClient, json_int, json_list, json_object, json_str, resource_path
 
-pytestmark = pytest.mark.integration
-
 # The seed article's minimal Volcano Job (000_371f252b04cb6f3c.txt §3.3), as printed there.
-SEED_VCJOB = """\
-apiVersion: batch.volcano.sh/v1alpha1
-kind: Job
-metadata:
-  name: demo-training
-spec:
-  minAvailable: 2
-  schedulerName: volcano
-  queue: default
-  tasks:
-    - replicas: 2
-      name: worker
-      template:
-        spec:
-          containers:
-            - name: trainer
-              image: demo/trainer:latest
-              resources:
-                limits:
-                  nvidia.com/gpu: 1
-          restartPolicy: Never
-"""
+from tests.api.test_manifests import DEMO_TRAINING as SEED_VCJOB
+
+pytestmark = pytest.mark.integration
 
 # The article's Queue (§4.2), under a name of the test's.
 SEED_QUEUE = """\
