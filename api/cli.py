@@ -618,13 +618,21 @@ def sim_cluster(flags: dict[str, str]) -> None:
 
 @app.command("kube-bridge")
 @settings_flags("kube-bridge")
-def kube_bridge(flags: dict[str, str]) -> None:
+def kube_bridge(
+    flags: dict[str, str],
+    install_crds: Annotated[
+        bool,
+        typer.Option(
+            "--install-crds", help="Create or update Tephra's Volcano CRDs (Job, Queue, PodGroup) first."
+        ),
+    ] = False,
+) -> None:
     """Run the Kubernetes bridge: cluster objects in as events, accepted bindings and evictions out."""
     from api.kube_bridge import kube_bridge_command
 
     settings = _settings(TephraSettings, flags)
     with _setup_errors():
-        raise typer.Exit(kube_bridge_command(settings, _endpoints(settings)))
+        raise typer.Exit(kube_bridge_command(settings, _endpoints(settings), install_crds=install_crds))
 
 
 @app.command()

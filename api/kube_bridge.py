@@ -63,6 +63,7 @@ def kube_bridge_command(
     settings: TephraSettings,
     endpoints: Endpoints,
     *,
+    install_crds: bool = False,
     on_ready: Callable[[Bridge], None] | None = None,
 ) -> int:
     """Run the bridge until SIGTERM/SIGINT; the exit code."""
@@ -77,6 +78,7 @@ def kube_bridge_command(
             database_url=endpoints.database_url,
             topics=endpoints.topics,
             cluster=endpoints.cluster,
+            install=install_crds,
             on_ready=on_ready,
         )
 

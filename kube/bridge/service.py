@@ -56,6 +56,7 @@ from kube.bridge.plan import Bind, CreatePod, Evict, ProjectedTask, plan_tasks
 from kube.bridge.settings import KubeBridgeSettings
 from kube.bridge.status import StatusWriter
 from kube.bridge.store import BridgeLock, read_projected_state, read_tasks
+from kube.crds import install_crds
 from kube.rest import JsonObject, KubeApiError, KubeClient, json_str, resource_path
 
 __all__ = ["Bridge", "run_bridge"]
@@ -379,10 +380,15 @@ class Bridge:
     # ------------------------------------------------------------------ loop
 
     async def run(self) -> None:
-        async with asyncio.TaskGroup() as group:
-            for informer in self.informers:
-                group.create_task(informer.run(), name=f"watch {informer.kind}")
-            group.create_task(self._reconcile(), name="reconcile")
+        try:
+            async with asyncio.TaskGroup() as group:
+                for informer in self.informers:
+                    group.create_task(informer.run(), name=f"watch {informer.kind}")
+                group.create_task(self._reconcile(), name="reconcile")
+        finally:
+            for call in list(self._calls):
+                call.cancel()
+            await asyncio.gather(*self._calls, return_exceptions=True)
 
     async def _reconcile(self) -> None:
         for informer in self.informers:
@@ -442,23 +448,30 @@ async def run_bridge(
     database_url: str,
     topics: Topics,
     cluster: str,
+    install: bool = False,
     on_ready: Callable[[Bridge], None] | None = None,
 ) -> None:
-    """Run the bridge until cancelled; outages of Kafka, PostgreSQL or the apiserver are retried."""
+    """Run the bridge until cancelled; outages of Kafka, PostgreSQL or the apiserver are retried.
+
+    ``install``: first create or update Tephra's Volcano CRDs (``--install-crds``).
+    """
     failures = 0
     while True:
         began = time.monotonic()
         lock = BridgeLock(database_url, cluster)
+        failure: BaseException | None = None
         try:
             await lock.acquire()
             async with (
                 asyncpg.create_pool(database_url, min_size=1, max_size=3) as pool,
                 await KubeClient.connect(settings.kubeconfig) as client,
             ):
+                if install:
+                    log.info("kube bridge: installed %s", ", ".join(await install_crds(client)))
+                    install = False
                 producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
                 try:
                     await producer.start()
-
                     bridge = Bridge(
                         settings,
                         client,
@@ -474,11 +487,17 @@ async def run_bridge(
                 finally:
                     await producer.stop()
         except* (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, KafkaError, KubeApiError) as group:
-            if time.monotonic() - began > 30:
-                failures = 0
-            delay = _RETRY_AFTER[min(failures, len(_RETRY_AFTER) - 1)]
-            failures += 1
-            log.warning("kube bridge: %s; retrying in %.1fs", group.exceptions[0], delay)
-            await asyncio.sleep(delay)
+            failure = group.exceptions[0]
         finally:
-            await lock.release()
+            with contextlib.suppress(OSError, asyncpg.InterfaceError):
+                await lock.release()
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            # Told to stop: a failure on the way out (a query cut short) is no reason to go on.
+            raise asyncio.CancelledError
+        if time.monotonic() - began > 30:
+            failures = 0  # the last run was healthy: retry quickly
+        delay = _RETRY_AFTER[min(failures, len(_RETRY_AFTER) - 1)]
+        failures += 1
+        log.warning("kube bridge: %s; retrying in %.1fs", failure, delay)
+        await asyncio.sleep(delay)

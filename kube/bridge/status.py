@@ -6,6 +6,9 @@
   pending, with the session's reasons and the ``replay explain`` command that
   re-derives them.  An Event's name is derived from the pod's uid and what it
   says, so a restarted bridge does not repeat it (the apiserver answers 409).
+* A Volcano Job's ``status``: its pods counted by phase (pending, running,
+  succeeded, failed) and ``state.phase`` (Pending, Running, Completed, Failed)
+  from those counts and ``minAvailable``, as Volcano's job controller writes it.
 * The PodGroup of a pending job: ``status.phase`` Pending with an
   ``Unschedulable`` condition carrying the same text, as Volcano writes it;
   ``Running`` once the job runs.
@@ -26,12 +29,12 @@ import asyncpg
 import orjson
 
 from kube.bridge.objects import PodKind, PodRef
-from kube.rest import JsonObject, KubeApiError, KubeClient, json_str, resource_path
+from kube.rest import JsonObject, KubeApiError, KubeClient, json_int, json_str, resource_path
 
 if TYPE_CHECKING:
     from kube.bridge.service import Bridge
 
-__all__ = ["StatusWriter", "failed_scheduling_message"]
+__all__ = ["StatusWriter", "failed_scheduling_message", "volcano_job_status"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,23 @@ def failed_scheduling_message(job_id: str, reasons: list[Mapping[str, object]]) 
     return f"{text} (run `replay explain {job_id}` for the session's reasoning)"
 
 
+def volcano_job_status(counts: Mapping[str, int], min_available: int | None) -> JsonObject:
+    """A Volcano Job's status from its pods' counts, as Volcano's job controller derives the phase."""
+    total = sum(counts.values())
+    needed = min_available or total
+    if counts["failed"]:
+        phase = "Failed"
+    elif total and counts["succeeded"] == total:
+        phase = "Completed"
+    elif counts["running"] + counts["succeeded"] >= needed:
+        phase = "Running"
+    else:
+        phase = "Pending"
+    status: JsonObject = {"state": {"phase": phase}, "minAvailable": needed}
+    status.update(counts)
+    return status
+
+
 def _now_text() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -61,6 +81,7 @@ class StatusWriter:
         self.enabled = enabled
         self._session_seq = -1
         self._said: dict[str, str] = {}  # job id -> the FailedScheduling text last written
+        self._job_status: dict[str, JsonObject] = {}  # Volcano Job -> the status last written
 
     async def _event(self, pod: PodRef, reason: str, message: str, kind: str = "Normal") -> None:
         if not self.enabled:
@@ -103,6 +124,27 @@ class StatusWriter:
         by = f"job {preemptor}" if preemptor else "Tephra's scheduler (a reclaim or a cancelled job)"
         await self._event(pod, "Preempted", f"Preempted by {by}", "Warning")
 
+    async def _volcano_jobs(self, bridge: Bridge) -> None:
+        counts: dict[str, dict[str, int]] = {}
+        for ref, pod in bridge.pods.by_task.values():
+            if ref.kind is PodKind.VOLCANO_JOB:
+                phase = json_str(pod, "status", "phase") or "Pending"
+                key = phase.lower() if phase in ("Running", "Succeeded", "Failed") else "pending"
+                job = counts.setdefault(ref.job_id, {"pending": 0, "running": 0, "succeeded": 0, "failed": 0})
+                job[key] += 1
+        for job_id in sorted(counts.keys() & bridge.volcano_job_ids()):
+            vcjob = bridge.vcjobs.objects[job_id]
+            status = volcano_job_status(counts[job_id], json_int(vcjob, "spec", "minAvailable"))
+            if self._job_status.get(job_id) == status:
+                continue
+            self._job_status[job_id] = status
+            namespace, _, name = job_id.partition("/")
+            path = resource_path("batch.volcano.sh/v1alpha1", "jobs", namespace=namespace, name=name)
+            try:
+                await self.client.merge_patch(f"{path}/status", {"status": status})
+            except KubeApiError as exc:
+                log.warning("Volcano Job %s status: %s", job_id, exc)
+
     async def _podgroup_status(self, namespace: str, name: str, status: JsonObject) -> None:
         path = resource_path("scheduling.volcano.sh/v1beta1", "podgroups", namespace=namespace, name=name)
         try:
@@ -112,9 +154,11 @@ class StatusWriter:
                 log.warning("PodGroup %s/%s status: %s", namespace, name, exc)
 
     async def update(self, bridge: Bridge) -> None:
-        """After each new session: FailedScheduling and the PodGroup status of the bridge's pending jobs."""
+        """Volcano Jobs' counts when their pods moved; after each new session, FailedScheduling and the
+        PodGroup status of the bridge's pending jobs."""
         if not self.enabled:
             return
+        await self._volcano_jobs(bridge)
         rows = await self.pool.fetch(_PENDING_QUERY)
         if not rows or rows[0]["seq"] == self._session_seq:
             return

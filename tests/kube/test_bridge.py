@@ -393,7 +393,7 @@ def _start_bridge(stack: Stack, log: Path) -> subprocess.Popen[bytes]:
     }
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-c", "from api.cli import main; main()", "kube-bridge"],
+            [sys.executable, "-c", "from api.cli import main; main()", "kube-bridge", "--install-crds"],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
