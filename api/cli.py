@@ -629,8 +629,9 @@ def kube_bridge(
 ) -> None:
     """Run the Kubernetes bridge: cluster objects in as events, accepted bindings and evictions out."""
     from api.kube_bridge import kube_bridge_command
+    from api.settings import KubeBridgeCommandSettings
 
-    settings = _settings(TephraSettings, flags)
+    settings = _settings(KubeBridgeCommandSettings, flags)
     with _setup_errors():
         raise typer.Exit(kube_bridge_command(settings, _endpoints(settings), install_crds=install_crds))
 

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from api.endpoints import Endpoints
 from api.manifests import parse_object
-from api.settings import TephraSettings
+from api.settings import KubeBridgeCommandSettings
 from api.stack import _migrate, ensure_topics, run_until_signalled
 from api.telemetry import observability
 from events.models import Event
@@ -60,7 +60,7 @@ def object_parser(cluster: str) -> ObjectParser:
 
 
 def kube_bridge_command(
-    settings: TephraSettings,
+    settings: KubeBridgeCommandSettings,
     endpoints: Endpoints,
     *,
     install_crds: bool = False,

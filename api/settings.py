@@ -47,6 +47,7 @@ __all__ = [
     "COMMAND_SETTINGS",
     "ENV_PREFIX",
     "CommonSettings",
+    "KubeBridgeCommandSettings",
     "LogFormat",
     "LogLevel",
     "ObservabilitySettings",
@@ -205,9 +206,14 @@ class TephraSettings(
     SchedulerSettings,
     SimClusterSettings,
     ApiSettings,
-    KubeBridgeSettings,
 ):
     """Every setting: what ``tephra up`` runs with; each service reads its own base class."""
+
+    model_config = _CONFIG
+
+
+class KubeBridgeCommandSettings(CommonSettings, ObservabilitySettings, KubeBridgeSettings):
+    """What ``tephra kube-bridge`` runs with: the bridge is no part of ``tephra up``."""
 
     model_config = _CONFIG
 

@@ -432,7 +432,8 @@ class Bridge:
                 if self._check_lock is not None:
                     await self._check_lock()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), self.settings.kube_poll_interval)
+                async with asyncio.timeout(self.settings.kube_poll_interval):
+                    await self.changed.wait()
 
 
 async def _publish(producer: AIOKafkaProducer, topics: Topics, events: Sequence[Event]) -> None:
