@@ -22,7 +22,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from events.jsonform import json_form
 from events.models import (
@@ -156,20 +156,23 @@ class Door:
         self._known[ref] = form
         return event
 
+    def _gone(self, ref: str, now: datetime) -> dict[str, Any]:
+        """The envelope of the event saying ``ref`` was deleted (seen once: the object is gone)."""
+        return {
+            "id": bridge_event_id(self.cluster, ref, "deleted", now.isoformat()),
+            "source": self.source,
+            "time": now,
+            "subject": ref,
+            "cluster": self.cluster,
+        }
+
     def node(self, name: str, obj: JsonObject | None, now: datetime) -> Event | None:
         ref = f"node/{name}"
         if obj is not None:
             return self._state_event(ref, obj, now)
         if self._known.pop(ref, None) is None:
             return None
-        return NodeRemoved(
-            id=bridge_event_id(self.cluster, ref, "removed", now.isoformat()),
-            source=self.source,
-            time=now,
-            subject=ref,
-            cluster=self.cluster,
-            data=NodeRemovedData(name=name),
-        )
+        return NodeRemoved(**self._gone(ref, now), data=NodeRemovedData(name=name))
 
     def queue(self, name: str, obj: JsonObject | None, now: datetime) -> Event | None:
         ref = f"queue/{name}"
@@ -177,14 +180,7 @@ class Door:
             return self._state_event(ref, obj, now)
         if self._known.pop(ref, None) is None:
             return None
-        return QueueDeleted(
-            id=bridge_event_id(self.cluster, ref, "deleted", now.isoformat()),
-            source=self.source,
-            time=now,
-            subject=ref,
-            cluster=self.cluster,
-            data=QueueDeletedData(name=name),
-        )
+        return QueueDeleted(**self._gone(ref, now), data=QueueDeletedData(name=name))
 
     def priority_class(self, name: str, obj: JsonObject | None, now: datetime) -> Event | None:
         if obj is None:

@@ -147,6 +147,25 @@ def _queue_of(spec_queue: str | None, annotations: JsonObject) -> str:
     return spec_queue or (annotated if isinstance(annotated, str) and annotated else "default")
 
 
+def _job_document(
+    meta: JsonObject, kind: PodKind, spec: JsonObject, priority_class: str | None, labels: JsonObject
+) -> JsonObject:
+    """The Volcano Job document a PodGroup or a lone pod (``meta``, its metadata) is read as."""
+    if priority_class:
+        spec = {**spec, "priorityClassName": priority_class}
+    return {
+        "apiVersion": VOLCANO_JOB_API,
+        "kind": "Job",
+        "metadata": {
+            "name": dns_label(json_str(meta, "name") or ""),
+            "namespace": json_str(meta, "namespace"),
+            "labels": labels,
+            "annotations": {KUBE_SOURCE_ANNOTATION: kind.value},
+        },
+        "spec": spec,
+    }
+
+
 def lone_job_document(pod: JsonObject) -> JsonObject:
     """A pod without a PodGroup as the Volcano Job of one task, one replica (a one-pod gang)."""
     meta = json_object(pod, "metadata")
@@ -155,19 +174,7 @@ def lone_job_document(pod: JsonObject) -> JsonObject:
         "minAvailable": 1,
         "tasks": [{"name": LONE_TASK, "replicas": 1, "template": _template(pod)}],
     }
-    priority_class = json_str(pod, "spec", "priorityClassName")
-    if priority_class:
-        spec["priorityClassName"] = priority_class
-    return {
-        "apiVersion": VOLCANO_JOB_API,
-        "kind": "Job",
-        "metadata": {
-            "name": dns_label(json_str(meta, "name") or ""),
-            "namespace": json_str(meta, "namespace"),
-            "annotations": {KUBE_SOURCE_ANNOTATION: PodKind.LONE.value},
-        },
-        "spec": spec,
-    }
+    return _job_document(meta, PodKind.LONE, spec, json_str(pod, "spec", "priorityClassName"), {})
 
 
 def group_job_document(podgroup: JsonObject, pods: Sequence[JsonObject]) -> JsonObject:
@@ -190,20 +197,8 @@ def group_job_document(podgroup: JsonObject, pods: Sequence[JsonObject]) -> Json
         "minAvailable": min_member,
         "tasks": tasks,
     }
-    priority_class = json_str(pg_spec, "priorityClassName")
-    if priority_class:
-        spec["priorityClassName"] = priority_class
-    return {
-        "apiVersion": VOLCANO_JOB_API,
-        "kind": "Job",
-        "metadata": {
-            "name": dns_label(json_str(meta, "name") or ""),
-            "namespace": json_str(meta, "namespace"),
-            "labels": json_object(meta, "labels"),
-            "annotations": {KUBE_SOURCE_ANNOTATION: PodKind.GROUP.value},
-        },
-        "spec": spec,
-    }
+    labels = json_object(meta, "labels")
+    return _job_document(meta, PodKind.GROUP, spec, json_str(pg_spec, "priorityClassName"), labels)
 
 
 @dataclass(frozen=True, slots=True)

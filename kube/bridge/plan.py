@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from events.models import (
     Event,
@@ -114,8 +114,18 @@ class _Planner:
     plan: Plan = field(default_factory=Plan)
     cancelled: set[str] = field(default_factory=set)
 
-    def _id(self, task: ProjectedTask, what: str) -> str:
-        return bridge_event_id(self.cluster, "task", task.task_id, what, str(task.seq))
+    def _envelope(self, subject: str, *id_parts: str) -> dict[str, Any]:
+        """The envelope attributes of an event about ``subject``, its id from ``id_parts``."""
+        return {
+            "id": bridge_event_id(self.cluster, *id_parts),
+            "source": self.source,
+            "time": self.now,
+            "subject": subject,
+            "cluster": self.cluster,
+        }
+
+    def _about(self, task: ProjectedTask, what: str) -> dict[str, Any]:
+        return self._envelope(f"task/{task.task_id}", "task", task.task_id, what, str(task.seq))
 
     def _finished(
         self, task: ProjectedTask, node: str | None, phase: str, reason: str, code: int | None
@@ -131,16 +141,7 @@ class _Planner:
             exit_code=code,
             reason=reason,
         )
-        self.plan.events.append(
-            TaskFinished(
-                id=self._id(task, "finished"),
-                source=self.source,
-                time=self.now,
-                subject=f"task/{task.task_id}",
-                cluster=self.cluster,
-                data=data,
-            )
-        )
+        self.plan.events.append(TaskFinished(**self._about(task, "finished"), data=data))
 
     def pod_gone(self, task: ProjectedTask) -> None:
         if task.status in _OCCUPYING:
@@ -153,16 +154,9 @@ class _Planner:
         if task.job_id in self.cancelled:
             return
         self.cancelled.add(task.job_id)
-        self.plan.events.append(
-            JobCancelled(
-                id=bridge_event_id(self.cluster, "job", task.job_id, "cancelled", str(task.seq)),
-                source=self.source,
-                time=self.now,
-                subject=f"job/{task.job_id}",
-                cluster=self.cluster,
-                data=JobCancelledData(job_id=task.job_id, reason=f"pod of task {task.task_id} deleted"),
-            )
-        )
+        envelope = self._envelope(f"job/{task.job_id}", "job", task.job_id, "cancelled", str(task.seq))
+        data = JobCancelledData(job_id=task.job_id, reason=f"pod of task {task.task_id} deleted")
+        self.plan.events.append(JobCancelled(**envelope, data=data))
 
     def task(self, task: ProjectedTask) -> None:
         found = self.pods.get(task.task_id)
@@ -183,16 +177,8 @@ class _Planner:
                 else:
                     self.plan.gone_nodes.append(task)
             elif phase == RUNNING:
-                self.plan.events.append(
-                    TaskStarted(
-                        id=self._id(task, "started"),
-                        source=self.source,
-                        time=self.now,
-                        subject=f"task/{task.task_id}",
-                        cluster=self.cluster,
-                        data=TaskStartedData(job_id=task.job_id, task_id=task.task_id, node=pod_node),
-                    )
-                )
+                data = TaskStartedData(job_id=task.job_id, task_id=task.task_id, node=pod_node)
+                self.plan.events.append(TaskStarted(**self._about(task, "started"), data=data))
         elif task.status == RELEASING and json_object(pod, "metadata").get("deletionTimestamp") is None:
             if pod_node:
                 self.plan.evictions.append(Evict(task, ref))
