@@ -40,6 +40,7 @@ class TephraSide:
 
     @asynccontextmanager
     async def running(self, cluster: DevCluster, logs: Path) -> AsyncIterator[None]:
+        logs.chmod(0o711)  # noqa: ASYNC240 - PostgreSQL runs as nobody under root and must enter it
         with (
             EmbeddedPostgres(logs / "postgres", durable=False) as postgres,
             EmbeddedBroker(log_path=logs / "broker.log") as broker,

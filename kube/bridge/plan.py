@@ -144,13 +144,17 @@ class _Planner:
         self.plan.events.append(TaskFinished(**self._about(task, "finished"), data=data))
 
     def pod_gone(self, task: ProjectedTask) -> None:
-        if task.status in _OCCUPYING:
-            self._finished(task, task.node, "Evicted", "pod deleted", None)
         if task.kind == PodKind.VOLCANO_JOB:
+            # A Bound task's pod may not be made yet (or was deleted before its binding): make it,
+            # and bind it then.  A pod that ran and is gone frees its node.
+            if task.status in (RUNNING, RELEASING):
+                self._finished(task, task.node, "Evicted", "pod deleted", None)
             if task.job_id in self.volcano_jobs:
                 self.plan.creations.append(CreatePod(task))
             # else: the Volcano Job was deleted, and its deletion cancelled the job
             return
+        if task.status in _OCCUPYING:
+            self._finished(task, task.node, "Evicted", "pod deleted", None)
         if task.job_id in self.cancelled:
             return
         self.cancelled.add(task.job_id)

@@ -55,7 +55,7 @@ from kube.bridge.objects import (
 from kube.bridge.plan import Bind, CreatePod, Evict, ProjectedTask, plan_tasks
 from kube.bridge.settings import KubeBridgeSettings
 from kube.bridge.status import StatusWriter
-from kube.bridge.store import BridgeLock, read_projected_state, read_tasks
+from kube.bridge.store import BridgeLock, projection_seq, read_projected_state, read_tasks
 from kube.crds import install_crds
 from kube.rest import JsonObject, KubeApiError, KubeClient, json_str, resource_path
 
@@ -317,6 +317,8 @@ class Bridge:
                     await call
             except (KubeApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
                 log.warning("kube bridge: %s", exc)
+                if task_id is not None:
+                    self.pods.dirty_tasks.add(task_id)  # look at it again
             finally:
                 if task_id is not None:
                     self._in_flight.discard(task_id)
@@ -410,6 +412,7 @@ class Bridge:
             self.settings.kube_scheduler_names,
         )
         everything = True
+        last_seq = -1
         relists = sum(i.relists for i in self.pod_informers)
         last_check = time.monotonic()
         while True:
@@ -423,8 +426,14 @@ class Bridge:
             now_relists = sum(i.relists for i in self.pod_informers)
             if now_relists != relists:
                 relists, everything = now_relists, True  # pods may have gone while the watch was down
-            tasks = await read_tasks(self.pool, sorted(dirty), everything=everything)
-            everything = False
+            # The tasks in transition change only with the projection; in between, only the tasks
+            # whose pods moved or whose calls failed need a look (a backlog of Bound tasks would
+            # otherwise be read again at every pod event).
+            seq = await projection_seq(self.pool)
+            tasks = await read_tasks(
+                self.pool, sorted(dirty), everything=everything, transitional=seq != last_seq
+            )
+            everything, last_seq = False, seq
             await self._out(tasks)
             await self.status.update(self)
             if time.monotonic() - last_check > _LOCK_CHECK:

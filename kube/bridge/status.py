@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
@@ -39,6 +40,8 @@ __all__ = ["StatusWriter", "failed_scheduling_message", "volcano_job_status"]
 log = logging.getLogger(__name__)
 
 COMPONENT: Final = "tephra"
+#: Seconds between two countings of the Volcano Jobs' pods (each walks every pod of ours).
+_COUNT_EVERY: Final = 1.0
 _PENDING_QUERY: Final = """
 SELECT s.seq, p.value ->> 'job' AS job, coalesce(p.value -> 'reasons', '[]'::json) AS reasons
   FROM (SELECT seq, doc FROM sessions ORDER BY seq DESC LIMIT 1) AS s
@@ -82,6 +85,7 @@ class StatusWriter:
         self._session_seq = -1
         self._said: dict[str, str] = {}  # job id -> the FailedScheduling text last written
         self._job_status: dict[str, JsonObject] = {}  # Volcano Job -> the status last written
+        self._counted = 0.0
 
     async def _event(self, pod: PodRef, reason: str, message: str, kind: str = "Normal") -> None:
         if not self.enabled:
@@ -158,9 +162,18 @@ class StatusWriter:
         PodGroup status of the bridge's pending jobs."""
         if not self.enabled:
             return
-        await self._volcano_jobs(bridge)
+        if time.monotonic() - self._counted >= _COUNT_EVERY:
+            self._counted = time.monotonic()
+            await self._volcano_jobs(bridge)
+        await self._pending(bridge)
+
+    async def _pending(self, bridge: Bridge) -> None:
+        # The pending list is read out of the newest session's document only when there is a new one.
+        newest = await self.pool.fetchval("SELECT max(seq) FROM sessions")
+        if newest is None or newest == self._session_seq:
+            return
         rows = await self.pool.fetch(_PENDING_QUERY)
-        if not rows or rows[0]["seq"] == self._session_seq:
+        if not rows:
             return
         self._session_seq = rows[0]["seq"]
         pending: dict[str, list[Mapping[str, object]]] = {}

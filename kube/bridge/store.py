@@ -19,7 +19,7 @@ from kube.bridge.door import ProjectedState
 from kube.bridge.plan import ProjectedTask
 from kube.rest import JsonObject
 
-__all__ = ["BridgeLock", "read_projected_state", "read_tasks"]
+__all__ = ["BridgeLock", "projection_seq", "read_projected_state", "read_tasks"]
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +68,23 @@ def _task(row: asyncpg.Record) -> ProjectedTask:
     )
 
 
+async def projection_seq(pool: asyncpg.Pool) -> int:
+    """The seq the projection has applied up to: when it has not moved, no decision is new."""
+    seq = await pool.fetchval("SELECT seq FROM projection_meta")
+    return int(seq or 0)
+
+
 async def read_tasks(
-    pool: asyncpg.Pool, given: Sequence[str] = (), *, everything: bool = False
+    pool: asyncpg.Pool, given: Sequence[str] = (), *, everything: bool = False, transitional: bool = True
 ) -> list[ProjectedTask]:
-    """The bridge's tasks in transition, plus ``given`` ones (or every unfinished one)."""
-    rows = list(await pool.fetch(UNFINISHED_QUERY if everything else TRANSITIONAL_QUERY))
+    """The bridge's tasks in transition (unless ``transitional`` is false), plus ``given`` ones;
+    or every unfinished one."""
+    if everything:
+        rows = list(await pool.fetch(UNFINISHED_QUERY))
+    elif transitional:
+        rows = list(await pool.fetch(TRANSITIONAL_QUERY))
+    else:
+        rows = []
     if given and not everything:
         seen = {row["id"] for row in rows}
         rows.extend(r for r in await pool.fetch(GIVEN_QUERY, sorted(given)) if r["id"] not in seen)

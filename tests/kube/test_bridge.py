@@ -453,3 +453,48 @@ async def test_a_sigkilled_bridge_restarted_binds_every_pod_of_a_stream_exactly_
     for name, node in nodes.items():
         assert decided[f"{cluster.namespace}/{name}-pod-0"] == [node]
     assert [(r["error"], r["detail"]) for r in rejected] == []
+
+
+async def test_plain_pods_of_a_podgroup_are_bound_as_one_gang(stack: Stack) -> None:
+    group: JsonObject = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pair", "namespace": stack.namespace},
+        "spec": {"minMember": 2},
+    }
+    await stack.kube.create(
+        resource_path("scheduling.volcano.sh/v1beta1", "podgroups", namespace=stack.namespace), group
+    )
+    for name in ("left", "right"):
+        body: JsonObject = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": stack.namespace,
+                "annotations": {"scheduling.k8s.io/group-name": "pair"},
+            },
+            "spec": {
+                "schedulerName": "volcano",
+                "containers": [
+                    {"name": "main", "image": "demo/x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+                ],
+            },
+        }
+        await stack.kube.create(resource_path("v1", "pods", namespace=stack.namespace), body)
+
+    def running(value: object) -> bool:
+        pods = value if isinstance(value, list) else []
+        return len(pods) == 2 and all(_phase(p) == "Running" for p in pods)
+
+    pods = await eventually(stack.pods, running)
+    assert isinstance(pods, list)
+    assert sorted(json_str(p, "spec", "nodeName") or "" for p in pods) == stack.nodes
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        tasks = await conn.fetch(
+            "SELECT id FROM tasks WHERE job_id = $1 ORDER BY id", f"{stack.namespace}/pair"
+        )
+    finally:
+        await conn.close()
+    assert [r["id"] for r in tasks] == [f"{stack.namespace}/pair-left-0", f"{stack.namespace}/pair-right-0"]

@@ -316,6 +316,10 @@ def test_a_volcano_jobs_pod_gone_is_made_again_not_cancelled() -> None:
     deleted = plan([t], {})
     assert deleted.creations == []
     assert [type(e) for e in deleted.events] == [TaskFinished]
+    # Bound before its pod shows: the pod is made (and bound then), the task keeps its node.
+    bound = ProjectedTask(t.task_id, t.job_id, "Bound", "n1", t.seq, t.kind)
+    early = plan([bound], {}, vcjobs=frozenset({"team/train"}))
+    assert (early.events, [c.task.task_id for c in early.creations]) == ([], ["team/train-worker-0"])
 
 
 # --------------------------------------------------------------------------- status and settings
