@@ -168,6 +168,8 @@ class Bridge:
         ]
         self.status = StatusWriter(client, pool, enabled=settings.kube_status)
         self._slots = asyncio.Semaphore(settings.kube_bind_concurrency)
+        #: Kubernetes Events are a view: a few at a time, so they never hold bindings back.
+        self._event_slots = asyncio.Semaphore(8)
         self._in_flight: set[str] = set()  # task ids with a call under way
         self._bound: dict[str, tuple[str, str]] = {}  # task id -> (pod uid, node) bound by us
         self._calls: set[asyncio.Task[None]] = set()
@@ -328,13 +330,23 @@ class Bridge:
         self._calls.add(handle)
         handle.add_done_callback(self._calls.discard)
 
+    def _spawn_event(self, call: Coroutine[Any, Any, None]) -> None:
+        async def run() -> None:
+            async with self._event_slots:
+                await call
+
+        handle = asyncio.create_task(run())
+        self._calls.add(handle)
+        handle.add_done_callback(self._calls.discard)
+
     async def _bind(self, bind: Bind) -> None:
         outcome = await bind_pod(self.client, bind.pod, bind.node)
         if outcome in (BindOutcome.BOUND, BindOutcome.ALREADY):
             self._bound[bind.task.task_id] = (bind.pod.uid, bind.node)
             if outcome is BindOutcome.BOUND:
                 self.bindings += 1
-                await self.status.scheduled(bind.pod, bind.node)
+                # Off the binding's slot: the next binding does not wait for this Event.
+                self._spawn_event(self.status.scheduled(bind.pod, bind.node))
 
     async def _evict(self, evict: Evict) -> None:
         await self.status.preempted(evict.pod, evict.task.preemptor)

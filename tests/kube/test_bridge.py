@@ -220,9 +220,13 @@ async def test_a_lone_pod_of_ours_is_bound_and_runs(stack: Stack) -> None:
     )
     assert isinstance(pod, dict)
     assert json_str(pod, "spec", "nodeName") in stack.nodes
-    events = await stack.kube.get(resource_path("v1", "events", namespace=stack.namespace))
-    reasons = [json_str(e, "reason") for e in json_list(events, "items") if isinstance(e, dict)]
-    assert "Scheduled" in reasons
+    scheduled = await eventually(
+        lambda: _events(stack, "Scheduled"), lambda e: isinstance(e, list) and bool(e)
+    )
+    assert isinstance(scheduled, list)
+    assert json_str(scheduled[0], "message") == (
+        f"Successfully assigned {stack.namespace}/lonely to {json_str(pod, 'spec', 'nodeName')}"
+    )
 
 
 def _vcjob(
