@@ -42,7 +42,8 @@ if [[ -f /etc/apt/sources.list ]]; then
     sed -n 's/^deb \(.*\)/deb-src \1/p' /etc/apt/sources.list > "$apt_dir/sources.list"
 fi
 apt_options=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o "Dir::Etc::SourceParts=$apt_dir/parts"
-             -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache")
+             -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache"
+             -o APT::Sandbox::User=root)  # _apt cannot read a mktemp directory
 apt-get "${apt_options[@]}" update -qq
 cd "$work"
 apt-get "${apt_options[@]}" source --download-only "kubernetes=$source_version" >/dev/null 2>&1

@@ -13,6 +13,7 @@ local run skips these tests and says how to build them; under CI it fails instea
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
@@ -23,7 +24,7 @@ from kube.crds import install_crds
 from kube.dev.accounts import ensure_namespace
 from kube.dev.binaries import BinaryMissingError, find_binaries
 from kube.dev.cluster import DevCluster
-from kube.rest import KubeClient
+from kube.rest import KubeClient, json_list, json_str, resource_path
 
 
 @pytest.fixture(scope="session")
@@ -45,9 +46,23 @@ async def kube(kube_cluster: DevCluster) -> AsyncIterator[KubeClient]:
 
 
 @pytest.fixture
-def kube_name() -> str:
-    """A DNS-1123 name unique to this test (Nodes, Namespaces and Queues are shared by all tests)."""
-    return f"t-{secrets.token_hex(4)}"
+def kube_name(kube_cluster: DevCluster) -> Iterator[str]:
+    """A DNS-1123 name unique to this test (Nodes, Namespaces and Queues are shared by all tests).
+
+    The Nodes named after it (``<name>`` or ``<name>-...``) are deleted afterwards, so no later
+    test (a bridge's, say) finds them in the cluster.
+    """
+    name = f"t-{secrets.token_hex(4)}"
+    yield name
+    asyncio.run(_delete_nodes(kube_cluster, name))
+
+
+async def _delete_nodes(cluster: DevCluster, prefix: str) -> None:
+    async with await KubeClient.connect(cluster.kubeconfig) as client:
+        for node in json_list(await client.get(resource_path("v1", "nodes")), "items"):
+            name = json_str(node, "metadata", "name") if isinstance(node, dict) else None
+            if name is not None and (name == prefix or name.startswith(f"{prefix}-")):
+                await client.delete(resource_path("v1", "nodes", name=name))
 
 
 @pytest.fixture
