@@ -508,7 +508,16 @@ async def run_bridge(
                     await bridge.run()
                 finally:
                     await producer.stop()
-        except* (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, KafkaError, KubeApiError) as group:
+        except* (
+            OSError,
+            TimeoutError,
+            aiohttp.ClientError,
+            asyncpg.PostgresError,
+            asyncpg.InterfaceError,
+            KafkaError,
+            KubeApiError,
+        ) as group:
+            # The apiserver, the broker or the database went away: start again from a fresh list.
             failure = group.exceptions[0]
         finally:
             with contextlib.suppress(OSError, asyncpg.InterfaceError):
