@@ -616,6 +616,26 @@ def sim_cluster(flags: dict[str, str]) -> None:
         raise typer.Exit(sim_cluster_command(settings, _endpoints(settings)))
 
 
+@app.command("kube-bridge")
+@settings_flags("kube-bridge")
+def kube_bridge(
+    flags: dict[str, str],
+    install_crds: Annotated[
+        bool,
+        typer.Option(
+            "--install-crds", help="Create or update Tephra's Volcano CRDs (Job, Queue, PodGroup) first."
+        ),
+    ] = False,
+) -> None:
+    """Run the Kubernetes bridge: cluster objects in as events, accepted bindings and evictions out."""
+    from api.kube_bridge import kube_bridge_command
+    from api.settings import KubeBridgeCommandSettings
+
+    settings = _settings(KubeBridgeCommandSettings, flags)
+    with _setup_errors():
+        raise typer.Exit(kube_bridge_command(settings, _endpoints(settings), install_crds=install_crds))
+
+
 @app.command()
 @settings_flags("projector")
 def projector(flags: dict[str, str]) -> None:

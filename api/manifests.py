@@ -83,6 +83,7 @@ __all__ = [
     "Manifests",
     "load_manifest_files",
     "parse_manifests",
+    "parse_object",
 ]
 
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
@@ -875,6 +876,31 @@ def parse_manifests(
     if errors:
         raise InvalidManifests(errors)
     return Manifests(tuple(objects), tuple(warnings))
+
+
+def parse_object(
+    value: Mapping[str, Any],
+    *,
+    origin: str,
+    cluster: str = DEFAULT_CLUSTER,
+    source: str,
+    now: datetime,
+    event_id: str,
+    priority_values: Mapping[str, int] | None = None,
+) -> tuple[ManifestObject, tuple[ManifestWarning, ...]]:
+    """One object already decoded (read from a Kubernetes apiserver) -> its event, as a document is.
+
+    ``origin`` stands for the file name in errors and warnings (``vcjob team-a/train``);
+    ``priority_values`` are the PriorityClass values known to the caller (a job's tasks are
+    ordered by them when deriving minResources).  Raises :class:`InvalidManifests`.
+    """
+    env = _Envelope(cluster=cluster, source=source, now=now, new_id=lambda: event_id)
+    doc = _Doc(origin, 1)
+    try:
+        obj = _convert(doc, _kind_of(doc, value), value, env, priority_values or {})
+    except _DocumentInvalid as exc:
+        raise InvalidManifests([exc.error]) from None
+    return obj, tuple(doc.warnings)
 
 
 def load_manifest_files(

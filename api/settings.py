@@ -4,6 +4,7 @@ Each service package owns the model of its own settings
 (:class:`~projector.settings.ProjectorSettings`,
 :class:`~scheduler.service.settings.SchedulerSettings`,
 :class:`~kube.settings.SimClusterSettings`,
+:class:`~kube.bridge.settings.KubeBridgeSettings`,
 :class:`~api.http.settings.ApiSettings`); :class:`CommonSettings` holds
 what every command shares: where the stack is, and the log level.
 :class:`TephraSettings` is all of them in one object, the one the service
@@ -36,6 +37,7 @@ from api.http.settings import ApiSettings
 from events.display import redact
 from events.models import DEFAULT_CLUSTER
 from events.topics import Topics
+from kube.bridge.settings import KubeBridgeSettings
 from kube.settings import SimClusterSettings
 from projector.settings import ProjectorSettings
 from replay.locate import DEFAULT_DATA_DIR_TEXT, default_data_dir
@@ -45,6 +47,7 @@ __all__ = [
     "COMMAND_SETTINGS",
     "ENV_PREFIX",
     "CommonSettings",
+    "KubeBridgeCommandSettings",
     "LogFormat",
     "LogLevel",
     "ObservabilitySettings",
@@ -209,6 +212,12 @@ class TephraSettings(
     model_config = _CONFIG
 
 
+class KubeBridgeCommandSettings(CommonSettings, ObservabilitySettings, KubeBridgeSettings):
+    """What ``tephra kube-bridge`` runs with: the bridge is no part of ``tephra up``."""
+
+    model_config = _CONFIG
+
+
 #: The models whose fields each command accepts as flags.  Every service command builds the
 #: whole :class:`TephraSettings` (one environment, checked as a whole); its flags are its own.
 COMMAND_SETTINGS: Mapping[str, tuple[type[BaseSettings], ...]] = {
@@ -223,6 +232,7 @@ COMMAND_SETTINGS: Mapping[str, tuple[type[BaseSettings], ...]] = {
     "projector": (CommonSettings, ObservabilitySettings, ProjectorSettings),
     "scheduler": (CommonSettings, ObservabilitySettings, SchedulerSettings),
     "sim-cluster": (CommonSettings, ObservabilitySettings, SimClusterSettings),
+    "kube-bridge": (CommonSettings, ObservabilitySettings, KubeBridgeSettings),
     "api": (CommonSettings, ApiSettings),
     "submit": (CommonSettings,),
     "get": (CommonSettings,),

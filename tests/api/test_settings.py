@@ -14,6 +14,7 @@ from api.http.settings import ApiSettings
 from api.settings import (
     COMMAND_SETTINGS,
     CommonSettings,
+    KubeBridgeCommandSettings,
     ObservabilitySettings,
     SettingsError,
     TephraSettings,
@@ -23,6 +24,7 @@ from api.settings import (
     load_settings,
 )
 from api.stack import SERVICES, settings_for
+from kube.bridge.settings import KubeBridgeSettings
 from kube.settings import SimClusterSettings
 from projector.settings import ProjectorSettings
 from scheduler.service.settings import SchedulerSettings
@@ -44,6 +46,16 @@ def test_every_field_name_is_unique_across_the_models_and_tephra_settings_holds_
     assert set(names) == set(TephraSettings.model_fields)
     for model in (*MODELS, TephraSettings):
         assert model.model_config.get("env_prefix") == "TEPHRA_", model
+
+
+def test_the_bridges_settings_are_its_commands_own_and_clash_with_none() -> None:
+    names = {name for model in MODELS for name in model.model_fields}
+    assert not names & set(KubeBridgeSettings.model_fields)
+    assert set(KubeBridgeCommandSettings.model_fields) == (
+        set(CommonSettings.model_fields)
+        | set(ObservabilitySettings.model_fields)
+        | set(KubeBridgeSettings.model_fields)
+    )
 
 
 def test_the_names_in_use_before_the_models_still_work() -> None:
@@ -81,7 +93,8 @@ def _options(command: str) -> dict[str, str]:
 def test_each_command_has_a_flag_for_every_field_of_its_models_and_no_other(command: str) -> None:
     options = _options(command)
     fields = {name for model in COMMAND_SETTINGS[command] for name in model.model_fields}
-    settings = {flag: name for flag, name in options.items() if name in TephraSettings.model_fields}
+    known = {name for group in COMMAND_SETTINGS.values() for model in group for name in model.model_fields}
+    settings = {flag: name for flag, name in options.items() if name in known}
     assert settings == {f"--{flag_name(name)}": name for name in fields}
 
 

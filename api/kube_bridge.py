@@ -1,0 +1,86 @@
+"""``tephra kube-bridge``: the Kubernetes bridge, composed with the manifest model it reads objects with.
+
+``kube`` may not import ``api`` (design §2), yet the bridge must read Volcano
+Jobs, Queues, PriorityClasses and Nodes exactly as ``tephra submit`` reads
+their manifests.  So the reading is handed to it here:
+:func:`object_parser` wraps :func:`api.manifests.parse_object`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Mapping
+from datetime import datetime
+
+from api.endpoints import Endpoints
+from api.manifests import parse_object
+from api.settings import KubeBridgeCommandSettings
+from api.stack import _migrate, ensure_topics, run_until_signalled
+from api.telemetry import observability
+from events.models import Event
+from kube.bridge.door import BRIDGE_SOURCE, ObjectParser
+from kube.bridge.service import Bridge, run_bridge
+from kube.rest import JsonObject
+
+__all__ = ["kube_bridge_command", "object_parser"]
+
+log = logging.getLogger(__name__)
+
+_JOB_ORIGINS = ("vcjob/", "podgroup/", "pod/")
+
+
+def object_parser(cluster: str) -> ObjectParser:
+    """The bridge's reader of cluster objects: the manifest model of ``tephra submit``."""
+
+    def parse(
+        value: JsonObject,
+        *,
+        origin: str,
+        event_id: str,
+        now: datetime,
+        priority_values: Mapping[str, int],
+    ) -> Event:
+        obj, warnings = parse_object(
+            value,
+            origin=origin,
+            cluster=cluster,
+            source=BRIDGE_SOURCE,
+            now=now,
+            event_id=event_id,
+            priority_values=priority_values,
+        )
+        # A job is read once; nodes and queues at each change: their warnings would repeat.
+        level = logging.INFO if origin.startswith(_JOB_ORIGINS) else logging.DEBUG
+        for warning in warnings:
+            log.log(level, "%s", warning)
+        return obj.event
+
+    return parse
+
+
+def kube_bridge_command(
+    settings: KubeBridgeCommandSettings,
+    endpoints: Endpoints,
+    *,
+    install_crds: bool = False,
+    on_ready: Callable[[Bridge], None] | None = None,
+) -> int:
+    """Run the bridge until SIGTERM/SIGINT; the exit code."""
+
+    async def main() -> None:
+        await _migrate(endpoints.database_url)
+        await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
+        await run_bridge(
+            settings,
+            object_parser(endpoints.cluster),
+            kafka_bootstrap=endpoints.kafka_bootstrap,
+            database_url=endpoints.database_url,
+            topics=endpoints.topics,
+            cluster=endpoints.cluster,
+            install=install_crds,
+            on_ready=on_ready,
+        )
+
+    with observability(settings, "tephra-kube-bridge", ("kube-bridge",), sys.stdout):
+        return run_until_signalled(main)

@@ -1,0 +1,254 @@
+"""In: cluster objects -> Tephra events, each produced once.
+
+Nodes, PriorityClasses and Queues are states: an object's event is produced
+when what Tephra knows of it (the event's data) differs from what was
+produced last, or, after a start, from what the projection holds, so a relist
+or a restart produces nothing new.  Its id is ``uuid5(uid, resourceVersion)``.
+
+Jobs are submitted once: a Volcano Job of ours, a PodGroup once it holds
+``minMember`` pods of ours, a pod of ours in no group.  The JobSubmitted's id
+comes from the object's uid and its time from the object's
+``creationTimestamp``, so the same object always gives the same event.  The
+objects go through the same manifest model as ``tephra submit``
+(:class:`ObjectParser`, injected by ``api``, which owns that model): a job it
+refuses is not produced; its message is kept in :attr:`Door.refused` for the
+status written back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from events.jsonform import json_form
+from events.models import (
+    Event,
+    JobSubmitted,
+    NodeRemoved,
+    NodeRemovedData,
+    PriorityClassUpserted,
+    QueueDeleted,
+    QueueDeletedData,
+)
+from events.quantity import format_resources
+from kube.bridge.objects import (
+    KUBE_SOURCE_ANNOTATION,
+    PodKind,
+    PodRef,
+    bridge_event_id,
+    creation_time,
+    group_job_document,
+    lone_job_document,
+)
+from kube.rest import JsonObject, JsonValue, json_int, json_object, json_str
+
+__all__ = ["BRIDGE_SOURCE", "Door", "ObjectParser", "ParseError", "ProjectedState"]
+
+log = logging.getLogger(__name__)
+
+BRIDGE_SOURCE = "tephra://kube/bridge"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+class ParseError(ValueError):
+    """An object the manifest model refuses; the message names the field and what was expected."""
+
+
+class ObjectParser(Protocol):
+    """One Kubernetes object -> its event, as ``tephra submit`` reads a document; raises ValueError."""
+
+    def __call__(
+        self,
+        value: JsonObject,
+        *,
+        origin: str,
+        event_id: str,
+        now: datetime,
+        priority_values: Mapping[str, int],
+    ) -> Event: ...
+
+
+@dataclass
+class ProjectedState:
+    """What the projection held at start: the bridge produces only what differs."""
+
+    nodes: dict[str, JsonObject] = field(default_factory=dict)
+    queues: dict[str, JsonObject] = field(default_factory=dict)
+    priority_classes: dict[str, JsonObject] = field(default_factory=dict)
+    jobs: set[str] = field(default_factory=set)
+
+
+def _resources_doc(doc: JsonObject, *keys: str) -> dict[str, JsonValue]:
+    """The projection's resource lists (integer units) in the events' JSON form (quantity strings)."""
+    out: dict[str, JsonValue] = dict(doc)
+    for key in keys:
+        units = json_object(doc, key)
+        out[key] = dict(format_resources({k: v for k, v in units.items() if isinstance(v, int)}))
+    out.pop("created", None)
+    return out
+
+
+def _canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class Door:
+    """Decides which events the cluster's objects call for; remembers what it produced."""
+
+    def __init__(self, parse: ObjectParser, *, cluster: str, source: str = BRIDGE_SOURCE) -> None:
+        self._parse = parse
+        self.cluster = cluster
+        self.source = source
+        #: "node/<name>" ... -> the canonical JSON of the data last produced or projected.
+        self._known: dict[str, str] = {}
+        #: Job ids submitted (or found in the projection).
+        self.submitted: set[str] = set()
+        #: object key -> why the manifest model refused it.
+        self.refused: dict[str, str] = {}
+        self.priority_values: dict[str, int] = {}
+
+    def seed(self, state: ProjectedState) -> None:
+        for name, doc in state.nodes.items():
+            self._known[f"node/{name}"] = _canonical(_resources_doc(doc, "allocatable"))
+        for name, doc in state.queues.items():
+            self._known[f"queue/{name}"] = _canonical(
+                _resources_doc(doc, "capability", "deserved", "guarantee")
+            )
+        for name, doc in state.priority_classes.items():
+            self._known[f"priorityclass/{name}"] = _canonical(_resources_doc(doc))
+        self.submitted |= state.jobs
+
+    def known_nodes(self) -> set[str]:
+        return {key.removeprefix("node/") for key in self._known if key.startswith("node/")}
+
+    def forget(self, events: Iterable[Event]) -> None:
+        """Producing these failed: they are due again."""
+        for event in events:
+            if isinstance(event, JobSubmitted):
+                self.submitted.discard(event.data.job_id)
+            elif event.subject is not None:
+                self._known.pop(event.subject, None)
+
+    # ------------------------------------------------------------------ states
+
+    def _state_event(self, ref: str, obj: JsonObject, now: datetime) -> Event | None:
+        meta = json_object(obj, "metadata")
+        event_id = bridge_event_id(
+            self.cluster, ref, json_str(meta, "uid") or "", json_str(meta, "resourceVersion") or ""
+        )
+        try:
+            event = self._parse(
+                obj, origin=ref, event_id=event_id, now=now, priority_values=self.priority_values
+            )
+        except ValueError as exc:
+            if self.refused.get(ref) != str(exc):
+                log.warning("%s refused: %s", ref, exc)
+            self.refused[ref] = str(exc)
+            return None
+        self.refused.pop(ref, None)
+        form = _canonical(json_form(event.data))
+        if self._known.get(ref) == form:
+            return None
+        self._known[ref] = form
+        return event
+
+    def _gone(self, ref: str, now: datetime) -> dict[str, Any]:
+        """The envelope of the event saying ``ref`` was deleted (seen once: the object is gone)."""
+        return {
+            "id": bridge_event_id(self.cluster, ref, "deleted", now.isoformat()),
+            "source": self.source,
+            "time": now,
+            "subject": ref,
+            "cluster": self.cluster,
+        }
+
+    def node(self, name: str, obj: JsonObject | None, now: datetime) -> Event | None:
+        ref = f"node/{name}"
+        if obj is not None:
+            return self._state_event(ref, obj, now)
+        if self._known.pop(ref, None) is None:
+            return None
+        return NodeRemoved(**self._gone(ref, now), data=NodeRemovedData(name=name))
+
+    def queue(self, name: str, obj: JsonObject | None, now: datetime) -> Event | None:
+        ref = f"queue/{name}"
+        if obj is not None:
+            return self._state_event(ref, obj, now)
+        if self._known.pop(ref, None) is None:
+            return None
+        return QueueDeleted(**self._gone(ref, now), data=QueueDeletedData(name=name))
+
+    def priority_class(self, name: str, obj: JsonObject | None, now: datetime) -> Event | None:
+        if obj is None:
+            self.priority_values.pop(name, None)
+            return None  # Tephra has no PriorityClass deletion; its jobs keep the value they had
+        value = json_int(obj, "value")
+        if value is not None:
+            self.priority_values[name] = value
+        event = self._state_event(f"priorityclass/{name}", obj, now)
+        return event if isinstance(event, PriorityClassUpserted) else None
+
+    # ------------------------------------------------------------------ jobs
+
+    def _job_event(self, key: str, doc: JsonObject, uid: str, created: datetime) -> JobSubmitted | None:
+        try:
+            event = self._parse(
+                doc,
+                origin=key,
+                event_id=bridge_event_id(self.cluster, "job", uid),
+                now=created,
+                priority_values=self.priority_values,
+            )
+        except ValueError as exc:
+            if self.refused.get(key) != str(exc):
+                log.warning("%s refused: %s", key, exc)
+            self.refused[key] = str(exc)
+            return None
+        self.refused.pop(key, None)
+        if not isinstance(event, JobSubmitted):
+            return None
+        self.submitted.add(event.data.job_id)
+        return event
+
+    def volcano_job(self, job: JsonObject, now: datetime) -> JobSubmitted | None:
+        """The JobSubmitted of a Volcano Job of ours not yet submitted (None: submitted or refused)."""
+        meta = json_object(job, "metadata")
+        key = f"vcjob/{json_str(meta, 'namespace') or 'default'}/{json_str(meta, 'name') or ''}"
+        job_id = key.removeprefix("vcjob/")
+        if job_id in self.submitted:
+            return None
+        spec = dict(json_object(job, "spec"))
+        spec.pop("schedulerName", None)  # chosen by the bridge already: no warning about it
+        annotations = {**json_object(meta, "annotations"), KUBE_SOURCE_ANNOTATION: PodKind.VOLCANO_JOB.value}
+        annotations.pop(LAST_APPLIED, None)  # the whole manifest again, as kubectl apply keeps it
+        doc: JsonObject = {**job, "metadata": {**meta, "annotations": annotations}, "spec": spec}
+        return self._job_event(key, doc, json_str(meta, "uid") or "", creation_time(job) or now)
+
+    def group_job(self, podgroup: JsonObject, pods: list[JsonObject], now: datetime) -> JobSubmitted | None:
+        """A PodGroup's job once it holds ``minMember`` pods of ours (None before, and once submitted)."""
+        doc = group_job_document(podgroup, pods)
+        meta = json_object(doc, "metadata")
+        job_id = f"{json_str(meta, 'namespace')}/{json_str(meta, 'name')}"
+        if job_id in self.submitted:
+            return None
+        if len(pods) < (json_int(podgroup, "spec", "minMember") or 1):
+            return None
+        key = (
+            f"podgroup/{json_str(podgroup, 'metadata', 'namespace')}/{json_str(podgroup, 'metadata', 'name')}"
+        )
+        uid = json_str(podgroup, "metadata", "uid") or ""
+        return self._job_event(key, doc, uid, creation_time(podgroup) or now)
+
+    def lone_job(self, pod: JsonObject, ref: PodRef, now: datetime) -> JobSubmitted | None:
+        if ref.kind is not PodKind.LONE or ref.job_id in self.submitted:
+            return None
+        key = f"pod/{ref.namespace}/{ref.name}"
+        return self._job_event(key, lone_job_document(pod), ref.uid, creation_time(pod) or now)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,295 @@
+"""What the bridge reads in Kubernetes objects: pure functions of their JSON, no I/O.
+
+Identity.  A Volcano Job ``ns/name`` is the Tephra job ``ns/name``; its pods are
+``<job>-<task>-<index>`` as Volcano's job controller names them, so a pod's task
+id is ``ns/<pod name>``.  Pods of our schedulers outside a Volcano Job form a
+job each PodGroup (``scheduling.k8s.io/group-name``) holds, one task per pod
+(``ns/<group>-<pod>-0``), or a job of their own (``ns/<pod>-pod-0``).  Names
+that are no DNS label (longer than 63, or with dots) are shortened with a
+digest, so the mapping is a function of the names alone: a restarted bridge
+finds the same task for the same pod without storing anything.
+
+Event ids are ``uuid5`` of the cluster and what the event records (an
+object's uid and resourceVersion, a task and the seq of the state it leaves),
+so a relist after ``410 Gone`` or a restart produces the same ids and the
+archive keeps one of each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Final
+
+from events.names import is_dns_label
+from kube.rest import JsonObject, JsonValue, json_int, json_list, json_object, json_str
+
+__all__ = [
+    "GROUP_ANNOTATION",
+    "JOB_ANNOTATION",
+    "KUBE_SOURCE_ANNOTATION",
+    "QUEUE_ANNOTATION",
+    "TASK_ANNOTATION",
+    "PodKind",
+    "PodRef",
+    "bridge_event_id",
+    "creation_time",
+    "dns_label",
+    "group_job_document",
+    "lone_job_document",
+    "pod_ref",
+    "volcano_job_pods",
+]
+
+#: The PodGroup a pod belongs to (Kubernetes' scheduler-plugins and Volcano both use it).
+GROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
+#: Set by Volcano's job controller (and the bridge playing it) on a Volcano Job's pods.
+JOB_ANNOTATION: Final = "volcano.sh/job-name"
+TASK_ANNOTATION: Final = "volcano.sh/task-spec"
+#: On every job the bridge submits: what it was made from (``vcjob``, ``podgroup``, ``pod``), so a
+#: restarted bridge knows its jobs in the projection and what to do when their pods are gone.
+KUBE_SOURCE_ANNOTATION: Final = "tephra.dev/kube-source"
+#: The queue of a plain pod or PodGroup without one in its spec (Volcano's annotation).
+QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
+VOLCANO_JOB_API: Final = "batch.volcano.sh/v1alpha1"
+LONE_TASK: Final = "pod"
+
+# Fixed namespace of the bridge's event ids (any constant UUID works; this one is ours).
+_ID_NAMESPACE: Final = uuid.UUID("0b6d0f7e-2c59-4e0e-8f3a-5b1c9e7d4a26")
+
+
+def bridge_event_id(cluster: str, *parts: str) -> str:
+    """The id of the event recording ``parts`` (kind, uid, resourceVersion ...) in ``cluster``."""
+    return str(uuid.uuid5(_ID_NAMESPACE, "|".join((cluster, *parts))))
+
+
+def dns_label(name: str) -> str:
+    """``name`` when it is a DNS label, else a label made of its head and a digest of it."""
+    if is_dns_label(name):
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    head = "".join(c if c.isalnum() or c == "-" else "-" for c in name.lower()[:40]).strip("-")
+    return f"{head}-{digest}" if head else f"x{digest}"
+
+
+def creation_time(obj: JsonObject) -> datetime | None:
+    """``metadata.creationTimestamp`` as an aware datetime (None when absent or malformed)."""
+    text = json_str(obj, "metadata", "creationTimestamp")
+    if text is None:
+        return None
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+class PodKind(StrEnum):
+    VOLCANO_JOB = "vcjob"  # created by the bridge for a Volcano Job
+    GROUP = "podgroup"  # a PodGroup's member
+    LONE = "pod"  # a one-pod gang
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    """Where a pod of ours sits in Tephra: its task, its job, and what made it."""
+
+    namespace: str
+    name: str
+    uid: str
+    kind: PodKind
+    group: str  # the Volcano Job, the PodGroup, or the pod's own name
+    task_id: str
+    job_id: str
+
+
+def pod_ref(pod: JsonObject, *, job_controller: bool) -> PodRef | None:
+    """The pod's place, or None for a pod without a name or namespace."""
+    meta = json_object(pod, "metadata")
+    namespace, name = json_str(meta, "namespace"), json_str(meta, "name")
+    if not namespace or not name:
+        return None
+    uid = json_str(meta, "uid") or ""
+    annotations = json_object(meta, "annotations")
+    vcjob = annotations.get(JOB_ANNOTATION)
+    if job_controller and isinstance(vcjob, str) and vcjob:
+        return PodRef(
+            namespace, name, uid, PodKind.VOLCANO_JOB, vcjob, f"{namespace}/{name}", f"{namespace}/{vcjob}"
+        )
+    group = annotations.get(GROUP_ANNOTATION)
+    if isinstance(group, str) and group:
+        job = dns_label(group)
+        task = f"{namespace}/{job}-{dns_label(name)}-0"
+        return PodRef(namespace, name, uid, PodKind.GROUP, group, task, f"{namespace}/{job}")
+    job = dns_label(name)
+    return PodRef(
+        namespace, name, uid, PodKind.LONE, name, f"{namespace}/{job}-{LONE_TASK}-0", f"{namespace}/{job}"
+    )
+
+
+def _template(pod: JsonObject) -> JsonObject:
+    """A pod as a Volcano task template: its labels, annotations and spec."""
+    meta = json_object(pod, "metadata")
+    spec = dict(json_object(pod, "spec"))
+    spec.pop("nodeName", None)
+    return {
+        "metadata": {"labels": json_object(meta, "labels"), "annotations": json_object(meta, "annotations")},
+        "spec": spec,
+    }
+
+
+def _queue_of(spec_queue: str | None, annotations: JsonObject) -> str:
+    annotated = annotations.get(QUEUE_ANNOTATION)
+    return spec_queue or (annotated if isinstance(annotated, str) and annotated else "default")
+
+
+def _job_document(
+    meta: JsonObject, kind: PodKind, spec: JsonObject, priority_class: str | None, labels: JsonObject
+) -> JsonObject:
+    """The Volcano Job document a PodGroup or a lone pod (``meta``, its metadata) is read as."""
+    if priority_class:
+        spec = {**spec, "priorityClassName": priority_class}
+    return {
+        "apiVersion": VOLCANO_JOB_API,
+        "kind": "Job",
+        "metadata": {
+            "name": dns_label(json_str(meta, "name") or ""),
+            "namespace": json_str(meta, "namespace"),
+            "labels": labels,
+            "annotations": {KUBE_SOURCE_ANNOTATION: kind.value},
+        },
+        "spec": spec,
+    }
+
+
+def lone_job_document(pod: JsonObject) -> JsonObject:
+    """A pod without a PodGroup as the Volcano Job of one task, one replica (a one-pod gang)."""
+    meta = json_object(pod, "metadata")
+    spec: JsonObject = {
+        "queue": _queue_of(None, json_object(meta, "annotations")),
+        "minAvailable": 1,
+        "tasks": [{"name": LONE_TASK, "replicas": 1, "template": _template(pod)}],
+    }
+    return _job_document(meta, PodKind.LONE, spec, json_str(pod, "spec", "priorityClassName"), {})
+
+
+def group_job_document(podgroup: JsonObject, pods: Sequence[JsonObject]) -> JsonObject:
+    """A PodGroup and its pods (in name order) as a Volcano Job: one task each, ``minMember`` of them."""
+    meta = json_object(podgroup, "metadata")
+    pg_spec = json_object(podgroup, "spec")
+    ordered = sorted(pods, key=lambda p: json_str(p, "metadata", "name") or "")
+    min_member = max(1, min(json_int(pg_spec, "minMember") or 1, len(ordered)))
+    tasks: list[JsonValue] = [
+        {
+            "name": dns_label(json_str(pod, "metadata", "name") or ""),
+            "replicas": 1,
+            "minAvailable": 0,
+            "template": _template(pod),
+        }
+        for pod in ordered
+    ]
+    spec: JsonObject = {
+        "queue": _queue_of(json_str(pg_spec, "queue"), json_object(meta, "annotations")),
+        "minAvailable": min_member,
+        "tasks": tasks,
+    }
+    labels = json_object(meta, "labels")
+    return _job_document(meta, PodKind.GROUP, spec, json_str(pg_spec, "priorityClassName"), labels)
+
+
+@dataclass(frozen=True, slots=True)
+class PodPlan:
+    """One pod the bridge creates for a Volcano Job."""
+
+    name: str
+    task: str
+    body: JsonObject
+
+
+def volcano_job_pods(
+    job: JsonObject, *, default_scheduler: str = "tephra"
+) -> tuple[JsonObject, list[PodPlan]]:
+    """The PodGroup and the pods Volcano's job controller would create for ``job``.
+
+    The PodGroup is named as the job (``minMember`` the job's ``minAvailable``,
+    its queue and priority class); each task's ``replicas`` pods are
+    ``<job>-<task>-<index>`` from the task's template, with the job's
+    ``schedulerName`` (``default_scheduler`` when it gives none), the group and
+    job annotations, and the job as their controller (owner reference).
+    """
+    meta = json_object(job, "metadata")
+    name = json_str(meta, "name") or ""
+    namespace = json_str(meta, "namespace") or "default"
+    spec = json_object(job, "spec")
+    scheduler = json_str(spec, "schedulerName") or default_scheduler
+    owner: JsonObject = {
+        "apiVersion": VOLCANO_JOB_API,
+        "kind": "Job",
+        "name": name,
+        "uid": json_str(meta, "uid") or "",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    plans: list[PodPlan] = []
+    total = 0
+    for index, raw in enumerate(json_list(spec, "tasks")):
+        task = raw if isinstance(raw, dict) else {}
+        task_name = json_str(task, "name") or f"default{index}"
+        replicas = json_int(task, "replicas") or 0
+        total += replicas
+        template = json_object(task, "template")
+        tmeta = json_object(template, "metadata")
+        for replica in range(replicas):
+            pod_name = f"{name}-{task_name}-{replica}"
+            annotations: JsonObject = {
+                **json_object(tmeta, "annotations"),
+                GROUP_ANNOTATION: name,
+                JOB_ANNOTATION: name,
+                TASK_ANNOTATION: task_name,
+            }
+            labels: JsonObject = {
+                **json_object(tmeta, "labels"),
+                JOB_ANNOTATION: name,
+                TASK_ANNOTATION: task_name,
+            }
+            pod_spec: JsonObject = {**json_object(template, "spec"), "schedulerName": scheduler}
+            pod_spec.pop("nodeName", None)
+            if "priorityClassName" not in pod_spec and json_str(spec, "priorityClassName"):
+                pod_spec["priorityClassName"] = json_str(spec, "priorityClassName")
+            body: JsonObject = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": pod_name,
+                    "namespace": namespace,
+                    "labels": labels,
+                    "annotations": annotations,
+                    "ownerReferences": [owner],
+                },
+                "spec": pod_spec,
+            }
+            plans.append(PodPlan(pod_name, task_name, body))
+    min_member = json_int(spec, "minAvailable") or total
+    group_spec: JsonObject = {"minMember": min_member, "queue": json_str(spec, "queue") or "default"}
+    if json_str(spec, "priorityClassName"):
+        group_spec["priorityClassName"] = json_str(spec, "priorityClassName")
+    podgroup: JsonObject = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace, "ownerReferences": [owner]},
+        "spec": group_spec,
+    }
+    return podgroup, plans
+
+
+def with_kind(obj: JsonObject, api_version: str, kind: str) -> JsonObject:
+    """A list item with its ``apiVersion`` and ``kind`` (a list reply gives them once, not per item)."""
+    return {**obj, "apiVersion": api_version, "kind": kind}
+
+
+def string_map(value: Mapping[str, JsonValue]) -> dict[str, str]:
+    return {k: v for k, v in value.items() if isinstance(v, str)}

@@ -1,0 +1,504 @@
+"""The bridge on the real apiserver: objects in, bindings out, with projector, scheduler and sim kubelet.
+
+The bridge runs with the ServiceAccount token of ``deploy/kubernetes/rbac.yaml`` on the
+RBAC-enforcing apiserver, so a verb it uses and the ClusterRole lacks fails here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from api.embedded import create_topics
+from api.endpoints import Endpoints
+from api.kube_bridge import object_parser
+from api.settings import TephraSettings
+from api.stack import run_services
+from api.submit import load_submission, produce_manifests
+from events.topics import Topics
+from kube.bridge.service import run_bridge
+from kube.bridge.settings import KubeBridgeSettings
+from kube.dev.cluster import DevCluster
+from kube.dev.deploy import bridge_kubeconfig
+from kube.rest import JsonObject, KubeApiError, KubeClient, json_list, json_object, json_str, resource_path
+from kube.sim_kubelet import SimKubelet, parse_node_shape
+from projector.migrate import apply_migrations
+from tests.service.helpers import stopped
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "kube" / "data"
+KUBECTL = shutil.which("kubectl") or "kubectl"
+
+
+async def eventually(
+    read: Callable[[], Awaitable[object]], check: Callable[[object], bool], within: float = 60
+) -> object:
+    async with asyncio.timeout(within):
+        while True:
+            value = await read()
+            if check(value):
+                return value
+            await asyncio.sleep(0.1)
+
+
+@dataclass
+class Stack:
+    kube: KubeClient
+    namespace: str
+    nodes: list[str]
+    endpoints: Endpoints
+    kubeconfig: Path  # the admin's
+    bridge_kubeconfig: Path  # the bridge's ServiceAccount
+
+    @property
+    def database_url(self) -> str:
+        return self.endpoints.database_url
+
+    async def get(self, path: str) -> JsonObject | None:
+        """The object, None while it does not exist."""
+        try:
+            return await self.kube.get(path)
+        except KubeApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def podgroup(self, name: str) -> str:
+        return resource_path(
+            "scheduling.volcano.sh/v1beta1", "podgroups", namespace=self.namespace, name=name
+        )
+
+    async def pods(self) -> list[JsonObject]:
+        reply = await self.kube.get(resource_path("v1", "pods", namespace=self.namespace))
+        return [p for p in json_list(reply, "items") if isinstance(p, dict)]
+
+    def kubectl(self, *args: str) -> str:
+        done = subprocess.run(  # noqa: S603 - kubectl from PATH, fixed arguments
+            [KUBECTL, "--kubeconfig", str(self.kubeconfig), "-n", self.namespace, *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+
+async def _clear_nodes(kube: KubeClient) -> None:
+    """Nodes are cluster-wide: another test's would take our pods (tests run one at a time)."""
+    for node in json_list(await kube.get(resource_path("v1", "nodes")), "items"):
+        if isinstance(node, dict):
+            with contextlib.suppress(Exception):
+                await kube.delete(resource_path("v1", "nodes", name=json_str(node, "metadata", "name")))
+
+
+@pytest.fixture
+async def endpoints(kafka_bootstrap: str, database_url: str, kube_name: str) -> Endpoints:
+    """Topics of this test's own, a migrated database."""
+    topics = Topics(f"kb-{kube_name}")
+    await create_topics(kafka_bootstrap, topics.all(), partitions=1)
+    conn = await asyncpg.connect(database_url)
+    try:
+        await apply_migrations(conn)
+    finally:
+        await conn.close()
+    return Endpoints(kafka_bootstrap, database_url, topics, "default")
+
+
+@pytest.fixture
+async def cluster(
+    kube_cluster: DevCluster,
+    volcano_crds: KubeClient,
+    kube_namespace: str,
+    endpoints: Endpoints,
+    tmp_path: Path,
+) -> AsyncIterator[Stack]:
+    """Two 1-GPU nodes (sim kubelet), projector and scheduler; the bridge's kubeconfig, no bridge."""
+    kube = volcano_crds
+    await _clear_nodes(kube)
+    nodes = [f"{kube_namespace}-gpu-{i}" for i in range(2)]
+    shapes = [parse_node_shape(f"{n}:nvidia.com/gpu=1,pods=300") for n in nodes]
+    kubelet_task = asyncio.create_task(SimKubelet(kube, shapes, heartbeat=1).run())
+    settings = TephraSettings(schedule_period=0.2)
+    services = asyncio.create_task(run_services(settings, endpoints, ("projector", "scheduler")))
+    kubeconfig = await bridge_kubeconfig(kube, kube_cluster, tmp_path / "bridge.kubeconfig")
+    try:
+        yield Stack(kube, kube_namespace, nodes, endpoints, kube_cluster.kubeconfig, kubeconfig)
+    finally:
+        for task in (services, kubelet_task):
+            task.cancel()
+            await stopped(task)
+        await _clear_nodes(kube)
+
+
+@pytest.fixture
+async def stack(cluster: Stack) -> AsyncIterator[Stack]:
+    """:func:`cluster` with the bridge running in this process."""
+    bridge_task = asyncio.create_task(
+        run_bridge(
+            KubeBridgeSettings(kubeconfig=cluster.bridge_kubeconfig),
+            object_parser("default"),
+            kafka_bootstrap=cluster.endpoints.kafka_bootstrap,
+            database_url=cluster.database_url,
+            topics=cluster.endpoints.topics,
+            cluster="default",
+        )
+    )
+    try:
+        yield cluster
+    finally:
+        bridge_task.cancel()
+        await stopped(bridge_task)
+
+
+def _phase(pod: JsonObject) -> str | None:
+    return json_str(pod, "status", "phase")
+
+
+async def test_the_seed_articles_vcjob_runs_one_worker_on_each_gpu_node(stack: Stack) -> None:
+    stack.kubectl("apply", "-f", str(DATA / "seed-vcjob.yaml"))
+
+    def running(value: object) -> bool:
+        pods = value if isinstance(value, list) else []
+        return len(pods) == 2 and all(_phase(p) == "Running" for p in pods)
+
+    pods = await eventually(stack.pods, running)
+    assert isinstance(pods, list)
+    assert sorted(json_str(p, "metadata", "name") or "" for p in pods) == [
+        "demo-training-worker-0",
+        "demo-training-worker-1",
+    ]
+    assert sorted(json_str(p, "spec", "nodeName") or "" for p in pods) == stack.nodes
+    podgroup = await stack.kube.get(
+        resource_path(
+            "scheduling.volcano.sh/v1beta1", "podgroups", namespace=stack.namespace, name="demo-training"
+        )
+    )
+    assert json_object(podgroup, "spec")["minMember"] == 2
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        statuses = await eventually(
+            lambda: conn.fetch(
+                "SELECT status FROM tasks WHERE job_id = $1", f"{stack.namespace}/demo-training"
+            ),
+            lambda rows: isinstance(rows, list) and [r["status"] for r in rows] == ["Running", "Running"],
+        )
+        assert statuses
+    finally:
+        await conn.close()
+
+
+async def test_a_lone_pod_of_ours_is_bound_and_runs(stack: Stack) -> None:
+    body: JsonObject = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "lonely", "namespace": stack.namespace},
+        "spec": {
+            "schedulerName": "tephra",
+            "containers": [
+                {"name": "main", "image": "demo/x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ],
+        },
+    }
+    await stack.kube.create(resource_path("v1", "pods", namespace=stack.namespace), body)
+    path = resource_path("v1", "pods", namespace=stack.namespace, name="lonely")
+    pod = await eventually(
+        lambda: stack.kube.get(path), lambda p: isinstance(p, dict) and _phase(p) == "Running"
+    )
+    assert isinstance(pod, dict)
+    assert json_str(pod, "spec", "nodeName") in stack.nodes
+    scheduled = await eventually(
+        lambda: _events(stack, "Scheduled"), lambda e: isinstance(e, list) and bool(e)
+    )
+    assert isinstance(scheduled, list)
+    assert json_str(scheduled[0], "message") == (
+        f"Successfully assigned {stack.namespace}/lonely to {json_str(pod, 'spec', 'nodeName')}"
+    )
+
+
+def _vcjob(
+    name: str, replicas: int, *, priority_class: str | None = None, min_available: int | None = None
+) -> str:
+    priority = f"\n  priorityClassName: {priority_class}" if priority_class else ""
+    return f"""\
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata:
+  name: {name}
+spec:
+  minAvailable: {replicas if min_available is None else min_available}
+  schedulerName: tephra{priority}
+  queue: default
+  tasks:
+    - replicas: {replicas}
+      name: worker
+      template:
+        spec:
+          containers:
+            - name: main
+              image: demo/trainer:latest
+              resources:
+                limits:
+                  nvidia.com/gpu: 1
+"""
+
+
+async def _events(stack: Stack, reason: str) -> list[JsonObject]:
+    reply = await stack.kube.get(resource_path("v1", "events", namespace=stack.namespace))
+    return [e for e in json_list(reply, "items") if isinstance(e, dict) and json_str(e, "reason") == reason]
+
+
+def _replay(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(  # noqa: S603 - our own CLI, fixed arguments
+        [
+            sys.executable,
+            "-c",
+            "from replay.cli import main; main()",
+            *args,
+            "--database-url",
+            stack.database_url,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+async def test_a_gang_that_cannot_fit_stays_pending_and_says_why_as_replay_explains(
+    stack: Stack, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "big.yaml"
+    manifest.write_text(_vcjob("big", 3))
+    stack.kubectl("apply", "-f", str(manifest))
+    podgroup = await eventually(
+        lambda: stack.get(stack.podgroup("big")),
+        lambda pg: isinstance(pg, dict) and bool(json_list(pg, "status", "conditions")),
+    )
+    assert isinstance(podgroup, dict)
+    assert json_str(podgroup, "status", "phase") == "Pending"
+    (condition,) = json_list(podgroup, "status", "conditions")
+    assert isinstance(condition, dict)
+    assert condition["type"] == "Unschedulable"
+    job_id = f"{stack.namespace}/big"
+    failed = await eventually(
+        lambda: _events(stack, "FailedScheduling"), lambda e: isinstance(e, list) and len(e) >= 3
+    )
+    assert isinstance(failed, list)
+    message = json_str(failed[0], "message") or ""
+    assert f"replay explain {job_id}" in message
+    assert message == condition["message"]
+    assert all(not json_str(p, "spec", "nodeName") for p in await stack.pods())
+    explained = _replay(stack, "explain", job_id, "-o", "json", "--no-counterfactual")
+    assert explained.returncode == 0, explained.stderr
+    reasons = json.loads(explained.stdout)["recordedReasons"]
+    assert reasons
+    for reason in reasons:
+        assert f"{reason['code']}: {reason['message']}" in message
+
+
+PREEMPTION = """\
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: NS-high}
+value: 1000
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: NS-low}
+value: 100
+"""
+
+PREEMPT_CONFIG = """\
+apiVersion: tephra.dev/v1alpha1
+kind: SchedulerConfiguration
+metadata: {name: preempt}
+spec:
+  actions: "enqueue, allocate, preempt, backfill"
+  tiers:
+    - plugins:
+        - name: priority
+        - name: gang
+          enablePreemptable: false
+        - name: conformance
+    - plugins:
+        - name: drf
+          enablePreemptable: false
+        - name: predicates
+        - name: proportion
+        - name: nodeorder
+"""
+
+
+async def test_a_high_priority_job_preempts_and_the_victims_event_names_it(
+    stack: Stack, endpoints: Endpoints, tmp_path: Path
+) -> None:
+    # The scheduler configuration comes through tephra submit (it is no Kubernetes object).
+    config = tmp_path / "config.yaml"
+    config.write_text(PREEMPT_CONFIG)
+    await produce_manifests(load_submission([config], cluster="default"), endpoints)
+    classes = tmp_path / "classes.yaml"
+    classes.write_text(PREEMPTION.replace("NS", stack.namespace))
+    stack.kubectl("apply", "-f", str(classes))
+    low = tmp_path / "low.yaml"
+    low.write_text(_vcjob("low", 2, priority_class=f"{stack.namespace}-low", min_available=1))
+    stack.kubectl("apply", "-f", str(low))
+
+    def running(count: int) -> Callable[[object], bool]:
+        def check(value: object) -> bool:
+            pods = value if isinstance(value, list) else []
+            return sum(_phase(p) == "Running" for p in pods) == count
+
+        return check
+
+    await eventually(stack.pods, running(2))
+    high = tmp_path / "high.yaml"
+    high.write_text(_vcjob("high", 1, priority_class=f"{stack.namespace}-high"))
+    stack.kubectl("apply", "-f", str(high))
+    path = resource_path("v1", "pods", namespace=stack.namespace, name="high-worker-0")
+    pod = await eventually(lambda: stack.get(path), lambda p: isinstance(p, dict) and _phase(p) == "Running")
+    assert isinstance(pod, dict)
+    preempted = await eventually(
+        lambda: _events(stack, "Preempted"), lambda e: isinstance(e, list) and len(e) == 1
+    )
+    assert isinstance(preempted, list)
+    (event,) = preempted
+    assert json_str(event, "involvedObject", "name") in ("low-worker-0", "low-worker-1")
+    assert json_str(event, "message") == f"Preempted by job {stack.namespace}/high"
+    # The victim was evicted; as Volcano's job controller, the bridge made its pod again, which waits.
+    pods = {json_str(p, "metadata", "name") or "": p for p in await stack.pods()}
+    assert sorted(pods) == ["high-worker-0", "low-worker-0", "low-worker-1"]
+    verified = _replay(stack, "verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def _start_bridge(stack: Stack, log: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "TEPHRA_KAFKA_BOOTSTRAP": stack.endpoints.kafka_bootstrap,
+        "TEPHRA_DATABASE_URL": stack.database_url,
+        "TEPHRA_TOPICS_PREFIX": stack.endpoints.topics.prefix,
+        "TEPHRA_KUBECONFIG": str(stack.bridge_kubeconfig),
+    }
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-c", "from api.cli import main; main()", "kube-bridge", "--install-crds"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+async def test_a_sigkilled_bridge_restarted_binds_every_pod_of_a_stream_exactly_once(
+    cluster: Stack, tmp_path: Path
+) -> None:
+    count = 500
+    log = tmp_path / "bridge.log"
+    bridge = _start_bridge(cluster, log)
+    pods_path = resource_path("v1", "pods", namespace=cluster.namespace)
+    slots = asyncio.Semaphore(32)
+
+    async def create(i: int) -> None:
+        body: JsonObject = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"p-{i:03d}", "namespace": cluster.namespace},
+            "spec": {"schedulerName": "tephra", "containers": [{"name": "main", "image": "demo/x"}]},
+        }
+        async with slots:
+            await cluster.kube.create(pods_path, body)
+
+    def bound(at_least: int) -> Callable[[object], bool]:
+        def check(value: object) -> bool:
+            pods = value if isinstance(value, list) else []
+            return sum(bool(json_str(p, "spec", "nodeName")) for p in pods) >= at_least
+
+        return check
+
+    creating: asyncio.Future[list[None]] = asyncio.gather(*(create(i) for i in range(count)))
+    try:
+        await eventually(cluster.pods, bound(count // 5), within=120)
+        bridge.kill()  # SIGKILL in the middle of the stream: nothing to clean up, nothing flushed
+        bridge.wait(timeout=30)
+        await creating
+        bridge = _start_bridge(cluster, log)
+        await eventually(cluster.pods, bound(count), within=300)
+    finally:
+        bridge.kill()
+        bridge.wait(timeout=30)
+    nodes = {json_str(p, "metadata", "name"): json_str(p, "spec", "nodeName") for p in await cluster.pods()}
+    conn = await asyncpg.connect(cluster.database_url)
+    try:
+        rows = await conn.fetch("SELECT task_id, node FROM bindings")
+        rejected = await conn.fetch("SELECT error, detail FROM rejected_events")
+    finally:
+        await conn.close()
+    decided: dict[str, list[str]] = {}
+    for row in rows:
+        decided.setdefault(row["task_id"], []).append(row["node"])
+    # One accepted binding decision per pod, and each pod on that very node.
+    assert len(decided) == count
+    assert all(len(bindings) == 1 for bindings in decided.values())
+    for name, node in nodes.items():
+        assert decided[f"{cluster.namespace}/{name}-pod-0"] == [node]
+    assert [(r["error"], r["detail"]) for r in rejected] == []
+
+
+async def test_plain_pods_of_a_podgroup_are_bound_as_one_gang(stack: Stack) -> None:
+    group: JsonObject = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pair", "namespace": stack.namespace},
+        "spec": {"minMember": 2},
+    }
+    await stack.kube.create(
+        resource_path("scheduling.volcano.sh/v1beta1", "podgroups", namespace=stack.namespace), group
+    )
+    for name in ("left", "right"):
+        body: JsonObject = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": stack.namespace,
+                "annotations": {"scheduling.k8s.io/group-name": "pair"},
+            },
+            "spec": {
+                "schedulerName": "volcano",
+                "containers": [
+                    {"name": "main", "image": "demo/x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+                ],
+            },
+        }
+        await stack.kube.create(resource_path("v1", "pods", namespace=stack.namespace), body)
+
+    def running(value: object) -> bool:
+        pods = value if isinstance(value, list) else []
+        return len(pods) == 2 and all(_phase(p) == "Running" for p in pods)
+
+    pods = await eventually(stack.pods, running)
+    assert isinstance(pods, list)
+    assert sorted(json_str(p, "spec", "nodeName") or "" for p in pods) == stack.nodes
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        tasks = await conn.fetch(
+            "SELECT id FROM tasks WHERE job_id = $1 ORDER BY id", f"{stack.namespace}/pair"
+        )
+    finally:
+        await conn.close()
+    assert [r["id"] for r in tasks] == [f"{stack.namespace}/pair-left-0", f"{stack.namespace}/pair-right-0"]

@@ -1,0 +1,350 @@
+"""The bridge's pure parts: where a pod sits in Tephra, what objects submit, what tasks call for."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from api.kube_bridge import object_parser
+from events.models import JobCancelled, JobSubmitted, NodeRemoved, NodeReported, TaskFinished, TaskStarted
+from kube.bridge.door import Door, ProjectedState
+from kube.bridge.objects import (
+    GROUP_ANNOTATION,
+    JOB_ANNOTATION,
+    KUBE_SOURCE_ANNOTATION,
+    PodKind,
+    PodRef,
+    bridge_event_id,
+    dns_label,
+    pod_ref,
+    volcano_job_pods,
+)
+from kube.bridge.plan import Plan, ProjectedTask, plan_tasks
+from kube.bridge.settings import KubeBridgeSettings
+from kube.bridge.status import failed_scheduling_message, volcano_job_status
+from kube.rest import JsonObject
+
+NOW = datetime(2026, 12, 5, 1, 0, tzinfo=UTC)
+
+
+def pod(
+    name: str, *, annotations: dict[str, str] | None = None, node: str = "", phase: str = "Pending"
+) -> JsonObject:
+    spec: JsonObject = {
+        "schedulerName": "tephra",
+        "containers": [{"name": "main", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+    }
+    if node:
+        spec["nodeName"] = node
+    notes: JsonObject = {}
+    notes.update(annotations or {})
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "team",
+            "uid": f"uid-{name}",
+            "creationTimestamp": "2026-12-05T00:59:00Z",
+            "annotations": notes,
+        },
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def node(name: str, version: str = "1", gpus: str = "1") -> JsonObject:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": version, "labels": {"zone": "a"}},
+        "spec": {"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]},
+        "status": {
+            "allocatable": {"cpu": "8", "nvidia.com/gpu": gpus, "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+VCJOB: JsonObject = {
+    "apiVersion": "batch.volcano.sh/v1alpha1",
+    "kind": "Job",
+    "metadata": {
+        "name": "train",
+        "namespace": "team",
+        "uid": "uid-train",
+        "creationTimestamp": "2026-12-05T00:58:00Z",
+        "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+    },
+    "spec": {
+        "minAvailable": 2,
+        "schedulerName": "volcano",
+        "queue": "research",
+        "tasks": [
+            {
+                "replicas": 2,
+                "name": "worker",
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {"name": "t", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}
+                        ]
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def door() -> Door:
+    return Door(object_parser("default"), cluster="default")
+
+
+# --------------------------------------------------------------------------- identity
+
+
+def test_a_pod_maps_to_one_task_by_its_names_alone() -> None:
+    lone = pod_ref(pod("web"), job_controller=True)
+    assert lone == PodRef("team", "web", "uid-web", PodKind.LONE, "web", "team/web-pod-0", "team/web")
+    grouped = pod_ref(pod("a.b", annotations={GROUP_ANNOTATION: "gang"}), job_controller=True)
+    assert grouped is not None
+    assert (grouped.kind, grouped.job_id) == (PodKind.GROUP, "team/gang")
+    assert grouped.task_id == f"team/gang-{dns_label('a.b')}-0"
+    volcano = {GROUP_ANNOTATION: "train", JOB_ANNOTATION: "train"}
+    owned = pod_ref(pod("train-worker-1", annotations=volcano), job_controller=True)
+    assert owned is not None
+    assert (owned.kind, owned.task_id, owned.job_id) == (
+        PodKind.VOLCANO_JOB,
+        "team/train-worker-1",
+        "team/train",
+    )
+    # Without the bridge as job controller, Volcano's own pods are a PodGroup's.
+    theirs = pod_ref(pod("train-worker-1", annotations=volcano), job_controller=False)
+    assert theirs is not None
+    assert theirs.kind is PodKind.GROUP
+
+
+def test_a_name_that_is_no_dns_label_is_shortened_with_a_digest() -> None:
+    assert dns_label("web-1") == "web-1"
+    long = "x" * 70
+    assert dns_label(long) != dns_label(long + "y")
+    assert len(dns_label(long)) <= 63
+    assert dns_label("a.b.c").startswith("a-b-c-")
+
+
+def test_event_ids_are_a_function_of_what_they_record() -> None:
+    assert bridge_event_id("default", "node/a", "u", "7") == bridge_event_id("default", "node/a", "u", "7")
+    assert bridge_event_id("default", "node/a", "u", "7") != bridge_event_id("default", "node/a", "u", "8")
+    assert bridge_event_id("default", "x") != bridge_event_id("other", "x")
+
+
+def test_the_job_controller_makes_a_podgroup_and_named_pods() -> None:
+    podgroup, plans = volcano_job_pods(VCJOB)
+    assert podgroup["spec"] == {"minMember": 2, "queue": "research"}
+    assert [p.name for p in plans] == ["train-worker-0", "train-worker-1"]
+    body = plans[0].body
+    assert body["spec"]["schedulerName"] == "volcano"  # type: ignore[index,call-overload]
+    annotations = body["metadata"]["annotations"]  # type: ignore[index,call-overload]
+    assert annotations[GROUP_ANNOTATION] == "train"  # type: ignore[index,call-overload]
+    assert body["metadata"]["ownerReferences"][0]["uid"] == "uid-train"  # type: ignore[index,call-overload]
+    no_scheduler = {**VCJOB, "spec": {**VCJOB["spec"], "schedulerName": None}}  # type: ignore[dict-item]
+    assert volcano_job_pods(no_scheduler)[1][0].body["spec"]["schedulerName"] == "tephra"  # type: ignore[index,call-overload]
+
+
+# --------------------------------------------------------------------------- in
+
+
+def test_a_node_is_reported_once_per_change_and_removed() -> None:
+    d = door()
+    first = d.node("n1", node("n1"), NOW)
+    assert isinstance(first, NodeReported)
+    assert first.data.allocatable == {"cpu": 8000, "nvidia.com/gpu": 1, "pods": 110}
+    assert [t.key for t in first.data.taints] == ["dedicated"]
+    assert first.id == bridge_event_id("default", "node/n1", "uid-n1", "1")
+    # A relist (the same object again, or a heartbeat that changes nothing Tephra reads): nothing.
+    assert d.node("n1", node("n1"), NOW) is None
+    assert d.node("n1", node("n1", version="2"), NOW) is None
+    assert isinstance(d.node("n1", node("n1", version="3", gpus="2"), NOW), NodeReported)
+    assert isinstance(d.node("n1", None, NOW), NodeRemoved)
+    assert d.node("n1", None, NOW) is None
+
+
+def test_after_a_restart_what_the_projection_holds_is_not_reported_again() -> None:
+    first = door().node("n1", node("n1"), NOW)
+    assert isinstance(first, NodeReported)
+    d = door()
+    projected: JsonObject = {
+        "name": "n1",
+        "allocatable": {"cpu": 8000, "nvidia.com/gpu": 1, "pods": 110},
+        "labels": {"zone": "a"},
+        "taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}],
+        "unschedulable": False,
+        "ready": True,
+        "created": "2026-12-05T00:00:00Z",
+    }
+    d.seed(ProjectedState(nodes={"n1": projected}, jobs={"team/done"}))
+    assert d.node("n1", node("n1"), NOW) is None
+    assert "team/done" in d.submitted
+
+
+def test_a_volcano_job_is_submitted_once_through_the_manifest_model() -> None:
+    d = door()
+    event = d.volcano_job(VCJOB, NOW)
+    assert isinstance(event, JobSubmitted)
+    assert event.id == bridge_event_id("default", "job", "uid-train")
+    assert event.time == datetime(2026, 12, 5, 0, 58, tzinfo=UTC)  # its creation: the same event each time
+    assert event.data.job_id == "team/train"
+    assert event.data.queue == "research"
+    assert event.data.min_available == 2
+    assert event.data.tasks[0].resources == {"nvidia.com/gpu": 1}
+    assert event.data.annotations == {KUBE_SOURCE_ANNOTATION: "vcjob"}
+    assert d.volcano_job(VCJOB, NOW) is None
+
+
+def test_a_volcano_job_the_model_refuses_is_kept_with_its_reason() -> None:
+    d = door()
+    bad = {**VCJOB, "spec": {**VCJOB["spec"], "minAvailable": 5}}  # type: ignore[dict-item]
+    assert d.volcano_job(bad, NOW) is None
+    assert "spec.minAvailable" in d.refused["vcjob/team/train"]
+
+
+def test_a_podgroup_waits_for_min_member_pods_then_submits_one_task_each() -> None:
+    d = door()
+    group: JsonObject = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "gang", "namespace": "team", "uid": "uid-gang"},
+        "spec": {"minMember": 2, "queue": "research"},
+    }
+    members = [pod(f"m{i}", annotations={GROUP_ANNOTATION: "gang"}) for i in range(2)]
+    assert d.group_job(group, members[:1], NOW) is None
+    event = d.group_job(group, members, NOW)
+    assert isinstance(event, JobSubmitted)
+    assert event.data.job_id == "team/gang"
+    assert event.data.min_available == 2
+    assert [(t.name, t.replicas) for t in event.data.tasks] == [("m0", 1), ("m1", 1)]
+    assert d.group_job(group, members, NOW) is None
+
+
+def test_a_lone_pod_is_a_one_pod_gang_in_its_annotated_queue() -> None:
+    d = door()
+    lone = pod("solo", annotations={"scheduling.volcano.sh/queue-name": "research"})
+    ref = pod_ref(lone, job_controller=True)
+    assert ref is not None
+    event = d.lone_job(lone, ref, NOW)
+    assert isinstance(event, JobSubmitted)
+    assert (event.data.job_id, event.data.queue, event.data.min_available) == ("team/solo", "research", 1)
+    assert event.data.tasks[0].name == "pod"
+
+
+# --------------------------------------------------------------------------- out
+
+
+def task(
+    task_id: str, status: str, node_name: str | None = "n1", kind: str = "pod", seq: int = 9
+) -> ProjectedTask:
+    return ProjectedTask(task_id, task_id.rsplit("-pod-0", 1)[0], status, node_name, seq, kind)
+
+
+def pods_of(*items: JsonObject) -> dict[str, tuple[PodRef, JsonObject]]:
+    out = {}
+    for item in items:
+        ref = pod_ref(item, job_controller=True)
+        assert ref is not None
+        out[ref.task_id] = (ref, item)
+    return out
+
+
+def plan(
+    tasks: list[ProjectedTask],
+    pods: dict[str, tuple[PodRef, JsonObject]],
+    *,
+    nodes: frozenset[str] = frozenset({"n1"}),
+    vcjobs: frozenset[str] = frozenset(),
+) -> Plan:
+    return plan_tasks(
+        tasks, pods, nodes=nodes, volcano_jobs=vcjobs, cluster="default", source="test", now=NOW
+    )
+
+
+def test_only_bound_tasks_are_bound_and_never_to_a_node_that_left() -> None:
+    pods = pods_of(pod("a"), pod("b"), pod("c"))
+    result = plan(
+        [
+            task("team/a-pod-0", "Bound"),
+            task("team/b-pod-0", "Pending", None),
+            task("team/c-pod-0", "Bound", "gone"),
+        ],
+        pods,
+    )
+    assert [(b.pod.name, b.node) for b in result.binds] == [("a", "n1")]
+    assert [t.task_id for t in result.gone_nodes] == ["team/c-pod-0"]
+    assert result.events == []
+
+
+def test_a_bound_pod_running_is_started_and_a_finished_one_finished() -> None:
+    pods = pods_of(pod("a", node="n1", phase="Running"), pod("b", node="n1", phase="Succeeded"))
+    result = plan([task("team/a-pod-0", "Bound"), task("team/b-pod-0", "Running")], pods)
+    started, finished = result.events
+    assert isinstance(started, TaskStarted)
+    assert started.data.node == "n1"
+    assert isinstance(finished, TaskFinished)
+    assert (finished.data.outcome, finished.data.exit_code) == ("succeeded", 0)
+    again = plan([task("team/a-pod-0", "Bound")], pods)
+    assert again.events[0].id == started.id  # a restarted bridge produces the same event
+
+
+def test_a_releasing_task_is_evicted_and_finished_once_its_pod_is_gone() -> None:
+    pods = pods_of(pod("a", node="n1", phase="Running"))
+    result = plan([task("team/a-pod-0", "Releasing")], pods)
+    assert [e.pod.name for e in result.evictions] == ["a"]
+    gone = plan([task("team/a-pod-0", "Releasing")], {})
+    finished, cancelled = gone.events
+    assert isinstance(finished, TaskFinished)
+    assert finished.data.outcome == "evicted"
+    assert isinstance(cancelled, JobCancelled)  # a plain pod is not made again: its job ends
+
+
+def test_a_volcano_jobs_pod_gone_is_made_again_not_cancelled() -> None:
+    t = task("team/train-worker-0", "Running", kind="vcjob")
+    t = ProjectedTask(t.task_id, "team/train", t.status, t.node, t.seq, t.kind)
+    result = plan([t], {}, vcjobs=frozenset({"team/train"}))
+    assert [type(e) for e in result.events] == [TaskFinished]
+    assert [c.task.task_id for c in result.creations] == ["team/train-worker-0"]
+    deleted = plan([t], {})
+    assert deleted.creations == []
+    assert [type(e) for e in deleted.events] == [TaskFinished]
+    # Bound before its pod shows: the pod is made (and bound then), the task keeps its node.
+    bound = ProjectedTask(t.task_id, t.job_id, "Bound", "n1", t.seq, t.kind)
+    early = plan([bound], {}, vcjobs=frozenset({"team/train"}))
+    assert (early.events, [c.task.task_id for c in early.creations]) == ([], ["team/train-worker-0"])
+
+
+# --------------------------------------------------------------------------- status and settings
+
+
+def test_the_failed_scheduling_text_carries_the_reasons_and_the_replay_command() -> None:
+    text = failed_scheduling_message(
+        "team/big", [{"code": "gang-unready", "message": "3 of 3 pods do not fit"}]
+    )
+    assert (
+        text
+        == "gang-unready: 3 of 3 pods do not fit (run `replay explain team/big` for the session's reasoning)"
+    )
+
+
+def test_a_volcano_jobs_phase_follows_its_pods() -> None:
+    counts = {"pending": 1, "running": 1, "succeeded": 0, "failed": 0}
+    assert volcano_job_status(counts, 2)["state"] == {"phase": "Pending"}
+    assert volcano_job_status(counts, 1)["state"] == {"phase": "Running"}
+    done = {"pending": 0, "running": 0, "succeeded": 2, "failed": 0}
+    assert volcano_job_status(done, 2)["state"] == {"phase": "Completed"}
+
+
+def test_scheduler_names_are_a_comma_separated_list() -> None:
+    assert KubeBridgeSettings().scheduler_names == frozenset({"tephra", "volcano"})
+    assert KubeBridgeSettings(kube_scheduler_names=" tephra ").scheduler_names == frozenset({"tephra"})
+    with pytest.raises(ValueError, match="scheduler names"):
+        KubeBridgeSettings(kube_scheduler_names="Bad Name")
