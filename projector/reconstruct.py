@@ -144,6 +144,26 @@ async def rebuild_projection(conn: asyncpg.Connection) -> bool:
     return True
 
 
+def _row_problem(
+    row: asyncpg.Record, prev_hash: bytes | None, newest_format: int
+) -> tuple[ChainProblem, str] | None:
+    """What is wrong with one row of the chain (``prev_hash``: the previous row's hash, if read)."""
+    seq, chain_format = row["seq"], row["chain_format"]
+    if chain_format < newest_format or chain_format not in (1, 2):
+        detail = f"seq {seq} has chain format {chain_format} after rows of format {newest_format}"
+        return "format-downgraded", detail
+    stored_prev = bytes(row["prev_hash"])
+    if row_hash(row, row_canonical(row)) != bytes(row["hash"]):
+        return "row-edited", f"seq {seq} does not hash to its stored hash"
+    if prev_hash is not None and stored_prev != prev_hash:
+        return "broken-link", f"seq {seq} does not chain to seq {seq - 1}"
+    event_type = row["type"]
+    job = job_of_data(event_type, orjson.loads(row["data"])) if event_type in JOB_EVENT_TYPES else None
+    if row["job"] != job:
+        return "job-mismatch", f"seq {seq} has job {row['job']!r}, its data names {job!r}"
+    return None
+
+
 ChainProblem: TypeAlias = Literal[
     "row-edited",  # the row's content does not hash to its stored hash
     "broken-link",  # the row's prev_hash is not the previous row's hash (rows rewritten)
@@ -207,21 +227,10 @@ async def verify_chain(
             first = seq
         if seq != expected_seq:
             return broken(expected_seq, "row-missing", f"seq {expected_seq} is missing (next row is {seq})")
-        stored_prev = bytes(row["prev_hash"])
         stored_hash = bytes(row["hash"])
-        chain_format = row["chain_format"]
-        if chain_format < newest_format or chain_format not in (1, 2):
-            detail = f"seq {seq} has chain format {chain_format} after rows of format {newest_format}"
-            return broken(seq, "format-downgraded", detail)
-        newest_format = chain_format
-        if row_hash(row, row_canonical(row)) != stored_hash:
-            return broken(seq, "row-edited", f"seq {seq} does not hash to its stored hash")
-        if prev_hash is not None and stored_prev != prev_hash:
-            return broken(seq, "broken-link", f"seq {seq} does not chain to seq {seq - 1}")
-        event_type = row["type"]
-        job = job_of_data(event_type, orjson.loads(row["data"])) if event_type in JOB_EVENT_TYPES else None
-        if row["job"] != job:
-            return broken(seq, "job-mismatch", f"seq {seq} has job {row['job']!r}, its data names {job!r}")
+        if (found := _row_problem(row, prev_hash, newest_format)) is not None:
+            return broken(seq, *found)
+        newest_format = row["chain_format"]
         prev_hash = stored_hash
         expected_seq = seq + 1
         checked += 1
