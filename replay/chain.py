@@ -46,6 +46,8 @@ class ChainLink:
     #: The hash the row's columns make over its stored ``prev_hash`` (by its format).
     computed: bytes
     chain_format: int
+    #: Why the row's event does not decode (None: it does, or was not tried).
+    undecodable: str | None = None
 
 
 def canonical_of(row: ArchivedEvent) -> bytes:

@@ -345,6 +345,33 @@ async def _replay_sessions(
 # ---------------------------------------------------------------------------- verify
 
 
+async def _check_links(
+    reader: ArchiveReader,
+    first: int,
+    upper: int,
+    checkpoints: CheckpointAnchor | None,
+    progress: Progress | None,
+) -> tuple[ChainChecker, ChainBroken | None, list[Divergence]]:
+    """The chain pass of ``replay verify``: the checker, the broken link if any, the undecodable rows."""
+    anchor = await reader.hash_before(first)
+    checker = ChainChecker(anchor=anchor)
+    undecodable: list[Divergence] = []
+    if anchor is None:
+        return checker, ChainBroken(first - 1, "row missing (the range starts right after it)"), undecodable
+    try:
+        async for link in reader.links(first, upper):
+            checker.feed(link)
+            if link.undecodable is not None:
+                undecodable.append(RowUndecodable(link.seq, link.undecodable))
+            if checkpoints is not None:
+                checkpoints.see(link)
+            if progress is not None and checker.checked % 1000 == 0:
+                progress(checker.checked, max(upper - first + 1, 1))
+    except ChainBroken as exc:
+        return checker, exc, undecodable
+    return checker, None, undecodable
+
+
 async def verify_archive(
     reader: ArchiveReader,
     *,
@@ -358,31 +385,18 @@ async def verify_archive(
     """``replay verify``: the chain over [first, last] (against ``checkpoints`` when given), then
     every session recorded in that range.
 
-    The chain is checked on the rows' columns, nothing decoded, so it has a
-    verdict whatever the rows hold; a row that does not decode is then a
-    divergence of its own (:class:`~replay.errors.RowUndecodable`).
+    The chain is hashed from the rows' columns, whether or not their events
+    decode, so it has a verdict whatever the rows hold; a row that does not
+    decode is then a divergence of its own (:class:`~replay.errors.RowUndecodable`).
     """
     archive_end = await reader.last_seq()
     upper = archive_end if last is None else min(last, archive_end)
     divergences: list[Divergence] = []
     warnings: list[Divergence] = []
-    anchor = await reader.hash_before(first)
-    checker = ChainChecker(anchor=anchor)
-    broken: ChainBroken | None = None
-    if anchor is None:
-        broken = ChainBroken(first - 1, "row missing (the range starts right after it)")
-    else:
-        try:
-            async for link in reader.links(first, upper):
-                checker.feed(link)
-                if checkpoints is not None:
-                    checkpoints.see(link)
-                if progress is not None and checker.checked % 1000 == 0:
-                    progress(checker.checked, max(upper - first + 1, 1))
-        except ChainBroken as exc:
-            broken = exc
+    checker, broken, undecodable = await _check_links(reader, first, upper, checkpoints, progress)
     if broken is not None:
         divergences.append(broken)
+    divergences += undecodable if keep_going else undecodable[:1]
     verdicts = VerifyReport(0, 0, chain=checker.verdict(first, broken))
     if checkpoints is not None:
         checkpoints.finish(archive_end)
@@ -411,7 +425,8 @@ async def verify_archive(
         sessions = [await _recorded(reader, m, lists) for m in await reader.session_markers(first, upper)]
         await _replay_sessions(reader, sessions, on_check=on_check, progress=progress)
     except UndecodableRow as exc:
-        divergences.append(RowUndecodable(exc.seq, exc.why))
+        if exc.seq not in {d.seq for d in undecodable}:
+            divergences.append(RowUndecodable(exc.seq, exc.why))
     except Divergence as exc:  # the fold refused an archived event
         divergences.append(exc)
     divergences.sort(key=lambda d: d.seq)

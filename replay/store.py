@@ -176,11 +176,19 @@ def row_to_event(row: asyncpg.Record | dict[str, Any], *, view: bool = False) ->
 
 def _link(row: asyncpg.Record) -> ChainLink:
     chain_format = row["chain_format"]
+    canonical = row_canonical(row)
     try:
-        computed = row_hash(row, row_canonical(row))
+        computed = row_hash(row, canonical)
     except ValueError:
         computed = b""  # a format this release does not know: the checker names it
-    return ChainLink(row["seq"], bytes(row["prev_hash"]), bytes(row["hash"]), computed, chain_format)
+    undecodable = None
+    try:
+        decode(canonical)
+    except EventDecodeError as exc:
+        undecodable = f"[{exc.code}] {exc}"
+    return ChainLink(
+        row["seq"], bytes(row["prev_hash"]), bytes(row["hash"]), computed, chain_format, undecodable
+    )
 
 
 class ArchiveReader:
@@ -229,7 +237,8 @@ class ArchiveReader:
             after = batch[-1]["seq"]
 
     async def links(self, first: int = 1, last: int | None = None) -> AsyncIterator[ChainLink]:
-        """The chain's view of every row with ``first <= seq <= last`` (seq order), nothing decoded."""
+        """The chain's view of every row with ``first <= seq <= last`` (seq order): hashed from the
+        columns, whether or not the event decodes (which each link says)."""
         upper = await self.last_seq() if last is None else last
         after = first - 1
         while after < upper:
