@@ -221,29 +221,22 @@ class ArchiveReader:
 
     async def rows(self, first: int = 1, last: int | None = None) -> AsyncIterator[ArchivedEvent]:
         """Every event with ``first <= seq <= last``, in seq order, fetched in batches."""
-        upper = await self.last_seq() if last is None else last
-        after = first - 1
-        while after < upper:
-            batch = await self._conn.fetch(
-                f"SELECT {_COLUMNS} FROM event_log WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3",  # noqa: S608
-                after,
-                upper,
-                _BATCH,
-            )
-            if not batch:
-                return
-            for row in batch:
-                yield row_to_event(row)
-            after = batch[-1]["seq"]
+        async for row in self._pages(_COLUMNS, first, last):
+            yield row_to_event(row)
 
     async def links(self, first: int = 1, last: int | None = None) -> AsyncIterator[ChainLink]:
         """The chain's view of every row with ``first <= seq <= last`` (seq order): hashed from the
         columns, whether or not the event decodes (which each link says)."""
+        async for row in self._pages(_LINK_COLUMNS, first, last):
+            yield _link(row)
+
+    async def _pages(self, columns: str, first: int, last: int | None) -> AsyncIterator[asyncpg.Record]:
+        """``columns`` of the rows with ``first <= seq <= last``, in seq order, fetched in batches."""
         upper = await self.last_seq() if last is None else last
         after = first - 1
         while after < upper:
             batch = await self._conn.fetch(
-                f"SELECT {_LINK_COLUMNS} FROM event_log WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3",  # noqa: S608
+                f"SELECT {columns} FROM event_log WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3",  # noqa: S608
                 after,
                 upper,
                 _BATCH,
@@ -251,7 +244,7 @@ class ArchiveReader:
             if not batch:
                 return
             for row in batch:
-                yield _link(row)
+                yield row
             after = batch[-1]["seq"]
 
     async def hash_before(self, seq: int) -> bytes | None:
