@@ -156,10 +156,11 @@ class CheckpointAnchor:
     checkpoints: Sequence[Checkpoint]
     public_key: str
     cluster: str | None = None
-    problems: list[Divergence] = field(default_factory=list)
-    matched: int = 0
-    _heads: dict[int, bytes] = field(default_factory=dict)
-    _newest: int = 0
+    #: What the comparison found, and how many checkpoints matched the chain.
+    problems: list[Divergence] = field(init=False, default_factory=list)
+    matched: int = field(init=False, default=0)
+    _heads: dict[int, bytes] = field(init=False, default_factory=dict)
+    _newest: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         for checkpoint in sorted(self.checkpoints, key=lambda c: c.seq):
