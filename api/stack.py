@@ -141,9 +141,13 @@ ServiceFactory = Callable[[TephraSettings, Endpoints], Coroutine[Any, Any, None]
 
 
 async def _projector_service(settings: TephraSettings, endpoints: Endpoints) -> None:
+    from events.signing import load_or_create_signing_key  # noqa: PLC0415
     from projector.service import run_projector  # noqa: PLC0415 - the service is composed here, once
     from scheduler.core.config import config_problem  # noqa: PLC0415
 
+    key_file = settings.projector_key_file or settings.data_dir / "projector.key"
+    key = load_or_create_signing_key(key_file)
+    log.info("the projector signs checkpoints with the public key %s (%s)", key.public_key, key_file)
     await run_projector(
         settings,
         kafka_bootstrap=endpoints.kafka_bootstrap,
@@ -151,6 +155,7 @@ async def _projector_service(settings: TephraSettings, endpoints: Endpoints) -> 
         topics=endpoints.topics,
         cluster=endpoints.cluster,
         config_check=config_problem,
+        checkpoint_key=key,
     )
 
 

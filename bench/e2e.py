@@ -8,9 +8,9 @@ on the embedded broker and PostgreSQL, and prints figures; it asserts nothing.
 
 * **latency**: ``--rate`` single-task jobs per second for ``--seconds``
   against ``--nodes`` nodes; latency is from just before the JobSubmitted is
-  produced to the commit of the projector batch that applied the session
-  binding it (``event_log.recorded_at``: the binding is then visible to
-  every reader).  Goal: p99 <= 2 x the schedule period.
+  produced to the projector batch that applied the session binding it
+  (``event_log.recorded_at``, when the projector began preparing that batch;
+  the binding is visible to every reader once the batch commits).  Goal: p99 <= 2 x the schedule period.
 * **saturation**: ``--backlog-jobs`` jobs of ``--tasks-per-job`` tasks are
   projected while no scheduler runs; then a scheduler starts, and bindings/s
   is the number of bindings over the time from its leadership to the last

@@ -1,6 +1,6 @@
 """Kafka topic names and the message key rule.
 
-Four topics per deployment (design §1), all under one prefix:
+Five topics per deployment (design §1), all under one prefix:
 
 * ``<prefix>.intents`` — what users and admission ask or decide: queue,
   priority-class, scheduler-config and job events, including JobRejected;
@@ -8,7 +8,9 @@ Four topics per deployment (design §1), all under one prefix:
 * ``<prefix>.decisions`` — what the scheduler decided: SessionCommitted and
   its SessionPart pieces;
 * ``<prefix>.rejected`` — the dead-letter topic: raw messages the projector
-  could not decode, with the error in the headers.
+  could not decode, with the error in the headers;
+* ``<prefix>.checkpoints`` — the projector's signed checkpoints of the
+  archive's hash chain (:mod:`events.checkpoints`), which auditors keep.
 
 The key of every message is its cluster id, so Kafka keeps a total order per
 cluster within each topic.
@@ -69,9 +71,13 @@ class Topics:
     def rejected(self) -> str:
         return f"{self.prefix}.rejected"
 
+    @property
+    def checkpoints(self) -> str:
+        return f"{self.prefix}.checkpoints"
+
     def all(self) -> tuple[str, ...]:
-        """Every topic, in flow order (for creating them or subscribing)."""
-        return (self.intents, self.observations, self.decisions, self.rejected)
+        """Every topic, in flow order (for creating them)."""
+        return (self.intents, self.observations, self.decisions, self.rejected, self.checkpoints)
 
 
 def topic_for(event: Event, topics: Topics) -> str:

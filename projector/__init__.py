@@ -10,6 +10,7 @@ Modules, one responsibility each:
 * :mod:`projector.projection` — the projection tables: run those statements, load back;
 * :mod:`projector.plan` — decode a batch, fold it, plan every value its commit writes;
 * :mod:`projector.writer` — one batch of records -> one PostgreSQL transaction;
+* :mod:`projector.checkpoints` — signed checkpoints of the committed chain head, published;
 * :mod:`projector.reconstruct` — ``state_at``, ``load_projection``, ``rebuild_projection``, ``verify_chain``;
 * :mod:`projector.progress` — read-your-writes: ``wait_for_session``, ``wait_for_event``, ``wait_for_seq``;
 * :mod:`projector.service` — the consumer service (``run_projector``), run by ``tephra projector``;

@@ -1,21 +1,26 @@
-"""The archive's rows (``event_log``): what is stored beside the canonical pieces.
+"""The archive's rows (``event_log``): what is stored beside the canonical pieces, and what is hashed.
 
 An archived event is stored as columns, not as a blob: its envelope's
 attributes, ``data`` as the canonical text of the event's data (verbatim,
-``json``), ``time`` as timestamptz, and its place in the hash chain.  The
-canonical bytes the chain hashes are spliced from exactly those columns by
-:func:`events.canonical.canonical_bytes` (``docs/archive-format.md``).  This
-module holds the rest of the row: the ``job`` column replay indexes by, and
-the conversion of times for COPY.
+``json``), ``time`` as timestamptz, where it came from (topic, partition,
+offset, trace context), when it was archived, and its place in the hash chain.
+The event's canonical bytes are spliced from exactly those columns by
+:func:`events.canonical.canonical_bytes`; a row's hash covers them and, in
+chain format 2, every other column of the row (:func:`row_members`, the one
+list of the hashed columns; ``docs/archive-format.md``).  This module also
+holds the ``job`` column replay indexes by, and the conversion of times for
+COPY.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from datetime import datetime
+from json.encoder import encode_basestring
 from typing import Any, Final
 
-from events.canonical import canonical_bytes, format_time
+from events.canonical import canonical_bytes, chain_hash, format_time
 from events.jsonform import DECODED_EPOCH, EPOCH
 from events.models import (
     Event,
@@ -28,6 +33,7 @@ from events.models import (
 )
 
 __all__ = [
+    "CHAIN_FORMAT",
     "JOB_EVENT_TYPES",
     "JOB_SUBMITTED",
     "SESSION_COMMITTED",
@@ -35,8 +41,93 @@ __all__ = [
     "job_of_data",
     "job_of_event",
     "row_canonical",
+    "row_digest",
+    "row_hash",
+    "row_members",
     "stdlib_utc",
+    "stored_members",
 ]
+
+#: The chain format the writer archives rows in (``event_log.chain_format``): 1 hashed
+#: the event's canonical bytes alone, 2 hashes every column of the row.
+CHAIN_FORMAT: Final = 2
+_EVENT_MEMBER: Final = b'{"event":'
+
+
+def row_members(
+    *,
+    seq: int,
+    topic: str,
+    partition: int,
+    kafka_offset: int,
+    recorded_at: str,
+    job: str | None,
+    traceparent: str | None,
+) -> bytes:
+    """THE columns a format-2 row's hash covers besides the event: the members after
+    ``"event"`` of the row's canonical object, in key order, with its closing brace.
+
+    Every ``event_log`` column but ``prev_hash`` and ``hash`` is either in the
+    event's canonical bytes or here.  A new column is one line here, at its key's
+    place in code-point order (``docs/archive-format.md``, "Chain format 2").
+    ``recorded_at`` is :func:`events.canonical.format_time`'s text.
+    """
+    return (
+        f',"format":2'
+        f',"job":{_text_or_null(job)}'
+        f',"kafka_offset":{kafka_offset}'
+        f',"partition":{partition}'
+        f',"recorded_at":"{recorded_at}"'
+        f',"seq":{seq}'
+        f',"topic":{encode_basestring(topic)}'
+        f',"traceparent":{_text_or_null(traceparent)}}}'
+    ).encode()
+
+
+def _text_or_null(value: str | None) -> str:
+    return "null" if value is None else encode_basestring(value)
+
+
+def row_digest(prev_hash: bytes, canonical: bytes, members: bytes) -> bytes:
+    """A format-2 row's hash: ``sha256(prev_hash || '{"event":' || canonical || members)``.
+
+    Fed to the hash piece by piece: the event's bytes (up to a megabyte for a
+    session) are not copied into one row text first.
+    """
+    digest = hashlib.sha256(prev_hash)
+    digest.update(_EVENT_MEMBER)
+    digest.update(canonical)
+    digest.update(members)
+    return digest.digest()
+
+
+def stored_members(row: Mapping[str, Any]) -> bytes:
+    """:func:`row_members` of an ``event_log`` row as read back (``recorded_at`` a datetime)."""
+    return row_members(
+        seq=row["seq"],
+        topic=row["topic"],
+        partition=row["partition"],
+        kafka_offset=row["kafka_offset"],
+        recorded_at=format_time(row["recorded_at"]),
+        job=row["job"],
+        traceparent=row["traceparent"],
+    )
+
+
+def row_hash(row: Mapping[str, Any], canonical: bytes) -> bytes:
+    """The hash an ``event_log`` row (as read back) must have, by its ``chain_format``;
+    ``canonical`` is its event's canonical bytes (:func:`row_canonical`).
+
+    Raises:
+        ValueError: a chain format this release does not know.
+    """
+    chain_format = row["chain_format"]
+    prev_hash = bytes(row["prev_hash"])
+    if chain_format == 2:
+        return row_digest(prev_hash, canonical, stored_members(row))
+    if chain_format == 1:
+        return chain_hash(prev_hash, canonical)
+    raise ValueError(f"event_log seq {row['seq']} has chain format {chain_format!r}, not 1 or 2")
 
 
 def row_canonical(row: Mapping[str, Any]) -> bytes:

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final, NamedTuple
 
-from events.canonical import canonical_form, chain_hash
+from events.canonical import CanonicalForm, canonical_form, format_time
+from events.jsonform import EPOCH
 from events.models import (
     BindDecision,
     Decision,
@@ -31,7 +33,14 @@ from events.names import invalid_name
 from events.serde import EventDecodeError, decode
 from events.topics import Topics, topic_for
 from events.tracing import valid_traceparent
-from projector.archive import JOB_EVENT_TYPES, job_of_event, stdlib_utc
+from projector.archive import (
+    CHAIN_FORMAT,
+    JOB_EVENT_TYPES,
+    job_of_event,
+    row_digest,
+    row_members,
+    stdlib_utc,
+)
 from projector.door import KEPT_BYTES, Door, refusal, short
 from projector.errors import RecordFailedError
 from projector.fold import apply
@@ -222,7 +231,7 @@ class Repeat(NamedTuple):
     record: InboundRecord
     event_id: str
     event_type: str
-    #: The event's canonical bytes (events.canonical), compared through the archive's chain hash.
+    #: The event's canonical bytes (events.canonical), compared with the archived event's.
     canonical: bytes
 
 
@@ -232,6 +241,9 @@ class BatchPlan:
 
     base_seq: int
     last_seq: int
+    #: When the batch's events are archived (``event_log.recorded_at``, hashed with them):
+    #: the time the writer began preparing the batch, UTC.
+    recorded_at: datetime = EPOCH
     archive_rows: list[tuple[Any, ...]] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
     touched: TouchedRows = field(default_factory=dict)
@@ -301,6 +313,8 @@ def fold_records(
     prev_hash = plan.last_hash
     offsets = plan.offsets
     archive_rows = plan.archive_rows
+    recorded_at = plan.recorded_at
+    recorded_text = format_time(recorded_at)
     for record, item in decoded:
         topic, partition, offset, _, traceparent = record
         offsets[(topic, partition)] = offset + 1
@@ -329,12 +343,11 @@ def fold_records(
                 continue
             seq += 1
             seen.add(event_id)
-            digest = chain_hash(prev_hash, form.bytes)
-            row = (
-                seq, event_id, form.type, form.cluster, form.subject, form.source, stdlib_utc(form.instant),
-                form.data, topic, partition, offset, prev_hash, digest,
-                job_of_event(event) if form.type in JOB_EVENT_TYPES else None, traceparent,
+            row = _archive_row(
+                seq, form, record=record, traceparent=traceparent, prev_hash=prev_hash,
+                recorded_at=recorded_at, recorded_text=recorded_text,
             )  # fmt: skip
+            digest = row[12]
             archive_rows.append(row)
             prev_hash = digest
             for kind, key in outcome.touched:
@@ -361,6 +374,30 @@ def fold_records(
             raise RecordFailedError((topic, partition, offset), "fold-failed", repr(exc)) from exc
     plan.last_seq = seq
     plan.last_hash = prev_hash
+
+
+def _archive_row(
+    seq: int,
+    form: CanonicalForm,
+    *,
+    record: InboundRecord,
+    traceparent: str | None,
+    prev_hash: bytes,
+    recorded_at: datetime,
+    recorded_text: str,
+) -> tuple[Any, ...]:
+    """The ``event_log`` row of an event, hashed (the columns of ``projector.writer._EVENT_LOG_COLUMNS``)."""
+    topic, partition, offset = record.topic, record.partition, record.offset
+    job = job_of_event(form.event) if form.type in JOB_EVENT_TYPES else None
+    members = row_members(
+        seq=seq, topic=topic, partition=partition, kafka_offset=offset, recorded_at=recorded_text, job=job,
+        traceparent=traceparent,
+    )  # fmt: skip
+    digest = row_digest(prev_hash, form.bytes, members)
+    return (
+        seq, form.event_id, form.type, form.cluster, form.subject, form.source, stdlib_utc(form.instant),
+        form.data, topic, partition, offset, prev_hash, digest, job, traceparent, recorded_at, CHAIN_FORMAT,
+    )  # fmt: skip
 
 
 def _record_decisions(

@@ -18,10 +18,10 @@ from typing import Final, Literal, TypeAlias
 import asyncpg
 import orjson
 
-from events.canonical import GENESIS_HASH, chain_hash
+from events.canonical import GENESIS_HASH
 from events.models import Event
 from events.serde import decode
-from projector.archive import JOB_EVENT_TYPES, job_of_data, row_canonical
+from projector.archive import JOB_EVENT_TYPES, job_of_data, row_canonical, row_hash
 from projector.errors import ArchiveFoldMismatchError, ProjectionDriftError
 from projector.fold import apply
 from projector.projection import create_staging, execute_writes, load_projection
@@ -46,7 +46,9 @@ __all__ = [
 
 _CHUNK: Final = 5_000
 _COLUMNS: Final = "seq, event_id, type, cluster, subject, source, time, data, prev_hash, hash"
-_CHECKED_COLUMNS: Final = f"{_COLUMNS}, job"
+_CHECKED_COLUMNS: Final = (
+    f"{_COLUMNS}, job, topic, partition, kafka_offset, recorded_at, traceparent, chain_format"
+)
 
 Connectable: TypeAlias = asyncpg.Connection | asyncpg.Pool
 
@@ -142,11 +144,34 @@ async def rebuild_projection(conn: asyncpg.Connection) -> bool:
     return True
 
 
+def _row_problem(
+    row: asyncpg.Record, prev_hash: bytes | None, newest_format: int
+) -> tuple[ChainProblem, str] | None:
+    """What is wrong with one row of the chain (``prev_hash``: the previous row's hash, if read)."""
+    seq, chain_format = row["seq"], row["chain_format"]
+    if chain_format < newest_format or chain_format not in (1, 2):
+        detail = f"seq {seq} has chain format {chain_format} after rows of format {newest_format}"
+        return "format-downgraded", detail
+    stored_prev = bytes(row["prev_hash"])
+    if row_hash(row, row_canonical(row)) != bytes(row["hash"]):
+        return "row-edited", f"seq {seq} does not hash to its stored hash"
+    if prev_hash is not None and stored_prev != prev_hash:
+        return "broken-link", f"seq {seq} does not chain to seq {seq - 1}"
+    event_type = row["type"]
+    job = job_of_data(event_type, orjson.loads(row["data"])) if event_type in JOB_EVENT_TYPES else None
+    if row["job"] != job:
+        return "job-mismatch", f"seq {seq} has job {row['job']!r}, its data names {job!r}"
+    return None
+
+
 ChainProblem: TypeAlias = Literal[
     "row-edited",  # the row's content does not hash to its stored hash
     "broken-link",  # the row's prev_hash is not the previous row's hash (rows rewritten)
     "row-missing",  # a seq is missing (the row was deleted)
     "tail-missing",  # the archive ends before the seq the projection reflects
+    # a row of chain format 1 after one of format 2 (or of a format this release does not know):
+    # format 1 hashes fewer columns, and only rows archived before the switch may use it
+    "format-downgraded",
     # the row's job column (not hashed: it indexes the row for `replay explain`)
     # is not the job its data names, which would hide the event from the job's history
     "job-mismatch",
@@ -176,7 +201,9 @@ async def verify_chain(
 
     The first problem found is reported with the seq of the row it concerns:
     an edited row by its own seq (also an edit of its ``job`` column, which
-    the hash does not cover), a deleted row by the missing seq.  Checking
+    format 1 does not hash), a deleted row by the missing seq, a row of
+    chain format 1 after format 2 (``format-downgraded``).  A range that
+    starts mid-archive does not see the formats before it.  Checking
     the whole archive also compares its end with ``projection_meta.seq``, so
     deleting the newest rows is caught too.
     """
@@ -189,6 +216,7 @@ async def verify_chain(
     checked = 0
     first: int | None = None
     last: int | None = None
+    newest_format = 0
 
     def broken(seq: int, problem: ChainProblem, detail: str) -> ChainReport:
         return ChainReport(checked, first, last, broken_seq=seq, problem=problem, detail=detail)
@@ -199,16 +227,10 @@ async def verify_chain(
             first = seq
         if seq != expected_seq:
             return broken(expected_seq, "row-missing", f"seq {expected_seq} is missing (next row is {seq})")
-        stored_prev = bytes(row["prev_hash"])
         stored_hash = bytes(row["hash"])
-        if chain_hash(stored_prev, row_canonical(row)) != stored_hash:
-            return broken(seq, "row-edited", f"seq {seq} does not hash to its stored hash")
-        if prev_hash is not None and stored_prev != prev_hash:
-            return broken(seq, "broken-link", f"seq {seq} does not chain to seq {seq - 1}")
-        event_type = row["type"]
-        job = job_of_data(event_type, orjson.loads(row["data"])) if event_type in JOB_EVENT_TYPES else None
-        if row["job"] != job:
-            return broken(seq, "job-mismatch", f"seq {seq} has job {row['job']!r}, its data names {job!r}")
+        if (found := _row_problem(row, prev_hash, newest_format)) is not None:
+            return broken(seq, *found)
+        newest_format = row["chain_format"]
         prev_hash = stored_hash
         expected_seq = seq + 1
         checked += 1

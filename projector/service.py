@@ -22,7 +22,9 @@ one life of the connections:
    records, so the commits' round trips go on; the duplicate check asks
    about the batch's ids on a second connection meanwhile).  Each commit
    starts only after the one before it has ended, so commits stay in order
-   and one failure ends the run before anything later is written.
+   and one failure ends the run before anything later is written.  After a
+   commit (or while idle), a signed checkpoint of the committed chain head
+   is published when one is due (:mod:`projector.checkpoints`).
 
 Connection failures of either side end the run; the supervisor logs them,
 counts a reconnect, waits with capped backoff and starts a new run.  Nothing
@@ -57,9 +59,11 @@ import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError, OffsetOutOfRangeError
 
+from events.signing import SigningKey
 from events.topics import Topics
 from events.tracing import traceparent_of
 from projector.broker_identity import IdentityCheck, Verdict, identity_check
+from projector.checkpoints import CheckpointPublisher
 from projector.door import ConfigCheck, Door, Position, short
 from projector.errors import BatchFailedError, ProjectorError, RecordFailedError
 from projector.heap import BatchHeap
@@ -143,6 +147,8 @@ class ProjectorMetrics:
     #: Full collections of the frozen heap (projector.heap), at idle moments or in batches.
     heap_thaws: int = 0
     reconnects: int = 0
+    #: Signed checkpoints of the chain published (projector.checkpoints).
+    checkpoints_published: int = 0
     #: Records refused by their position after they failed the fold or storage (a redo each).
     records_isolated: int = 0
     last_seq: int = 0
@@ -167,6 +173,8 @@ class _Target:
     cluster: str
     #: The scheduler's configuration check (projector.door), given by api.
     config_check: ConfigCheck | None = None
+    #: The key that signs the chain's checkpoints (projector.checkpoints); None: none are published.
+    checkpoint_key: SigningKey | None = None
 
 
 async def run_projector(
@@ -179,15 +187,20 @@ async def run_projector(
     stop: asyncio.Event | None = None,
     metrics: ProjectorMetrics | None = None,
     config_check: ConfigCheck | None = None,
+    checkpoint_key: SigningKey | None = None,
 ) -> None:
     """Run until ``stop`` is set, reconnecting after broker or database outages.
 
     ``config_check`` says what makes a scheduler configuration unusable (the
     scheduler's ``config_problem``): such a SchedulerConfigured is rejected.
+    ``checkpoint_key`` signs the checkpoints of the chain published to the
+    checkpoint topic (projector.checkpoints); without one none are published.
     """
     stop = stop or asyncio.Event()
     metrics = metrics if metrics is not None else ProjectorMetrics()
-    target = _Target(kafka_bootstrap, database_url, topics, cluster, config_check)
+    target = _Target(kafka_bootstrap, database_url, topics, cluster, config_check, checkpoint_key)
+    if checkpoint_key is None:
+        log.warning("no projector key: no checkpoints of the chain are published (TEPHRA_PROJECTOR_KEY_FILE)")
     try:
         await _supervise(settings, target, metrics, stop)
     finally:
@@ -419,6 +432,7 @@ class _Run:
             timedelta(seconds=settings.projector_max_read_skew),
         )
         self._last_report = time.monotonic()
+        self.checkpoints: CheckpointPublisher | None = None
         self.heap = BatchHeap(
             enabled=settings.projector_freeze,
             thaw_growth=settings.projector_thaw_growth,
@@ -443,6 +457,7 @@ class _Run:
                 door=self.door,
             )
             self.metrics.last_seq = writer.state.seq
+            self.checkpoints = await self._checkpoint_publisher(conn)
             self.heap.loaded()
             consumer = AIOKafkaConsumer(
                 bootstrap_servers=target.kafka_bootstrap,
@@ -481,6 +496,28 @@ class _Run:
                 await _close(conn)
             finally:
                 self.heap.thaw()  # what this run froze (its state, once the run is over) is collectable again
+
+    async def _checkpoint_publisher(self, conn: asyncpg.Connection) -> CheckpointPublisher | None:
+        key = self.target.checkpoint_key
+        if key is None:
+            return None
+        return await CheckpointPublisher.load(
+            conn,
+            key,
+            cluster=self.target.cluster,
+            topic=self.target.topics.checkpoints,
+            every_events=self.settings.checkpoint_every_events,
+            every_seconds=self.settings.checkpoint_every_seconds,
+        )
+
+    async def _checkpoint(
+        self, conn: asyncpg.Connection, producer: AIOKafkaProducer, writer: BatchWriter
+    ) -> None:
+        """Publish a checkpoint of what is committed, when one is due (never of a batch in flight)."""
+        publisher = self.checkpoints
+        if publisher is not None and publisher.due(writer.committed_seq):
+            await publisher.publish(conn, producer, writer.committed_seq, writer.last_hash)
+            self.metrics.checkpoints_published += 1
 
     async def _take_writer_lock(self, conn: asyncpg.Connection) -> bool:
         waiting_logged = False
@@ -682,6 +719,7 @@ class _Run:
                 if not records:
                     while commits:  # idle: let the batches in flight land (and surface a failure)
                         await commits.popleft()
+                    await self._checkpoint(conn, producer, writer)  # every commit has landed
                     idle = clock()
                     # A due thaw, now that nothing waits for the loop (not when stopping: the
                     # run's end thaws everything anyway).
@@ -756,6 +794,7 @@ class _Run:
         except _RECORD_STORAGE_ERRORS as exc:
             positions = [(r.topic, r.partition, r.offset) for r in records]
             raise BatchFailedError(positions, "unstorable", f"PostgreSQL refused the batch: {exc!r}") from exc
+        await self._checkpoint(conn, producer, writer)  # the batch is committed; the next waits for us
         metrics.batches += 1
         metrics.events_archived += plan.archived
         metrics.events_rejected += len(plan.rejections)

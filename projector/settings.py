@@ -8,6 +8,7 @@ and passes them to :func:`~projector.service.run_projector` alongside these.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Final, Self
 
 from pydantic import Field, field_validator, model_validator
@@ -79,6 +80,22 @@ class ProjectorSettings(BaseSettings):
         gt=0,
         description="a batch runs the full collection once the frozen heap grew by this factor"
         " without an idle moment",
+    )
+
+    checkpoint_every_events: int = Field(
+        default=10_000,
+        gt=0,
+        description="archived events between two signed checkpoints of the chain (docs/archive-format.md)",
+    )
+    checkpoint_every_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="seconds after which a checkpoint is published anyway, if the archive grew since",
+    )
+    projector_key_file: Path | None = Field(
+        default=None,
+        description="the projector's Ed25519 private key (PKCS#8 PEM), which signs the checkpoints;"
+        " created when missing (empty: projector.key under TEPHRA_DATA_DIR)",
     )
 
     max_record_bytes: int = Field(

@@ -43,16 +43,19 @@ the writer is *poisoned* and must be rebuilt from the database
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Final
+from datetime import UTC, datetime
+from typing import Any, Final
 
 import asyncpg
 import orjson
 
-from events.canonical import GENESIS_HASH, chain_hash
+from events.canonical import GENESIS_HASH, format_time
 from events.topics import Topics
+from projector.archive import columns_canonical, row_canonical
 from projector.door import Door
 from projector.errors import BatchFailedError, ProjectionDriftError
 from projector.plan import (
@@ -94,7 +97,8 @@ ArchivedCheck = Callable[[int, list[Decoded]], Awaitable[set[str]]]
 NOTIFY_CHANNEL: Final = "tephra_projection"
 _EVENT_LOG_COLUMNS: Final = (
     "seq", "event_id", "type", "cluster", "subject", "source", "time", "data",
-    "topic", "partition", "kafka_offset", "prev_hash", "hash", "job", "traceparent",
+    "topic", "partition", "kafka_offset", "prev_hash", "hash", "job", "traceparent", "recorded_at",
+    "chain_format",
 )  # fmt: skip
 _REJECTED_COLUMNS: Final = (
     "topic", "partition", "kafka_offset", "raw", "error", "detail", "event_id", "event_type",
@@ -115,8 +119,8 @@ _BEGIN_BATCH: Final = (
 _ARCHIVED_IDS: Final = (
     "SELECT event_id FROM event_log WHERE event_id = ANY(ARRAY(SELECT json_array_elements_text($1::json)))"
 )
-_ARCHIVED_HASHES: Final = (
-    "SELECT event_id, seq, prev_hash, hash FROM event_log"
+_ARCHIVED_EVENTS: Final = (
+    "SELECT event_id, seq, type, cluster, subject, source, time, data::text AS data FROM event_log"
     " WHERE event_id = ANY(ARRAY(SELECT json_array_elements_text($1::json)))"
 )
 _EXPIRED_COLUMNS: Final = ("seq", "code", "key", "since", "event_ids", "detail")
@@ -142,9 +146,13 @@ class BatchWriter:
         last_snapshot_seq: int = 0,
         topics: Topics | None = None,
         door: Door | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         check_snapshot_spacing(snapshot_every, snapshot_scale)
         self.state = state
+        #: When a batch is archived (``event_log.recorded_at``, which the chain hashes): read
+        #: once per batch, as the writer begins it.  Tools replaying a stored archive pass theirs.
+        self.clock = clock or _utc_now
         #: The deployment's topics: an event read from another topic than its type's is
         #: rejected (``wrong-topic``).  None (tools reading files): not checked.
         self.topics = topics
@@ -270,7 +278,7 @@ class BatchWriter:
     def _begin(self) -> BatchPlan:
         self._check_usable()
         seq = self.state.seq
-        return BatchPlan(base_seq=seq, last_seq=seq, last_hash=self._head_hash)
+        return BatchPlan(base_seq=seq, last_seq=seq, recorded_at=self.clock(), last_hash=self._head_hash)
 
     def _fold(self, plan: BatchPlan, decoded: Sequence[Decoded], archived_ids: set[str]) -> None:
         """Fold ``decoded`` into the state and the plan (continuing where the plan stands)."""
@@ -308,24 +316,24 @@ class BatchWriter:
         Call it once the plans before ``plan`` have committed (:meth:`commit`
         does, if the caller has not): every first event is then in
         ``event_log`` or in ``plan`` itself.  The content is compared through
-        the chain hash: the archived row's hash against the hash the repeat
-        would have had in its place.
+        the events' canonical bytes (their SHA-256 digests name them in the
+        rejection): the chain hash also covers where and when a row arrived.
         """
         repeats, plan.repeats = plan.repeats, []
         if not repeats:
             return
         wanted = {repeat.event_id for repeat in repeats}
-        first = {row[1]: (row[0], row[11], row[12]) for row in plan.archive_rows if row[1] in wanted}
+        first = {row[1]: (row[0], _row_event_bytes(row)) for row in plan.archive_rows if row[1] in wanted}
         if missing := sorted(wanted - first.keys()):
-            rows = await conn.fetch(_ARCHIVED_HASHES, orjson.dumps(missing).decode())
-            first.update({r["event_id"]: (r["seq"], bytes(r["prev_hash"]), bytes(r["hash"])) for r in rows})
+            rows = await conn.fetch(_ARCHIVED_EVENTS, orjson.dumps(missing).decode())
+            first.update({r["event_id"]: (r["seq"], row_canonical(r)) for r in rows})
         for repeat in repeats:
             archived = first.get(repeat.event_id)
             if archived is None:
                 continue  # not archived any more (retention): nothing to compare with
-            seq, prev_hash, digest = archived
-            own = chain_hash(prev_hash, repeat.canonical)
-            if own != digest:
+            seq, canonical = archived
+            if canonical != repeat.canonical:
+                digest, own = hashlib.sha256(canonical).digest(), hashlib.sha256(repeat.canonical).digest()
                 plan.duplicates -= 1
                 plan.rejections.append(_id_conflict(repeat, seq, digest, own))
 
@@ -422,12 +430,21 @@ class BatchWriter:
         return self._committed_seq
 
 
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _row_event_bytes(row: tuple[Any, ...]) -> bytes:
+    """The event's canonical bytes of an archive row of a plan (``_EVENT_LOG_COLUMNS``)."""
+    return columns_canonical(dict(zip(_EVENT_LOG_COLUMNS, row, strict=True)), format_time(row[6]))
+
+
 def _id_conflict(repeat: Repeat, seq: int, archived: bytes, own: bytes) -> Rejection:
     record = repeat.record
     detail = (
         f"event id {repeat.event_id!r} is archived already (seq {seq}) with other content; the first"
-        f" stays: archived digest {archived.hex()}, this record's {own.hex()} (chain hashes over the"
-        " same predecessor); give a new event a new id"
+        f" stays: archived digest {archived.hex()}, this record's {own.hex()} (SHA-256 of the events'"
+        " canonical bytes); give a new event a new id"
     )
     return Rejection(
         topic=record.topic,

@@ -48,9 +48,14 @@ class ArchivedEvent:
     event: Event
     prev_hash: bytes = b""
     hash: bytes = b""
-    #: The canonical JSON the chain hashes, reassembled from the row's columns
-    #: (so an edit of any column shows); empty means "derive it from ``event``".
+    #: The event's canonical JSON, reassembled from the row's columns (so an edit
+    #: of any column shows); empty means "derive it from ``event``".
     canonical: bytes = b""
+    #: Which columns the row's hash covers (docs/archive-format.md): 1 the event's
+    #: bytes alone, 2 also ``members`` (projector.archive.row_members); 0 not read
+    #: (the archive reader's rows: it checks the chain on ArchiveReader.links).
+    chain_format: int = 0
+    members: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)

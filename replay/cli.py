@@ -1,4 +1,4 @@
-"""The ``replay`` console script: explain, session, verify, audit preemptions.
+"""The ``replay`` console script: explain, session, verify, audit preemptions, checkpoints.
 
 Every command only reads the archive (one read-only transaction).  The
 archive is ``--database-url``, else ``TEPHRA_DATABASE_URL``, else the embedded
@@ -22,6 +22,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -30,6 +31,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from events.display import printable
+from events.signing import SigningKeyError, load_signing_key
+from replay.chain import CheckpointAnchor
+from replay.checkpoints import load_checkpoints
 from replay.errors import ArchiveError, NotFound, ReplayError
 from replay.explain import Explanation
 from replay.locate import database_url
@@ -52,6 +56,11 @@ app = typer.Typer(
 )
 audit_app = typer.Typer(help="Compliance views over the archive.", no_args_is_help=True)
 app.add_typer(audit_app, name="audit")
+checkpoints_app = typer.Typer(
+    help="The projector's signed checkpoints of the chain: keep them where the database cannot rewrite them.",
+    no_args_is_help=True,
+)
+app.add_typer(checkpoints_app, name="checkpoints")
 
 DatabaseOption = Annotated[
     str | None,
@@ -253,18 +262,56 @@ def verify(
     keep_going: Annotated[
         bool, typer.Option("--keep-going", help="Report every divergence, not only the first.")
     ] = False,
+    checkpoints: Annotated[
+        str | None,
+        typer.Option(
+            "--checkpoints",
+            help="Signed checkpoints to check the chain against: a JSON-lines file kept out of the"
+            " database's reach, or kafka://HOST:PORT/TOPIC (the checkpoint topic).",
+            metavar="SOURCE",
+        ),
+    ] = None,
+    public_key: Annotated[
+        str | None,
+        typer.Option(
+            "--public-key",
+            envvar="TEPHRA_PROJECTOR_PUBLIC_KEY",
+            help="The projector's public key (URL-safe base64), obtained out of band;"
+            " needed with --checkpoints.",
+        ),
+    ] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster", help="Only the checkpoints of this cluster (a topic or file shared by several)."
+        ),
+    ] = None,
     output: OutputOption = None,
     format_alias: FormatAlias = None,
     url: DatabaseOption = None,
 ) -> None:
-    """Check the hash chain, then re-derive every recorded session; exit 1 at a divergence."""
+    """Check the hash chain (against signed checkpoints, with --checkpoints), then re-derive every
+    recorded session; exit 1 at a divergence, truncation or rewrite."""
     chosen = _output(output, format_alias)
+    if checkpoints is not None and not public_key:
+        raise typer.BadParameter(
+            "give the projector's public key (from its operator, not from the database) to trust checkpoints",
+            param_hint="--public-key",
+        )
     bar, update = _progress_bar("verifying")
 
     async def work(reader: ArchiveReader) -> Any:
+        anchor = None
+        if checkpoints is not None and public_key:
+            anchor = CheckpointAnchor(await load_checkpoints(checkpoints), public_key.strip(), cluster)
         if bar is None:
             return await verify_archive(
-                reader, first=first, last=last, keep_going=keep_going, strict_reasons=strict_reasons
+                reader,
+                first=first,
+                last=last,
+                keep_going=keep_going,
+                strict_reasons=strict_reasons,
+                checkpoints=anchor,
             )
         with bar:
             return await verify_archive(
@@ -274,6 +321,7 @@ def verify(
                 keep_going=keep_going,
                 strict_reasons=strict_reasons,
                 progress=update,
+                checkpoints=anchor,
             )
 
     report = _run(url, work)
@@ -330,6 +378,34 @@ def preemptions(
         _print_data({"items": [r.to_json() for r in rows]}, chosen)
     else:
         print_audit(_console(), rows, chosen)
+
+
+@checkpoints_app.command("export")
+def export_checkpoints(
+    source: Annotated[
+        str, typer.Argument(help="kafka://HOST:PORT/TOPIC (the checkpoint topic), or a file of records.")
+    ],
+) -> None:
+    """Print every checkpoint record of SOURCE, one JSON line each: append them to a file you keep."""
+    try:
+        found = asyncio.run(load_checkpoints(source))
+    except ArchiveError as exc:
+        _console(err=True).print(printable(exc), markup=False, highlight=False)
+        raise typer.Exit(2) from None
+    for checkpoint in found:
+        typer.echo(checkpoint.record().decode())
+
+
+@checkpoints_app.command("public-key")
+def public_key_of(
+    key_file: Annotated[Path, typer.Argument(help="The projector's key file (TEPHRA_PROJECTOR_KEY_FILE).")],
+) -> None:
+    """Print the public key of a projector key file: give it to auditors (--public-key)."""
+    try:
+        typer.echo(load_signing_key(key_file).public_key)
+    except SigningKeyError as exc:
+        _console(err=True).print(str(exc), markup=False, highlight=False)
+        raise typer.Exit(2) from None
 
 
 def main(archive_url: ArchiveUrl = located_archive) -> None:

@@ -31,8 +31,12 @@ from typing import ClassVar
 
 __all__ = [
     "ArchiveError",
+    "ArchiveTruncated",
     "ArchiveUnavailable",
     "ChainBroken",
+    "CheckpointMismatch",
+    "CheckpointUnsigned",
+    "CheckpointsUnavailable",
     "ConfigDiverged",
     "DecisionsDiverged",
     "Divergence",
@@ -42,6 +46,8 @@ __all__ = [
     "PendingBaseMissing",
     "ReasonsDiverged",
     "ReplayError",
+    "RowUndecodable",
+    "UndecodableRow",
     "UnknownJob",
     "UnknownLogicFlag",
     "UnknownSession",
@@ -60,6 +66,19 @@ class ReplayError(Exception):
 
 class ArchiveError(ReplayError):
     code = "REPLAY-ARCHIVE"
+
+
+class UndecodableRow(ArchiveError):
+    """An archived row whose columns do not decode as an event."""
+
+    def __init__(self, seq: int, why: str) -> None:
+        self.seq = seq
+        self.why = why
+        super().__init__(f"event_log seq {seq} does not decode: {why}")
+
+
+class CheckpointsUnavailable(ArchiveError):
+    """The checkpoints to verify against cannot be read (file, topic) or are not checkpoint records."""
 
 
 class ArchiveUnavailable(ArchiveError):
@@ -148,6 +167,55 @@ class ChainBroken(Divergence):
     def __init__(self, seq: int, why: str) -> None:
         self.why = why
         super().__init__(f"hash chain broken at seq {seq}: {why}", seq=seq)
+
+
+class ArchiveTruncated(Divergence):
+    """The archive ends before a signed checkpoint's seq: its newest rows were deleted."""
+
+    code = "REPLAY-TRUNCATED"
+
+    def __init__(self, last_seq: int, checkpoint_seq: int) -> None:
+        self.checkpoint_seq = checkpoint_seq
+        super().__init__(
+            f"the archive ends at seq {last_seq}, but a signed checkpoint says it reached seq"
+            f" {checkpoint_seq}: rows {last_seq + 1}-{checkpoint_seq} were deleted",
+            seq=last_seq + 1,
+        )
+
+
+class CheckpointMismatch(Divergence):
+    """The chain head at a checkpoint's seq is not the signed one: rows rewritten and re-hashed."""
+
+    code = "REPLAY-CHECKPOINT-MISMATCH"
+
+    def __init__(self, seq: int, signed: bytes, archived: bytes) -> None:
+        super().__init__(
+            f"at seq {seq} the archive's chain head is {archived.hex()}, the signed checkpoint says"
+            f" {signed.hex()}: rows up to seq {seq} were rewritten and the chain recomputed",
+            seq=seq,
+        )
+
+
+class CheckpointUnsigned(Divergence):
+    """A checkpoint whose signature is not the trusted key's: it proves nothing (forged or corrupt)."""
+
+    code = "REPLAY-CHECKPOINT-UNSIGNED"
+
+    def __init__(self, seq: int, why: str) -> None:
+        super().__init__(f"the checkpoint of seq {seq} {why}; it is not used", seq=seq)
+
+
+class RowUndecodable(Divergence):
+    """An archived row whose columns do not decode as an event: its sessions cannot be re-derived."""
+
+    code = "REPLAY-UNDECODABLE"
+
+    def __init__(self, seq: int, why: str) -> None:
+        super().__init__(
+            f"event_log seq {seq} does not decode: {why} (if its type is newer than this replay,"
+            " upgrade replay; else the row was edited)",
+            seq=seq,
+        )
 
 
 class InputDiverged(Divergence):

@@ -21,12 +21,14 @@ from replay import engine
 from replay.archive import ArchivedEvent, PendingLists, RecordedSession, session_of
 from replay.audit import EvictionRow, audit_session
 from replay.blockers import find_blockers, ranked
-from replay.chain import ChainChecker
+from replay.chain import ChainChecker, CheckpointAnchor
 from replay.counterfactual import find_counterfactual
 from replay.errors import (
     ChainBroken,
     Divergence,
     PendingBaseMissing,
+    RowUndecodable,
+    UndecodableRow,
     UnknownJob,
     UnknownSession,
     resolve_job_name,
@@ -410,6 +412,33 @@ async def _replay_sessions(
 # ---------------------------------------------------------------------------- verify
 
 
+async def _check_links(
+    reader: ArchiveReader,
+    first: int,
+    upper: int,
+    checkpoints: CheckpointAnchor | None,
+    progress: Progress | None,
+) -> tuple[ChainChecker, ChainBroken | None, list[Divergence]]:
+    """The chain pass of ``replay verify``: the checker, the broken link if any, the undecodable rows."""
+    anchor = await reader.hash_before(first)
+    checker = ChainChecker(anchor=anchor)
+    undecodable: list[Divergence] = []
+    if anchor is None:
+        return checker, ChainBroken(first - 1, "row missing (the range starts right after it)"), undecodable
+    try:
+        async for link in reader.links(first, upper):
+            checker.feed(link)
+            if link.undecodable is not None:
+                undecodable.append(RowUndecodable(link.seq, link.undecodable))
+            if checkpoints is not None:
+                checkpoints.see(link)
+            if progress is not None and checker.checked % 1000 == 0:
+                progress(checker.checked, max(upper - first + 1, 1))
+    except ChainBroken as exc:
+        return checker, exc, undecodable
+    return checker, None, undecodable
+
+
 async def verify_archive(
     reader: ArchiveReader,
     *,
@@ -418,28 +447,32 @@ async def verify_archive(
     keep_going: bool = False,
     strict_reasons: bool = False,
     progress: Progress | None = None,
+    checkpoints: CheckpointAnchor | None = None,
 ) -> VerifyReport:
-    """``replay verify``: the chain over [first, last], then every session recorded in that range."""
-    upper = await reader.last_seq() if last is None else min(last, await reader.last_seq())
+    """``replay verify``: the chain over [first, last] (against ``checkpoints`` when given), then
+    every session recorded in that range.
+
+    The chain is hashed from the rows' columns, whether or not their events
+    decode, so it has a verdict whatever the rows hold; a row that does not
+    decode is then a divergence of its own (:class:`~replay.errors.RowUndecodable`).
+    """
+    archive_end = await reader.last_seq()
+    upper = archive_end if last is None else min(last, archive_end)
     divergences: list[Divergence] = []
     warnings: list[Divergence] = []
-    anchor = await reader.hash_before(first)
-    checker = ChainChecker(anchor=anchor)
-    events = 0
-    try:
-        if anchor is None:
-            raise ChainBroken(first - 1, "row missing (the range starts right after it)")
-        async for row in reader.rows(first, upper):
-            checker.feed(row)
-            events += 1
-            if progress is not None and events % 1000 == 0:
-                progress(events, max(upper - first + 1, 1))
-    except Divergence as exc:
-        divergences.append(exc)
-        if not keep_going:
-            return VerifyReport(events, 0, tuple(divergences))
-    lists = PendingLists()
-    sessions = [await _recorded(reader, m, lists) for m in await reader.session_markers(first, upper)]
+    checker, broken, undecodable = await _check_links(reader, first, upper, checkpoints, progress)
+    if broken is not None:
+        divergences.append(broken)
+    divergences += undecodable if keep_going else undecodable[:1]
+    verdicts = VerifyReport(0, 0, chain=checker.verdict(first, broken))
+    if checkpoints is not None:
+        checkpoints.finish(archive_end)
+        divergences.extend(checkpoints.problems)
+        verdicts = dataclasses.replace(verdicts, checkpoints=checkpoints.verdict())
+    events = checker.checked
+    if divergences and not keep_going:
+        found = tuple(sorted(divergences, key=lambda d: d.seq))
+        return dataclasses.replace(verdicts, events=events, divergences=found)
     checked = 0
 
     def on_check(check: SessionCheck, voided: dict[int, str]) -> bool:
@@ -455,11 +488,18 @@ async def verify_archive(
         return True
 
     try:
+        lists = PendingLists()
+        sessions = [await _recorded(reader, m, lists) for m in await reader.session_markers(first, upper)]
         await _replay_sessions(reader, sessions, on_check=on_check, progress=progress)
+    except UndecodableRow as exc:
+        if exc.seq not in {d.seq for d in undecodable}:
+            divergences.append(RowUndecodable(exc.seq, exc.why))
     except Divergence as exc:  # the fold refused an archived event
         divergences.append(exc)
     divergences.sort(key=lambda d: d.seq)
-    return VerifyReport(events, checked, tuple(divergences), tuple(warnings))
+    return dataclasses.replace(
+        verdicts, events=events, sessions=checked, divergences=tuple(divergences), warnings=tuple(warnings)
+    )
 
 
 # ---------------------------------------------------------------------------- audit

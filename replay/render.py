@@ -193,6 +193,9 @@ def print_session(console: Console, view: SessionView) -> None:
 
 
 def print_verify(console: Console, report: VerifyReport) -> None:
+    if report.chain:
+        console.print(f"chain: {_text(report.chain)}", highlight=False)
+    console.print(f"checkpoints: {_text(report.checkpoints)}", highlight=False)
     for warning in report.warnings:
         console.print(f"[yellow]warning: {_text(str(warning))}[/yellow]")
     if report.ok:

@@ -31,6 +31,7 @@ from replay import engine
 from replay.archive import ArchivedEvent, RecordedSession, describe_decision, recorded_sessions
 from replay.chain import check_chain
 from replay.errors import (
+    ChainBroken,
     ConfigDiverged,
     DecisionsDiverged,
     Divergence,
@@ -172,6 +173,9 @@ class VerifyReport:
     sessions: int
     divergences: tuple[Divergence, ...] = field(default_factory=tuple)
     warnings: tuple[Divergence, ...] = field(default_factory=tuple)
+    #: One line each: what the chain check and the comparison with checkpoints found.
+    chain: str = ""
+    checkpoints: str = "not checked (no --checkpoints)"
 
     @property
     def ok(self) -> bool:
@@ -187,6 +191,8 @@ class VerifyReport:
             "ok": self.ok,
             "events": self.events,
             "sessions": self.sessions,
+            "chain": self.chain,
+            "checkpoints": self.checkpoints,
             "divergences": entries(self.divergences),
             "warnings": entries(self.warnings),
         }
@@ -202,12 +208,14 @@ def verify_events(
     """Verify a whole archive already in memory (seq order, from the first row)."""
     divergences: list[Divergence] = []
     warnings: list[Divergence] = []
+    chain = f"OK: {len(rows)} rows link"
     try:
         check_chain(rows)
-    except Divergence as exc:
+    except ChainBroken as exc:
         divergences.append(exc)
+        chain = f"BROKEN at seq {exc.seq}: {exc.why}"
         if not keep_going:
-            return VerifyReport(len(rows), 0, tuple(divergences))
+            return VerifyReport(len(rows), 0, tuple(divergences), chain=chain)
     sessions = list(recorded_sessions(rows))
     checked = 0
     try:
@@ -223,4 +231,4 @@ def verify_events(
     except Divergence as exc:  # the fold itself refused an archived event
         divergences.append(exc)
     divergences.sort(key=lambda d: d.seq)
-    return VerifyReport(len(rows), checked, tuple(divergences), tuple(warnings))
+    return VerifyReport(len(rows), checked, tuple(divergences), tuple(warnings), chain=chain)

@@ -60,6 +60,7 @@ async def test_missing_topics_are_created_and_existing_ones_left_alone(kafka_boo
         topics.observations: 2,
         topics.decisions: 3,
         topics.rejected: 2,
+        topics.checkpoints: 2,
     }
 
 

@@ -35,7 +35,14 @@ def test_default_topic_names() -> None:
         "tephra.decisions",
         "tephra.rejected",
     )
-    assert topics.all() == ("tephra.intents", "tephra.observations", "tephra.decisions", "tephra.rejected")
+    assert topics.checkpoints == "tephra.checkpoints"
+    assert topics.all() == (
+        "tephra.intents",
+        "tephra.observations",
+        "tephra.decisions",
+        "tephra.rejected",
+        "tephra.checkpoints",
+    )
 
 
 def test_prefix_isolates_deployments() -> None:
@@ -44,6 +51,7 @@ def test_prefix_isolates_deployments() -> None:
         "t-test_42.observations",
         "t-test_42.decisions",
         "t-test_42.rejected",
+        "t-test_42.checkpoints",
     )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -97,9 +98,14 @@ async def load_rows(
         )
         for start in range(0, len(rows), batch):
             chunk = rows[start : start + batch]
+            # Archived when, and from where, the golden rows say (both are hashed).
+            recorded_at = datetime.fromisoformat(chunk[0]["recorded_at"])
+            writer.clock = lambda at=recorded_at: at
             records = [
-                InboundRecord("golden", 0, start + i, encode(decode(row_canonical(row))))
-                for i, row in enumerate(chunk)
+                InboundRecord(
+                    row["topic"], row["partition"], row["kafka_offset"], encode(decode(row_canonical(row)))
+                )
+                for row in chunk
             ]
             plan = await writer.write(conn, records)
             if plan.rejections:

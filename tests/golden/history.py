@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from events.canonical import GENESIS_HASH, canonical_form, chain_hash, format_time
+from events.canonical import GENESIS_HASH, canonical_form, format_time
 from events.models import (
     Decision,
     Event,
@@ -48,6 +48,7 @@ from events.models import (
     TaskStarted,
     TaskStartedData,
 )
+from projector.archive import JOB_EVENT_TYPES, job_of_event, row_digest, row_members
 from projector.fold import apply
 from projector.state import ClusterState
 from scheduler.core.config import DEFAULT_CONFIG
@@ -62,10 +63,14 @@ from scheduler.service.session_events import (
 )
 from scheduler.snapshot_builder import build_snapshot, config_in_force
 
-__all__ = ["START", "ArchivedRow", "LiveRun", "gpu_node", "job"]
+__all__ = ["RECORDED_AT", "START", "TOPIC", "ArchivedRow", "LiveRun", "gpu_node", "job"]
 
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 CLUSTER = "default"
+#: Where every golden row says it came from: one partition of one topic, offset seq - 1.
+TOPIC = "golden"
+#: When every golden row says it was archived (``event_log.recorded_at``, hashed in chain format 2).
+RECORDED_AT = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 _LARGE_MESSAGE = 1_000_000
 
 
@@ -78,6 +83,13 @@ class ArchivedRow:
     data: str
     prev_hash: bytes
     hash: bytes
+    #: The event's canonical bytes, and the row's other hashed columns (chain format 2).
+    canonical: bytes = b""
+    members: bytes = b""
+
+    @property
+    def job(self) -> str | None:
+        return job_of_event(self.event) if self.event.type in JOB_EVENT_TYPES else None
 
     def to_json(self) -> dict[str, Any]:
         e = self.event
@@ -90,6 +102,13 @@ class ArchivedRow:
             "source": e.source,
             "time": format_time(e.time),
             "data": self.data,
+            "topic": TOPIC,
+            "partition": 0,
+            "kafka_offset": self.seq - 1,
+            "recorded_at": format_time(RECORDED_AT),
+            "job": self.job,
+            "traceparent": None,
+            "chain_format": 2,
             "prev_hash": self.prev_hash.hex(),
             "hash": self.hash.hex(),
         }
@@ -187,7 +206,13 @@ class LiveRun:
                 f"event {archived.id} ({archived.type}) does not fold: {outcome.invalid} {outcome.detail}"
             )
         prev = self.rows[-1].hash if self.rows else GENESIS_HASH
-        row = ArchivedRow(seq, archived, data, prev, chain_hash(prev, canonical))
+        job = job_of_event(archived) if archived.type in JOB_EVENT_TYPES else None
+        members = row_members(
+            seq=seq, topic=TOPIC, partition=0, kafka_offset=seq - 1, recorded_at=format_time(RECORDED_AT),
+            job=job, traceparent=None,
+        )  # fmt: skip
+        digest = row_digest(prev, canonical, members)
+        row = ArchivedRow(seq, archived, data, prev, digest, canonical=canonical, members=members)
         self.rows.append(row)
         return row
 

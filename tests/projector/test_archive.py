@@ -36,7 +36,7 @@ from events.models import (
     SchedulerConfigured,
 )
 from events.serde import decode, encode
-from projector.archive import stdlib_utc
+from projector.archive import columns_canonical, stdlib_utc
 from projector.state import ClusterState
 from projector.writer import _EVENT_LOG_COLUMNS, BatchWriter, InboundRecord, decode_batch
 from tests.events.samples import sample_events, scheduler_configured
@@ -254,15 +254,26 @@ HEADER_TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 ENVELOPE_TRACE = "00-11111111111111111111111111111111-2222222222222222-01"
 
 
-def test_the_archive_keeps_the_header_traceparent_else_the_envelopes_and_hashes_neither() -> None:
+def test_the_archive_keeps_the_header_traceparent_else_the_envelopes_outside_the_event_bytes() -> None:
     plain = event_stream(6, 3)
     traced = [e.model_copy(update={"traceparent": ENVELOPE_TRACE}) for e in plain]
     inbound = records(traced)
     inbound[0] = inbound[0]._replace(traceparent=HEADER_TRACE)  # the record header wins
     inbound[2] = InboundRecord(*records([plain[2]], start=2)[0][:4], traceparent=None)  # neither
-    writer = BatchWriter(ClusterState(), GENESIS_HASH, consumer="c", cluster=CLUSTER)
+    at = datetime(2026, 1, 5, tzinfo=UTC)
+    writer = BatchWriter(ClusterState(), GENESIS_HASH, consumer="c", cluster=CLUSTER, clock=lambda: at)
     plan = writer.prepare(decode_batch(inbound), set())
     column = _EVENT_LOG_COLUMNS.index("traceparent")
     assert [row[column] for row in plan.archive_rows] == [HEADER_TRACE, ENVELOPE_TRACE, None]
-    untraced = BatchWriter(ClusterState(), GENESIS_HASH, consumer="c", cluster=CLUSTER)
-    assert untraced.prepare(decode_batch(records(plain)), set()).last_hash == plan.last_hash
+    untraced = BatchWriter(ClusterState(), GENESIS_HASH, consumer="c", cluster=CLUSTER, clock=lambda: at)
+    bare = untraced.prepare(decode_batch(records(plain)), set())
+    # The event's canonical bytes leave trace context out; the row's hash (chain format 2)
+    # covers the traceparent column, as every column.
+    time = _EVENT_LOG_COLUMNS.index("time")
+
+    def event_bytes(row: tuple[Any, ...]) -> bytes:
+        return columns_canonical(dict(zip(_EVENT_LOG_COLUMNS, row, strict=True)), format_time(row[time]))
+
+    assert [event_bytes(r) for r in bare.archive_rows] == [event_bytes(r) for r in plan.archive_rows]
+    hash_column = _EVENT_LOG_COLUMNS.index("hash")
+    assert bare.archive_rows[0][hash_column] != plan.archive_rows[0][hash_column]  # alike but for it

@@ -1,4 +1,4 @@
-"""Tamper evidence: editing or deleting any one archived row is reported with that row's seq."""
+"""Tamper evidence: editing or deleting any one archived row (any column) is reported with that row's seq."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from events.canonical import GENESIS_HASH, chain_hash
+from events.canonical import GENESIS_HASH
 from events.serde import canonical_json
+from projector.archive import row_digest, stored_members
 from projector.reconstruct import archived_events, verify_chain
 from projector.writer import BatchWriter
 from tests.projector.helpers import create_database, drop_database, records, reset_schema
@@ -31,9 +32,18 @@ _EDITS = {
     "cluster": "UPDATE event_log SET cluster = 'other' WHERE seq = $1",
     "hash": "UPDATE event_log SET hash = sha256(hash) WHERE seq = $1",
     "prev_hash": "UPDATE event_log SET prev_hash = sha256(prev_hash) WHERE seq = $1",
-    # Not hashed, but `replay explain` finds a job's events by it: moving an event to another
-    # job (or giving one to a row of another type) would hide it from the job's history.
+    # Hashed in chain format 2, and checked against the data besides: `replay explain` finds a
+    # job's events by it.
     "job": "UPDATE event_log SET job = coalesce(job, 'ns/job') || '-x' WHERE seq = $1",
+    # Where and when the row arrived: hashed in chain format 2.
+    "topic": "UPDATE event_log SET topic = topic || 'x' WHERE seq = $1",
+    "partition": "UPDATE event_log SET partition = partition + 1 WHERE seq = $1",
+    "kafka_offset": "UPDATE event_log SET kafka_offset = kafka_offset + 1 WHERE seq = $1",
+    "recorded_at": "UPDATE event_log SET recorded_at = recorded_at + interval '1 microsecond' WHERE seq = $1",
+    "traceparent": "UPDATE event_log SET traceparent = '00-' || repeat('1', 32) || '-' || repeat('2', 16)"
+    " || '-01' WHERE seq = $1",
+    # Claiming format 1 for a row of format 2 would take its other columns out of the hash.
+    "chain_format": "UPDATE event_log SET chain_format = 1 WHERE seq = $1",
 }
 
 
@@ -87,11 +97,13 @@ async def test_an_untouched_archive_verifies_and_hashes_the_canonical_json(datab
         assert report.checked == last
         assert (report.first_seq, report.last_seq) == (1, last)
         assert (await verify_chain(conn, 10, 20)).checked == 11
-        # The stored hash is sha256(prev_hash || events.serde.canonical_json(event)).
+        # The stored hash is sha256(prev_hash || '{"event":' || canonical_json(event) || the other
+        # columns), chain format 2.
         prev = GENESIS_HASH
         async for seq, event in archived_events(conn):
-            stored = await conn.fetchval("SELECT hash FROM event_log WHERE seq = $1", seq)
-            assert bytes(stored) == chain_hash(prev, canonical_json(event))
-            prev = bytes(stored)
+            row = await conn.fetchrow("SELECT * FROM event_log WHERE seq = $1", seq)
+            assert row["chain_format"] == 2
+            assert bytes(row["hash"]) == row_digest(prev, canonical_json(event), stored_members(row))
+            prev = bytes(row["hash"])
     finally:
         await conn.close()

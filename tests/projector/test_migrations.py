@@ -1,4 +1,4 @@
-"""Migrations 0004 to 0007: a database written before each upgrades, and what it changes is used."""
+"""Migrations 0004 to 0011: a database written before each upgrades, and what it changes is used."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
 from typing import Final
 
 import asyncpg
@@ -13,15 +15,20 @@ import pytest
 
 from events.models import Event
 from projector import migrate
+from projector.archive import job_of_data
 from projector.fold import apply
 from projector.migrate import apply_migrations
 from projector.projection import load_projection
 from projector.reconstruct import verify_chain
 from projector.state import ClusterState
 from projector.writer import BatchWriter
-from replay.store import _JOB_HISTORY, _SESSION_MARKER, _SESSION_MARKERS, _SESSION_PARTS
+from replay.queries import verify_archive
+from replay.store import _JOB_HISTORY, _SESSION_MARKER, _SESSION_MARKERS, _SESSION_PARTS, open_archive
 from tests.projector.helpers import create_database, drop_database, records
 from tests.projector.streams import CLUSTER, event_stream
+from tests.service.helpers import node, queue
+
+_FORMAT_1: Final = Path(__file__).resolve().parents[1] / "archive_reference" / "format1_gpu_cluster.jsonl"
 
 pytestmark = pytest.mark.integration
 
@@ -77,6 +84,7 @@ async def test_an_archive_from_before_0004_gets_the_job_column_the_writer_writes
 
         shipped = migrate.available_migrations()
         assert await apply_migrations(old) == [m.version for m in shipped if m.version >= 4]
+        await _hashed_as_written_now(old)
         upgraded = {r["seq"]: r["job"] for r in await old.fetch("SELECT seq, job FROM event_log")}
         assert upgraded == written
         assert (await verify_chain(old)).ok
@@ -183,6 +191,13 @@ async def _copy_rows(new: asyncpg.Connection, old: asyncpg.Connection, tables: t
             await old.copy_records_to_table(table, records=[tuple(r) for r in rows], columns=columns)
 
 
+async def _hashed_as_written_now(conn: asyncpg.Connection) -> None:
+    """Mark the copied rows with the chain format they were hashed in: this release's writer
+    wrote them (format 2), though the schema they were copied into predates the column, which
+    migration 0011 fills with format 1, as an archive really written before it is."""
+    await conn.execute("UPDATE event_log SET chain_format = 2")
+
+
 async def _indexes(conn: asyncpg.Connection) -> set[str]:
     return {r[0] for r in await conn.fetch("SELECT indexname FROM pg_indexes WHERE schemaname = 'public'")}
 
@@ -200,6 +215,7 @@ async def _carries_on(new: asyncpg.Connection, old: asyncpg.Connection, writer: 
     """The upgraded database, brought to the newest migration, loads and takes the rest of
     the stream like the new one."""
     await apply_migrations(old)
+    await _hashed_as_written_now(old)
     upgraded = await BatchWriter.load(old, consumer="c", cluster=CLUSTER, snapshot_every=300)
     assert upgraded.state == writer.state
     rest = records(event_stream(5, 1_200))[600:]
@@ -342,6 +358,7 @@ async def test_a_projection_from_before_0007_is_rebuilt_from_its_archive_with_re
         assert await apply_migrations(old) == [
             m.version for m in migrate.available_migrations() if m.version >= 7
         ]
+        await _hashed_as_written_now(old)
         with pytest.raises(LookupError, match="rebuild"):
             await load_projection(old)  # the scheduler waits for the projector meanwhile
         upgraded = await BatchWriter.load(old, consumer="c", cluster=CLUSTER, snapshot_every=300)
@@ -357,3 +374,59 @@ async def test_a_projection_from_before_0007_is_rebuilt_from_its_archive_with_re
         assert await load_projection(old) == upgraded.state
         assert waiting - set(upgraded.state.jobs), "the jobs waiting at the upgrade retire after it"
         assert (await verify_chain(old)).ok
+
+
+async def test_an_archive_of_chain_format_1_keeps_its_hashes_and_goes_on_in_format_2(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An archive written before 0011 (tests/archive_reference: the gpu_cluster golden of then).
+    lines = _FORMAT_1.read_text(encoding="utf-8").splitlines()
+    old_rows = [json.loads(line) for line in lines if line]
+    conn = await asyncpg.connect(database_url)
+    try:
+        assert await _migrate_up_to(conn, 9, monkeypatch) == list(range(1, 10))
+        await conn.copy_records_to_table(
+            "event_log",
+            records=[
+                (
+                    r["seq"],
+                    r["event_id"],
+                    r["type"],
+                    r["cluster"],
+                    r["subject"],
+                    r["source"],
+                    datetime.fromisoformat(r["time"]),
+                    r["data"],
+                    "golden",
+                    0,
+                    r["seq"] - 1,
+                    bytes.fromhex(r["prev_hash"]),
+                    bytes.fromhex(r["hash"]),
+                    job_of_data(r["type"], json.loads(r["data"])),
+                )
+                for r in old_rows
+            ],
+            columns=[*_ARCHIVE_COLUMNS.replace(" recorded_at,", "").split(", "), "job"],
+        )
+        last = old_rows[-1]["seq"]
+        await conn.execute("UPDATE projection_meta SET seq = $1, rebuild = true", last)
+
+        assert await apply_migrations(conn) == [10]
+        formats = await conn.fetch("SELECT DISTINCT chain_format FROM event_log")
+        assert [r["chain_format"] for r in formats] == [1]  # their hashes kept, nothing re-chained
+        writer = await BatchWriter.load(conn, consumer="c", cluster="default")  # the rebuild folds them
+        more = [queue("late").model_copy(update={"cluster": "default"}), node("late-node")]
+        await writer.write(conn, records([e.model_copy(update={"cluster": "default"}) for e in more]))
+        rows = await conn.fetch("SELECT seq, chain_format, prev_hash FROM event_log WHERE seq > $1", last - 1)
+        assert [(r["seq"], r["chain_format"]) for r in rows] == [(last, 1), (last + 1, 2), (last + 2, 2)]
+        assert bytes(rows[1]["prev_hash"]).hex() == old_rows[-1]["hash"]
+        assert (await verify_chain(conn)).ok
+    finally:
+        await conn.close()
+    async with open_archive(database_url) as reader:
+        report = await verify_archive(reader)
+    assert report.ok, [str(d) for d in report.divergences]
+    assert (
+        report.chain
+        == f"OK: seqs 1-{last + 2} link ({last + 2} rows, chain format 1, then 2 from seq {last + 1})"
+    )

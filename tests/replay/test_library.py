@@ -15,7 +15,7 @@ from tests.golden.scenarios import DIVERGED_AT, divergent, gpu_cluster, split_se
 
 
 def _rows(run: LiveRun) -> list[ArchivedEvent]:
-    return [ArchivedEvent(r.seq, r.event, r.prev_hash, r.hash) for r in run.rows]
+    return [ArchivedEvent(r.seq, r.event, r.prev_hash, r.hash, r.canonical, 2, r.members) for r in run.rows]
 
 
 def test_good_histories_re_derive() -> None:
@@ -72,7 +72,7 @@ def test_an_edited_event_breaks_the_chain_before_any_session_is_run() -> None:
     rows = _rows(run)
     victim = rows[9]
     edited = victim.event.model_copy(update={"source": "tephra://somebody-else"})
-    rows[9] = ArchivedEvent(victim.seq, edited, victim.prev_hash, victim.hash)
+    rows[9] = ArchivedEvent(victim.seq, edited, victim.prev_hash, victim.hash, b"", 2, victim.members)
     report = verify_events(rows)
     assert [(d.code, d.seq) for d in report.divergences] == [("REPLAY-CHAIN-BROKEN", victim.seq)]
     assert report.sessions == 0

@@ -25,6 +25,7 @@ from events.models import (
     TaskSpec,
 )
 from events.serde import encode
+from events.signing import SigningKey
 from events.topics import Topics, kafka_key, topic_for
 from projector.migrate import apply_migrations
 from projector.service import ProjectorMetrics, run_projector
@@ -122,8 +123,10 @@ async def running_projector(
     settings: ProjectorSettings | None = None,
     *,
     cluster: str = CLUSTER,
+    checkpoint_key: SigningKey | None = None,
 ) -> AsyncIterator[ProjectorMetrics]:
-    """The projector service of ``cluster`` (``settings`` default: a 5 ms linger), stopped on exit."""
+    """The projector service of ``cluster`` (``settings`` default: a 5 ms linger), stopped on exit;
+    it publishes signed checkpoints when given a ``checkpoint_key``."""
     conn = await asyncpg.connect(database_url)
     try:
         await apply_migrations(conn)  # so the test can read the tables at once; the service's run is a no-op
@@ -141,6 +144,7 @@ async def running_projector(
             stop=stop,
             metrics=metrics,
             config_check=config_problem,  # as api composes it
+            checkpoint_key=checkpoint_key,
         )
     )
     try:
