@@ -11,6 +11,8 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from projector.connections import ServiceCredentials
+
 __all__ = ["ApiSettings", "split_addr"]
 
 
@@ -41,6 +43,27 @@ class ApiSettings(BaseSettings):
         description="the API tokens, hashed (tephra token create); none: reads open, writes loopback only",
     )
     api_pool_size: int = Field(default=8, gt=0, description="PostgreSQL connections the API keeps open")
+    api_kafka_username: str = Field(
+        default="", description="the HTTP API's own SASL user (empty: TEPHRA_KAFKA_USERNAME)"
+    )
+    api_kafka_password_file: Path | None = Field(
+        default=None, description="a file holding the HTTP API's SASL password"
+    )
+    api_database_user: str = Field(
+        default="", description="the PostgreSQL role the HTTP API connects as (empty: the URL's user)"
+    )
+    api_database_password_file: Path | None = Field(
+        default=None, description="a file holding that role's password"
+    )
+
+    def api_credentials(self) -> ServiceCredentials:
+        return ServiceCredentials(
+            "api",
+            self.api_kafka_username,
+            self.api_kafka_password_file,
+            self.api_database_user,
+            self.api_database_password_file,
+        )
 
     @field_validator("api_addr")
     @classmethod
