@@ -193,7 +193,7 @@ def _endpoints(settings: CommonSettings) -> Endpoints:
 
     try:
         return resolve_endpoints(settings)
-    except NoStackError as exc:
+    except (NoStackError, ValueError) as exc:  # ValueError: a credential that cannot be read
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
 
@@ -297,11 +297,11 @@ async def _size_and_produce(
     # All the topics with the deployment's partition count, not only those produced to (a broker
     # that creates topics on first use would create those alone, with its own count).
     try:
-        await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
+        await ensure_topics(settings, endpoints.kafka(), endpoints.topics)
     except KafkaError as exc:
         _fail(f"error: cannot reach {where}: {exc}; nothing was submitted")
     topics = endpoints.topics
-    limit = await message_limit(endpoints.kafka_bootstrap, [topics.intents, topics.observations])
+    limit = await message_limit(endpoints.kafka(), [topics.intents, topics.observations])
     problems = too_large(manifests, topics, limit)
     if problems:
         for problem in problems:
@@ -602,6 +602,25 @@ def up(flags: dict[str, str]) -> None:
     settings = _settings(TephraSettings, flags)
     with _setup_errors():
         code = up_command(settings)
+    raise typer.Exit(code)
+
+
+@app.command()
+@settings_flags("migrate")
+def migrate(flags: dict[str, str]) -> None:
+    """Bring the database schema up to date and set each component's role and grants (once, before the
+    services: they do not migrate).  Idempotent.  The roles' passwords come from the services'
+    TEPHRA_<SERVICE>_DATABASE_PASSWORD_FILE (and TEPHRA_AUDITOR_DATABASE_PASSWORD_FILE)."""
+    from api.settings import MigrateSettings
+    from api.stack import migrate_command
+
+    settings = _settings(TephraSettings, flags)
+    migrating = _settings(MigrateSettings, flags, log=False)
+    try:
+        code = migrate_command(settings, migrating, _endpoints(settings))
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     raise typer.Exit(code)
 
 

@@ -56,7 +56,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Self, TypedDict
+from typing import IO, TYPE_CHECKING, Self, TypedDict
+
+if TYPE_CHECKING:
+    from projector.connections import KafkaAccess
 
 __all__ = [
     "BinaryNotFoundError",
@@ -449,7 +452,7 @@ class EmbeddedBroker(_ServerProcess):
 
 
 async def create_topics(
-    bootstrap: str,
+    kafka: KafkaAccess | str,
     names: Iterable[str],
     partitions: int = 1,
     replication_factor: int = 1,
@@ -459,15 +462,18 @@ async def create_topics(
     Needed on Tansu (it would auto-create them with its own partition count)
     and on any Kafka with ``auto.create.topics.enable=false``.
     """
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: PLC0415 - keep `tephra --help` light
+    from aiokafka.admin import NewTopic  # noqa: PLC0415 - keep `tephra --help` light
     from aiokafka.errors import TopicAlreadyExistsError, for_code  # noqa: PLC0415
 
     wanted = sorted(set(names))
     if not wanted:
         return
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
+    from projector.connections import KafkaAccess, new_admin, start_client  # noqa: PLC0415
+
+    access = kafka if isinstance(kafka, KafkaAccess) else KafkaAccess(kafka)
+    admin = new_admin(access)
     try:
+        await start_client(admin, access)
         response = await admin.create_topics(
             [NewTopic(name, partitions, replication_factor) for name in wanted]
         )

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from api.settings import CommonSettings
 from events.topics import Topics
+from projector.connections import DatabaseAccess, KafkaAccess, database_access, kafka_access
 
 __all__ = [
     "STACK_FILE",
@@ -49,6 +50,16 @@ class Endpoints:
     database_url: str
     topics: Topics
     cluster: str
+    #: How the commands without credentials of their own connect (the common settings;
+    #: None: plaintext, the URL's user).  Services use their own: :func:`api.access.service_access`.
+    kafka_access: KafkaAccess | None = field(default=None, repr=False)
+    database_access: DatabaseAccess | None = field(default=None, repr=False)
+
+    def kafka(self) -> KafkaAccess:
+        return self.kafka_access or KafkaAccess(self.kafka_bootstrap)
+
+    def database(self) -> DatabaseAccess:
+        return self.database_access or DatabaseAccess(self.database_url)
 
 
 @dataclass(frozen=True)
@@ -100,9 +111,15 @@ def remove_stack_record(data_dir: Path, pid: int) -> None:
 
 
 def resolve_endpoints(settings: CommonSettings) -> Endpoints:
+    """The stack, reached with the common transport settings and credentials (ValueError naming a bad one)."""
     if settings.kafka_bootstrap and settings.database_url:
         return Endpoints(
-            settings.kafka_bootstrap, settings.database_url, Topics(settings.topics_prefix), settings.cluster
+            settings.kafka_bootstrap,
+            settings.database_url,
+            Topics(settings.topics_prefix),
+            settings.cluster,
+            kafka_access(settings, settings.kafka_bootstrap),
+            database_access(settings, settings.database_url),
         )
     data_dir = settings.data_dir.absolute()
     record = read_stack_record(data_dir)

@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from projector.connections import ServiceCredentials
+from projector.connection_settings import ServiceCredentials
 
 __all__ = ["SimClusterSettings"]
 

@@ -15,7 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from events.models import INT32_MAX
-from projector.connections import ServiceCredentials
+from projector.connection_settings import ServiceCredentials
 from projector.door import Position
 from projector.heap import BUSY_THAW_GROWTH, THAW_GROWTH
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from projector.connections import ServiceCredentials
+from projector.connection_settings import ServiceCredentials
 
 __all__ = ["ApiSettings", "split_addr"]
 

@@ -26,6 +26,7 @@ from events.models import (
 )
 from events.serde import encode
 from events.topics import Topics, kafka_key, topic_for
+from projector.connections import DatabaseAccess, KafkaAccess
 from projector.migrate import apply_migrations
 from projector.service import ProjectorMetrics, run_projector
 from projector.settings import ProjectorSettings
@@ -134,8 +135,8 @@ async def running_projector(
     task = asyncio.create_task(
         run_projector(
             ProjectorSettings(projector_linger_ms=5) if settings is None else settings,
-            kafka_bootstrap=kafka_bootstrap,
-            database_url=database_url,
+            kafka=KafkaAccess(kafka_bootstrap),
+            database=DatabaseAccess(database_url),
             topics=topics,
             cluster=cluster,
             stop=stop,
@@ -158,8 +159,8 @@ async def running_scheduler(
     task = asyncio.create_task(
         run_scheduler(
             SchedulerSettings(**settings),
-            kafka_bootstrap=kafka_bootstrap,
-            database_url=database_url,
+            kafka=KafkaAccess(kafka_bootstrap),
+            database=DatabaseAccess(database_url),
             topics=topics,
             cluster=CLUSTER,
             metrics=metrics,
