@@ -611,13 +611,11 @@ def migrate(flags: dict[str, str]) -> None:
     """Bring the database schema up to date and set each component's role and grants (once, before the
     services: they do not migrate).  Idempotent.  The roles' passwords come from the services'
     TEPHRA_<SERVICE>_DATABASE_PASSWORD_FILE (and TEPHRA_AUDITOR_DATABASE_PASSWORD_FILE)."""
-    from api.settings import MigrateSettings
     from api.stack import migrate_command
 
     settings = _settings(TephraSettings, flags)
-    migrating = _settings(MigrateSettings, flags, log=False)
     try:
-        code = migrate_command(settings, migrating, _endpoints(settings))
+        code = migrate_command(settings, _endpoints(settings))
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -233,6 +233,7 @@ class TephraSettings(
     SchedulerSettings,
     SimClusterSettings,
     ApiSettings,
+    MigrateSettings,
 ):
     """Every setting: what ``tephra up`` runs with; each service reads its own base class."""
 
@@ -249,6 +250,7 @@ COMMAND_SETTINGS: Mapping[str, tuple[type[BaseSettings], ...]] = {
         SchedulerSettings,
         SimClusterSettings,
         ApiSettings,
+        MigrateSettings,
     ),
     "projector": (CommonSettings, ObservabilitySettings, ProjectorSettings),
     "scheduler": (CommonSettings, ObservabilitySettings, SchedulerSettings),

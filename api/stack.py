@@ -44,7 +44,7 @@ from api.endpoints import (
     remove_stack_record,
     write_stack_record,
 )
-from api.settings import CommonSettings, MigrateSettings, TephraSettings
+from api.settings import CommonSettings, TephraSettings
 from api.telemetry import observability
 from events.display import redact
 from events.topics import Topics
@@ -432,7 +432,7 @@ def sim_cluster_command(settings: TephraSettings, endpoints: Endpoints) -> int:
         return run_until_signalled(lambda: run_services(settings, endpoints, ("sim-cluster",)))
 
 
-def role_logins(settings: TephraSettings, migrating: MigrateSettings) -> dict[Role, Login]:
+def role_logins(settings: TephraSettings) -> dict[Role, Login]:
     """Each component's role: its ``TEPHRA_<SERVICE>_DATABASE_USER`` (else ``tephra_<service>``), and the
     password its ``..._PASSWORD_FILE`` holds (none given: the role's password is left as it is)."""
     from projector.connections import read_secret  # noqa: PLC0415
@@ -446,7 +446,7 @@ def role_logins(settings: TephraSettings, migrating: MigrateSettings) -> dict[Ro
     logins: dict[Role, Login] = {}
     for role in Role:
         if role is Role.AUDITOR:
-            user, password_file = migrating.auditor_database_user, migrating.auditor_database_password_file
+            user, password_file = settings.auditor_database_user, settings.auditor_database_password_file
         else:
             user, password_file = own[role].database_user, own[role].database_password_file
         setting = f"TEPHRA_{role.value.upper()}_DATABASE_PASSWORD_FILE"
@@ -455,7 +455,7 @@ def role_logins(settings: TephraSettings, migrating: MigrateSettings) -> dict[Ro
     return logins
 
 
-def migrate_command(settings: TephraSettings, migrating: MigrateSettings, endpoints: Endpoints) -> int:
+def migrate_command(settings: TephraSettings, endpoints: Endpoints) -> int:
     """``tephra migrate``: the migrations, then the roles and grants; prints what it did."""
     from projector.connection_settings import ServiceCredentials  # noqa: PLC0415
     from projector.connections import database_access  # noqa: PLC0415
@@ -463,11 +463,11 @@ def migrate_command(settings: TephraSettings, migrating: MigrateSettings, endpoi
     owner = ServiceCredentials(
         "migrate",
         "migrate_command",
-        database_user=migrating.migrate_database_user,
-        database_password_file=migrating.migrate_database_password_file,
+        database_user=settings.migrate_database_user,
+        database_password_file=settings.migrate_database_password_file,
     )
     database = database_access(settings, endpoints.database_url, owner)
-    logins = role_logins(settings, migrating) if migrating.migrate_roles else None
+    logins = role_logins(settings) if settings.migrate_roles else None
 
     async def main() -> None:
         applied = await migrate(database, logins)

@@ -130,8 +130,10 @@ async def apply_grants(conn: asyncpg.Connection, logins: Mapping[Role, Login]) -
     if missing:
         raise LookupError(f"projector.roles.TABLE_GRANTS does not name the tables {missing}: add them")
     database = await conn.fetchval("SELECT current_database()")
-    # Before PostgreSQL 15 every role may create tables in public: no component may.
+    # Before PostgreSQL 15 every role may create tables in public, and every role may create
+    # temporary tables in a new database: only what is granted below remains.
     await conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+    await _execute_formatted(conn, "REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC", database)
     for role in Role:
         login = logins[role]
         exists = await conn.fetchval("SELECT true FROM pg_roles WHERE rolname = $1", login.name)

@@ -14,6 +14,7 @@ from api.http.settings import ApiSettings
 from api.settings import (
     COMMAND_SETTINGS,
     CommonSettings,
+    MigrateSettings,
     ObservabilitySettings,
     SettingsError,
     TephraSettings,
@@ -35,6 +36,7 @@ MODELS = (
     SchedulerSettings,
     SimClusterSettings,
     ApiSettings,
+    MigrateSettings,
 )
 
 
