@@ -123,8 +123,12 @@ async def running_projector(
     settings: ProjectorSettings | None = None,
     *,
     cluster: str = CLUSTER,
+    database: DatabaseAccess | None = None,
 ) -> AsyncIterator[ProjectorMetrics]:
-    """The projector service of ``cluster`` (``settings`` default: a 5 ms linger), stopped on exit."""
+    """The projector service of ``cluster`` (``settings`` default: a 5 ms linger), stopped on exit.
+
+    ``database``: how the service connects (default: as the URL says); the test's migration uses the URL.
+    """
     conn = await asyncpg.connect(database_url)
     try:
         await apply_migrations(conn)  # so the test can read the tables at once; the service's run is a no-op
@@ -136,7 +140,7 @@ async def running_projector(
         run_projector(
             ProjectorSettings(projector_linger_ms=5) if settings is None else settings,
             kafka=KafkaAccess(kafka_bootstrap),
-            database=DatabaseAccess(database_url),
+            database=database or DatabaseAccess(database_url),
             topics=topics,
             cluster=cluster,
             stop=stop,
@@ -153,14 +157,20 @@ async def running_projector(
 
 @asynccontextmanager
 async def running_scheduler(
-    kafka_bootstrap: str, database_url: str, topics: Topics, *, tracer: Tracer | None = None, **settings: Any
+    kafka_bootstrap: str,
+    database_url: str,
+    topics: Topics,
+    *,
+    tracer: Tracer | None = None,
+    database: DatabaseAccess | None = None,
+    **settings: Any,
 ) -> AsyncIterator[SchedulerMetrics]:
     metrics = SchedulerMetrics()
     task = asyncio.create_task(
         run_scheduler(
             SchedulerSettings(**settings),
             kafka=KafkaAccess(kafka_bootstrap),
-            database=DatabaseAccess(database_url),
+            database=database or DatabaseAccess(database_url),
             topics=topics,
             cluster=CLUSTER,
             metrics=metrics,
