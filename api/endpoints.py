@@ -24,6 +24,7 @@ from pathlib import Path
 
 from api.settings import CommonSettings
 from events.topics import Topics
+from projector.connection_settings import ConnectionSettings
 from projector.connections import DatabaseAccess, KafkaAccess, database_access, kafka_access
 
 __all__ = [
@@ -50,16 +51,20 @@ class Endpoints:
     database_url: str
     topics: Topics
     cluster: str
-    #: How the commands without credentials of their own connect (the common settings;
-    #: None: plaintext, the URL's user).  Services use their own: :func:`api.access.service_access`.
-    kafka_access: KafkaAccess | None = field(default=None, repr=False)
-    database_access: DatabaseAccess | None = field(default=None, repr=False)
+    #: The transport settings of the commands without credentials of their own (None: plaintext,
+    #: the URL's user).  Services use their own: :func:`api.access.service_access`.
+    connection: ConnectionSettings | None = field(default=None, repr=False)
 
     def kafka(self) -> KafkaAccess:
-        return self.kafka_access or KafkaAccess(self.kafka_bootstrap)
+        """The common Kafka access (ValueError naming a setting that is missing or unreadable)."""
+        if self.connection is None:
+            return KafkaAccess(self.kafka_bootstrap)
+        return kafka_access(self.connection, self.kafka_bootstrap)
 
     def database(self) -> DatabaseAccess:
-        return self.database_access or DatabaseAccess(self.database_url)
+        if self.connection is None:
+            return DatabaseAccess(self.database_url)
+        return database_access(self.connection, self.database_url)
 
 
 @dataclass(frozen=True)
@@ -111,15 +116,14 @@ def remove_stack_record(data_dir: Path, pid: int) -> None:
 
 
 def resolve_endpoints(settings: CommonSettings) -> Endpoints:
-    """The stack, reached with the common transport settings and credentials (ValueError naming a bad one)."""
+    """The stack, and how the commands reach it (the transport settings, read when used)."""
     if settings.kafka_bootstrap and settings.database_url:
         return Endpoints(
             settings.kafka_bootstrap,
             settings.database_url,
             Topics(settings.topics_prefix),
             settings.cluster,
-            kafka_access(settings, settings.kafka_bootstrap),
-            database_access(settings, settings.database_url),
+            settings,
         )
     data_dir = settings.data_dir.absolute()
     record = read_stack_record(data_dir)
@@ -130,5 +134,5 @@ def resolve_endpoints(settings: CommonSettings) -> Endpoints:
             "TEPHRA_DATABASE_URL to use external services"
         )
     return Endpoints(
-        record.kafka_bootstrap, record.database_url, Topics(record.topics_prefix), settings.cluster
+        record.kafka_bootstrap, record.database_url, Topics(record.topics_prefix), settings.cluster, settings
     )
