@@ -76,7 +76,7 @@ class ProjectionReader:
                 await conn.close(timeout=2)
 
     async def wait_for_schema(self, poll: float = 0.5) -> None:
-        """Return once the projector has created the projection (it migrates at start-up) and
+        """Return once the projector has created the projection (``tephra migrate`` created its tables) and
         rebuilt it if an upgrade asked it to (:func:`projector.reconstruct.rebuild_projection`)."""
         announced = False
         while not await self._projection_ready():
