@@ -246,11 +246,16 @@ async def _replay_explain(database_url: str, job_id: str, out: TextIO) -> None:
 
 
 async def run_demo(settings: TephraSettings, endpoints: Endpoints, out: TextIO) -> None:
-    services = asyncio.create_task(run_services(settings, endpoints, tuple(SERVICES)), name="services")
     con = await asyncpg.connect(endpoints.database_url)
+    # The demo's own PostgreSQL: migrated here, before the services start (they do not migrate),
+    # so the demo's queries run from the start.
     try:
-        # run_services migrates too; doing it here first lets the demo's queries run from the start.
         await apply_migrations(con)
+    except BaseException:
+        await con.close()
+        raise
+    services = asyncio.create_task(run_services(settings, endpoints, tuple(SERVICES)), name="services")
+    try:
         for stage, file, text in STAGES:
             manifests = parse_manifests([(file, text)], cluster=endpoints.cluster, now=datetime.now(UTC),
                                         source="tephra://cli/demo")  # fmt: skip

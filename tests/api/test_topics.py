@@ -152,7 +152,8 @@ async def test_with_create_topics_on_the_services_create_them_with_the_set_parti
     endpoints = Endpoints(kafka_bootstrap, database_url, topics, "default")
     settings = TephraSettings(topic_partitions=2, schedule_period=0.2, sim_bind_delay=0.1)
     with _waiting_lines() as waiting:
-        services = asyncio.create_task(run_services(settings, endpoints, tuple(SERVICES)))
+        # migrate_first: as `tephra up` does with its own database (the services do not migrate).
+        services = asyncio.create_task(run_services(settings, endpoints, tuple(SERVICES), migrate_first=True))
         try:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 30
