@@ -172,16 +172,26 @@ def kafka_access(
 
 
 def _kafka_ssl_context(settings: ConnectionSettings) -> ssl.SSLContext:
-    cafile = settings.kafka_ssl_cafile
+    context = _tls_context(
+        settings.kafka_ssl_cafile,
+        settings.kafka_ssl_certfile,
+        settings.kafka_ssl_keyfile,
+        "TEPHRA_KAFKA_SSL_CAFILE/CERTFILE/KEYFILE",
+    )
+    context.check_hostname = settings.kafka_ssl_check_hostname
+    return context
+
+
+def _tls_context(
+    cafile: Path | None, certfile: Path | None, keyfile: Path | None, settings: str
+) -> ssl.SSLContext:
+    """A client context trusting ``cafile`` (None: the system's CAs), with a client certificate if given."""
     try:
         context = ssl.create_default_context(cafile=str(cafile) if cafile else None)
-        if settings.kafka_ssl_certfile is not None and settings.kafka_ssl_keyfile is not None:
-            context.load_cert_chain(str(settings.kafka_ssl_certfile), str(settings.kafka_ssl_keyfile))
+        if certfile is not None and keyfile is not None:
+            context.load_cert_chain(str(certfile), str(keyfile))
     except (OSError, ssl.SSLError) as exc:
-        raise ValueError(
-            f"TEPHRA_KAFKA_SSL_CAFILE/CERTFILE/KEYFILE: cannot load ({exc}); expected PEM files"
-        ) from None
-    context.check_hostname = settings.kafka_ssl_check_hostname
+        raise ValueError(f"{settings}: cannot load ({exc}); expected PEM files") from None
     return context
 
 
@@ -266,15 +276,13 @@ def _database_ssl(settings: ConnectionSettings) -> SslMode | ssl.SSLContext | No
             "TEPHRA_DATABASE_SSLROOTCERT/SSLCERT are set: set TEPHRA_DATABASE_SSLMODE to require,"
             " verify-ca or verify-full"
         )
-    try:
-        rootcert = settings.database_sslrootcert
-        context = ssl.create_default_context(cafile=str(rootcert) if rootcert else None)
-        if settings.database_sslcert is not None and settings.database_sslkey is not None:
-            context.load_cert_chain(str(settings.database_sslcert), str(settings.database_sslkey))
-    except (OSError, ssl.SSLError) as exc:
-        raise ValueError(
-            f"TEPHRA_DATABASE_SSLROOTCERT/SSLCERT/SSLKEY: cannot load ({exc}); expected PEM files"
-        ) from None
+    rootcert = settings.database_sslrootcert
+    context = _tls_context(
+        rootcert,
+        settings.database_sslcert,
+        settings.database_sslkey,
+        "TEPHRA_DATABASE_SSLROOTCERT/SSLCERT/SSLKEY",
+    )
     # libpq: require checks no certificate unless a root certificate is given (then as verify-ca).
     if mode is SslMode.REQUIRE and rootcert is None:
         context.check_hostname = False
