@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from api.endpoints import Endpoints
     from api.manifests import ManifestObject, Manifests
     from api.views import Item
+    from projector.connections import DatabaseAccess
 
 app = typer.Typer(
     name="tephra",
@@ -267,7 +268,7 @@ async def _check_queues(endpoints: Endpoints, manifests: Manifests) -> None:
     from api.views import ViewError, read_projection
 
     async def known() -> set[str]:
-        return await read_projection(endpoints.database_url, projection_queues)
+        return await read_projection(endpoints.database(), projection_queues)
 
     try:
         await check_queues(manifests, known)
@@ -442,10 +443,10 @@ def _describe(
     output: str,
     flags: dict[str, str],
     what: str,
-    read: Callable[[str], Coroutine[object, object, Item | None]],
+    read: Callable[[DatabaseAccess], Coroutine[object, object, Item | None]],
     text: Callable[[Item], str],
 ) -> None:
-    """Read one object (``read`` gets the database URL) and print it; exit 1 when it does not exist."""
+    """Read one object (``read`` gets the database access) and print it; exit 1 when it does not exist."""
     import asyncio
     import json
 
@@ -456,7 +457,7 @@ def _describe(
         raise typer.Exit(2)
     endpoints = _endpoints(_settings(CommonSettings, flags, log=False))
     with _view_errors():
-        item = asyncio.run(read(endpoints.database_url))
+        item = asyncio.run(read(endpoints.database()))
     if item is None:
         typer.echo(f"error: {what} not found", err=True)
         raise typer.Exit(1)
@@ -536,7 +537,7 @@ def cancel_job(
     job_id = _job_id(name, namespace)
     query = JobQuery(job_id=job_id, reasons=False)
     with _view_errors():
-        found = asyncio.run(fetch_items(endpoints.database_url, "jobs", query=query))
+        found = asyncio.run(fetch_items(endpoints.database(), "jobs", query=query))
     if not found:
         typer.echo(f"error: no job {job_id} in the projection: nothing to cancel", err=True)
         raise typer.Exit(1)
@@ -577,7 +578,7 @@ def delete_queue(name: Annotated[str, typer.Argument(help="The queue.")], *, fla
     settings = _settings(CommonSettings, flags, log=False)
     endpoints = _endpoints(settings)
     with _view_errors():
-        queues = asyncio.run(fetch_items(endpoints.database_url, "queues"))
+        queues = asyncio.run(fetch_items(endpoints.database(), "queues"))
     queue = next((q for q in queues if q["name"] == name), None)
     if queue is None:
         typer.echo(f"error: no queue {name} in the projection: nothing to delete", err=True)

@@ -34,6 +34,7 @@ from api.submit import produce_manifests
 from api.views import fetch_items, render
 from events.display import printable
 from events.quantity import format_quantity
+from projector.connections import connect
 from projector.migrate import apply_migrations
 
 __all__ = ["DemoError", "demo_command", "run_demo"]
@@ -246,7 +247,7 @@ async def _replay_explain(database_url: str, job_id: str, out: TextIO) -> None:
 
 
 async def run_demo(settings: TephraSettings, endpoints: Endpoints, out: TextIO) -> None:
-    con = await asyncpg.connect(endpoints.database_url)
+    con = await connect(endpoints.database())
     # The demo's own PostgreSQL: migrated here, before the services start (they do not migrate),
     # so the demo's queries run from the start.
     try:

@@ -292,7 +292,9 @@ def _database_ssl(settings: ConnectionSettings) -> SslMode | ssl.SSLContext | No
     return context
 
 
-async def connect(access: DatabaseAccess, **options: object) -> asyncpg.Connection:
+async def connect(access: DatabaseAccess | str, **options: object) -> asyncpg.Connection:
+    """A connection; a bare URL (a command-line reader's, a test's) connects as it says."""
+    access = access if isinstance(access, DatabaseAccess) else DatabaseAccess(access)
     return await asyncpg.connect(access.url, **access.options(), **options)
 
 

@@ -22,7 +22,7 @@ from api.endpoints import Endpoints
 from api.http.problems import Code, Problem
 from api.http.settings import ApiSettings
 from api.http.tokens import TokenStore
-from projector.connections import create_pool, new_producer, start_client
+from projector.connections import DatabaseAccess, create_pool, new_producer, start_client
 
 if TYPE_CHECKING:
     from api.http.verify import Verifier
@@ -50,6 +50,8 @@ class ApiContext:
     producer: AIOKafkaProducer
     tokens: TokenStore
     verifier: Verifier
+    #: How the API reaches PostgreSQL (its own role and TLS): the archive reads connect with it too.
+    database: DatabaseAccess
 
 
 @contextlib.asynccontextmanager
@@ -72,7 +74,13 @@ async def open_context(
             verifier = Verifier()
             try:
                 yield ApiContext(
-                    settings, endpoints, pool, producer, TokenStore(settings.api_tokens_file), verifier
+                    settings,
+                    endpoints,
+                    pool,
+                    producer,
+                    TokenStore(settings.api_tokens_file),
+                    verifier,
+                    database,
                 )
             finally:
                 await verifier.close()
