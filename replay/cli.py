@@ -29,7 +29,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from events.display import printable
-from replay.errors import ArchiveError, NotFound, ReplayError
+from projector.connection_settings import ConnectionSettings
+from projector.connections import DatabaseAccess, database_access
+from replay.errors import ArchiveError, ArchiveUnavailable, NotFound, ReplayError
 from replay.locate import database_url
 from replay.queries import audit_preemptions, explain_job, show_session, verify_archive
 from replay.render import dump_json, print_audit, print_explanation, print_session, print_verify
@@ -99,11 +101,19 @@ def _parse_time(value: str | None, option: str) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
+def _archive_access(url: str) -> DatabaseAccess:
+    """The URL with the deployment's PostgreSQL TLS settings and password file (``TEPHRA_DATABASE_*``)."""
+    try:
+        return database_access(ConnectionSettings(), url)
+    except ValueError as exc:  # pydantic's ValidationError is one
+        raise ArchiveUnavailable(f"the TEPHRA_DATABASE_* settings cannot be used: {exc}") from None
+
+
 def _run(url: str | None, work: Callable[[ArchiveReader], Awaitable[T]]) -> T:
     """Open the archive, run ``work`` on it, map replay's errors to exit codes."""
 
     async def go() -> T:
-        async with open_archive(database_url(os.environ, explicit=url)) as reader:
+        async with open_archive(_archive_access(database_url(os.environ, explicit=url))) as reader:
             return await work(reader)
 
     try:
