@@ -6,6 +6,12 @@ by naming it; the privileges checked are the server's own.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import asyncpg
 import pytest
 
@@ -18,6 +24,8 @@ from projector.settings import ProjectorSettings
 from tests.service.helpers import job, node, produce, queue, running_projector, running_scheduler, wait_for
 
 pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _as(database_url: str, role: Role) -> DatabaseAccess:
@@ -160,3 +168,55 @@ async def test_projector_and_scheduler_schedule_end_to_end_as_their_own_roles(
             assert (await verify_chain(auditor)).ok
         finally:
             await auditor.close()
+
+
+def _tephra(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    return subprocess.run(  # noqa: S603 - our own command, its arguments the test's
+        [sys.executable, "-m", "api.cli", *args],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+async def test_tephra_migrate_sets_roles_from_password_files_and_services_refuse_an_old_schema(
+    database_url: str, tmp_path: Path
+) -> None:
+    env = {"TEPHRA_KAFKA_BOOTSTRAP": "127.0.0.1:9", "TEPHRA_DATABASE_URL": database_url}
+    # Before `tephra migrate`: the projector stops at once, naming it.
+    refused = await asyncio.to_thread(_tephra, ["projector", "--create-topics", "false"], env)
+    assert refused.returncode == 1
+    assert "run `tephra migrate`" in refused.stderr
+    secret = tmp_path / "scheduler-pg"
+    secret.write_text("sch3duler\n", encoding="utf-8")
+    env |= {
+        "TEPHRA_SCHEDULER_DATABASE_USER": "tephra_sched_custom",
+        "TEPHRA_SCHEDULER_DATABASE_PASSWORD_FILE": str(secret),
+    }
+    first = await asyncio.to_thread(_tephra, ["migrate"], env)
+    assert first.returncode == 0, first.stderr
+    assert "applied 0001" in first.stdout
+    assert "tephra_sched_custom (scheduler)" in first.stdout
+    again = await asyncio.to_thread(_tephra, ["migrate"], env)
+    assert again.returncode == 0, again.stderr
+    assert "nothing to apply" in again.stdout
+    assert "sch3duler" not in first.stdout + first.stderr + again.stdout + again.stderr
+    conn = await asyncpg.connect(database_url)
+    try:
+        assert await conn.fetchval(
+            "SELECT has_table_privilege('tephra_sched_custom', 'scheduler_leaders', 'INSERT')"
+            " AND NOT has_table_privilege('tephra_sched_custom', 'event_log', 'INSERT')"
+        )
+        assert await conn.fetchval(
+            "SELECT rolpassword IS NOT NULL FROM pg_authid WHERE rolname = 'tephra_sched_custom'"
+        )
+    finally:
+        await conn.close()
+    missing = await asyncio.to_thread(
+        _tephra, ["migrate"], {**env, "TEPHRA_API_DATABASE_PASSWORD_FILE": str(tmp_path / "absent")}
+    )
+    assert missing.returncode == 2
+    assert "TEPHRA_API_DATABASE_PASSWORD_FILE: cannot read" in missing.stderr
