@@ -298,11 +298,15 @@ async def _size_and_produce(
     # All the topics with the deployment's partition count, not only those produced to (a broker
     # that creates topics on first use would create those alone, with its own count).
     try:
-        await ensure_topics(settings, endpoints.kafka(), endpoints.topics)
+        kafka = endpoints.kafka()
+    except ValueError as exc:  # a credential missing or unreadable: its message names the setting
+        _fail(f"error: {exc}; nothing was submitted")
+    try:
+        await ensure_topics(settings, kafka, endpoints.topics)
     except KafkaError as exc:
         _fail(f"error: cannot reach {where}: {exc}; nothing was submitted")
     topics = endpoints.topics
-    limit = await message_limit(endpoints.kafka(), [topics.intents, topics.observations])
+    limit = await message_limit(kafka, [topics.intents, topics.observations])
     problems = too_large(manifests, topics, limit)
     if problems:
         for problem in problems:

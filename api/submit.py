@@ -227,9 +227,10 @@ async def produce_manifests(
     owned = producer is None
     if producer is None:
         # acks=all: an acknowledged submission survives a broker failover.
-        producer = new_producer(endpoints.kafka(), acks="all", max_request_size=max_request_size)
+        kafka = endpoints.kafka()
+        producer = new_producer(kafka, acks="all", max_request_size=max_request_size)
         try:
-            await start_client(producer, endpoints.kafka())
+            await start_client(producer, kafka)
         except BaseException:
             await producer.stop()  # a failed start still holds a client that must be closed
             raise
