@@ -9,8 +9,8 @@ them once per service into a :class:`KafkaAccess` (:func:`kafka_access`) and a
 PostgreSQL connection of the services is made here, from those
 (:func:`new_producer`, :func:`new_consumer`, :func:`new_admin`,
 :func:`connect`, :func:`create_pool`): no client can be made without the
-transport settings (tests/test_connections_used.py holds that no other
-module builds one).
+transport settings (tests/projector/test_connections.py holds that no
+other module builds one).
 
 A client that cannot connect as configured fails with
 :class:`KafkaAccessError`, naming the settings it used (never the password).
@@ -131,34 +131,10 @@ def kafka_access(
     ``credentials``: the service's own (``TEPHRA_<SERVICE>_KAFKA_...``; None or empty: the common
     ones).  Raises :class:`SecretFileError` or ValueError naming the setting at fault.
     """
-    credentials = credentials or ServiceCredentials()
-    username, password_file = credentials.kafka_username, credentials.kafka_password_file
-    prefix = credentials.prefix
     protocol = settings.kafka_security_protocol
     user, password, user_setting = None, None, "TEPHRA_KAFKA_USERNAME"
     if protocol.sasl:
-        if username:
-            user, user_setting = username, f"{prefix}KAFKA_USERNAME"
-        else:
-            user = settings.kafka_username or None
-        if user is None:
-            raise ValueError(
-                f"TEPHRA_KAFKA_SECURITY_PROTOCOL={protocol.value} needs a user: set {prefix}KAFKA_USERNAME"
-                " (or TEPHRA_KAFKA_USERNAME for every service)"
-            )
-        if password_file is not None:
-            password = read_secret(password_file, f"{prefix}KAFKA_PASSWORD_FILE")
-        elif username:
-            raise ValueError(f"{prefix}KAFKA_USERNAME is set: set {prefix}KAFKA_PASSWORD_FILE as well")
-        elif settings.kafka_password_file is not None:
-            password = read_secret(settings.kafka_password_file, "TEPHRA_KAFKA_PASSWORD_FILE")
-        else:
-            password = settings.kafka_password or None
-        if password is None:
-            raise ValueError(
-                f"TEPHRA_KAFKA_SECURITY_PROTOCOL={protocol.value} needs a password: set"
-                f" {prefix}KAFKA_PASSWORD_FILE (or TEPHRA_KAFKA_PASSWORD_FILE, TEPHRA_KAFKA_PASSWORD)"
-            )
+        user, password, user_setting = _sasl_credentials(settings, credentials or ServiceCredentials())
     context = _kafka_ssl_context(settings) if protocol.tls else None
     return KafkaAccess(
         bootstrap=bootstrap,
@@ -169,6 +145,38 @@ def kafka_access(
         ssl_context=context,
         username_setting=user_setting,
     )
+
+
+def _sasl_credentials(settings: ConnectionSettings, own: ServiceCredentials) -> tuple[str, str, str]:
+    """(user, password, the user's setting): the service's own, else the common ones."""
+    protocol, prefix = settings.kafka_security_protocol.value, own.prefix
+    user, user_setting = (
+        (own.kafka_username, f"{prefix}KAFKA_USERNAME")
+        if own.kafka_username
+        else (
+            settings.kafka_username,
+            "TEPHRA_KAFKA_USERNAME",
+        )
+    )
+    if not user:
+        raise ValueError(
+            f"TEPHRA_KAFKA_SECURITY_PROTOCOL={protocol} needs a user: set {prefix}KAFKA_USERNAME"
+            " (or TEPHRA_KAFKA_USERNAME for every service)"
+        )
+    if own.kafka_password_file is not None:
+        password = read_secret(own.kafka_password_file, f"{prefix}KAFKA_PASSWORD_FILE")
+    elif own.kafka_username:
+        raise ValueError(f"{prefix}KAFKA_USERNAME is set: set {prefix}KAFKA_PASSWORD_FILE as well")
+    elif settings.kafka_password_file is not None:
+        password = read_secret(settings.kafka_password_file, "TEPHRA_KAFKA_PASSWORD_FILE")
+    else:
+        password = settings.kafka_password
+    if not password:
+        raise ValueError(
+            f"TEPHRA_KAFKA_SECURITY_PROTOCOL={protocol} needs a password: set"
+            f" {prefix}KAFKA_PASSWORD_FILE (or TEPHRA_KAFKA_PASSWORD_FILE, TEPHRA_KAFKA_PASSWORD)"
+        )
+    return user, password, user_setting
 
 
 def _kafka_ssl_context(settings: ConnectionSettings) -> ssl.SSLContext:
