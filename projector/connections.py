@@ -150,14 +150,9 @@ def kafka_access(
 def _sasl_credentials(settings: ConnectionSettings, own: ServiceCredentials) -> tuple[str, str, str]:
     """(user, password, the user's setting): the service's own, else the common ones."""
     protocol, prefix = settings.kafka_security_protocol.value, own.prefix
-    user, user_setting = (
-        (own.kafka_username, f"{prefix}KAFKA_USERNAME")
-        if own.kafka_username
-        else (
-            settings.kafka_username,
-            "TEPHRA_KAFKA_USERNAME",
-        )
-    )
+    user, user_setting = own.kafka_username, f"{prefix}KAFKA_USERNAME"
+    if not user:
+        user, user_setting = settings.kafka_username, "TEPHRA_KAFKA_USERNAME"
     if not user:
         raise ValueError(
             f"TEPHRA_KAFKA_SECURITY_PROTOCOL={protocol} needs a user: set {prefix}KAFKA_USERNAME"
