@@ -55,6 +55,7 @@ from api.embedded import EmbeddedBroker, create_topics
 from bench.host import cpu_loop_seconds, memory_walk_seconds
 from events.topics import Topics
 from projector import compiled as projector_compiled
+from projector.migrate import apply_migrations
 from tests.projector.helpers import create_database, drop_database, produce
 from tests.projector.streams import CLUSTER, StreamBuilder
 
@@ -225,6 +226,7 @@ async def _round(
         "TEPHRA_CLUSTER": CLUSTER,
     }
     conn = await asyncpg.connect(dsn)
+    await apply_migrations(conn)  # `tephra migrate`, as a deployment runs it before the runner
     # The PostgreSQL server that holds the database: the parent of our backend (on this machine).
     postmaster = _parent(int(await conn.fetchval("SELECT pg_backend_pid()")))
     pids = {"postgres": postmaster} | ({"tansu": broker_pid} if broker_pid is not None else {})
