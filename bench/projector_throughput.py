@@ -211,11 +211,22 @@ async def _bench(bootstrap: str, admin_dsn: str, broker_pid: int | None, args: a
         )
 
 
+async def _migrated_database(admin_dsn: str) -> str:
+    """A fresh database, migrated as `tephra migrate` does before a deployment's runner starts."""
+    dsn = await create_database(admin_dsn)
+    conn = await asyncpg.connect(dsn)
+    try:
+        await apply_migrations(conn)
+    finally:
+        await conn.close()
+    return dsn
+
+
 async def _round(
     bootstrap: str, admin_dsn: str, broker_pid: int | None, topics: Topics, produced: int
 ) -> tuple[float | None, float]:
     """One run of the runner over the topics into a fresh database: (sustained events/s, CPU us/event)."""
-    dsn = await create_database(admin_dsn)
+    dsn = await _migrated_database(admin_dsn)
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -226,7 +237,6 @@ async def _round(
         "TEPHRA_CLUSTER": CLUSTER,
     }
     conn = await asyncpg.connect(dsn)
-    await apply_migrations(conn)  # `tephra migrate`, as a deployment runs it before the runner
     # The PostgreSQL server that holds the database: the parent of our backend (on this machine).
     postmaster = _parent(int(await conn.fetchval("SELECT pg_backend_pid()")))
     pids = {"postgres": postmaster} | ({"tansu": broker_pid} if broker_pid is not None else {})
