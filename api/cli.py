@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from api.endpoints import Endpoints
     from api.manifests import ManifestObject, Manifests
     from api.views import Item
+    from projector.connections import DatabaseAccess
 
 app = typer.Typer(
     name="tephra",
@@ -193,7 +194,7 @@ def _endpoints(settings: CommonSettings) -> Endpoints:
 
     try:
         return resolve_endpoints(settings)
-    except NoStackError as exc:
+    except (NoStackError, ValueError) as exc:  # ValueError: a credential that cannot be read
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
 
@@ -267,7 +268,7 @@ async def _check_queues(endpoints: Endpoints, manifests: Manifests) -> None:
     from api.views import ViewError, read_projection
 
     async def known() -> set[str]:
-        return await read_projection(endpoints.database_url, projection_queues)
+        return await read_projection(endpoints.database(), projection_queues)
 
     try:
         await check_queues(manifests, known)
@@ -297,11 +298,15 @@ async def _size_and_produce(
     # All the topics with the deployment's partition count, not only those produced to (a broker
     # that creates topics on first use would create those alone, with its own count).
     try:
-        await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
+        kafka = endpoints.kafka()
+    except ValueError as exc:  # a credential missing or unreadable: its message names the setting
+        _fail(f"error: {exc}; nothing was submitted")
+    try:
+        await ensure_topics(settings, kafka, endpoints.topics)
     except KafkaError as exc:
         _fail(f"error: cannot reach {where}: {exc}; nothing was submitted")
     topics = endpoints.topics
-    limit = await message_limit(endpoints.kafka_bootstrap, [topics.intents, topics.observations])
+    limit = await message_limit(kafka, [topics.intents, topics.observations])
     problems = too_large(manifests, topics, limit)
     if problems:
         for problem in problems:
@@ -442,10 +447,10 @@ def _describe(
     output: str,
     flags: dict[str, str],
     what: str,
-    read: Callable[[str], Coroutine[object, object, Item | None]],
+    read: Callable[[DatabaseAccess], Coroutine[object, object, Item | None]],
     text: Callable[[Item], str],
 ) -> None:
-    """Read one object (``read`` gets the database URL) and print it; exit 1 when it does not exist."""
+    """Read one object (``read`` gets the database access) and print it; exit 1 when it does not exist."""
     import asyncio
     import json
 
@@ -456,7 +461,7 @@ def _describe(
         raise typer.Exit(2)
     endpoints = _endpoints(_settings(CommonSettings, flags, log=False))
     with _view_errors():
-        item = asyncio.run(read(endpoints.database_url))
+        item = asyncio.run(read(endpoints.database()))
     if item is None:
         typer.echo(f"error: {what} not found", err=True)
         raise typer.Exit(1)
@@ -536,7 +541,7 @@ def cancel_job(
     job_id = _job_id(name, namespace)
     query = JobQuery(job_id=job_id, reasons=False)
     with _view_errors():
-        found = asyncio.run(fetch_items(endpoints.database_url, "jobs", query=query))
+        found = asyncio.run(fetch_items(endpoints.database(), "jobs", query=query))
     if not found:
         typer.echo(f"error: no job {job_id} in the projection: nothing to cancel", err=True)
         raise typer.Exit(1)
@@ -577,7 +582,7 @@ def delete_queue(name: Annotated[str, typer.Argument(help="The queue.")], *, fla
     settings = _settings(CommonSettings, flags, log=False)
     endpoints = _endpoints(settings)
     with _view_errors():
-        queues = asyncio.run(fetch_items(endpoints.database_url, "queues"))
+        queues = asyncio.run(fetch_items(endpoints.database(), "queues"))
     queue = next((q for q in queues if q["name"] == name), None)
     if queue is None:
         typer.echo(f"error: no queue {name} in the projection: nothing to delete", err=True)
@@ -602,6 +607,23 @@ def up(flags: dict[str, str]) -> None:
     settings = _settings(TephraSettings, flags)
     with _setup_errors():
         code = up_command(settings)
+    raise typer.Exit(code)
+
+
+@app.command()
+@settings_flags("migrate")
+def migrate(flags: dict[str, str]) -> None:
+    """Bring the database schema up to date and set each component's role and grants (once, before the
+    services: they do not migrate).  Idempotent.  The roles' passwords come from the services'
+    TEPHRA_<SERVICE>_DATABASE_PASSWORD_FILE (and TEPHRA_AUDITOR_DATABASE_PASSWORD_FILE)."""
+    from api.stack import migrate_command
+
+    settings = _settings(TephraSettings, flags)
+    try:
+        code = migrate_command(settings, _endpoints(settings))
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     raise typer.Exit(code)
 
 

@@ -34,6 +34,7 @@ from api.submit import produce_manifests
 from api.views import fetch_items, render
 from events.display import printable
 from events.quantity import format_quantity
+from projector.connections import connect
 from projector.migrate import apply_migrations
 
 __all__ = ["DemoError", "demo_command", "run_demo"]
@@ -246,11 +247,16 @@ async def _replay_explain(database_url: str, job_id: str, out: TextIO) -> None:
 
 
 async def run_demo(settings: TephraSettings, endpoints: Endpoints, out: TextIO) -> None:
-    services = asyncio.create_task(run_services(settings, endpoints, tuple(SERVICES)), name="services")
-    con = await asyncpg.connect(endpoints.database_url)
+    con = await connect(endpoints.database())
+    # The demo's own PostgreSQL: migrated here, before the services start (they do not migrate),
+    # so the demo's queries run from the start.
     try:
-        # run_services migrates too; doing it here first lets the demo's queries run from the start.
         await apply_migrations(con)
+    except BaseException:
+        await con.close()
+        raise
+    services = asyncio.create_task(run_services(settings, endpoints, tuple(SERVICES)), name="services")
+    try:
         for stage, file, text in STAGES:
             manifests = parse_manifests([(file, text)], cluster=endpoints.cluster, now=datetime.now(UTC),
                                         source="tephra://cli/demo")  # fmt: skip

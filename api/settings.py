@@ -39,6 +39,7 @@ from events.models import DEFAULT_CLUSTER
 from events.topics import Topics
 from kube.bridge.settings import KubeBridgeSettings
 from kube.settings import SimClusterSettings
+from projector.connection_settings import ConnectionSettings
 from projector.settings import ProjectorSettings
 from replay.locate import DEFAULT_DATA_DIR_TEXT, default_data_dir
 from scheduler.service.settings import SchedulerSettings
@@ -50,6 +51,7 @@ __all__ = [
     "KubeBridgeCommandSettings",
     "LogFormat",
     "LogLevel",
+    "MigrateSettings",
     "ObservabilitySettings",
     "SettingsError",
     "TephraSettings",
@@ -88,7 +90,9 @@ class LogFormat(StrEnum):
     JSON = "json"
 
 
-class CommonSettings(BaseSettings):
+class CommonSettings(ConnectionSettings):
+    """Where the stack is, how to reach it (:class:`~projector.connections.ConnectionSettings`), logging."""
+
     model_config = _CONFIG
 
     kafka_bootstrap: str | None = Field(
@@ -199,6 +203,32 @@ class ObservabilitySettings(BaseSettings):
         return value
 
 
+class MigrateSettings(BaseSettings):
+    """``tephra migrate``: who migrates, and the auditor's role (the services' roles are their settings')."""
+
+    model_config = _CONFIG
+
+    migrate_database_user: str = Field(
+        default="",
+        description="the role tephra migrate connects as: the tables' owner, allowed to create roles"
+        " (empty: the URL's user)",
+    )
+    migrate_database_password_file: Path | None = Field(
+        default=None, description="a file holding that role's password"
+    )
+    migrate_roles: bool = Field(
+        default=True,
+        description="create the components' roles and set their grants (projector.roles); false: only"
+        " the migrations",
+    )
+    auditor_database_user: str = Field(
+        default="", description="the read-only role of replay and auditors (empty: tephra_auditor)"
+    )
+    auditor_database_password_file: Path | None = Field(
+        default=None, description="a file holding its password, set by tephra migrate"
+    )
+
+
 class TephraSettings(
     CommonSettings,
     ObservabilitySettings,
@@ -206,6 +236,7 @@ class TephraSettings(
     SchedulerSettings,
     SimClusterSettings,
     ApiSettings,
+    MigrateSettings,
 ):
     """Every setting: what ``tephra up`` runs with; each service reads its own base class."""
 
@@ -228,12 +259,14 @@ COMMAND_SETTINGS: Mapping[str, tuple[type[BaseSettings], ...]] = {
         SchedulerSettings,
         SimClusterSettings,
         ApiSettings,
+        MigrateSettings,
     ),
     "projector": (CommonSettings, ObservabilitySettings, ProjectorSettings),
     "scheduler": (CommonSettings, ObservabilitySettings, SchedulerSettings),
     "sim-cluster": (CommonSettings, ObservabilitySettings, SimClusterSettings),
     "kube-bridge": (CommonSettings, ObservabilitySettings, KubeBridgeSettings),
     "api": (CommonSettings, ApiSettings),
+    "migrate": (CommonSettings, MigrateSettings),
     "submit": (CommonSettings,),
     "get": (CommonSettings,),
 }

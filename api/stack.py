@@ -30,11 +30,12 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from api.access import service_access
 from api.embedded import EmbeddedBroker, EmbeddedPostgres, create_topics
 from api.endpoints import (
     Endpoints,
@@ -47,6 +48,8 @@ from api.settings import CommonSettings, TephraSettings
 from api.telemetry import observability
 from events.display import redact
 from events.topics import Topics
+from projector.connections import DatabaseAccess, KafkaAccess, connect
+from projector.roles import Login, Role
 
 __all__ = [
     "EmbeddedStack",
@@ -55,7 +58,10 @@ __all__ = [
     "api_service",
     "embedded_stack",
     "ensure_topics",
+    "migrate",
+    "migrate_command",
     "projector_command",
+    "role_logins",
     "run_services",
     "run_until_signalled",
     "scheduler_command",
@@ -148,10 +154,11 @@ async def _projector_service(settings: TephraSettings, endpoints: Endpoints) -> 
     key_file = settings.projector_key_file or settings.data_dir / "projector.key"
     key = load_or_create_signing_key(key_file)
     log.info("the projector signs checkpoints with the public key %s (%s)", key.public_key, key_file)
+    access = service_access(settings, endpoints, settings.projector_credentials())
     await run_projector(
         settings,
-        kafka_bootstrap=endpoints.kafka_bootstrap,
-        database_url=endpoints.database_url,
+        kafka=access.kafka,
+        database=access.database,
         topics=endpoints.topics,
         cluster=endpoints.cluster,
         config_check=config_problem,
@@ -164,10 +171,11 @@ async def _scheduler_service(
 ) -> None:
     from scheduler.service import run_scheduler  # noqa: PLC0415 - the service is composed here, once
 
+    access = service_access(settings, endpoints, settings.scheduler_credentials())
     await run_scheduler(
         settings,
-        kafka_bootstrap=endpoints.kafka_bootstrap,
-        database_url=endpoints.database_url,
+        kafka=access.kafka,
+        database=access.database,
         topics=endpoints.topics,
         cluster=endpoints.cluster,
         on_leader=on_leader,
@@ -177,40 +185,42 @@ async def _scheduler_service(
 async def _sim_service(settings: TephraSettings, endpoints: Endpoints) -> None:
     from kube.sim_service import run_sim_service  # noqa: PLC0415 - the service is composed here, once
 
+    access = service_access(settings, endpoints, settings.sim_credentials())
     await run_sim_service(
         settings,
-        kafka_bootstrap=endpoints.kafka_bootstrap,
-        database_url=endpoints.database_url,
+        kafka=access.kafka,
+        database=access.database,
         topics=endpoints.topics,
         cluster=endpoints.cluster,
     )
 
 
-async def _migrate(database_url: str) -> None:
-    """Apply the migrations, waiting out a database that is not up yet (compose starts it alongside us)."""
+async def migrate(database: DatabaseAccess, logins: Mapping[Role, Login] | None = None) -> list[int]:
+    """``tephra migrate``'s work: the migrations (and, given ``logins``, the roles and grants), waiting
+    out a database that is not up yet (compose starts it alongside us).  Returns the versions applied."""
     import asyncpg  # noqa: PLC0415 - keep `tephra --help` light
 
-    from projector.migrate import apply_migrations  # noqa: PLC0415
+    from projector.migrate import migrate_database  # noqa: PLC0415
 
     delay = 0.2
     while True:
         try:
-            con = await asyncpg.connect(database_url)
+            con = await connect(database)
         except (OSError, asyncpg.CannotConnectNowError, asyncpg.TooManyConnectionsError) as exc:
             log.warning("database not reachable (%s); retrying in %.1f s", redact(str(exc)), delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
             continue
         try:
-            applied = await apply_migrations(con)
+            applied = await migrate_database(con, logins)
         finally:
             await con.close()
         if applied:
             log.info("database migrated to version %d", applied[-1])
-        return
+        return applied
 
 
-async def ensure_topics(settings: CommonSettings, bootstrap: str, topics: Topics) -> None:
+async def ensure_topics(settings: CommonSettings, kafka: KafkaAccess, topics: Topics) -> None:
     """Create the deployment's topics that do not exist yet, as ``settings`` say (existing ones untouched).
 
     A fresh broker has none.  With ``TEPHRA_CREATE_TOPICS=false`` nothing is
@@ -224,7 +234,7 @@ async def ensure_topics(settings: CommonSettings, bootstrap: str, topics: Topics
         return
     try:
         await create_topics(
-            bootstrap,
+            kafka,
             topics.all(),
             partitions=settings.topic_partitions,
             replication_factor=settings.topic_replication_factor,
@@ -261,7 +271,10 @@ def api_service(out: TextIO) -> ServiceFactory:
         from api.http.server import serve_api  # noqa: PLC0415 - the service is composed here, once
 
         await serve_api(
-            settings, endpoints, on_ready=lambda url: print(f"tephra: API at {url}", file=out, flush=True)
+            settings,
+            endpoints,
+            on_ready=lambda url: print(f"tephra: API at {url}", file=out, flush=True),
+            access=service_access(settings, endpoints, settings.api_credentials()),
         )
 
     return run
@@ -273,18 +286,21 @@ async def run_services(
     names: tuple[str, ...],
     *,
     also: dict[str, ServiceFactory] | None = None,
+    migrate_first: bool = False,
 ) -> None:
     """Run the named services until one fails or the caller cancels.
 
-    The schema is brought up to date first (idempotent, under the migrations'
-    own lock), so no service starts against a database without its tables, and
-    the topics are created when missing (unless ``TEPHRA_CREATE_TOPICS`` is
-    off: then the services wait for them).  ``also``: services beside the named
-    ones (``tephra up``'s API).
+    ``migrate_first``: bring the schema up to date first, as ``tephra migrate``
+    would (the embedded stack, whose PostgreSQL is ours); otherwise each
+    service checks the schema's version and stops, naming ``tephra migrate``,
+    when it is older than it needs.  The topics are created when missing
+    (unless ``TEPHRA_CREATE_TOPICS`` is off: then the services wait for them).
+    ``also``: services beside the named ones (``tephra up``'s API).
     """
     settings = settings_for(settings, names)
-    await _migrate(endpoints.database_url)
-    await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
+    if migrate_first:
+        await migrate(endpoints.database())
+    await ensure_topics(settings, endpoints.kafka(), endpoints.topics)
     async with asyncio.TaskGroup() as group:
         for name in names:
             group.create_task(SERVICES[name](settings, endpoints), name=name)
@@ -387,7 +403,9 @@ def up_command(settings: TephraSettings, out: TextIO | None = None) -> int:
             observability(settings, "tephra", names, out),
         ):
             _print_connection(stack, out)
-            code = run_until_signalled(lambda: run_services(settings, stack.endpoints, names, also=also))
+            code = run_until_signalled(
+                lambda: run_services(settings, stack.endpoints, names, also=also, migrate_first=True)
+            )
     except StackAlreadyRunningError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -407,8 +425,7 @@ def scheduler_command(settings: TephraSettings, endpoints: Endpoints) -> int:
         print(f"leader epoch={epoch}", flush=True)
 
     async def main() -> None:
-        await _migrate(endpoints.database_url)
-        await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
+        await ensure_topics(settings, endpoints.kafka(), endpoints.topics)
         await _scheduler_service(settings, endpoints, on_leader=announce)
 
     with observability(settings, "tephra-scheduler", ("scheduler",), sys.stdout):
@@ -418,3 +435,51 @@ def scheduler_command(settings: TephraSettings, endpoints: Endpoints) -> int:
 def sim_cluster_command(settings: TephraSettings, endpoints: Endpoints) -> int:
     with observability(settings, "tephra-sim-cluster", ("sim-cluster",), sys.stdout):
         return run_until_signalled(lambda: run_services(settings, endpoints, ("sim-cluster",)))
+
+
+def role_logins(settings: TephraSettings) -> dict[Role, Login]:
+    """Each component's role: its ``TEPHRA_<SERVICE>_DATABASE_USER`` (else ``tephra_<service>``), and the
+    password its ``..._PASSWORD_FILE`` holds (none given: the role's password is left as it is)."""
+    from projector.connections import read_secret  # noqa: PLC0415
+
+    own = {
+        Role.PROJECTOR: settings.projector_credentials(),
+        Role.SCHEDULER: settings.scheduler_credentials(),
+        Role.API: settings.api_credentials(),
+        Role.SIM_CLUSTER: settings.sim_credentials(),
+    }
+    logins: dict[Role, Login] = {}
+    for role in Role:
+        if role is Role.AUDITOR:
+            user, password_file = settings.auditor_database_user, settings.auditor_database_password_file
+        else:
+            user, password_file = own[role].database_user, own[role].database_password_file
+        setting = f"TEPHRA_{role.value.upper()}_DATABASE_PASSWORD_FILE"
+        password = read_secret(password_file, setting) if password_file is not None else None
+        logins[role] = Login(user or role.default_name, password)
+    return logins
+
+
+def migrate_command(settings: TephraSettings, endpoints: Endpoints) -> int:
+    """``tephra migrate``: the migrations, then the roles and grants; prints what it did."""
+    from projector.connection_settings import ServiceCredentials  # noqa: PLC0415
+    from projector.connections import database_access  # noqa: PLC0415
+
+    owner = ServiceCredentials(
+        "migrate",
+        "migrate_command",
+        database_user=settings.migrate_database_user,
+        database_password_file=settings.migrate_database_password_file,
+    )
+    database = database_access(settings, endpoints.database_url, owner)
+    logins = role_logins(settings) if settings.migrate_roles else None
+
+    async def main() -> None:
+        applied = await migrate(database, logins)
+        done = f"applied {', '.join(f'{v:04d}' for v in applied)}" if applied else "nothing to apply"
+        print(f"tephra: database migrated ({done})", flush=True)
+        if logins is not None:
+            names = ", ".join(f"{login.name} ({role.value})" for role, login in logins.items())
+            print(f"tephra: roles and grants set: {names}", flush=True)
+
+    return run_until_signalled(main)

@@ -22,7 +22,6 @@ from typing import Any, Final
 
 import asyncpg
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaError
 from opentelemetry import propagate, trace
@@ -41,6 +40,7 @@ from events.models import (
 from events.serde import encode
 from events.topics import Topics, kafka_key, topic_for
 from events.tracing import headers_from_carrier
+from projector.connections import KafkaAccess, new_admin, new_producer, start_client
 
 __all__ = [
     "CANCEL_SOURCE",
@@ -129,16 +129,16 @@ async def projection_queues(conn: asyncpg.Connection) -> set[str]:
     return {r["name"] for r in await conn.fetch("SELECT name FROM queues")}
 
 
-async def message_limit(bootstrap: str, topics: Sequence[str]) -> int:
+async def message_limit(kafka: KafkaAccess, topics: Sequence[str]) -> int:
     """The smallest ``max.message.bytes`` of ``topics`` as the broker reports it.
 
     :data:`DEFAULT_MAX_MESSAGE_BYTES` for a topic the broker reports no value for, and for all of
     them when it does not answer DescribeConfigs (a broker without it, or an ACL): the submission is
     then checked against Kafka's default, and a broker with a lower limit refuses at produce time.
     """
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = new_admin(kafka)
     try:
-        await admin.start()
+        await start_client(admin, kafka)
         resources = [ConfigResource(ConfigResourceType.TOPIC, topic) for topic in topics]
         async with asyncio.timeout(_DESCRIBE_TIMEOUT):
             responses = await admin.describe_configs(resources)
@@ -227,11 +227,10 @@ async def produce_manifests(
     owned = producer is None
     if producer is None:
         # acks=all: an acknowledged submission survives a broker failover.
-        producer = AIOKafkaProducer(
-            bootstrap_servers=endpoints.kafka_bootstrap, acks="all", max_request_size=max_request_size
-        )
+        kafka = endpoints.kafka()
+        producer = new_producer(kafka, acks="all", max_request_size=max_request_size)
         try:
-            await producer.start()
+            await start_client(producer, kafka)
         except BaseException:
             await producer.stop()  # a failed start still holds a client that must be closed
             raise

@@ -24,6 +24,7 @@ import yaml
 from api.endpoints import Endpoints
 from events.display import printable, redact
 from events.quantity import CPU, MEMORY, PODS, format_resources, parse_resources
+from projector.connections import DatabaseAccess, connect
 from projector.state import OCCUPYING, TASK_STATUSES
 
 __all__ = [
@@ -303,23 +304,27 @@ _ALIASES = {"job": "jobs", "queue": "queues", "node": "nodes", "session": "sessi
 T = TypeVar("T")
 
 
-async def read_projection(database_url: str, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+async def read_projection(
+    database_url: DatabaseAccess | str, work: Callable[[asyncpg.Connection], Awaitable[T]]
+) -> T:
     """Run ``work`` in one read-only repeatable-read transaction; errors as :class:`ViewError`."""
     try:
-        con = await asyncpg.connect(database_url)
+        con = await connect(database_url)
     except (OSError, asyncpg.PostgresError) as exc:
         raise ViewError(f"cannot reach the projection database: {redact(str(exc))}") from None
     try:
         async with con.transaction(isolation="repeatable_read", readonly=True):
             return await work(con)
     except asyncpg.UndefinedTableError as exc:
-        raise ViewError(f"the database has no projection yet ({exc}); is the projector running?") from exc
+        raise ViewError(
+            f"the database has no projection yet ({exc}); run `tephra migrate`, then the projector"
+        ) from exc
     finally:
         await con.close()
 
 
 async def fetch_items(
-    database_url: str, kind: str, *, limit: int = 20, query: JobQuery | None = None
+    database_url: DatabaseAccess | str, kind: str, *, limit: int = 20, query: JobQuery | None = None
 ) -> list[Item]:
     """One listing; ``query`` selects the jobs (default: all of them)."""
 
@@ -577,7 +582,7 @@ def kind_of(what: str) -> str:
     return kind
 
 
-async def select_items(database_url: str, selection: Selection) -> list[Item]:
+async def select_items(database_url: DatabaseAccess | str, selection: Selection) -> list[Item]:
     """The items ``selection`` names (a named one that does not exist: an empty list)."""
     kind = selection.kind
     if kind == "jobs":
@@ -607,7 +612,7 @@ def label_selector(text: str | None, kind: str) -> tuple[tuple[str, str], ...]:
 
 
 def watch(
-    database_url: str,
+    database_url: DatabaseAccess | str,
     selection: Selection,
     output: str,
     out: TextIO,
@@ -664,11 +669,11 @@ def get_command(
     selection = Selection(kind, name, namespace, limit, label_selector(labels, kind))
     if watch_interval is not None:
         try:
-            watch(endpoints.database_url, selection, output, out, interval=watch_interval)
+            watch(endpoints.database(), selection, output, out, interval=watch_interval)
         except KeyboardInterrupt:
             pass
         return 0
-    items = asyncio.run(select_items(endpoints.database_url, selection))
+    items = asyncio.run(select_items(endpoints.database(), selection))
     if name is not None and not items:
         where = f" in namespace {namespace or 'default'}" if kind == "jobs" and "/" not in name else ""
         print(f"error: {_REF[kind][0]} {name!r} not found{where}", file=sys.stderr)
@@ -830,11 +835,11 @@ def describe_text(item: Item) -> str:
     return "\n".join(lines) + "\n"
 
 
-async def fetch_job(database_url: str, job_id: str) -> Item | None:
+async def fetch_job(database_url: DatabaseAccess | str, job_id: str) -> Item | None:
     """:func:`describe_job` in one read-only transaction."""
     return await read_projection(database_url, lambda con: describe_job(con, job_id))
 
 
-async def fetch_object(database_url: str, kind: str, name: str) -> Item | None:
+async def fetch_object(database_url: DatabaseAccess | str, kind: str, name: str) -> Item | None:
     """:func:`describe_object` in one read-only transaction."""
     return await read_projection(database_url, lambda con: describe_object(con, kind, name))

@@ -55,6 +55,7 @@ from api.embedded import EmbeddedBroker, create_topics
 from bench.host import cpu_loop_seconds, memory_walk_seconds
 from events.topics import Topics
 from projector import compiled as projector_compiled
+from projector.migrate import apply_migrations
 from tests.projector.helpers import create_database, drop_database, produce
 from tests.projector.streams import CLUSTER, StreamBuilder
 
@@ -210,11 +211,22 @@ async def _bench(bootstrap: str, admin_dsn: str, broker_pid: int | None, args: a
         )
 
 
+async def _migrated_database(admin_dsn: str) -> str:
+    """A fresh database, migrated as `tephra migrate` does before a deployment's runner starts."""
+    dsn = await create_database(admin_dsn)
+    conn = await asyncpg.connect(dsn)
+    try:
+        await apply_migrations(conn)
+    finally:
+        await conn.close()
+    return dsn
+
+
 async def _round(
     bootstrap: str, admin_dsn: str, broker_pid: int | None, topics: Topics, produced: int
 ) -> tuple[float | None, float]:
     """One run of the runner over the topics into a fresh database: (sustained events/s, CPU us/event)."""
-    dsn = await create_database(admin_dsn)
+    dsn = await _migrated_database(admin_dsn)
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),

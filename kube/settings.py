@@ -7,8 +7,12 @@ resolves the endpoints and passes them to
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from projector.connection_settings import ServiceCredentials
 
 __all__ = ["SimClusterSettings"]
 
@@ -21,3 +25,26 @@ class SimClusterSettings(BaseSettings):
     sim_poll_interval: float = Field(
         default=0.1, gt=0, description="seconds between two reads of the tasks it has work for"
     )
+
+    sim_kafka_username: str = Field(
+        default="", description="the simulated cluster's own SASL user (empty: TEPHRA_KAFKA_USERNAME)"
+    )
+    sim_kafka_password_file: Path | None = Field(
+        default=None, description="a file holding the simulated cluster's SASL password"
+    )
+    sim_database_user: str = Field(
+        default="",
+        description="the PostgreSQL role the simulated cluster connects as (empty: the URL's user)",
+    )
+    sim_database_password_file: Path | None = Field(
+        default=None, description="a file holding that role's password"
+    )
+
+    def sim_credentials(self) -> ServiceCredentials:
+        return ServiceCredentials(
+            "sim",
+            self.sim_kafka_username,
+            self.sim_kafka_password_file,
+            self.sim_database_user,
+            self.sim_database_password_file,
+        )

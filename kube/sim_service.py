@@ -28,6 +28,8 @@ from kube.settings import SimClusterSettings
 from kube.sim import SimPlanner, TaskView, run_sim_cluster
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
 from kube.sim_telemetry import Headers, SimTelemetry, set_connected
+from projector.connections import DatabaseAccess, KafkaAccess, create_pool, new_producer, start_client
+from projector.migrate import require_schema
 
 __all__ = ["SIM_WORK_QUERY", "read_sim_tasks", "run_sim_service"]
 
@@ -101,11 +103,16 @@ async def _publish(
     await asyncio.gather(*futures)
 
 
+async def _require_schema(pool: asyncpg.Pool) -> None:
+    async with pool.acquire() as conn:
+        await require_schema(conn)
+
+
 async def run_sim_service(
     settings: SimClusterSettings,
     *,
-    kafka_bootstrap: str,
-    database_url: str,
+    kafka: KafkaAccess,
+    database: DatabaseAccess,
     topics: Topics,
     cluster: str,
 ) -> None:
@@ -117,11 +124,12 @@ async def run_sim_service(
     while True:
         began = time.monotonic()
         try:
-            async with asyncpg.create_pool(database_url, min_size=1, max_size=2) as pool:
-                producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+            async with create_pool(database, min_size=1, max_size=2) as pool:
+                await _require_schema(pool)
+                producer = new_producer(kafka, acks="all")
                 telemetry = SimTelemetry(pool)
                 try:
-                    await producer.start()
+                    await start_client(producer, kafka)
                     set_connected(True)
                     log.info("simulated cluster %s: running", cluster)
                     await run_sim_cluster(

@@ -4,6 +4,7 @@
 
     ProjectorError                 root; ``retriable`` says whether trying again can help
      +-- MigrationError            a migration file is malformed or failed to apply
+ +-- SchemaOutdatedError       the database's schema is older than this code: run ``tephra migrate``
      +-- ArchiveFoldMismatchError  an archived event that the fold refuses (archive or fold is corrupt)
      +-- ProjectionDriftError      the in-memory state and the database disagree (another writer?)
      +-- WaitTimeoutError          read-your-writes: the projection did not reach the wanted point in time
@@ -27,6 +28,7 @@ __all__ = [
     "ProjectionDriftError",
     "ProjectorError",
     "RecordFailedError",
+    "SchemaOutdatedError",
     "WaitTimeoutError",
 ]
 
@@ -43,6 +45,18 @@ class MigrationError(ProjectorError):
         self.name = name
         self.detail = detail
         super().__init__(f"cannot apply migration {version:04d} {name}: {detail}")
+
+
+class SchemaOutdatedError(ProjectorError):
+    """[PROJ-SCHEMA] The schema is older than the code: the services do not migrate it themselves."""
+
+    def __init__(self, found: int, needed: int) -> None:
+        self.found = found
+        self.needed = needed
+        super().__init__(
+            f"[PROJ-SCHEMA] the database schema is at version {found}, this Tephra needs {needed}:"
+            " run `tephra migrate` (as the database's owner) before starting the services"
+        )
 
 
 class ArchiveFoldMismatchError(ProjectorError):

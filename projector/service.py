@@ -64,10 +64,18 @@ from events.topics import Topics
 from events.tracing import traceparent_of
 from projector.broker_identity import IdentityCheck, Verdict, identity_check
 from projector.checkpoints import CheckpointPublisher
+from projector.connections import (
+    DatabaseAccess,
+    KafkaAccess,
+    connect,
+    new_consumer,
+    new_producer,
+    start_client,
+)
 from projector.door import ConfigCheck, Door, Position, short
 from projector.errors import BatchFailedError, ProjectorError, RecordFailedError
 from projector.heap import BatchHeap
-from projector.migrate import apply_migrations
+from projector.migrate import require_schema
 from projector.plan import id_hint
 from projector.read_pacing import ReadPacer
 from projector.settings import ProjectorSettings, parse_positions
@@ -167,8 +175,8 @@ class ProjectorMetrics:
 class _Target:
     """Where the projector reads and writes (resolved by ``api``: an external stack or the embedded one)."""
 
-    kafka_bootstrap: str
-    database_url: str
+    kafka: KafkaAccess
+    database: DatabaseAccess
     topics: Topics
     cluster: str
     #: The scheduler's configuration check (projector.door), given by api.
@@ -180,8 +188,8 @@ class _Target:
 async def run_projector(
     settings: ProjectorSettings,
     *,
-    kafka_bootstrap: str,
-    database_url: str,
+    kafka: KafkaAccess,
+    database: DatabaseAccess,
     topics: Topics,
     cluster: str,
     stop: asyncio.Event | None = None,
@@ -198,7 +206,7 @@ async def run_projector(
     """
     stop = stop or asyncio.Event()
     metrics = metrics if metrics is not None else ProjectorMetrics()
-    target = _Target(kafka_bootstrap, database_url, topics, cluster, config_check, checkpoint_key)
+    target = _Target(kafka, database, topics, cluster, config_check, checkpoint_key)
     if checkpoint_key is None:
         log.warning("no projector key: no checkpoints of the chain are published (TEPHRA_PROJECTOR_KEY_FILE)")
     try:
@@ -420,7 +428,7 @@ class _Run:
         self.identity: dict[tuple[str, int], IdentityCheck] = {}
         self._assigned = False
         self.watch = TopicWatch(
-            target.kafka_bootstrap,
+            target.kafka,
             (target.topics.intents, target.topics.observations, target.topics.decisions),
             who=f"projector {self.consumer_name}",
             every=settings.projector_topics_refresh,
@@ -441,10 +449,10 @@ class _Run:
 
     async def run(self) -> None:
         settings, target = self.settings, self.target
-        conn = await asyncpg.connect(target.database_url)
+        conn = await connect(target.database)
         query_conn: asyncpg.Connection | None = None
         try:
-            await apply_migrations(conn)
+            await require_schema(conn)
             if not await self._take_writer_lock(conn):
                 return
             writer = await BatchWriter.load(
@@ -459,27 +467,25 @@ class _Run:
             self.metrics.last_seq = writer.state.seq
             self.checkpoints = await self._checkpoint_publisher(conn)
             self.heap.loaded()
-            consumer = AIOKafkaConsumer(
-                bootstrap_servers=target.kafka_bootstrap,
+            consumer = new_consumer(
+                target.kafka,
                 group_id=None,
                 enable_auto_commit=False,
                 auto_offset_reset="none",  # an out-of-range position is reported, not skipped
                 max_partition_fetch_bytes=8 * 1024 * 1024,
                 fetch_max_wait_ms=settings.projector_fetch_max_wait_ms,
             )
-            producer = AIOKafkaProducer(
-                bootstrap_servers=target.kafka_bootstrap, acks="all", max_request_size=DEAD_LETTER_MAX_BYTES
-            )
+            producer = new_producer(target.kafka, acks="all", max_request_size=DEAD_LETTER_MAX_BYTES)
             # Duplicate checks of the next batch run while the writer's connection commits.
             # Planned for its ids every time: a generic plan made while event_log was
             # small stayed a sequential scan, comparing every row with 1,000 ids
             # (seconds a query at 100k events; measured 1.1k events/s).
-            query_conn = await asyncpg.connect(
-                target.database_url, server_settings={"plan_cache_mode": "force_custom_plan"}
+            query_conn = await connect(
+                target.database, server_settings={"plan_cache_mode": "force_custom_plan"}
             )
-            await consumer.start()
+            await start_client(consumer, target.kafka)
             try:
-                await producer.start()
+                await start_client(producer, target.kafka)
                 try:
                     async with self.watch:
                         await self._assign(conn, consumer, await self.watch.partitions())

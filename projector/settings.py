@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from events.models import INT32_MAX
+from projector.connection_settings import ServiceCredentials
 from projector.door import Position
 from projector.heap import BUSY_THAW_GROWTH, THAW_GROWTH
 
@@ -116,6 +117,19 @@ class ProjectorSettings(BaseSettings):
         le=INT32_MAX,
         description="a JobSubmitted with more replicas in all its tasks is rejected (too-many-tasks)",
     )
+    projector_kafka_username: str = Field(
+        default="", description="the projector's own SASL user (empty: TEPHRA_KAFKA_USERNAME)"
+    )
+    projector_kafka_password_file: Path | None = Field(
+        default=None, description="a file holding the projector's SASL password"
+    )
+    projector_database_user: str = Field(
+        default="", description="the PostgreSQL role the projector connects as (empty: the URL's user)"
+    )
+    projector_database_password_file: Path | None = Field(
+        default=None, description="a file holding that role's password"
+    )
+
     skip_record: str = Field(
         default="",
         description="TOPIC:PARTITION:OFFSET[,...]: records the projector rejects unread"
@@ -136,6 +150,15 @@ class ProjectorSettings(BaseSettings):
                 f" TEPHRA_PROJECTOR_THAW_GROWTH ({self.projector_thaw_growth})"
             )
         return self
+
+    def projector_credentials(self) -> ServiceCredentials:
+        return ServiceCredentials(
+            "projector",
+            self.projector_kafka_username,
+            self.projector_kafka_password_file,
+            self.projector_database_user,
+            self.projector_database_password_file,
+        )
 
     def consumer_name(self, cluster: str) -> str:
         return self.projector_consumer or f"projector:{cluster}"

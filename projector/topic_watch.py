@@ -23,7 +23,8 @@ from types import TracebackType
 from typing import Self
 
 from aiokafka import TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
+
+from projector.connections import KafkaAccess, new_admin, start_client
 
 __all__ = ["TopicWatch"]
 
@@ -33,16 +34,17 @@ log = logging.getLogger(__name__)
 class TopicWatch:
     """The partitions of ``topics`` as the broker lists them; logs one line while some topics are missing."""
 
-    def __init__(self, bootstrap: str, topics: Sequence[str], *, who: str, every: float) -> None:
+    def __init__(self, kafka: KafkaAccess, topics: Sequence[str], *, who: str, every: float) -> None:
         self.topics = tuple(topics)
         self.who = who
         self.every = every
-        self._admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        self._kafka = kafka
+        self._admin = new_admin(kafka)
         self._next_look = 0.0
         self._missing: tuple[str, ...] = ()
 
     async def __aenter__(self) -> Self:
-        await self._admin.start()
+        await start_client(self._admin, self._kafka)
         return self
 
     async def __aexit__(

@@ -32,9 +32,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from events.display import printable
 from events.signing import SigningKeyError, load_signing_key
+from projector.connection_settings import ConnectionSettings
+from projector.connections import DatabaseAccess, database_access
 from replay.chain import CheckpointAnchor
 from replay.checkpoints import load_checkpoints
-from replay.errors import ArchiveError, NotFound, ReplayError
+from replay.errors import ArchiveError, ArchiveUnavailable, NotFound, ReplayError
 from replay.explain import Explanation
 from replay.locate import database_url
 from replay.probe import DEFAULT_BUDGET_SECONDS
@@ -128,11 +130,19 @@ def located_archive(explicit: str | None) -> Iterator[str]:
 _archive_url: ArchiveUrl = located_archive
 
 
+def _archive_access(url: str) -> DatabaseAccess:
+    """The URL with the deployment's PostgreSQL TLS settings and password file (``TEPHRA_DATABASE_*``)."""
+    try:
+        return database_access(ConnectionSettings(), url)
+    except ValueError as exc:  # pydantic's ValidationError is one
+        raise ArchiveUnavailable(f"the TEPHRA_DATABASE_* settings cannot be used: {exc}") from None
+
+
 def _run(url: str | None, work: Callable[[ArchiveReader], Awaitable[T]]) -> T:
     """Open the archive, run ``work`` on it, map replay's errors to exit codes."""
 
     async def go(resolved: str) -> T:
-        async with open_archive(resolved) as reader:
+        async with open_archive(_archive_access(resolved)) as reader:
             return await work(reader)
 
     try:

@@ -27,6 +27,7 @@ from events.models import SessionCommitted, SessionPart
 from events.serde import EventDecodeError, decode
 from events.tracing import trace_id_of
 from projector.archive import JOB_EVENT_TYPES, JOB_SUBMITTED, row_canonical, row_hash
+from projector.connections import DatabaseAccess, connect
 from projector.state import ClusterState, SessionRecord
 from projector.state_json import session_from_json, state_from_jsonable
 from replay.archive import ArchivedEvent
@@ -393,20 +394,21 @@ class ArchiveReader:
 
 
 @asynccontextmanager
-async def open_archive(url: str) -> AsyncIterator[ArchiveReader]:
+async def open_archive(url: str | DatabaseAccess) -> AsyncIterator[ArchiveReader]:
     """Connect and open one read-only, repeatable-read transaction for the whole use.
 
     Raises:
         ArchiveUnavailable: the server does not answer or the schema is missing.
     """
     try:
-        conn = await asyncpg.connect(url)
+        conn = await connect(url)
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         raise ArchiveUnavailable(f"cannot connect to the archive database: {redact(str(exc))}") from None
     except ValueError:
         # The driver's own message may quote a piece of a password it split in the wrong place.
+        shown = url if isinstance(url, str) else url.url
         raise ArchiveUnavailable(
-            f"the archive database URL is malformed: {redact(url)} (expected"
+            f"the archive database URL is malformed: {redact(shown)} (expected"
             " postgresql://user:password@host:port/db, with '/', '?', '#' and '@' in the password"
             " percent-encoded)"
         ) from None

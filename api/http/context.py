@@ -17,11 +17,13 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from fastapi import Request
 
+from api.access import ServiceAccess
 from api.endpoints import Endpoints
 from api.http.jwts import JwtKeys, JwtRefused
 from api.http.problems import Code, Problem
 from api.http.settings import ApiSettings
 from api.http.tokens import TokenStore
+from projector.connections import DatabaseAccess, create_pool, new_producer, start_client
 
 if TYPE_CHECKING:
     from api.http.verify import Verifier
@@ -49,6 +51,8 @@ class ApiContext:
     producer: AIOKafkaProducer
     tokens: TokenStore
     verifier: Verifier
+    #: How the API reaches PostgreSQL (its own role and TLS): the archive reads connect with it too.
+    database: DatabaseAccess
     jwt_keys: JwtKeys | None = None
 
     def authenticating(self) -> bool:
@@ -68,22 +72,35 @@ def jwt_keys(settings: ApiSettings) -> JwtKeys | None:
 
 
 @contextlib.asynccontextmanager
-async def open_context(settings: ApiSettings, endpoints: Endpoints) -> AsyncIterator[ApiContext]:
+async def open_context(
+    settings: ApiSettings, endpoints: Endpoints, access: ServiceAccess | None = None
+) -> AsyncIterator[ApiContext]:
+    """The API's pool and producer; ``access``: the API's own (default: the endpoints' common one)."""
     keys = jwt_keys(settings)
-    pool = await asyncpg.create_pool(
-        endpoints.database_url, min_size=1, max_size=settings.api_pool_size, connection_class=ApiConnection
+    kafka = access.kafka if access is not None else endpoints.kafka()
+    database = access.database if access is not None else endpoints.database()
+    pool = await create_pool(
+        database, min_size=1, max_size=settings.api_pool_size, connection_class=ApiConnection
     )
     try:
         # acks=all: an acknowledged submission survives a broker failover (as tephra submit).
-        producer = AIOKafkaProducer(bootstrap_servers=endpoints.kafka_bootstrap, acks="all")
+        producer = new_producer(kafka, acks="all")
         try:
-            await producer.start()
+            await start_client(producer, kafka)
             from api.http.verify import Verifier  # noqa: PLC0415 - it imports this module: on use, no cycle
 
             verifier = Verifier()
             try:
-                tokens = TokenStore(settings.api_tokens_file)
-                yield ApiContext(settings, endpoints, pool, producer, tokens, verifier, keys)
+                yield ApiContext(
+                    settings,
+                    endpoints,
+                    pool,
+                    producer,
+                    TokenStore(settings.api_tokens_file),
+                    verifier,
+                    database,
+                    keys,
+                )
             finally:
                 await verifier.close()
         finally:
@@ -106,7 +123,7 @@ async def connection(ctx: ApiContext) -> AsyncIterator[asyncpg.Connection]:
         async with ctx.pool.acquire() as conn:
             yield conn
     except asyncpg.UndefinedTableError as exc:
-        detail = f"the database has no projection yet ({exc}); is the projector running?"
+        detail = f"the database has no projection yet ({exc}); run `tephra migrate`, then the projector"
         raise Problem(Code.DATABASE_UNAVAILABLE, detail) from None
     except asyncpg.DataError as exc:  # a value PostgreSQL's text cannot hold (a NUL character ...)
         raise Problem(

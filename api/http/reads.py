@@ -137,7 +137,7 @@ async def on_archive(
             await wait_until(ctx, conn, min_seq)
 
     async def replay() -> T:
-        async with open_archive(ctx.endpoints.database_url) as reader:
+        async with open_archive(ctx.database) as reader:
             return await work(reader)
 
     try:

@@ -10,10 +10,12 @@ from collections.abc import Callable, Iterator
 
 import uvicorn
 
+from api.access import ServiceAccess
 from api.endpoints import Endpoints
 from api.http.app import create_app, writes_refused_notice
 from api.http.context import open_context
 from api.http.settings import ApiSettings, split_addr
+from api.settings import TephraSettings
 
 __all__ = ["api_command", "api_url", "bind", "serve_api"]
 
@@ -69,11 +71,15 @@ async def serve_api(
     *,
     sock: socket.socket | None = None,
     on_ready: Callable[[str], None] | None = None,
+    access: ServiceAccess | None = None,
 ) -> None:
-    """Open the pool and the producer, then serve until cancelled; ``on_ready`` gets the URL."""
+    """Open the pool and the producer, then serve until cancelled; ``on_ready`` gets the URL.
+
+    ``access``: the API's own credentials and transport (default: the endpoints' common ones).
+    """
     sock = sock or bind(settings)
     try:
-        async with open_context(settings, endpoints) as ctx:
+        async with open_context(settings, endpoints, access) as ctx:
             if ctx.authenticating():
                 jwks = settings.api_jwks_file
                 log.info(
@@ -109,11 +115,13 @@ async def serve_api(
         sock.close()
 
 
-def api_command(settings: ApiSettings, endpoints: Endpoints) -> int:
+def api_command(settings: TephraSettings, endpoints: Endpoints) -> int:
     """``tephra api``: serve until SIGINT or SIGTERM; the exit code."""
+    from api.access import service_access  # noqa: PLC0415
     from api.stack import run_until_signalled  # noqa: PLC0415 - the command's runner, shared with the others
 
     def announce(url: str) -> None:
         print(f"tephra: API at {url}", flush=True)
 
-    return run_until_signalled(lambda: serve_api(settings, endpoints, on_ready=announce))
+    access = service_access(settings, endpoints, settings.api_credentials())
+    return run_until_signalled(lambda: serve_api(settings, endpoints, on_ready=announce, access=access))

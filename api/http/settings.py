@@ -12,6 +12,8 @@ from typing import Self
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from projector.connection_settings import ServiceCredentials
+
 __all__ = ["ApiSettings", "split_addr"]
 
 
@@ -52,6 +54,27 @@ class ApiSettings(BaseSettings):
     api_jwt_leeway: float = Field(
         default=30.0, ge=0, description="seconds of clock skew allowed on a JWT's exp, nbf and iat"
     )
+    api_kafka_username: str = Field(
+        default="", description="the HTTP API's own SASL user (empty: TEPHRA_KAFKA_USERNAME)"
+    )
+    api_kafka_password_file: Path | None = Field(
+        default=None, description="a file holding the HTTP API's SASL password"
+    )
+    api_database_user: str = Field(
+        default="", description="the PostgreSQL role the HTTP API connects as (empty: the URL's user)"
+    )
+    api_database_password_file: Path | None = Field(
+        default=None, description="a file holding that role's password"
+    )
+
+    def api_credentials(self) -> ServiceCredentials:
+        return ServiceCredentials(
+            "api",
+            self.api_kafka_username,
+            self.api_kafka_password_file,
+            self.api_database_user,
+            self.api_database_password_file,
+        )
 
     @field_validator("api_addr")
     @classmethod

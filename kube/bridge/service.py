@@ -58,6 +58,8 @@ from kube.bridge.status import StatusWriter
 from kube.bridge.store import BridgeLock, projection_seq, read_projected_state, read_tasks
 from kube.crds import install_crds
 from kube.rest import JsonObject, KubeApiError, KubeClient, json_str, resource_path
+from projector.connections import DatabaseAccess, KafkaAccess, create_pool, new_producer, start_client
+from projector.migrate import require_schema
 
 __all__ = ["Bridge", "run_bridge"]
 
@@ -462,12 +464,18 @@ async def _publish(producer: AIOKafkaProducer, topics: Topics, events: Sequence[
     await asyncio.gather(*futures)
 
 
+async def _require_schema(pool: asyncpg.Pool) -> None:
+    """The bridge reads the projection: stop, naming ``tephra migrate``, if its schema is older."""
+    async with pool.acquire() as conn:
+        await require_schema(conn)
+
+
 async def run_bridge(
     settings: KubeBridgeSettings,
     parse: ObjectParser,
     *,
-    kafka_bootstrap: str,
-    database_url: str,
+    kafka: KafkaAccess,
+    database: DatabaseAccess,
     topics: Topics,
     cluster: str,
     install: bool = False,
@@ -480,20 +488,21 @@ async def run_bridge(
     failures = 0
     while True:
         began = time.monotonic()
-        lock = BridgeLock(database_url, cluster)
+        lock = BridgeLock(database, cluster)
         failure: BaseException | None = None
         try:
             await lock.acquire()
             async with (
-                asyncpg.create_pool(database_url, min_size=1, max_size=3) as pool,
+                create_pool(database, min_size=1, max_size=3) as pool,
                 await KubeClient.connect(settings.kubeconfig) as client,
             ):
                 if install:
                     log.info("kube bridge: installed %s", ", ".join(await install_crds(client)))
                     install = False
-                producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+                await _require_schema(pool)
+                producer = new_producer(kafka, acks="all")
                 try:
-                    await producer.start()
+                    await start_client(producer, kafka)
                     bridge = Bridge(
                         settings,
                         client,

@@ -18,6 +18,7 @@ import asyncpg
 from kube.bridge.door import ProjectedState
 from kube.bridge.plan import ProjectedTask
 from kube.rest import JsonObject
+from projector.connections import DatabaseAccess, connect
 
 __all__ = ["BridgeLock", "projection_seq", "read_projected_state", "read_tasks"]
 
@@ -112,8 +113,8 @@ async def read_projected_state(pool: asyncpg.Pool) -> ProjectedState:
 class BridgeLock:
     """A PostgreSQL session advisory lock held on a connection of its own while the bridge runs."""
 
-    def __init__(self, database_url: str, cluster: str) -> None:
-        self.database_url = database_url
+    def __init__(self, database: DatabaseAccess, cluster: str) -> None:
+        self.database = database
         self.cluster = cluster
         self._conn: asyncpg.Connection | None = None
 
@@ -121,7 +122,7 @@ class BridgeLock:
         """Wait until this process holds the lock (another bridge of the cluster holds it meanwhile)."""
         waited = False
         while True:
-            conn = await asyncpg.connect(self.database_url)
+            conn = await connect(self.database)
             if await conn.fetchval(_LOCK_SQL, self.cluster):
                 self._conn = conn
                 log.info("kube bridge %s: holding the bridge lock", self.cluster)

@@ -21,23 +21,14 @@ from typing import Final
 
 import asyncpg
 
+from projector.connections import DatabaseAccess, connect
+from projector.migrate import require_schema
 from scheduler.service.errors import LeadershipLost
-from scheduler.service.records import SESSION_TIMINGS_DDL
 
-__all__ = ["LEADERS_DDL", "Leadership", "campaign"]
+__all__ = ["Leadership", "campaign"]
 
 log = logging.getLogger("tephra.scheduler")
 
-LEADERS_DDL: Final = (
-    "CREATE TABLE IF NOT EXISTS scheduler_leaders ("
-    " cluster text NOT NULL,"
-    " epoch bigint NOT NULL CHECK (epoch > 0),"
-    " holder text NOT NULL,"
-    " acquired_at timestamptz NOT NULL DEFAULT now(),"
-    " PRIMARY KEY (cluster, epoch))"
-)
-# Serialises the DDL above between schedulers of different clusters sharing a database.
-_DDL_LOCK: Final = 0x7E_9A_0003
 _LOCK_SQL: Final = "SELECT pg_try_advisory_lock(hashtextextended('tephra-scheduler:' || $1, 0))"
 
 
@@ -68,12 +59,17 @@ class Leadership:
                 self.conn.terminate()
 
 
-async def campaign(dsn: str, cluster: str, holder: str, *, poll: float = 0.5) -> Leadership:
-    """Wait until this process holds the cluster's lock; record and return the new epoch."""
+async def campaign(database: DatabaseAccess, cluster: str, holder: str, *, poll: float = 0.5) -> Leadership:
+    """Wait until this process holds the cluster's lock; record and return the new epoch.
+
+    Raises :class:`~projector.errors.SchemaOutdatedError` when the schema is older than this
+    scheduler needs: it does not migrate it (``tephra migrate`` does).
+    """
     announced = False
     while True:
-        conn = await asyncpg.connect(dsn)
+        conn = await connect(database)
         try:
+            await require_schema(conn)
             while not await conn.fetchval(_LOCK_SQL, cluster):
                 if not announced:
                     log.info("scheduler %s: another scheduler leads cluster %s; standing by", holder, cluster)
@@ -89,9 +85,6 @@ async def campaign(dsn: str, cluster: str, holder: str, *, poll: float = 0.5) ->
 
 async def _next_epoch(conn: asyncpg.Connection, cluster: str, holder: str) -> int:
     async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", _DDL_LOCK)
-        await conn.execute(LEADERS_DDL)
-        await conn.execute(SESSION_TIMINGS_DDL)
         recorded = await conn.fetchval(
             "SELECT coalesce(max(epoch), 0) FROM scheduler_leaders WHERE cluster = $1", cluster
         )

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import asyncpg
-from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from opentelemetry import trace
 from opentelemetry.trace import Tracer
 
 from events.topics import Topics
+from projector.connections import DatabaseAccess, KafkaAccess, connect, new_producer, start_client
 from scheduler.service.default_queue import ensure_default_queue
 from scheduler.service.errors import LeadershipLost
 from scheduler.service.leader import Leadership, campaign
@@ -57,8 +57,8 @@ _TERM_ENDING = (
 async def run_scheduler(
     settings: SchedulerSettings,
     *,
-    kafka_bootstrap: str,
-    database_url: str,
+    kafka: KafkaAccess,
+    database: DatabaseAccess,
     topics: Topics,
     cluster: str,
     tracer: Tracer | None = None,
@@ -68,8 +68,8 @@ async def run_scheduler(
 ) -> None:
     """Schedule the cluster while this process leads it; stand by while another does. Runs until cancelled."""
     service = _Service(
-        bootstrap=kafka_bootstrap,
-        dsn=database_url,
+        kafka=kafka,
+        database=database,
         topics=topics,
         cluster=cluster,
         holder=settings.scheduler_holder or f"{socket.gethostname()}:{os.getpid()}",
@@ -85,8 +85,8 @@ async def run_scheduler(
 
 @dataclass(frozen=True, slots=True)
 class _Service:
-    bootstrap: str
-    dsn: str
+    kafka: KafkaAccess
+    database: DatabaseAccess
     topics: Topics
     cluster: str
     holder: str
@@ -102,7 +102,7 @@ class _Service:
         cluster = self.cluster
         while True:
             try:
-                leadership = await campaign(self.dsn, cluster, self.holder)
+                leadership = await campaign(self.database, cluster, self.holder)
             except _TERM_ENDING as exc:
                 observe_leadership(None, failing=True)
                 log.warning("cannot stand for leadership: %r; retrying in %.1f s", exc, backoff)
@@ -128,17 +128,15 @@ class _Service:
     async def term(self, leadership: Leadership) -> None:
         """One leadership: its own producer and connections, the session loop and the lock watch."""
         settings = self.settings
-        producer = AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap,
-            acks="all",
-            max_request_size=settings.scheduler_max_message_bytes + 64 * 1024,
+        producer = new_producer(
+            self.kafka, acks="all", max_request_size=settings.scheduler_max_message_bytes + 64 * 1024
         )
         runner = SessionRunner(settings.session_budget)
-        reader = await ProjectionReader.connect(self.dsn)
-        records = await asyncpg.connect(self.dsn)
+        reader = await ProjectionReader.connect(self.database)
+        records = await connect(self.database)
         try:
             await reader.wait_for_schema()
-            await producer.start()
+            await start_client(producer, self.kafka)
             if await ensure_default_queue(
                 await reader.state(), producer, self.topics, self.cluster, self.clock()
             ):

@@ -22,6 +22,7 @@ from typing import Any
 
 import asyncpg
 
+from projector.connections import DatabaseAccess, connect
 from projector.errors import WaitTimeoutError
 from projector.fold import apply
 from projector.progress import projected_seq, wait_for_session
@@ -55,10 +56,10 @@ class ProjectionReader:
         self._state: ClusterState | None = None
 
     @classmethod
-    async def connect(cls, dsn: str) -> ProjectionReader:
-        conn = await asyncpg.connect(dsn)
+    async def connect(cls, database: DatabaseAccess) -> ProjectionReader:
+        conn = await connect(database)
         try:
-            listener = await asyncpg.connect(dsn)
+            listener = await connect(database)
         except BaseException:
             conn.terminate()
             raise
@@ -75,7 +76,7 @@ class ProjectionReader:
                 await conn.close(timeout=2)
 
     async def wait_for_schema(self, poll: float = 0.5) -> None:
-        """Return once the projector has created the projection (it migrates at start-up) and
+        """Return once the projector has created the projection (``tephra migrate`` created its tables) and
         rebuilt it if an upgrade asked it to (:func:`projector.reconstruct.rebuild_projection`)."""
         announced = False
         while not await self._projection_ready():

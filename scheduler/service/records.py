@@ -3,38 +3,17 @@
 The SessionCommitted event and the projector's ``sessions`` table hold the
 session's id, input seq, decisions and pending-reasons digest; the wall-clock
 durations are facts about this process, not about the cluster, so they stay
-out of the event (and out of replay's comparisons) and go here.
+out of the event (and out of replay's comparisons) and go here: the table
+``scheduler_session_timings`` (migration 0012; the scheduler's role may insert into it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
 
 import asyncpg
 
-__all__ = ["SESSION_TIMINGS_DDL", "SessionTiming", "record_session"]
-
-SESSION_TIMINGS_DDL: Final = (
-    "CREATE TABLE IF NOT EXISTS scheduler_session_timings ("
-    " session_id text PRIMARY KEY,"
-    " cluster text NOT NULL,"
-    " leader_epoch bigint NOT NULL,"
-    " input_seq bigint NOT NULL,"
-    " applied_seq bigint NOT NULL,"
-    " decisions integer NOT NULL,"
-    " accepted integer NOT NULL,"
-    " pending_jobs integer NOT NULL,"
-    " pending_digest text NOT NULL,"
-    " read_seconds double precision NOT NULL,"
-    " compute_seconds double precision NOT NULL,"
-    " publish_seconds double precision NOT NULL,"
-    " apply_seconds double precision NOT NULL,"
-    " recorded_at timestamptz NOT NULL DEFAULT now());"
-    # Added later: a table made before gets the column when the DDL next runs (each new term).
-    " ALTER TABLE scheduler_session_timings"
-    " ADD COLUMN IF NOT EXISTS collect_seconds double precision NOT NULL DEFAULT 0"
-)
+__all__ = ["SessionTiming", "record_session"]
 
 
 @dataclass(frozen=True, slots=True)

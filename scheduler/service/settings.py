@@ -7,8 +7,12 @@ here: ``api`` resolves the endpoints and passes them to
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from projector.connection_settings import ServiceCredentials
 
 __all__ = ["SchedulerSettings"]
 
@@ -41,3 +45,25 @@ class SchedulerSettings(BaseSettings):
         description="freeze the long-lived heap out of the collector before each session"
         " (scheduler.service.heap)",
     )
+
+    scheduler_kafka_username: str = Field(
+        default="", description="the scheduler's own SASL user (empty: TEPHRA_KAFKA_USERNAME)"
+    )
+    scheduler_kafka_password_file: Path | None = Field(
+        default=None, description="a file holding the scheduler's SASL password"
+    )
+    scheduler_database_user: str = Field(
+        default="", description="the PostgreSQL role the scheduler connects as (empty: the URL's user)"
+    )
+    scheduler_database_password_file: Path | None = Field(
+        default=None, description="a file holding that role's password"
+    )
+
+    def scheduler_credentials(self) -> ServiceCredentials:
+        return ServiceCredentials(
+            "scheduler",
+            self.scheduler_kafka_username,
+            self.scheduler_kafka_password_file,
+            self.scheduler_database_user,
+            self.scheduler_database_password_file,
+        )

@@ -124,10 +124,10 @@ def test_a_service_retrying_an_unreachable_database_logs_without_the_password(
         [*TEPHRA, command], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
     )
     try:
-        # Until it has said, at least twice, that it retries.
+        # Until it has said, at least twice, that it retries (the projector: "reconnecting").
         lines: list[str] = []
         assert proc.stderr is not None
-        while sum("retrying" in line for line in lines) < 2:
+        while sum("retrying" in line or "reconnecting" in line for line in lines) < 2:
             line = proc.stderr.readline()
             assert line, "".join(lines)
             lines.append(line)

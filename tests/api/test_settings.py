@@ -15,6 +15,7 @@ from api.settings import (
     COMMAND_SETTINGS,
     CommonSettings,
     KubeBridgeCommandSettings,
+    MigrateSettings,
     ObservabilitySettings,
     SettingsError,
     TephraSettings,
@@ -37,6 +38,7 @@ MODELS = (
     SchedulerSettings,
     SimClusterSettings,
     ApiSettings,
+    MigrateSettings,
 )
 
 

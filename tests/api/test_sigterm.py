@@ -24,6 +24,7 @@ import pytest
 from api.endpoints import read_stack_record
 from events.models import Event
 from events.topics import Topics
+from projector.migrate import apply_migrations
 from tests.api.helpers import read_topic
 from tests.service.helpers import job, node, produce, queue, running_projector, wait_for
 
@@ -52,6 +53,15 @@ def _environment(kafka_bootstrap: str, database_url: str, topics: Topics, **extr
         **extra,
     )
     return env
+
+
+async def _migrate(database_url: str) -> None:
+    """What `tephra migrate` does before the services start (they do not migrate)."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        await apply_migrations(conn)
+    finally:
+        await conn.close()
 
 
 async def _start(command: str, env: dict[str, str], *, module: str = "api.cli") -> asyncio.subprocess.Process:
@@ -138,6 +148,7 @@ async def test_sigterm_mid_backlog_stops_the_projector_within_2_s_and_it_goes_on
 ) -> None:
     events = _backlog()
     await produce(kafka_bootstrap, topics, events)
+    await _migrate(database_url)
     env = _environment(kafka_bootstrap, database_url, topics)
     proc = await _start("projector", env)
     seen: list[str] = []
@@ -165,6 +176,7 @@ async def test_sigterm_mid_backlog_stops_the_projector_within_2_s_and_it_goes_on
 async def test_sigterm_stops_the_simulated_cluster_within_2_s(
     kafka_bootstrap: str, database_url: str, topics: Topics
 ) -> None:
+    await _migrate(database_url)
     proc = await _start("sim-cluster", _environment(kafka_bootstrap, database_url, topics))
     seen: list[str] = []
     try:

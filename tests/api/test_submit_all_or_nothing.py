@@ -17,6 +17,7 @@ from api.manifests import ANNOTATIONS_MAX_BYTES, InvalidManifests, parse_manifes
 from api.submit import DEFAULT_MAX_MESSAGE_BYTES, PartlyProducedError, message_limit, produce_manifests
 from events.serde import decode
 from events.topics import Topics
+from projector.connections import KafkaAccess
 from tests.api.helpers import read_topic
 from tests.api.test_submit import JOB, NODE, QUEUE, fresh_topics
 
@@ -49,9 +50,9 @@ async def test_the_limit_is_the_brokers_or_kafkas_default_when_it_does_not_say(
     kafka_bootstrap: str, topics: Topics
 ) -> None:
     # Tansu answers DescribeConfigs with no entries: Kafka's default stands.
-    assert await message_limit(kafka_bootstrap, [topics.intents]) == DEFAULT_MAX_MESSAGE_BYTES
+    assert await message_limit(KafkaAccess(kafka_bootstrap), [topics.intents]) == DEFAULT_MAX_MESSAGE_BYTES
     # No broker at all: the same default, no error.
-    assert await message_limit("127.0.0.1:9", [topics.intents]) == DEFAULT_MAX_MESSAGE_BYTES
+    assert await message_limit(KafkaAccess("127.0.0.1:9"), [topics.intents]) == DEFAULT_MAX_MESSAGE_BYTES
 
 
 def test_a_too_large_object_means_nothing_is_produced_and_the_error_says_too_large(

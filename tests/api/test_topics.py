@@ -22,6 +22,7 @@ from api.endpoints import Endpoints
 from api.settings import TephraSettings
 from api.stack import SERVICES, ensure_topics, run_services
 from events.topics import Topics
+from projector.connections import KafkaAccess
 from projector.migrate import apply_migrations
 from tests.api.test_live_scheduling import NODE, SETUP, submit, vcjob
 from tests.service.helpers import stopped, stopped_all, until, wait_for
@@ -52,8 +53,8 @@ async def test_missing_topics_are_created_and_existing_ones_left_alone(kafka_boo
     await create_topics(kafka_bootstrap, [topics.decisions], partitions=3)
     settings = TephraSettings(topic_partitions=2)
 
-    await ensure_topics(settings, kafka_bootstrap, topics)
-    await ensure_topics(settings, kafka_bootstrap, topics)  # again: nothing to do, no error
+    await ensure_topics(settings, KafkaAccess(kafka_bootstrap), topics)
+    await ensure_topics(settings, KafkaAccess(kafka_bootstrap), topics)  # again: nothing to do, no error
 
     assert await _partitions(kafka_bootstrap, topics) == {
         topics.intents: 2,
@@ -66,7 +67,7 @@ async def test_missing_topics_are_created_and_existing_ones_left_alone(kafka_boo
 
 async def test_with_create_topics_off_nothing_is_created(kafka_bootstrap: str) -> None:
     topics = _fresh()
-    await ensure_topics(TephraSettings(create_topics=False), kafka_bootstrap, topics)
+    await ensure_topics(TephraSettings(create_topics=False), KafkaAccess(kafka_bootstrap), topics)
     assert await _partitions(kafka_bootstrap, topics) == {}
 
 
@@ -152,7 +153,8 @@ async def test_with_create_topics_on_the_services_create_them_with_the_set_parti
     endpoints = Endpoints(kafka_bootstrap, database_url, topics, "default")
     settings = TephraSettings(topic_partitions=2, schedule_period=0.2, sim_bind_delay=0.1)
     with _waiting_lines() as waiting:
-        services = asyncio.create_task(run_services(settings, endpoints, tuple(SERVICES)))
+        # migrate_first: as `tephra up` does with its own database (the services do not migrate).
+        services = asyncio.create_task(run_services(settings, endpoints, tuple(SERVICES), migrate_first=True))
         try:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 30

@@ -33,6 +33,7 @@ from kube.dev.cluster import DevCluster
 from kube.dev.deploy import bridge_kubeconfig
 from kube.rest import JsonObject, KubeApiError, KubeClient, json_list, json_object, json_str, resource_path
 from kube.sim_kubelet import SimKubelet, parse_node_shape
+from projector.connections import DatabaseAccess, KafkaAccess
 from projector.migrate import apply_migrations
 from tests.service.helpers import stopped
 
@@ -151,8 +152,8 @@ async def stack(cluster: Stack) -> AsyncIterator[Stack]:
         run_bridge(
             KubeBridgeSettings(kubeconfig=cluster.bridge_kubeconfig),
             object_parser("default"),
-            kafka_bootstrap=cluster.endpoints.kafka_bootstrap,
-            database_url=cluster.database_url,
+            kafka=KafkaAccess(cluster.endpoints.kafka_bootstrap),
+            database=DatabaseAccess(cluster.database_url),
             topics=cluster.endpoints.topics,
             cluster="default",
         )

@@ -37,6 +37,7 @@ from events.topics import Topics
 from kube.settings import SimClusterSettings
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION
 from kube.sim_service import SIM_WORK_QUERY, run_sim_service
+from projector.connections import DatabaseAccess, KafkaAccess
 from projector.migrate import apply_migrations
 from tests.api.helpers import read_topic
 from tests.service.helpers import CLUSTER, produce, running_projector, stopped_all, wait_for
@@ -99,8 +100,8 @@ async def running_sim(
         asyncio.create_task(
             run_sim_service(
                 SimClusterSettings(sim_bind_delay=0.2, sim_evict_delay=0.2, sim_poll_interval=0.05),
-                kafka_bootstrap=kafka_bootstrap,
-                database_url=database_url,
+                kafka=KafkaAccess(kafka_bootstrap),
+                database=DatabaseAccess(database_url),
                 topics=topics,
                 cluster=CLUSTER,
             )

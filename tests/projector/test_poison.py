@@ -39,6 +39,7 @@ from events.models import (
 )
 from events.serde import encode
 from events.topics import Topics, topic_for
+from projector.connections import DatabaseAccess
 from projector.door import Door
 from projector.errors import RecordFailedError
 from projector.migrate import apply_migrations
@@ -191,7 +192,7 @@ async def test_the_seed_corpus_is_rejected_with_codes_and_nothing_else_is_lost(
             assert await conn.fetchval("SELECT leader_epoch FROM projection_meta") < 2**53
         finally:
             await conn.close()
-    leadership = await campaign(database_url, CLUSTER, "poison-test")
+    leadership = await campaign(DatabaseAccess(database_url), CLUSTER, "poison-test")
     try:
         assert leadership.epoch < 2**53
     finally:

@@ -27,6 +27,7 @@ from events.models import (
 from events.serde import encode
 from events.signing import SigningKey
 from events.topics import Topics, kafka_key, topic_for
+from projector.connections import DatabaseAccess, KafkaAccess
 from projector.migrate import apply_migrations
 from projector.service import ProjectorMetrics, run_projector
 from projector.settings import ProjectorSettings
@@ -124,9 +125,13 @@ async def running_projector(
     *,
     cluster: str = CLUSTER,
     checkpoint_key: SigningKey | None = None,
+    database: DatabaseAccess | None = None,
 ) -> AsyncIterator[ProjectorMetrics]:
     """The projector service of ``cluster`` (``settings`` default: a 5 ms linger), stopped on exit;
-    it publishes signed checkpoints when given a ``checkpoint_key``."""
+    it publishes signed checkpoints when given a ``checkpoint_key``.
+
+    ``database``: how the service connects (default: as the URL says); the test's migration uses the URL.
+    """
     conn = await asyncpg.connect(database_url)
     try:
         await apply_migrations(conn)  # so the test can read the tables at once; the service's run is a no-op
@@ -137,8 +142,8 @@ async def running_projector(
     task = asyncio.create_task(
         run_projector(
             ProjectorSettings(projector_linger_ms=5) if settings is None else settings,
-            kafka_bootstrap=kafka_bootstrap,
-            database_url=database_url,
+            kafka=KafkaAccess(kafka_bootstrap),
+            database=database or DatabaseAccess(database_url),
             topics=topics,
             cluster=cluster,
             stop=stop,
@@ -156,14 +161,20 @@ async def running_projector(
 
 @asynccontextmanager
 async def running_scheduler(
-    kafka_bootstrap: str, database_url: str, topics: Topics, *, tracer: Tracer | None = None, **settings: Any
+    kafka_bootstrap: str,
+    database_url: str,
+    topics: Topics,
+    *,
+    tracer: Tracer | None = None,
+    database: DatabaseAccess | None = None,
+    **settings: Any,
 ) -> AsyncIterator[SchedulerMetrics]:
     metrics = SchedulerMetrics()
     task = asyncio.create_task(
         run_scheduler(
             SchedulerSettings(**settings),
-            kafka_bootstrap=kafka_bootstrap,
-            database_url=database_url,
+            kafka=KafkaAccess(kafka_bootstrap),
+            database=database or DatabaseAccess(database_url),
             topics=topics,
             cluster=CLUSTER,
             metrics=metrics,

@@ -8,6 +8,7 @@ import asyncpg
 import pytest
 
 from events.topics import Topics
+from projector.connections import DatabaseAccess
 from projector.migrate import apply_migrations
 from projector.projection import load_projection
 from scheduler.service.projection import ProjectionReader
@@ -21,7 +22,7 @@ async def test_the_incrementally_folded_state_equals_the_projection(
 ) -> None:
     async with running_projector(kafka_bootstrap, database_url, topics):
         conn = await asyncpg.connect(database_url)
-        reader = await ProjectionReader.connect(database_url)
+        reader = await ProjectionReader.connect(DatabaseAccess(database_url))
         try:
             await produce(kafka_bootstrap, topics, [queue(), node("n1"), job("a", replicas=3)])
             await wait_for(conn, "SELECT count(*) FROM tasks", 3)

@@ -15,6 +15,7 @@ from aiokafka import AIOKafkaProducer
 from opentelemetry import trace
 
 from events.topics import Topics
+from projector.connections import DatabaseAccess
 from projector.progress import wait_for_event
 from scheduler.service.leader import campaign
 from scheduler.service.loop import SessionLoop
@@ -179,8 +180,8 @@ async def test_input_archived_while_a_session_ran_gets_the_next_session_at_once(
 
     async with running_projector(kafka_bootstrap, database_url, topics):
         probe = await asyncpg.connect(database_url)
-        leadership = await campaign(database_url, CLUSTER, "test")
-        reader = await ProjectionReader.connect(database_url)
+        leadership = await campaign(DatabaseAccess(database_url), CLUSTER, "test")
+        reader = await ProjectionReader.connect(DatabaseAccess(database_url))
         records = await asyncpg.connect(database_url)
         producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
         runner = _SlowFirstSession(submit_late)
