@@ -411,7 +411,8 @@ async def test_an_archive_of_chain_format_1_keeps_its_hashes_and_goes_on_in_form
         last = old_rows[-1]["seq"]
         await conn.execute("UPDATE projection_meta SET seq = $1, rebuild = true", last)
 
-        assert await apply_migrations(conn) == [10]
+        applied = await apply_migrations(conn)
+        assert applied == [m.version for m in migrate.available_migrations() if m.version >= 10]
         formats = await conn.fetch("SELECT DISTINCT chain_format FROM event_log")
         assert [r["chain_format"] for r in formats] == [1]  # their hashes kept, nothing re-chained
         writer = await BatchWriter.load(conn, consumer="c", cluster="default")  # the rebuild folds them
