@@ -26,8 +26,9 @@ from events.models import SessionCommitted, SessionPart
 from events.serde import EventDecodeError, decode
 from events.tracing import trace_id_of
 from projector.archive import JOB_EVENT_TYPES, JOB_SUBMITTED, row_canonical
+from projector.snapshots import read_snapshot
 from projector.state import ClusterState, SessionRecord
-from projector.state_json import session_from_json, state_from_jsonable
+from projector.state_json import session_from_json
 from replay.archive import ArchivedEvent
 from replay.errors import ArchiveError, ArchiveUnavailable, UnknownSession
 from replay.reconstruct import fold_archived
@@ -299,13 +300,8 @@ class ArchiveReader:
 
     async def snapshot_at_or_before(self, seq: int) -> ClusterState | None:
         """The newest stored folded state at or before ``seq``, if any."""
-        text = await self._conn.fetchval(
-            "SELECT state::text FROM state_snapshots WHERE seq <= $1 ORDER BY seq DESC LIMIT 1", seq
-        )
-        if text is None:
-            return None
         with paused_gc():
-            return state_from_jsonable(json.loads(text))
+            return await read_snapshot(self._conn, seq)
 
     async def snapshot_seq_at_or_before(self, seq: int) -> int | None:
         """The seq of the newest stored folded state at or before ``seq`` (cheap: no state is read)."""
@@ -324,8 +320,9 @@ class ArchiveReader:
         text = await self._conn.fetchval(
             """
             SELECT s.value::text
-              FROM (SELECT state FROM state_snapshots WHERE seq >= $1 ORDER BY seq LIMIT 1) AS t,
-                   json_array_elements(t.state->'sessions') AS s(value)
+              FROM (SELECT seq FROM state_snapshots WHERE seq >= $1 ORDER BY seq LIMIT 1) AS t
+              JOIN state_snapshot_chunks AS c ON c.seq = t.seq AND c.section = 'sessions',
+                   json_array_elements(c.items) AS s(value)
              WHERE s.value->>'session_id' = $2 AND (s.value->>'seq')::bigint = $1
             """,
             seq,
