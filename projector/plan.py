@@ -47,13 +47,12 @@ from projector.fold import apply
 from projector.projection_rows import (
     ProjectionWrite,
     TouchedRows,
-    document_json,
     meta_arguments,
     projection_statements,
     session_statement,
 )
 from projector.state import ClusterState, SessionRecord
-from projector.state_json import state_to_jsonable
+from projector.state_json import StoredState, state_to_stored
 from projector.storable import nul_path
 
 __all__ = [
@@ -265,8 +264,8 @@ class BatchPlan:
     sessions: list[SessionRecord] = field(default_factory=list)
     #: The ``expired_buffers`` rows of the buffered entries the batch's events expired.
     expired: list[tuple[Any, ...]] = field(default_factory=list)
-    #: The state as of the end of the batch (JSON), when a snapshot is due.
-    snapshot: str | None = None
+    #: The state as of the end of the batch (head and chunks), when a snapshot is due.
+    snapshot: StoredState | None = None
     #: The chain head after this batch.
     last_hash: bytes = b""
 
@@ -466,4 +465,4 @@ def finish_plan(
         last_snapshot_seq=last_snapshot_seq,
     )
     if due:
-        plan.snapshot = document_json(state_to_jsonable(state))
+        plan.snapshot = state_to_stored(state)

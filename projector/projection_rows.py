@@ -12,17 +12,15 @@ mypyc's coroutines are kept out of the compiled unit (docs/projector.md).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-import orjson
-
 from projector.archive import stdlib_utc
 from projector.state import CLOCK_START, ClusterState, JobState, SessionRecord
 from projector.state_json import (
+    document_json,
     job_to_json,
     node_to_json,
     observations_to_json,
@@ -68,19 +66,6 @@ class StagedRows:
 
 #: What :func:`projection_statements` returns, in order.
 ProjectionWrite = Statement | StagedRows
-
-_json_dumps: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-# Bound once: compiled code looks a module's attribute up by name at every use.
-_orjson_dumps: Final = orjson.dumps
-
-
-def document_json(value: Any) -> str:
-    """Compact JSON text of a projection document or snapshot (not hashed: any valid JSON will do)."""
-    try:
-        return _orjson_dumps(value).decode()
-    except orjson.JSONEncodeError:
-        return _json_dumps(value)  # beyond orjson (an integer over 64 bits in plugin arguments)
-
 
 _dumps: Final = document_json
 #: The projection_meta columns :func:`meta_arguments` gives values for, in order.

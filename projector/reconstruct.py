@@ -31,8 +31,8 @@ from projector.projection_rows import (
     projection_statements,
     session_statement,
 )
+from projector.snapshots import read_snapshot
 from projector.state import ClusterState, SessionRecord
-from projector.state_json import state_from_text
 
 __all__ = [
     "ChainProblem",
@@ -86,10 +86,8 @@ async def state_at(conn_or_pool: Connectable, seq: int) -> ClusterState:
         async with conn_or_pool.acquire() as conn:
             return await state_at(conn, seq)
     conn = conn_or_pool
-    snapshot = await conn.fetchrow(
-        "SELECT seq, state FROM state_snapshots WHERE seq <= $1 ORDER BY seq DESC LIMIT 1", seq
-    )
-    state = ClusterState() if snapshot is None else state_from_text(snapshot["state"])
+    stored = await read_snapshot(conn, seq)
+    state = ClusterState() if stored is None else stored
     async for event_seq, event in archived_events(conn, state.seq, seq):
         outcome = apply(state, event_seq, event)
         if outcome.invalid is not None:

@@ -78,6 +78,7 @@ TABLE_GRANTS: Final[Mapping[str, Mapping[Role, tuple[str, ...]]]] = {
     "checkpoints": _table(projector=APPEND),
     "consumer_offsets": _table(projector=WRITE),
     "state_snapshots": _table(projector=WRITE),
+    "state_snapshot_chunks": _table(projector=WRITE),
     "early_observations": _table(projector=WRITE),
     "session_parts": _table(projector=WRITE),
     "expired_buffers": _table(projector=WRITE),

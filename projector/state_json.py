@@ -1,7 +1,12 @@
 """A :class:`~projector.state.ClusterState` as JSON values, and back.
 
-The snapshots (``state_snapshots.state``) hold :func:`state_to_jsonable`'s
-document; the projection tables hold the per-entity documents
+A snapshot is stored in pieces (:func:`state_to_stored`): a head document
+(``state_snapshots.state``: the clocks, config, queues, priority classes) and
+the items of the sections that grow with the state (nodes, jobs, tasks,
+sessions, buffers) in chunks of about 64 KiB of JSON text
+(``state_snapshot_chunks``), so that neither writing nor reading one ever holds
+its whole text or its whole JSON value.  :func:`state_to_jsonable` is the same
+form as one dict, for comparisons.  The projection tables hold the per-entity documents
 (``queues.doc``, ``nodes.doc``, ``jobs.spec``, ``sessions.doc``) and the
 buffered entries (``early_observations.events``, ``session_parts.items``).  Every
 reader rebuilds a state through :func:`projector.state.assemble`, which
@@ -9,14 +14,17 @@ derives what is not stored (task specs from the job, node usage from the
 tasks).  Times are written as ``datetime.isoformat()`` text; event models as
 their ``model_dump(mode="json")`` values.
 
-The document's ``format`` is 3 (1 had no clock nor retention fields, 2 no role
-clocks nor buffer times); a reader refuses any other.  The ``retiring`` heap is not stored: :func:`assemble`
-derives it from the jobs' ``finished_at`` and ``ttl_seconds``.
+The head's ``format`` is 4 (1 had no clock nor retention fields, 2 no role
+clocks nor buffer times, 3 was one document); a reader refuses any other.
+The ``retiring`` heap is not stored: :func:`assemble` derives it from the
+jobs' ``finished_at`` and ``ttl_seconds``.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -49,16 +57,20 @@ from projector.state import (
     QueueState,
     QueueStatus,
     SessionRecord,
+    TaskRow,
     TaskStatus,
     VoidedDecision,
     assemble,
 )
 
 __all__ = [
+    "CHUNK_BYTES",
     "FORMAT_VERSION",
     "PENDING_ITEM",
-    "early_from_json",
-    "early_to_json",
+    "SECTIONS",
+    "StoredState",
+    "StoredStateReader",
+    "document_json",
     "isoformat",
     "job_from_json",
     "job_to_json",
@@ -68,8 +80,6 @@ __all__ = [
     "observations_to_json",
     "part_from_json",
     "part_to_json",
-    "parts_from_json",
-    "parts_to_json",
     "priority_class_from_json",
     "priority_class_to_json",
     "queue_from_json",
@@ -77,12 +87,13 @@ __all__ = [
     "session_from_json",
     "session_to_json",
     "state_from_jsonable",
-    "state_from_text",
+    "state_from_stored",
     "state_to_jsonable",
+    "state_to_stored",
     "task_status",
 ]
 
-FORMAT_VERSION: Final = 3
+FORMAT_VERSION: Final = 4
 #: The ``kind`` of a pending job buffered with a part's decisions (not a decision kind;
 #: parts archived before SessionPart had ``pending`` have none).
 PENDING_ITEM: Final = "pending"
@@ -94,6 +105,9 @@ _DECISIONS: Final[dict[str, type[Decision]]] = {
 }
 _TASK_STATUSES: Final = {status.value: status for status in TaskStatus}
 _TASK_STARTED: Final = TaskStarted.model_fields["type"].default
+_json_dumps: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# Bound once: compiled code looks a module's attribute up by name at every use.
+_orjson_dumps: Final = orjson.dumps
 
 
 def task_status(text: str) -> TaskStatus:
@@ -103,9 +117,26 @@ def task_status(text: str) -> TaskStatus:
 
 # ---------------------------------------------------------------------------- the whole state
 
+#: The sections of a state that grow with it, in the order they are written:
+#: each is a list of items, stored in chunks (:class:`StoredState`).
+SECTIONS: Final = ("nodes", "jobs", "tasks", "sessions", "session_parts", "early_observations")
+#: A chunk's JSON text closes once it reaches this many bytes: a snapshot is
+#: encoded, written and read a chunk at a time, so neither its text nor its
+#: items' JSON values ever exist whole (a 10k-job state: ~50 chunks).
+CHUNK_BYTES: Final = 64 * 1024
 
-def state_to_jsonable(state: ClusterState) -> dict[str, Any]:
-    """A JSON-able dict (for ``state_snapshots``); :func:`state_from_jsonable` inverts it."""
+
+@dataclass(frozen=True)
+class StoredState:
+    """A state as snapshots store it: ``head`` (``state_snapshots.state``) and
+    ``chunks`` (``state_snapshot_chunks``: (section, JSON array of items), in order)."""
+
+    head: str
+    chunks: list[tuple[str, str]]
+
+
+def _head(state: ClusterState) -> dict[str, Any]:
+    """Everything of a state but its :data:`SECTIONS` (the small, fixed-size part)."""
     return {
         "format": FORMAT_VERSION,
         "seq": state.seq,
@@ -114,53 +145,169 @@ def state_to_jsonable(state: ClusterState) -> dict[str, Any]:
         "config": None if state.config is None else state.config.model_dump(mode="json"),
         "config_version": state.config_version,
         "leader_epoch": state.leader_epoch,
-        "nodes": [node_to_json(n) for n in state.nodes.values()],
-        "jobs": [job_to_json(j) for j in state.jobs.values()],
-        # Tasks as rows: everything else about a task comes from its job's spec.
-        "tasks": [[t.id, t.job, t.role, t.index, t.status, t.node] for t in state.tasks.values()],
-        "sessions": [session_to_json(s) for s in state.sessions.values()],
-        "session_parts": parts_to_json(state.session_parts),
-        "early_observations": early_to_json(state.early_observations),
         "clock": isoformat(state.clock),
         "role_clocks": [isoformat(t) for t in state.role_clocks],
     }
 
 
-def state_from_jsonable(doc: dict[str, Any]) -> ClusterState:
-    if doc.get("format") != FORMAT_VERSION:
-        raise ValueError(f"cannot read cluster state format {doc.get('format')!r}")
-    config = doc["config"]
-    specs: dict[bytes, TaskSpec] = {}  # jobs often share task specs: validate each once
-    return assemble(
-        seq=doc["seq"],
-        queues=[queue_from_json(q) for q in doc["queues"]],
-        priority_classes=[priority_class_from_json(p) for p in doc["priority_classes"]],
-        config=None if config is None else SchedulerConfigSpec.model_validate(config),
-        config_version=doc["config_version"],
-        leader_epoch=doc["leader_epoch"],
-        nodes=[node_from_json(n) for n in doc["nodes"]],
-        jobs=[job_from_json(j, specs) for j in doc["jobs"]],
-        task_rows=[(r[0], r[1], r[2], r[3], task_status(r[4]), r[5]) for r in doc["tasks"]],
-        sessions=[session_from_json(s) for s in doc["sessions"]],
-        session_parts=parts_from_json(doc["session_parts"]),
-        early_observations=early_from_json(doc["early_observations"]),
-        clock=_parse_time(doc["clock"]),
-        role_clocks=[_parse_time(t) for t in doc["role_clocks"]],
+def _section_items(state: ClusterState, section: str) -> Iterator[Any]:
+    """The JSON values of one section's items, one at a time."""
+    if section == "nodes":
+        return (node_to_json(n) for n in state.nodes.values())
+    if section == "jobs":
+        return (job_to_json(j) for j in state.jobs.values())
+    if section == "tasks":
+        # Tasks as rows: everything else about a task comes from its job's spec.
+        return ([t.id, t.job, t.role, t.index, t.status, t.node] for t in state.tasks.values())
+    if section == "sessions":
+        return (session_to_json(s) for s in state.sessions.values())
+    if section == "session_parts":
+        return (
+            [sid, isoformat(buffered.since), [[i, part_to_json(p)] for i, p in buffered.parts.items()]]
+            for sid, buffered in state.session_parts.items()
+        )
+    return (
+        [job, isoformat(entry.since), observations_to_json(entry.events)]
+        for job, entry in state.early_observations.items()
     )
 
 
-def state_from_text(text: str | bytes) -> ClusterState:
-    """A stored state (``state_snapshots.state``) from its JSON text.
+def state_to_jsonable(state: ClusterState) -> dict[str, Any]:
+    """The stored form as one JSON-able dict (head and sections inline; for comparisons and
+    tests: snapshots are written with :func:`state_to_stored`); :func:`state_from_jsonable` inverts it."""
+    doc = _head(state)
+    for section in SECTIONS:
+        doc[section] = list(_section_items(state, section))
+    return doc
 
-    orjson parses it several times faster than the json module; a document it
-    refuses (an integer beyond 64 bits, which the writer's json fallback may
-    store) is read with the json module.
-    """
+
+def state_to_stored(state: ClusterState) -> StoredState:
+    """The snapshot of ``state``: each item encoded alone, items joined into chunks of about
+    :data:`CHUNK_BYTES`; :func:`state_from_stored` inverts it."""
+    chunks: list[tuple[str, str]] = []
+    for section in SECTIONS:
+        pieces: list[bytes] = []
+        size = 0
+        for item in _section_items(state, section):
+            piece = _item_json(item)
+            pieces.append(piece)
+            size += len(piece) + 1
+            if size >= CHUNK_BYTES:
+                chunks.append((section, _chunk_text(pieces)))
+                pieces = []
+                size = 0
+        if pieces:
+            chunks.append((section, _chunk_text(pieces)))
+    return StoredState(document_json(_head(state)), chunks)
+
+
+def _item_json(item: Any) -> bytes:
     try:
-        doc = orjson.loads(text)
+        return _orjson_dumps(item)
+    except orjson.JSONEncodeError:
+        return _json_dumps(item).encode()  # beyond orjson (an integer over 64 bits in plugin arguments)
+
+
+def document_json(value: Any) -> str:
+    """Compact JSON text of a projection document or snapshot (not hashed: any valid JSON will do)."""
+    return _item_json(value).decode()
+
+
+def _chunk_text(pieces: list[bytes]) -> str:
+    return (b"[" + b",".join(pieces) + b"]").decode()
+
+
+def state_from_jsonable(doc: dict[str, Any]) -> ClusterState:
+    """The state of :func:`state_to_jsonable`'s document."""
+    return state_from_stored(doc, ((section, doc[section]) for section in SECTIONS))
+
+
+def state_from_stored(
+    head: str | bytes | dict[str, Any], chunks: Iterable[tuple[str, str | bytes | list[Any]]]
+) -> ClusterState:
+    """A state from a snapshot's head and its chunks in order (JSON text, or already parsed)."""
+    reader = StoredStateReader(head)
+    for section, chunk in chunks:
+        reader.add(section, chunk)
+    return reader.state()
+
+
+class StoredStateReader:
+    """Reads a snapshot a chunk at a time (:func:`state_to_stored`'s form).
+
+    Each chunk's JSON values are turned into the state's objects and dropped
+    before the next chunk is given, so reading never holds more JSON than one
+    chunk's; the caller may fetch the chunks as it goes.
+    """
+
+    def __init__(self, head: str | bytes | dict[str, Any]) -> None:
+        doc = head if isinstance(head, dict) else _loads(head)
+        if doc.get("format") != FORMAT_VERSION:
+            raise ValueError(f"cannot read cluster state format {doc.get('format')!r}")
+        self._head = doc
+        self._specs: dict[bytes, TaskSpec] = {}  # jobs often share task specs: validate each once
+        self._nodes: list[NodeState] = []
+        self._jobs: list[JobState] = []
+        self._task_rows: list[TaskRow] = []
+        self._sessions: list[SessionRecord] = []
+        self._parts: dict[str, BufferedSession] = {}
+        self._early: dict[str, EarlyObservations] = {}
+
+    def add(self, section: str, chunk: str | bytes | list[Any]) -> None:
+        """The next chunk (a JSON array of ``section``'s items, or the parsed list)."""
+        items: list[Any] = chunk if isinstance(chunk, list) else _loads(chunk)
+        if section == "nodes":
+            self._nodes.extend(node_from_json(n) for n in items)
+        elif section == "jobs":
+            specs = self._specs
+            self._jobs.extend(job_from_json(j, specs) for j in items)
+        elif section == "tasks":
+            self._task_rows.extend((r[0], r[1], r[2], r[3], task_status(r[4]), r[5]) for r in items)
+        elif section == "sessions":
+            self._sessions.extend(session_from_json(s) for s in items)
+        elif section == "session_parts":
+            for sid, since, indexed in items:
+                self._parts[sid] = BufferedSession(
+                    since=_parse_time(since),
+                    parts={index: part_from_json(sid, index, docs) for index, docs in indexed},
+                )
+        elif section == "early_observations":
+            for job, since, docs in items:
+                self._early[job] = EarlyObservations(
+                    since=_parse_time(since), events=observations_from_json(docs)
+                )
+        else:
+            raise ValueError(f"cannot read cluster state section {section!r}")
+
+    def state(self) -> ClusterState:
+        """The state of the head and every chunk given."""
+        doc = self._head
+        config = doc["config"]
+        return assemble(
+            seq=doc["seq"],
+            queues=[queue_from_json(q) for q in doc["queues"]],
+            priority_classes=[priority_class_from_json(p) for p in doc["priority_classes"]],
+            config=None if config is None else SchedulerConfigSpec.model_validate(config),
+            config_version=doc["config_version"],
+            leader_epoch=doc["leader_epoch"],
+            nodes=self._nodes,
+            jobs=self._jobs,
+            task_rows=self._task_rows,
+            sessions=self._sessions,
+            session_parts=self._parts,
+            early_observations=self._early,
+            clock=_parse_time(doc["clock"]),
+            role_clocks=[_parse_time(t) for t in doc["role_clocks"]],
+        )
+
+
+def _loads(text: str | bytes) -> Any:
+    """orjson parses several times faster than the json module; a document it refuses (an
+    integer beyond 64 bits, which the json fallback may write) is read with the json module."""
+    try:
+        return orjson.loads(text)
     except orjson.JSONDecodeError:
-        doc = json.loads(text)
-    return state_from_jsonable(doc)
+        return json.loads(text)
 
 
 # ---------------------------------------------------------------------------- per entity
@@ -393,29 +540,6 @@ def part_from_json(session_id: str, index: int, items: list[dict[str, Any]]) -> 
     return SessionPartData(session_id=session_id, index=index, decisions=decisions, pending=pending)
 
 
-def parts_to_json(parts: dict[str, BufferedSession]) -> dict[str, Any]:
-    """Session id -> since and part index (a string: JSON keys are) -> :func:`part_to_json`."""
-    return {
-        sid: {
-            "since": isoformat(buffered.since),
-            "parts": {str(index): part_to_json(part) for index, part in buffered.parts.items()},
-        }
-        for sid, buffered in parts.items()
-    }
-
-
-def parts_from_json(d: dict[str, Any]) -> dict[str, BufferedSession]:
-    return {
-        sid: BufferedSession(
-            since=_parse_time(doc["since"]),
-            parts={
-                int(index): part_from_json(sid, int(index), items) for index, items in doc["parts"].items()
-            },
-        )
-        for sid, doc in d.items()
-    }
-
-
 def observations_to_json(events: list[EarlyObservation]) -> list[dict[str, Any]]:
     """Buffered observations as event documents (``model_dump(mode="json")``)."""
     return [event.model_dump(mode="json") for event in events]
@@ -423,21 +547,6 @@ def observations_to_json(events: list[EarlyObservation]) -> list[dict[str, Any]]
 
 def observations_from_json(docs: list[dict[str, Any]]) -> list[EarlyObservation]:
     return [_observation(doc) for doc in docs]
-
-
-def early_to_json(early: dict[str, EarlyObservations]) -> dict[str, Any]:
-    """Job id -> since and its buffered observations (:func:`observations_to_json`)."""
-    return {
-        job: {"since": isoformat(entry.since), "events": observations_to_json(entry.events)}
-        for job, entry in early.items()
-    }
-
-
-def early_from_json(d: dict[str, Any]) -> dict[str, EarlyObservations]:
-    return {
-        job: EarlyObservations(since=_parse_time(doc["since"]), events=observations_from_json(doc["events"]))
-        for job, doc in d.items()
-    }
 
 
 def _observation(doc: dict[str, Any]) -> EarlyObservation:

@@ -70,6 +70,7 @@ from projector.plan import (
 )
 from projector.projection import create_staging, execute_writes, load_projection
 from projector.reconstruct import rebuild_projection
+from projector.snapshots import write_snapshot
 from projector.state import ClusterState
 
 # BatchPlan, Decoded, InboundRecord, Rejection and decode_batch live in projector.plan
@@ -406,12 +407,7 @@ class BatchWriter:
                     "expired_buffers", records=plan.expired, columns=_EXPIRED_COLUMNS
                 )
             if plan.snapshot is not None:
-                await conn.execute(
-                    "INSERT INTO state_snapshots (seq, state) VALUES ($1, $2::json)"
-                    " ON CONFLICT (seq) DO NOTHING",
-                    plan.last_seq,
-                    plan.snapshot,
-                )
+                await write_snapshot(conn, plan.last_seq, plan.snapshot)
 
     async def write(self, conn: asyncpg.Connection, records: Sequence[InboundRecord]) -> BatchPlan:
         """Steps 1, 2 and 4 without a dead-letter topic (tests, tools, the bench)."""

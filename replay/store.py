@@ -28,8 +28,9 @@ from events.serde import EventDecodeError, decode
 from events.tracing import trace_id_of
 from projector.archive import JOB_EVENT_TYPES, JOB_SUBMITTED, row_canonical, row_hash
 from projector.connections import DatabaseAccess, connect
+from projector.snapshots import read_snapshot
 from projector.state import ClusterState, SessionRecord
-from projector.state_json import session_from_json, state_from_jsonable
+from projector.state_json import session_from_json
 from replay.archive import ArchivedEvent
 from replay.chain import ChainLink
 from replay.errors import ArchiveUnavailable, UndecodableRow, UnknownSession
@@ -341,13 +342,8 @@ class ArchiveReader:
 
     async def snapshot_at_or_before(self, seq: int) -> ClusterState | None:
         """The newest stored folded state at or before ``seq``, if any."""
-        text = await self._conn.fetchval(
-            "SELECT state::text FROM state_snapshots WHERE seq <= $1 ORDER BY seq DESC LIMIT 1", seq
-        )
-        if text is None:
-            return None
         with paused_gc():
-            return state_from_jsonable(json.loads(text))
+            return await read_snapshot(self._conn, seq)
 
     async def snapshot_seq_at_or_before(self, seq: int) -> int | None:
         """The seq of the newest stored folded state at or before ``seq`` (cheap: no state is read)."""
@@ -366,8 +362,9 @@ class ArchiveReader:
         text = await self._conn.fetchval(
             """
             SELECT s.value::text
-              FROM (SELECT state FROM state_snapshots WHERE seq >= $1 ORDER BY seq LIMIT 1) AS t,
-                   json_array_elements(t.state->'sessions') AS s(value)
+              FROM (SELECT seq FROM state_snapshots WHERE seq >= $1 ORDER BY seq LIMIT 1) AS t
+              JOIN state_snapshot_chunks AS c ON c.seq = t.seq AND c.section = 'sessions',
+                   json_array_elements(c.items) AS s(value)
              WHERE s.value->>'session_id' = $2 AND (s.value->>'seq')::bigint = $1
             """,
             seq,

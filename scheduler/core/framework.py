@@ -284,9 +284,9 @@ class Session:
         self.priority_classes = classes
         self.jobs: dict[str, JobState] = {}
         self.tasks: dict[str, TaskState] = {}
-        # Tasks often share one resources map, selector, tolerations and affinity (alive
+        # Tasks often share equal resources and one selector, tolerations and affinity (alive
         # in the snapshot throughout): what follows from them is built once and shared.
-        templates: dict[tuple[int, int, int, int], Template] = {}
+        templates: dict[tuple[tuple[tuple[str, int], ...], int, int, int], Template] = {}
         nodes = self.nodes
         tasks = self.tasks
         #: jobs Volcano would silently ignore because their queue does not exist.
@@ -327,8 +327,10 @@ class Session:
             for uid, task in pairs:
                 priority = task.priority if task.priority is not None else 1
                 selector = task.node_selector
+                # Resources by value: each job of a backlog has its own (equal) map, and one
+                # template per map would also defeat the caches keyed by its request items.
                 key = (
-                    id(task.resources),
+                    tuple(task.resources.items()),
                     id(selector) if selector else 0,
                     id(task.tolerations),
                     id(task.required_affinity),

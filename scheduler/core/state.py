@@ -65,6 +65,16 @@ ON_NODE_STATUSES: Final = ALLOCATED_STATUSES | {TaskStatus.PIPELINED, TaskStatus
 _STATUS_CODE: Final[dict[TaskStatus, int]] = {status: code for code, status in enumerate(TaskStatus)}
 _N_STATUSES: Final = len(_STATUS_CODE)
 _PIPELINED_CODE: Final = _STATUS_CODE[TaskStatus.PIPELINED]
+
+
+def _codes(statuses: Iterable[TaskStatus]) -> tuple[int, ...]:
+    return tuple(sorted({_STATUS_CODE[s] for s in statuses}))
+
+
+# The status sets of the gang checks, as codes (they run for every job at every visit).
+_VALID_CODES: Final = _codes(_VALID_STATUSES)
+_READY_CODES: Final = _codes(READY_STATUSES)
+_PIPELINED_CODES: Final = _codes((*READY_STATUSES, TaskStatus.PIPELINED))
 #: per status code: (counted in ReadyTaskNum, in ValidTaskNum, in allocated).
 _STATUS_FLAGS: Final[tuple[tuple[bool, bool, bool], ...]] = tuple(
     (status in READY_STATUSES, status in _VALID_STATUSES, status in ALLOCATED_STATUSES)
@@ -431,18 +441,27 @@ class JobState:
     def check_task_valid(self) -> bool:
         if not self._roles_apply():
             return True
-        statuses = (*READY_STATUSES, TaskStatus.PIPELINED, TaskStatus.PENDING)
         return all(
-            self.role_count(role, statuses) >= need
+            self._role_total(role, _VALID_CODES) >= need
             for role, need in sorted(self.min_task_member.items())
             if need > 0
         )
 
-    def _check_roles(self, statuses: tuple[TaskStatus, ...]) -> bool:
+    def _role_total(self, role: str, codes: tuple[int, ...]) -> int:
+        """:meth:`role_count` of the statuses with these codes."""
+        per_role = self.role_counts.get(role)
+        if per_role is None:
+            return 0
+        total = 0
+        for code in codes:
+            total += per_role[code]
+        return total
+
+    def _check_roles(self, codes: tuple[int, ...]) -> bool:
         if not self._roles_apply():
             return True
         for role, need in sorted(self.min_task_member.items()):
-            have = self.role_count(role, statuses) + self.role_pending_best_effort.get(role, 0)
+            have = self._role_total(role, codes) + self.role_pending_best_effort.get(role, 0)
             if have < need:
                 return False
         return True
@@ -450,10 +469,10 @@ class JobState:
     def check_task_ready(self) -> bool:
         if not self.min_task_member:
             return True
-        return self._check_roles(tuple(READY_STATUSES))
+        return self._check_roles(_READY_CODES)
 
     def check_task_pipelined(self) -> bool:
-        return self._check_roles((*READY_STATUSES, TaskStatus.PIPELINED))
+        return self._check_roles(_PIPELINED_CODES)
 
 
 #: (idle, releasing, pipelined, pod count, future idle, state key id) of one node row.

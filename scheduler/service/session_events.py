@@ -34,6 +34,7 @@ from typing import Final, Protocol, TypeVar
 
 from events.jsonform import LastForms
 from events.models import (
+    MAX_SESSION_PARTS,
     Decision,
     PendingJob,
     PendingReason,
@@ -332,8 +333,10 @@ def _chunk(
     first_index: int = 0,
 ) -> list[list[Item]]:
     """Greedy split of decisions (or pending jobs) into parts that each encode within the limit, in order."""
-    # The empty part with the widest index it could get: an upper bound on every part's overhead.
-    widest = _part(header, first_index + len(items), decisions=[], pending=[], time=time)
+    # The empty part with the widest index it could get (no wider than a part's index may be):
+    # an upper bound on every part's overhead.
+    widest_index = min(first_index + len(items), MAX_SESSION_PARTS - 1)
+    widest = _part(header, widest_index, decisions=[], pending=[], time=time)
     overhead = len(encode(widest))
     budget = max_message_bytes - overhead
     chunks: list[list[Item]] = []

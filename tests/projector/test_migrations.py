@@ -304,6 +304,7 @@ async def test_a_database_from_before_0006_upgrades_and_sessions_are_found_throu
         assert await _c_keys(new) == _C_KEYS | {
             ("early_observations", "job_id"),
             ("session_parts", "session_id"),
+            ("state_snapshot_chunks", "section"),
         }
 
         # The same rows in a database migrated only up to 0005 (keys in the server's collation).

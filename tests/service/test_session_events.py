@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from events.models import (
+    MAX_SESSION_PARTS,
     BindDecision,
     EnqueueDecision,
     PendingJob,
@@ -154,6 +155,19 @@ def test_a_single_pending_job_larger_than_a_message_is_refused_before_anything_i
     huge = (PendingJob(job="ns/huge", reasons=[PendingReason(code="gang-not-ready", message="x" * 5_000)]),)
     with pytest.raises(SessionTooLarge, match=r"\[SCHED-TOO-LARGE\].*ns/huge"):
         session_events(_header(huge), _decisions(60), time=NOW, max_message_bytes=2_000)
+
+
+def test_a_pending_list_longer_than_the_part_limit_splits_into_parts() -> None:
+    # More pending jobs than a part index may count (MAX_SESSION_PARTS): their overhead is still
+    # bounded by the widest index a part can have, and the list travels in a few parts.
+    pending = tuple(
+        PendingJob(job=f"ns/j{i:06d}", reasons=[PendingReason(code="gang-not-ready", message="0/1")])
+        for i in range(MAX_SESSION_PARTS + 8_000)
+    )
+    *parts, marker = session_events(_header(pending), [], time=NOW, max_message_bytes=1_048_576)
+    assert isinstance(marker, SessionCommitted)
+    assert 1 < marker.data.parts == len(parts) < 20
+    assert tuple(j for p in parts for j in p.data.pending) == pending  # type: ignore[union-attr]
 
 
 def test_session_ids_are_unique_per_epoch_and_counter_and_stable() -> None:
