@@ -6,7 +6,7 @@ Four topics per deployment (design §1), all under one prefix:
   priority-class, scheduler-config and job events, including JobRejected;
 * ``<prefix>.observations`` — what the cluster reports: node and task events;
 * ``<prefix>.decisions`` — what the scheduler decided: SessionCommitted and
-  its SessionPart pieces;
+  its SessionPart pieces, and LeaderElected (a scheduler took the leadership);
 * ``<prefix>.rejected`` — the dead-letter topic: raw messages the projector
   could not decode, with the error in the headers.
 
@@ -25,6 +25,7 @@ from events.models import (
     JobCancelled,
     JobRejected,
     JobSubmitted,
+    LeaderElected,
     NodeRemoved,
     NodeReported,
     PriorityClassUpserted,
@@ -89,7 +90,7 @@ def topic_for(event: Event, topics: Topics) -> str:
             return topics.intents
         case NodeReported() | NodeRemoved() | TaskStarted() | TaskFinished():
             return topics.observations
-        case SessionCommitted() | SessionPart():
+        case SessionCommitted() | SessionPart() | LeaderElected():
             return topics.decisions
         case _:
             # mypy proves every catalogue type is routed above.

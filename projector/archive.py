@@ -36,12 +36,21 @@ __all__ = [
     "job_of_event",
     "row_canonical",
     "stdlib_utc",
+    "with_signature",
 ]
 
 
 def row_canonical(row: Mapping[str, Any]) -> bytes:
     """The canonical bytes of an ``event_log`` row as read back (``time`` a datetime), from its columns."""
     return columns_canonical(row, format_time(row["time"]))
+
+
+def with_signature(event: Event, signature: str | None) -> Event:
+    """An event decoded from a row's canonical bytes, with the row's ``signature`` column (kept
+    beside the bytes it signs): the fold checks a session's signature (projector.fold)."""
+    if signature is None:
+        return event
+    return event.model_copy(update={"signature": signature})
 
 
 def columns_canonical(row: Mapping[str, Any], time: str) -> bytes:
@@ -55,6 +64,7 @@ def columns_canonical(row: Mapping[str, Any], time: str) -> bytes:
         subject=row["subject"],
         time=time,
         event_type=row["type"],
+        principal=row.get("principal"),
     )
 
 

@@ -334,6 +334,7 @@ def fold_records(
                 seq, event_id, form.type, form.cluster, form.subject, form.source, stdlib_utc(form.instant),
                 form.data, topic, partition, offset, prev_hash, digest,
                 job_of_event(event) if form.type in JOB_EVENT_TYPES else None, traceparent,
+                form.principal, form.signature,
             )  # fmt: skip
             archive_rows.append(row)
             prev_hash = digest

@@ -114,6 +114,7 @@ def state_to_jsonable(state: ClusterState) -> dict[str, Any]:
         "config": None if state.config is None else state.config.model_dump(mode="json"),
         "config_version": state.config_version,
         "leader_epoch": state.leader_epoch,
+        "leader_key": state.leader_key,
         "nodes": [node_to_json(n) for n in state.nodes.values()],
         "jobs": [job_to_json(j) for j in state.jobs.values()],
         # Tasks as rows: everything else about a task comes from its job's spec.
@@ -138,6 +139,8 @@ def state_from_jsonable(doc: dict[str, Any]) -> ClusterState:
         config=None if config is None else SchedulerConfigSpec.model_validate(config),
         config_version=doc["config_version"],
         leader_epoch=doc["leader_epoch"],
+        # Snapshots taken before leadership events have none.
+        leader_key=doc.get("leader_key", ""),
         nodes=[node_from_json(n) for n in doc["nodes"]],
         jobs=[job_from_json(j, specs) for j in doc["jobs"]],
         task_rows=[(r[0], r[1], r[2], r[3], task_status(r[4]), r[5]) for r in doc["tasks"]],

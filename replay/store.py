@@ -25,7 +25,7 @@ from events.display import redact
 from events.models import SessionCommitted, SessionPart
 from events.serde import EventDecodeError, decode
 from events.tracing import trace_id_of
-from projector.archive import JOB_EVENT_TYPES, JOB_SUBMITTED, row_canonical
+from projector.archive import JOB_EVENT_TYPES, JOB_SUBMITTED, row_canonical, with_signature
 from projector.state import ClusterState, SessionRecord
 from projector.state_json import session_from_json, state_from_jsonable
 from replay.archive import ArchivedEvent
@@ -34,7 +34,9 @@ from replay.reconstruct import fold_archived
 
 __all__ = ["ArchiveReader", "open_archive"]
 
-_COLUMNS: Final = "seq, event_id, type, cluster, subject, source, time, data::text AS data, prev_hash, hash"
+_COLUMNS: Final = (
+    "seq, event_id, type, cluster, subject, source, time, data::text AS data, prev_hash, hash, principal, signature"
+)
 _SESSION: Final = SessionCommitted.model_fields["type"].default
 _PART: Final = SessionPart.model_fields["type"].default
 
@@ -82,7 +84,8 @@ _BATCH: Final = 5_000
 _JOB_HISTORY: Final = (
     """
     WITH sessions AS MATERIALIZED (
-        SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, session_id, names, split,
+        SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, principal, signature,
+               session_id, names, split,
                CASE WHEN names OR split THEN (doc || jsonb_build_object(
                    'decisions', coalesce(
                        (SELECT jsonb_agg(d.value ORDER BY d.n)
@@ -106,16 +109,17 @@ _JOB_HISTORY: Final = (
                          OR coalesce(doc->'decisions' @> jsonb_build_array($4::jsonb), false) AS names,
                        type = $2 AND coalesce((doc->>'parts')::int, 0) > 0 AS split
                   FROM (SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash,
-                               data::jsonb AS doc
+                               principal, signature, data::jsonb AS doc
                           FROM event_log WHERE type IN ({session}, {part}) OFFSET 0) AS s
                 OFFSET 0) AS m
     )
-    SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash,
+    SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, principal, signature,
            data::text AS data, false AS trimmed
       FROM event_log
      WHERE job = $1 AND type IN ({job_events})
     UNION ALL
-    SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, data, true
+    SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, principal, signature,
+           data, true
       FROM sessions
      WHERE names OR (split AND session_id IN (SELECT session_id FROM sessions WHERE names AND type = $5))
     ORDER BY seq
@@ -156,7 +160,7 @@ def row_to_event(row: asyncpg.Record | dict[str, Any], *, view: bool = False) ->
     """
     canonical = row_canonical(row)
     try:
-        event = decode(canonical)
+        event = with_signature(decode(canonical), row.get("signature"))
     except EventDecodeError as exc:
         raise ArchiveError(f"event_log seq {row['seq']} does not decode: [{exc.code}] {exc}") from None
     return ArchivedEvent(
