@@ -122,7 +122,7 @@ def test_canonical_json_is_sorted_compact_wire_form(event: Event) -> None:
     assert canonical == json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     # The signature signs the canonical bytes: it is never one of them.
     assert obj == {k: v for k, v in json.loads(encode(event)).items() if k != "signature"}
-    assert decode(canonical) == event
+    assert decode(canonical) == event.model_copy(update={"signature": None})
     assert canonical_json(decode(encode(event))) == canonical
 
 
