@@ -184,11 +184,11 @@ def signed_bytes(record: bytes) -> bytes:
 
     A record that writes every member of its event in UTC (Tephra's own producers do) signs
     exactly its event's canonical bytes, so the archive's rows verify too.  Raises
-    ``ValueError`` when the record is not a JSON object.
+    ``ValueError`` when the record is not JSON, ``TypeError`` when not an object.
     """
     value = json.loads(record)
     if not isinstance(value, dict):
-        raise ValueError("a record is a JSON object")
+        raise TypeError("a record is a JSON object")
     for member in UNSIGNED_MEMBERS:
         value.pop(member, None)
     return _dumps(value).encode()

@@ -885,7 +885,9 @@ def _leader_elected(state: ClusterState, event: LeaderElected) -> FoldOutcome:
     return FoldOutcome(touched=(_META,))
 
 
-def _not_from_leader(state: ClusterState, event: SessionCommitted | SessionPart, epoch: int | None) -> FoldOutcome | None:
+def _not_from_leader(
+    state: ClusterState, event: SessionCommitted | SessionPart, epoch: int | None
+) -> FoldOutcome | None:
     """Why a session event does not come from the current leadership (None: it does, or the log
     names none yet: see the module docstring)."""
     key = state.leader_key

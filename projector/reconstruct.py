@@ -45,7 +45,9 @@ __all__ = [
 ]
 
 _CHUNK: Final = 5_000
-_COLUMNS: Final = "seq, event_id, type, cluster, subject, source, time, data, prev_hash, hash, principal, signature"
+_COLUMNS: Final = (
+    "seq, event_id, type, cluster, subject, source, time, data, prev_hash, hash, principal, signature"
+)
 _CHECKED_COLUMNS: Final = f"{_COLUMNS}, job"
 
 Connectable: TypeAlias = asyncpg.Connection | asyncpg.Pool

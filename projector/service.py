@@ -63,12 +63,14 @@ from projector.broker_identity import IdentityCheck, Verdict, identity_check
 from projector.door import ConfigCheck, Door, Position, short
 from projector.errors import BatchFailedError, ProjectorError, RecordFailedError
 from projector.heap import BatchHeap
+from projector.keyring import load_keyring
 from projector.migrate import apply_migrations
 from projector.plan import id_hint
 from projector.read_pacing import ReadPacer
 from projector.settings import ProjectorSettings, parse_positions
 from projector.telemetry import observe_batch, observe_lag, set_connected
 from projector.topic_watch import TopicWatch
+from projector.trust import Trust
 from projector.writer import (
     BatchPlan,
     BatchWriter,
@@ -393,6 +395,10 @@ class _Run:
             max_tasks_per_job=settings.max_tasks_per_job,
             refused=refused if refused is not None else {},
             config_check=target.config_check,
+            trust=Trust(
+                unsigned_intents=bool(settings.allow_unsigned_intents),
+                unsigned_observations=bool(settings.allow_unsigned_observations),
+            ),
         )
         #: (topic, partition) -> the offset below which records are committed one per batch.
         self.isolating = isolating if isolating is not None else {}
@@ -697,6 +703,7 @@ class _Run:
                     # good (seen in the dropped-connections test).
                     while commits:
                         await commits.popleft()
+                await self._read_keyring(query_conn)
                 with self.heap.batch():
                     check = _DuplicateCheck(writer, query_conn, records)
                     try:
@@ -731,6 +738,12 @@ class _Run:
                 for task in commits:
                     task.cancel()
                 await asyncio.gather(*commits, return_exceptions=True)
+
+    async def _read_keyring(self, conn: asyncpg.Connection) -> None:
+        """Read the keyring before each batch: a producer added is trusted from the next record on."""
+        trust = self.door.trust
+        if trust is not None:
+            trust.keyring = await load_keyring(conn)
 
     async def _commit(
         self,

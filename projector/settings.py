@@ -99,6 +99,16 @@ class ProjectorSettings(BaseSettings):
         le=INT32_MAX,
         description="a JobSubmitted with more replicas in all its tasks is rejected (too-many-tasks)",
     )
+    allow_unsigned_intents: bool | None = Field(
+        default=None,
+        description="accept intents without principal and signature (development only; never decisions);"
+        " empty: on for the embedded stack, off otherwise (docs/producers.md, Signing)",
+    )
+    allow_unsigned_observations: bool | None = Field(
+        default=None,
+        description="accept observations (node and task events) without principal and signature;"
+        " empty: on for the embedded stack, off otherwise",
+    )
     skip_record: str = Field(
         default="",
         description="TOPIC:PARTITION:OFFSET[,...]: records the projector rejects unread"

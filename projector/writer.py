@@ -275,7 +275,15 @@ class BatchWriter:
 
     def _fold(self, plan: BatchPlan, decoded: Sequence[Decoded], archived_ids: set[str]) -> None:
         """Fold ``decoded`` into the state and the plan (continuing where the plan stands)."""
-        fold_records(self.state, plan, decoded, archived_ids, cluster=self.cluster, topics=self.topics)
+        fold_records(
+            self.state,
+            plan,
+            decoded,
+            archived_ids,
+            cluster=self.cluster,
+            topics=self.topics,
+            trust=self.door.trust,
+        )
 
     def _finish_naming(self, plan: BatchPlan, records: Sequence[InboundRecord]) -> None:
         """:meth:`_finish`; a failure names the batch's records (no one record is to blame)."""

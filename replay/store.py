@@ -35,7 +35,8 @@ from replay.reconstruct import fold_archived
 __all__ = ["ArchiveReader", "open_archive"]
 
 _COLUMNS: Final = (
-    "seq, event_id, type, cluster, subject, source, time, data::text AS data, prev_hash, hash, principal, signature"
+    "seq, event_id, type, cluster, subject, source, time, data::text AS data, prev_hash, hash,"
+    " principal, signature"
 )
 _SESSION: Final = SessionCommitted.model_fields["type"].default
 _PART: Final = SessionPart.model_fields["type"].default
