@@ -7,6 +7,8 @@ here: ``api`` resolves the endpoints and passes them to
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -35,6 +37,17 @@ class SchedulerSettings(BaseSettings):
     )
     scheduler_holder: str = Field(
         default="", description="name recorded as the leader in scheduler_leaders (empty: host:pid)"
+    )
+    scheduler_key_file: Path | None = Field(
+        default=None,
+        description="the scheduler's Ed25519 private key (PKCS#8 PEM) that signs its LeaderElected and"
+        " sessions; empty: <data dir>/keys/scheduler.pem (the embedded stack creates it and puts it in"
+        " the keyring; elsewhere create it with `tephra key create PATH` and `tephra producer add`)",
+    )
+    scheduler_principal: str = Field(
+        default="scheduler",
+        pattern=r"^[A-Za-z0-9._@-]{1,128}$",
+        description="the scheduler's name in the keyring (the principal of its events)",
     )
     scheduler_freeze_heap: bool = Field(
         default=True,

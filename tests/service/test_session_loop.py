@@ -7,6 +7,7 @@ import contextlib
 import itertools
 import json
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import TypeVar
 
 import asyncpg
@@ -14,9 +15,10 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from opentelemetry import trace
 
+from events.signing import EventSigner, SigningKey
 from events.topics import Topics
 from projector.progress import wait_for_event
-from scheduler.service.leader import campaign
+from scheduler.service.leader import campaign, take_office
 from scheduler.service.loop import SessionLoop
 from scheduler.service.projection import ProjectionReader
 from scheduler.service.publisher import SessionPublisher
@@ -188,12 +190,17 @@ async def test_input_archived_while_a_session_ran_gets_the_next_session_at_once(
             await reader.wait_for_schema()
             await wait_for(probe, "SELECT count(*) FROM tasks", 1)
             await producer.start()
+            signer = EventSigner(SigningKey.generate(), "scheduler")
+            await take_office(
+                leadership, producer, records, topics=topics, signer=signer, now=datetime.now(UTC), enrol=True
+            )
             loop = SessionLoop(
                 leadership=leadership,
                 reader=reader,
                 records=records,
                 publisher=SessionPublisher(producer, topics),
                 runner=runner,
+                signer=signer,
                 traces=SubmissionTraces(),
                 tracer=trace.get_tracer("test"),
                 metrics=SchedulerMetrics(),
