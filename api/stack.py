@@ -43,6 +43,13 @@ from api.endpoints import (
     remove_stack_record,
     write_stack_record,
 )
+from api.identity import (
+    API_PRODUCER,
+    development_defaults,
+    enrol_development_keys,
+    producer_signer,
+    scheduler_signer,
+)
 from api.settings import CommonSettings, TephraSettings
 from api.telemetry import observability
 from events.display import redact
@@ -166,6 +173,7 @@ async def _scheduler_service(
         topics=endpoints.topics,
         cluster=endpoints.cluster,
         on_leader=on_leader,
+        signer=scheduler_signer(settings, settings),
     )
 
 
@@ -256,7 +264,10 @@ def api_service(out: TextIO) -> ServiceFactory:
         from api.http.server import serve_api  # noqa: PLC0415 - the service is composed here, once
 
         await serve_api(
-            settings, endpoints, on_ready=lambda url: print(f"tephra: API at {url}", file=out, flush=True)
+            settings,
+            endpoints,
+            on_ready=lambda url: print(f"tephra: API at {url}", file=out, flush=True),
+            signer=producer_signer(settings, API_PRODUCER),
         )
 
     return run
@@ -277,8 +288,10 @@ async def run_services(
     off: then the services wait for them).  ``also``: services beside the named
     ones (``tephra up``'s API).
     """
-    settings = settings_for(settings, names)
+    settings = development_defaults(settings_for(settings, names))
     await _migrate(endpoints.database_url)
+    if settings.embedded:
+        await enrol_development_keys(settings, settings, endpoints.database_url)
     await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
     async with asyncio.TaskGroup() as group:
         for name in names:
@@ -403,6 +416,8 @@ def scheduler_command(settings: TephraSettings, endpoints: Endpoints) -> int:
 
     async def main() -> None:
         await _migrate(endpoints.database_url)
+        if settings.embedded:
+            await enrol_development_keys(settings, settings, endpoints.database_url)
         await ensure_topics(settings, endpoints.kafka_bootstrap, endpoints.topics)
         await _scheduler_service(settings, endpoints, on_leader=announce)
 

@@ -21,6 +21,7 @@ from api.endpoints import Endpoints
 from api.http.problems import Code, Problem
 from api.http.settings import ApiSettings
 from api.http.tokens import TokenStore
+from events.signing import EventSigner
 
 if TYPE_CHECKING:
     from api.http.verify import Verifier
@@ -48,10 +49,14 @@ class ApiContext:
     producer: AIOKafkaProducer
     tokens: TokenStore
     verifier: Verifier
+    #: Signs what the API produces as ``api:<token subject>`` (api.identity); None: unsigned.
+    signer: EventSigner | None = None
 
 
 @contextlib.asynccontextmanager
-async def open_context(settings: ApiSettings, endpoints: Endpoints) -> AsyncIterator[ApiContext]:
+async def open_context(
+    settings: ApiSettings, endpoints: Endpoints, signer: EventSigner | None = None
+) -> AsyncIterator[ApiContext]:
     pool = await asyncpg.create_pool(
         endpoints.database_url, min_size=1, max_size=settings.api_pool_size, connection_class=ApiConnection
     )
@@ -65,7 +70,13 @@ async def open_context(settings: ApiSettings, endpoints: Endpoints) -> AsyncIter
             verifier = Verifier()
             try:
                 yield ApiContext(
-                    settings, endpoints, pool, producer, TokenStore(settings.api_tokens_file), verifier
+                    settings,
+                    endpoints,
+                    pool,
+                    producer,
+                    TokenStore(settings.api_tokens_file),
+                    verifier,
+                    signer,
                 )
             finally:
                 await verifier.close()

@@ -14,6 +14,7 @@ from api.endpoints import Endpoints
 from api.http.app import create_app, writes_refused_notice
 from api.http.context import open_context
 from api.http.settings import ApiSettings, split_addr
+from events.signing import EventSigner
 
 __all__ = ["api_command", "api_url", "bind", "serve_api"]
 
@@ -69,11 +70,14 @@ async def serve_api(
     *,
     sock: socket.socket | None = None,
     on_ready: Callable[[str], None] | None = None,
+    signer: EventSigner | None = None,
 ) -> None:
-    """Open the pool and the producer, then serve until cancelled; ``on_ready`` gets the URL."""
+    """Open the pool and the producer, then serve until cancelled; ``on_ready`` gets the URL.
+
+    ``signer``: what the API produces is signed as ``<its principal>:<token subject>``."""
     sock = sock or bind(settings)
     try:
-        async with open_context(settings, endpoints) as ctx:
+        async with open_context(settings, endpoints, signer) as ctx:
             if ctx.tokens.configured():
                 log.info("API tokens from %s", settings.api_tokens_file)
             else:
@@ -104,11 +108,11 @@ async def serve_api(
         sock.close()
 
 
-def api_command(settings: ApiSettings, endpoints: Endpoints) -> int:
+def api_command(settings: ApiSettings, endpoints: Endpoints, signer: EventSigner | None = None) -> int:
     """``tephra api``: serve until SIGINT or SIGTERM; the exit code."""
     from api.stack import run_until_signalled  # noqa: PLC0415 - the command's runner, shared with the others
 
     def announce(url: str) -> None:
         print(f"tephra: API at {url}", flush=True)
 
-    return run_until_signalled(lambda: serve_api(settings, endpoints, on_ready=announce))
+    return run_until_signalled(lambda: serve_api(settings, endpoints, on_ready=announce, signer=signer))
