@@ -42,6 +42,7 @@ from projector.settings import ProjectorSettings
 from projector.trust import KeyringEntry
 from replay.queries import verify_archive
 from replay.store import open_archive
+from tests.replay.helpers import run_replay
 from tests.service.helpers import CLUSTER, job, node, produce, running_projector, running_scheduler, wait_for
 
 pytestmark = pytest.mark.integration
@@ -161,8 +162,9 @@ async def test_forged_decisions_and_producers_are_refused_and_scheduling_goes_on
 
         # The legitimate scheduler goes on: a new job is bound.
         after = TEAM_A.sign(job("after", cpu="2", queue_name="research", namespace="team-a"))
-        await produce(kafka_bootstrap, topics, [after])
+        await produce(kafka_bootstrap, topics, [after, TEAM_A.sign(_cancel("team-a/stray"))])
         await wait_for(conn, "SELECT count(*) FROM bindings WHERE job_id = 'team-a/after'", 1, within=60)
+        await wait_for(conn, "SELECT phase FROM jobs WHERE id = 'team-a/stray'", "Cancelled")
 
     for event_topic, code in (
         (topics.intents, "wrong-topic"),
@@ -184,6 +186,14 @@ async def test_forged_decisions_and_producers_are_refused_and_scheduling_goes_on
         report = await verify_archive(reader)
     assert report.ok, [str(d) for d in report.divergences]
     assert report.sessions > 0
+    # `replay audit actions` says who did what.
+    audit = run_replay(database_url, "audit", "actions", "-o", "csv")
+    assert audit.returncode == 0, audit.stderr
+    acts = {tuple(line.split(",")[2:6]) for line in audit.stdout.splitlines()[1:]}
+    assert ("team-a", "true", "submit", "job/team-a/victim") in acts
+    assert ("team-a", "true", "cancel", "job/team-a/stray") in acts
+    assert ("scheduler", "true", "lead", f"leader/{epoch}") in acts
+    assert not any(act[0] in {"team-b", "mallory"} for act in acts)
 
 
 async def _forge_sessions(kafka_bootstrap: str, topics: Topics, conn: asyncpg.Connection, epoch: int) -> None:
