@@ -105,9 +105,14 @@ def producer_signer(settings: CommonSettings, default_name: str) -> EventSigner 
 
 
 def scheduler_signer(common: CommonSettings, settings: SchedulerSettings) -> EventSigner:
-    """The scheduler's signer: its key file (created on first use by the embedded stack)."""
+    """The scheduler's signer: its key file, created (mode 0600) on first use.  Until the keyring
+    holds its public key (``TEPHRA_SCHEDULER_ENROL``, or an operator's ``tephra producer add``)
+    its LeaderElected is refused and the scheduler says so, with the command to run."""
     path = settings.scheduler_key_file or key_file(common, settings.scheduler_principal)
-    key = load_or_create_signing_key(path) if common.embedded else load_signing_key(path)
+    existed = path.exists()
+    key = load_or_create_signing_key(path)
+    if not existed:
+        log.info("created the scheduler's key %s (public key %s)", path, key.public_key)
     return EventSigner(key, settings.scheduler_principal)
 
 

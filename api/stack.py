@@ -174,6 +174,7 @@ async def _scheduler_service(
         cluster=endpoints.cluster,
         on_leader=on_leader,
         signer=scheduler_signer(settings, settings),
+        enrol=settings.scheduler_enrol or settings.embedded,
     )
 
 

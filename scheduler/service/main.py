@@ -67,13 +67,15 @@ async def run_scheduler(
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     on_leader: Callable[[int], None] | None = None,
     signer: EventSigner | None = None,
+    enrol: bool | None = None,
 ) -> None:
     """Schedule the cluster while this process leads it; stand by while another does. Runs until cancelled.
 
     ``signer``: the scheduler's key and principal (``api`` loads them from
-    ``TEPHRA_SCHEDULER_KEY_FILE``); the keyring must hold that key for the principal.  Without
-    one (tests, library use), a key is made for this process and put in the keyring at every
-    term (:data:`scheduler.service.leader.LEADER_TYPES`).
+    ``TEPHRA_SCHEDULER_KEY_FILE``); the keyring must hold that key for the principal, put
+    there at every term when ``enrol`` (default: ``TEPHRA_SCHEDULER_ENROL``) is true.  Without
+    a signer (tests, library use), a key is made for this process and enrolled
+    (:data:`scheduler.service.leader.LEADER_TYPES`).
     """
     service = _Service(
         bootstrap=kafka_bootstrap,
@@ -88,7 +90,7 @@ async def run_scheduler(
         clock=clock,
         on_leader=on_leader,
         signer=signer or EventSigner(SigningKey.generate(), settings.scheduler_principal),
-        enrol=signer is None,
+        enrol=signer is None or (settings.scheduler_enrol if enrol is None else enrol),
     )
     await service.lead()
 

@@ -49,6 +49,11 @@ class SchedulerSettings(BaseSettings):
         pattern=r"^[A-Za-z0-9._@-]{1,128}$",
         description="the scheduler's name in the keyring (the principal of its events)",
     )
+    scheduler_enrol: bool = Field(
+        default=False,
+        description="put the scheduler's key in the keyring at each term (the embedded stack and compose"
+        " do; a deployment's operator adds it once with `tephra producer add`)",
+    )
     scheduler_freeze_heap: bool = Field(
         default=True,
         description="freeze the long-lived heap out of the collector before each session"
