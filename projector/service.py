@@ -398,6 +398,7 @@ class _Run:
             trust=Trust(
                 unsigned_intents=bool(settings.allow_unsigned_intents),
                 unsigned_observations=bool(settings.allow_unsigned_observations),
+                leaderless_sessions=settings.allow_leaderless_sessions,
             ),
         )
         #: (topic, partition) -> the offset below which records are committed one per batch.

@@ -109,6 +109,12 @@ class ProjectorSettings(BaseSettings):
         description="accept observations (node and task events) without principal and signature;"
         " empty: on for the embedded stack, off otherwise",
     )
+    allow_leaderless_sessions: bool = Field(
+        default=False,
+        description="take sessions while the log names no leader (no LeaderElected yet), fenced only by"
+        " the highest epoch seen, as archives written before leadership events were: for feeding such"
+        " archives and test streams through a projector, never for a deployment",
+    )
     skip_record: str = Field(
         default="",
         description="TOPIC:PARTITION:OFFSET[,...]: records the projector rejects unread"

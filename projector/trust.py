@@ -5,8 +5,10 @@ producer is who it says and may say it (docs/producers.md, "Signing"):
 
 * A decision (SessionCommitted, SessionPart) comes from the elected scheduler
   only.  While the log names no leader (no LeaderElected folded yet) it is
-  refused (``not-leader``); after that the fold itself checks the epoch and
-  the leader's signature, so replay derives the same verdicts from the log.
+  refused (``not-leader``; :attr:`Trust.leaderless_sessions` takes it, for
+  archives and test streams older than leadership events); after that the
+  fold itself checks the epoch and the leader's signature, so replay derives
+  the same verdicts from the log.
 * Every other event carries ``principal`` and ``signature`` (``unsigned``
   otherwise; :attr:`Trust.unsigned_intents` and :attr:`Trust.unsigned_observations`
   let development producers leave both out, never for decisions or
@@ -73,6 +75,8 @@ class Trust:
     keyring: Mapping[str, KeyringEntry] = field(default_factory=dict)
     unsigned_intents: bool = False
     unsigned_observations: bool = False
+    #: Sessions while the log names no leader (``TEPHRA_ALLOW_LEADERLESS_SESSIONS``).
+    leaderless_sessions: bool = False
 
 
 def principal_name(principal: str) -> str:
@@ -83,8 +87,8 @@ def principal_name(principal: str) -> str:
 def distrust(trust: Trust, state: ClusterState, event: Event, record: bytes) -> tuple[str, str] | None:
     """(code, detail) when ``event`` (read from ``record``) may not be folded, else None."""
     if isinstance(event, SessionCommitted | SessionPart):
-        if state.leader_key:
-            return None  # the fold checks the epoch and the leader's signature
+        if state.leader_key or trust.leaderless_sessions:
+            return None  # the fold checks the epoch and the leader's signature (once there is one)
         return (
             "not-leader",
             "no scheduler leads this cluster in the log yet (no LeaderElected): a session counts only"

@@ -117,9 +117,14 @@ def _state_home_in_a_temporary_dir(tmp_path_factory: pytest.TempPathFactory) -> 
 @pytest.fixture(scope="session", autouse=True)
 def _unsigned_development_producers() -> Iterator[None]:
     """Tests produce as a development deployment does: unsigned intents and observations are taken
-    (the embedded stack's default).  Decisions are never taken unsigned; the tests of signing
-    (tests/integration/test_trust.py) turn both off."""
-    names = ("TEPHRA_ALLOW_UNSIGNED_INTENTS", "TEPHRA_ALLOW_UNSIGNED_OBSERVATIONS")
+    (the embedded stack's default), and the test streams' sessions, which predate leadership
+    events, while no leader is in the log.  The tests of signing (tests/integration/test_trust.py,
+    test_producers_doc.py) turn all three off."""
+    names = (
+        "TEPHRA_ALLOW_UNSIGNED_INTENTS",
+        "TEPHRA_ALLOW_UNSIGNED_OBSERVATIONS",
+        "TEPHRA_ALLOW_LEADERLESS_SESSIONS",
+    )
     saved = {name: os.environ.get(name) for name in names}
     for name in names:
         os.environ.setdefault(name, "true")

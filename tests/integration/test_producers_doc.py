@@ -132,7 +132,10 @@ async def test_the_docs_javascript_signs_records_a_deployment_accepts(
         edited = dict(json.loads(signed[1]), id="edited-after-signing")
         unsigned = dict(json.loads(queue[1]), id="unsigned-queue")
         production = ProjectorSettings(
-            projector_linger_ms=5, allow_unsigned_intents=False, allow_unsigned_observations=False
+            projector_linger_ms=5,
+            allow_unsigned_intents=False,
+            allow_unsigned_observations=False,
+            allow_leaderless_sessions=False,
         )
         producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
         await producer.start()

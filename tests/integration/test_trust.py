@@ -56,7 +56,10 @@ _OBSERVATION_TYPES = frozenset(
     {"tephra.node.reported.v1", "tephra.task.started.v1", "tephra.task.finished.v1"}
 )
 _PRODUCTION = ProjectorSettings(
-    projector_linger_ms=5, allow_unsigned_intents=False, allow_unsigned_observations=False
+    projector_linger_ms=5,
+    allow_unsigned_intents=False,
+    allow_unsigned_observations=False,
+    allow_leaderless_sessions=False,
 )
 
 
