@@ -50,17 +50,14 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=1_000)
     args = parser.parse_args()
     signer = EventSigner(SigningKey.generate(), "team-a")
+    state = ClusterState()
     for name, event in (("JobSubmitted", job_submitted()), ("TaskStarted", task_started())):
         signed = signer.sign(event)
         record = encode(signed)
-        trust = Trust(
-            keyring={"team-a": KeyringEntry("team-a", signer.key.public_key, frozenset({event.type}))}
-        )
-        state = ClusterState()
-        sign = _micros(lambda event=event: signer.sign(event), args.seconds)
-        check = _micros(
-            lambda signed=signed, record=record: distrust(trust, state, signed, record), args.seconds
-        )
+        entry = KeyringEntry("team-a", signer.key.public_key, frozenset({event.type}))
+        trust = Trust(keyring={"team-a": entry})
+        sign = _micros(functools.partial(signer.sign, event), args.seconds)
+        check = _micros(functools.partial(distrust, trust, state, signed, record), args.seconds)
         print(f"{name:14} sign {sign:7.1f} us   check {check:7.1f} us   ({len(record)} bytes)")
     sample = session_committed()
     decisions = [
@@ -76,9 +73,7 @@ def main() -> None:
     verify = _micros(functools.partial(event_signed_by, signed_session, key), args.seconds)
     sign = _micros(functools.partial(leader.sign, session), args.seconds)
     size = len(encode(signed_session))
-    print(
-        f"session of {args.decisions} decisions ({size} bytes): sign {sign:.1f} us, fold check {verify:.1f} us"
-    )
+    print(f"session of {args.decisions} decisions ({size} bytes): sign {sign:.1f} us, check {verify:.1f} us")
 
 
 if __name__ == "__main__":
