@@ -26,17 +26,10 @@ from typing import Final
 import asyncpg
 
 from api.settings import CommonSettings, TephraSettings
-from events.models import (
-    JobCancelled,
-    JobRejected,
-    JobSubmitted,
-    PriorityClassUpserted,
-    QueueDeleted,
-    QueueUpserted,
-    SchedulerConfigured,
-)
 from events.signing import EventSigner, load_or_create_signing_key, load_signing_key
+from projector.fold import EVENT_ROLES
 from projector.keyring import add_producer
+from projector.state import INTENTS
 from projector.trust import KeyringEntry
 from scheduler.service.leader import LEADER_TYPES
 from scheduler.service.settings import SchedulerSettings
@@ -58,18 +51,10 @@ log = logging.getLogger(__name__)
 #: The default keyring names of the commands and of the HTTP API.
 CLI_PRODUCER: Final = "cli"
 API_PRODUCER: Final = "api"
-#: The types users and admission produce (what the embedded stack's cli and api may).
+#: The types users and admission produce (the intents topic's; what the embedded stack's cli and
+#: api may).
 INTENT_TYPES: Final = frozenset(
-    model.model_fields["type"].default
-    for model in (
-        QueueUpserted,
-        QueueDeleted,
-        PriorityClassUpserted,
-        SchedulerConfigured,
-        JobSubmitted,
-        JobCancelled,
-        JobRejected,
-    )
+    model.model_fields["type"].default for model, role in EVENT_ROLES.items() if role == INTENTS
 )
 
 
