@@ -665,10 +665,14 @@ def api_server(flags: dict[str, str]) -> None:
     """Run only the HTTP API (TEPHRA_API_ADDR); prints `tephra: API at <url>` once it listens."""
     from api.http.server import api_command
     from api.identity import API_PRODUCER, producer_signer
+    from events.signing import SigningKeyError
 
     settings = _settings(TephraSettings, flags)
-    with _setup_errors():
+    try:
         signer = producer_signer(settings, API_PRODUCER)
+    except SigningKeyError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     raise typer.Exit(api_command(settings, _endpoints(settings), signer))
 
 
