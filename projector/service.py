@@ -697,6 +697,9 @@ class _Run:
                         stages["heap"] += clock() - idle
                     continue
                 gathered = clock()
+                # Before the poisoned check: from there to prepare, nothing may await (a commit in
+                # flight that fails meanwhile would poison the writer under prepare).
+                await self._read_keyring(query_conn)
                 if writer.poisoned:
                     # A commit in flight failed, which poisons the writer: end the run with
                     # that commit's error (an outage, retried).  Preparing would end it with
@@ -704,7 +707,6 @@ class _Run:
                     # good (seen in the dropped-connections test).
                     while commits:
                         await commits.popleft()
-                await self._read_keyring(query_conn)
                 with self.heap.batch():
                     check = _DuplicateCheck(writer, query_conn, records)
                     try:

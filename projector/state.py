@@ -542,7 +542,6 @@ def assemble(
     config: SchedulerConfigSpec | None,
     config_version: int,
     leader_epoch: int,
-    leader_key: str,
     nodes: list[NodeState],
     jobs: list[JobState],
     task_rows: list[TaskRow],
@@ -551,6 +550,7 @@ def assemble(
     early_observations: dict[str, EarlyObservations],
     clock: datetime,
     role_clocks: list[datetime],
+    leader_key: str = "",
 ) -> ClusterState:
     """Build a state from its persisted parts, deriving what is not stored.
 
