@@ -41,8 +41,8 @@ class SchedulerSettings(BaseSettings):
     scheduler_key_file: Path | None = Field(
         default=None,
         description="the scheduler's Ed25519 private key (PKCS#8 PEM) that signs its LeaderElected and"
-        " sessions; empty: <data dir>/keys/scheduler.pem (the embedded stack creates it and puts it in"
-        " the keyring; elsewhere create it with `tephra key create PATH` and `tephra producer add`)",
+        " sessions, created (mode 0600) when missing; empty: <data dir>/keys/scheduler.pem. Its public"
+        " key must be in the keyring (TEPHRA_SCHEDULER_ENROL, or `tephra producer add`)",
     )
     scheduler_principal: str = Field(
         default="scheduler",
