@@ -162,7 +162,7 @@ async def await_leadership(
             log.error(
                 "the LeaderElected of epoch %d is not in the log (%s); no session runs until it is."
                 " The scheduler's key must be in the keyring: `tephra producer add %s --public-key %s"
-                " --may tephra.leader.elected.v1 tephra.queue.upserted.v1`",
+                " --may tephra.leader.elected.v1 --may tephra.queue.upserted.v1`",
                 epoch,
                 why,
                 (event.principal or "scheduler").partition(":")[0],
