@@ -26,6 +26,7 @@ from typing import Final
 import asyncpg
 
 from api.settings import CommonSettings, TephraSettings
+from events.models import NodeRemoved, NodeReported
 from events.signing import EventSigner, load_or_create_signing_key, load_signing_key
 from projector.fold import EVENT_ROLES
 from projector.keyring import add_producer
@@ -37,7 +38,7 @@ from scheduler.service.settings import SchedulerSettings
 __all__ = [
     "API_PRODUCER",
     "CLI_PRODUCER",
-    "INTENT_TYPES",
+    "MANIFEST_TYPES",
     "development_defaults",
     "enrol_development_keys",
     "key_file",
@@ -51,11 +52,11 @@ log = logging.getLogger(__name__)
 #: The default keyring names of the commands and of the HTTP API.
 CLI_PRODUCER: Final = "cli"
 API_PRODUCER: Final = "api"
-#: The types users and admission produce (the intents topic's; what the embedded stack's cli and
-#: api may).
-INTENT_TYPES: Final = frozenset(
+#: The types manifests produce (api.manifests): the intents topic's and a ``v1 Node``'s report;
+#: what the embedded stack's cli and api may.
+MANIFEST_TYPES: Final = frozenset(
     model.model_fields["type"].default for model, role in EVENT_ROLES.items() if role == INTENTS
-)
+) | {NodeReported.model_fields["type"].default, NodeRemoved.model_fields["type"].default}
 
 
 def key_file(settings: CommonSettings, name: str) -> Path:
@@ -112,7 +113,7 @@ async def enrol_development_keys(
     ]
     for name in (CLI_PRODUCER, API_PRODUCER):
         key = load_or_create_signing_key(key_file(common, name))
-        entries.append(KeyringEntry(name, key.public_key, INTENT_TYPES))
+        entries.append(KeyringEntry(name, key.public_key, MANIFEST_TYPES))
     conn = await asyncpg.connect(database_url)
     try:
         for entry in entries:

@@ -18,7 +18,7 @@ import pytest
 from api.endpoints import Endpoints
 from api.http.settings import ApiSettings
 from api.http.tokens import Role, create_token
-from api.identity import API_PRODUCER, CLI_PRODUCER, INTENT_TYPES, local_user
+from api.identity import API_PRODUCER, CLI_PRODUCER, MANIFEST_TYPES, local_user
 from events.signing import EventSigner, SigningKey
 from events.topics import Topics
 from projector.keyring import add_producer
@@ -55,8 +55,8 @@ async def test_the_api_and_tephra_submit_sign_as_who_asked(
     conn = await asyncpg.connect(database_url)
     try:
         await apply_migrations(conn)
-        await add_producer(conn, KeyringEntry(API_PRODUCER, api_key.public_key, INTENT_TYPES))
-        await add_producer(conn, KeyringEntry(CLI_PRODUCER, cli_key.public_key, INTENT_TYPES))
+        await add_producer(conn, KeyringEntry(API_PRODUCER, api_key.public_key, MANIFEST_TYPES))
+        await add_producer(conn, KeyringEntry(CLI_PRODUCER, cli_key.public_key, MANIFEST_TYPES))
         signer = EventSigner(api_key, API_PRODUCER)
         async with (
             running_projector(kafka_bootstrap, database_url, topics, _PRODUCTION),

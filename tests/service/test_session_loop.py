@@ -70,6 +70,8 @@ async def test_a_session_publishes_decisions_the_projector_applies(
                 "SELECT data::jsonb AS data FROM event_log WHERE type = 'tephra.session.committed.v1'"
                 " AND jsonb_array_length(data::jsonb -> 'decisions') > 0 ORDER BY seq LIMIT 1"
             )
+            # Recorded once the scheduler has seen its session applied (after the projection has).
+            await wait_for(conn, "SELECT count(*) > 0 FROM scheduler_session_timings", True)
             timing = await conn.fetchrow(
                 "SELECT * FROM scheduler_session_timings ORDER BY applied_seq LIMIT 1"
             )
