@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 from collections import Counter
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
@@ -42,9 +42,12 @@ from events.display import redact
 from projector.heap import tune_gc
 
 if TYPE_CHECKING:
+    import asyncpg
+
     from api.endpoints import Endpoints
     from api.manifests import ManifestObject, Manifests
     from api.views import Item
+    from events.signing import EventSigner
     from projector.connections import DatabaseAccess
 
 app = typer.Typer(
@@ -318,7 +321,11 @@ async def _size_and_produce(
         task = progress.add_task("producing", total=len(manifests.objects))
         try:
             return await produce_manifests(
-                manifests, endpoints, max_request_size=limit, on_produced=lambda: progress.advance(task)
+                manifests,
+                endpoints,
+                max_request_size=limit,
+                on_produced=lambda: progress.advance(task),
+                signer=_signer(settings),
             )
         except PartlyProducedError as exc:
             for obj in exc.produced:
@@ -546,12 +553,26 @@ def cancel_job(
         typer.echo(f"error: no job {job_id} in the projection: nothing to cancel", err=True)
         raise typer.Exit(1)
     _produce(
-        job_cancellation(job_id, cluster=settings.cluster, source=CANCEL_SOURCE, reason=reason), endpoints
+        job_cancellation(job_id, cluster=settings.cluster, source=CANCEL_SOURCE, reason=reason),
+        settings,
+        endpoints,
     )
     typer.echo(f"job/{job_id} cancelled")
 
 
-def _produce(manifests: Manifests, endpoints: Endpoints) -> None:
+def _signer(settings: CommonSettings) -> EventSigner | None:
+    """The commands' signer: ``cli:<user>`` (api.identity), or None (unsigned)."""
+    from api.identity import CLI_PRODUCER, local_user, producer_signer
+    from events.signing import SigningKeyError
+
+    try:
+        signer = producer_signer(settings, CLI_PRODUCER)
+    except SigningKeyError as exc:
+        _fail(f"error: {exc}; nothing was submitted")
+    return None if signer is None else signer.on_behalf_of(local_user())
+
+
+def _produce(manifests: Manifests, settings: CommonSettings, endpoints: Endpoints) -> None:
     """Produce the events as ``tephra submit`` does (Kafka unreachable: its message, exit 1)."""
     import asyncio
 
@@ -560,7 +581,7 @@ def _produce(manifests: Manifests, endpoints: Endpoints) -> None:
     from api.submit import produce_manifests
 
     try:
-        asyncio.run(produce_manifests(manifests, endpoints))
+        asyncio.run(produce_manifests(manifests, endpoints, signer=_signer(settings)))
     except KafkaError as exc:
         typer.echo(f"error: cannot reach Kafka at {endpoints.kafka_bootstrap}: {exc}", err=True)
         raise typer.Exit(1) from None
@@ -594,7 +615,7 @@ def delete_queue(name: Annotated[str, typer.Argument(help="The queue.")], *, fla
             f"error: queue {name} still holds jobs ({held}); cancel them first (tephra cancel job)", err=True
         )
         raise typer.Exit(1)
-    _produce(queue_deletion(name, cluster=settings.cluster, source=DELETE_SOURCE), endpoints)
+    _produce(queue_deletion(name, cluster=settings.cluster, source=DELETE_SOURCE), settings, endpoints)
     typer.echo(f"queue/{name} deleted")
 
 
@@ -685,9 +706,16 @@ def scheduler(flags: dict[str, str]) -> None:
 def api_server(flags: dict[str, str]) -> None:
     """Run only the HTTP API (TEPHRA_API_ADDR); prints `tephra: API at <url>` once it listens."""
     from api.http.server import api_command
+    from api.identity import API_PRODUCER, producer_signer
+    from events.signing import SigningKeyError
 
     settings = _settings(TephraSettings, flags)
-    raise typer.Exit(api_command(settings, _endpoints(settings)))
+    try:
+        signer = producer_signer(settings, API_PRODUCER)
+    except SigningKeyError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    raise typer.Exit(api_command(settings, _endpoints(settings), signer))
 
 
 @app.command("kube-dev-cluster")
@@ -803,6 +831,141 @@ def token_list(tokens_file: TokensFile = None) -> None:
         scope = f" queues={','.join(t.queues) or '*'} namespaces={','.join(t.namespaces) or '*'}"
         state = " revoked" if t.revoked else ""
         typer.echo(f"{t.id} {t.subject} {t.role}{scope if t.role == 'submitter' else ''} {t.created}{state}")
+
+
+key_app = typer.Typer(
+    help="Ed25519 signing keys (PKCS#8 PEM files) for producers and the scheduler.", no_args_is_help=True
+)
+app.add_typer(key_app, name="key")
+KeyPath = Annotated[Path, typer.Argument(help="The private key file.")]
+
+
+@key_app.command("create")
+def key_create(path: KeyPath) -> None:
+    """Create a private key file (mode 0600; an existing file is left alone); prints its public key."""
+    from events.signing import SigningKeyError, load_or_create_signing_key
+
+    existed = path.exists()
+    try:
+        key = load_or_create_signing_key(path)
+    except (SigningKeyError, OSError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    if existed:
+        typer.echo(f"{path} exists already; its public key:", err=True)
+    typer.echo(key.public_key)
+
+
+@key_app.command("public")
+def key_public(path: KeyPath) -> None:
+    """Print the public key of a private key file (for `tephra producer add --public-key`)."""
+    from events.signing import SigningKeyError, load_signing_key
+
+    try:
+        typer.echo(load_signing_key(path).public_key)
+    except SigningKeyError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+producer_app = typer.Typer(
+    help="The keyring: who may produce which event types, for which queues and namespaces.",
+    no_args_is_help=True,
+)
+app.add_typer(producer_app, name="producer")
+
+
+T = TypeVar("T")
+
+
+def _keyring(flags: dict[str, str], action: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+    """Run ``action`` on a connection to the deployment's database (exit 1 when the keyring is missing)."""
+    import asyncio
+
+    import asyncpg
+
+    settings = _settings(CommonSettings, flags, log=False)
+    endpoints = _endpoints(settings)
+
+    async def run() -> T:
+        conn = await asyncpg.connect(endpoints.database_url)
+        try:
+            return await action(conn)
+        finally:
+            await conn.close()
+
+    try:
+        return asyncio.run(run())
+    except asyncpg.UndefinedTableError:
+        _fail("error: the database has no keyring table yet: start the projector once (it migrates)")
+    except (OSError, asyncpg.PostgresError) as exc:
+        _fail(f"error: {exc}")
+
+
+@producer_app.command("add")
+@settings_flags("submit")
+def producer_add(
+    name: Annotated[
+        str, typer.Argument(help="The producer's name: the NAME of its principal NAME[:SUBJECT].")
+    ],
+    *,
+    flags: dict[str, str],
+    public_key: Annotated[str, typer.Option(help="Its Ed25519 public key (tephra key public FILE).")],
+    may: Annotated[list[str], typer.Option(help="An event type it may produce (repeat).")],
+    queue: Annotated[
+        list[str] | None, typer.Option(help="A queue its events may touch (repeat; none: any).")
+    ] = None,
+    namespace: Annotated[
+        list[str] | None, typer.Option(help="A namespace its events may touch (repeat; none: any).")
+    ] = None,
+) -> None:
+    """Add a producer to the keyring (or replace the one of that name): the projector trusts its
+    signed events from its next batch on."""
+    from projector.keyring import add_producer, keyring_problem
+    from projector.trust import KeyringEntry
+
+    entry = KeyringEntry(
+        name=name,
+        public_key=public_key.strip(),
+        may=frozenset(may),
+        queues=frozenset(queue or ()),
+        namespaces=frozenset(namespace or ()),
+    )
+    problem = keyring_problem(entry)
+    if problem is not None:
+        typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(2)
+    _keyring(flags, lambda conn: add_producer(conn, entry))
+    typer.echo(f"producer {name} may produce {', '.join(sorted(entry.may))}")
+
+
+@producer_app.command("remove")
+@settings_flags("submit")
+def producer_remove(
+    name: Annotated[str, typer.Argument(help="The producer's name.")], *, flags: dict[str, str]
+) -> None:
+    """Remove a producer from the keyring: its events are rejected (unknown-principal) from the next batch."""
+    from projector.keyring import remove_producer
+
+    if not _keyring(flags, lambda conn: remove_producer(conn, name)):
+        typer.echo(f"error: no producer {name} in the keyring", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"removed {name}")
+
+
+@producer_app.command("list")
+@settings_flags("submit")
+def producer_list(*, flags: dict[str, str]) -> None:
+    """Every producer: name, public key, the types it may produce, its queues and namespaces."""
+    from projector.keyring import load_keyring
+
+    for entry in _keyring(flags, load_keyring).values():
+        scope = "".join(
+            f" {label}={','.join(sorted(values))}"
+            for label, values in (("queues", entry.queues), ("namespaces", entry.namespaces))
+            if values
+        )
+        typer.echo(f"{entry.name} {entry.public_key} may={','.join(sorted(entry.may))}{scope}")
 
 
 @app.command()

@@ -120,6 +120,17 @@ class CommonSettings(ConnectionSettings):
         " finds the same stack)",
         json_schema_extra={"default_text": DEFAULT_DATA_DIR_TEXT},
     )
+    producer_name: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9._@-]{1,128}$",
+        description="the keyring name this process signs intents as, NAME:SUBJECT (empty: cli for the"
+        " commands, api for the HTTP API; docs/producers.md)",
+    )
+    producer_key_file: Path | None = Field(
+        default=None,
+        description="the Ed25519 private key (PKCS#8 PEM) that signs them (empty: <data dir>/keys/NAME.pem,"
+        " when it exists; else the events go unsigned)",
+    )
     log_level: LogLevel = Field(default=LogLevel.INFO, description="the services' log level")
     log_format: LogFormat = Field(
         default=LogFormat.TEXT, description="text lines, or one JSON object a line (for log collectors)"

@@ -44,6 +44,13 @@ from api.endpoints import (
     remove_stack_record,
     write_stack_record,
 )
+from api.identity import (
+    API_PRODUCER,
+    development_defaults,
+    enrol_development_keys,
+    producer_signer,
+    scheduler_signer,
+)
 from api.settings import CommonSettings, TephraSettings
 from api.telemetry import observability
 from events.display import redact
@@ -179,6 +186,8 @@ async def _scheduler_service(
         topics=endpoints.topics,
         cluster=endpoints.cluster,
         on_leader=on_leader,
+        signer=scheduler_signer(settings, settings),
+        enrol=settings.scheduler_enrol or settings.embedded,
     )
 
 
@@ -275,6 +284,7 @@ def api_service(out: TextIO) -> ServiceFactory:
             endpoints,
             on_ready=lambda url: print(f"tephra: API at {url}", file=out, flush=True),
             access=service_access(settings, endpoints, settings.api_credentials()),
+            signer=producer_signer(settings, API_PRODUCER),
         )
 
     return run
@@ -297,9 +307,11 @@ async def run_services(
     (unless ``TEPHRA_CREATE_TOPICS`` is off: then the services wait for them).
     ``also``: services beside the named ones (``tephra up``'s API).
     """
-    settings = settings_for(settings, names)
+    settings = development_defaults(settings_for(settings, names))
     if migrate_first:
         await migrate(endpoints.database())
+    if settings.embedded:
+        await enrol_development_keys(settings, settings, endpoints.database())
     await ensure_topics(settings, endpoints.kafka(), endpoints.topics)
     async with asyncio.TaskGroup() as group:
         for name in names:
@@ -425,6 +437,9 @@ def scheduler_command(settings: TephraSettings, endpoints: Endpoints) -> int:
         print(f"leader epoch={epoch}", flush=True)
 
     async def main() -> None:
+        if settings.embedded:  # our own PostgreSQL: its schema and development keyring are ours
+            await migrate(endpoints.database())
+            await enrol_development_keys(settings, settings, endpoints.database())
         await ensure_topics(settings, endpoints.kafka(), endpoints.topics)
         await _scheduler_service(settings, endpoints, on_leader=announce)
 

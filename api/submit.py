@@ -38,6 +38,7 @@ from events.models import (
     QueueUpserted,
 )
 from events.serde import encode
+from events.signing import EventSigner
 from events.topics import Topics, kafka_key, topic_for
 from events.tracing import headers_from_carrier
 from projector.connections import KafkaAccess, new_admin, new_producer, start_client
@@ -216,8 +217,12 @@ async def produce_manifests(
     producer: AIOKafkaProducer | None = None,
     max_request_size: int = DEFAULT_MAX_MESSAGE_BYTES,
     on_produced: Callable[[], None] | None = None,
+    signer: EventSigner | None = None,
 ) -> list[ManifestObject]:
     """Produce every object's event (document order) and wait until the broker has them all.
+
+    ``signer``: who produces them (``principal`` and ``signature``, docs/producers.md); None:
+    unsigned (a development deployment takes them, others reject them: ``unsigned``).
 
     ``on_produced`` is called as each is acknowledged (a progress bar).  Raises
     :class:`PartlyProducedError` when some were produced and one then failed; the error
@@ -240,7 +245,11 @@ async def produce_manifests(
     try:
         for index, obj in enumerate(objects):
             try:
-                pending.append(await _send(producer, obj, endpoints.topics, tracer, on_produced))
+                pending.append(
+                    await _send(
+                        producer, obj, endpoints.topics, tracer, on_produced=on_produced, signer=signer
+                    )
+                )
             except KafkaError as exc:
                 stopped = (index, exc)
                 break
@@ -270,10 +279,12 @@ async def _send(
     obj: ManifestObject,
     topics: Topics,
     tracer: Tracer,
+    *,
     on_produced: Callable[[], None] | None,
+    signer: EventSigner | None,
 ) -> asyncio.Future[object]:
     """Send one object's event in its span; the future the broker's acknowledgement completes."""
-    event = obj.event
+    event = obj.event if signer is None else signer.sign(obj.event)
     with tracer.start_as_current_span(
         "tephra.submit", attributes={"tephra.ref": obj.ref, "tephra.event.id": event.id}
     ):

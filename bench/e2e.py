@@ -141,6 +141,10 @@ def _endpoints(bootstrap: str, dsn: str, topics: Topics) -> dict[str, str]:
         "TEPHRA_KAFKA_BOOTSTRAP": bootstrap,
         "TEPHRA_DATABASE_URL": dsn,
         "TEPHRA_TOPICS_PREFIX": topics.prefix,
+        # The bench's producers do not sign (as compose.yaml's); the scheduler enrols its own key.
+        "TEPHRA_ALLOW_UNSIGNED_INTENTS": "true",
+        "TEPHRA_ALLOW_UNSIGNED_OBSERVATIONS": "true",
+        "TEPHRA_SCHEDULER_ENROL": "true",
     }
 
 

@@ -11,8 +11,10 @@ cannot disagree.
 
 In short: the CloudEvents envelope as one JSON object with its members in
 sorted key order, no whitespace, UTF-8 with non-ASCII characters as they are,
-``time`` in UTC (``...Z``), an absent ``subject`` left out; ``data`` is the
-event data's JSON value written the same way.  ``hash = sha256(prev_hash ||
+``time`` in UTC (``...Z``), an absent ``subject`` or ``principal`` left out;
+``data`` is the event data's JSON value written the same way.  The
+``signature`` attribute is never part of them: it is the principal's signature
+*of* them (:mod:`events.signing`).  ``hash = sha256(prev_hash ||
 canonical bytes)``, the first ``prev_hash`` being 32 zero bytes.
 
 The fast paths live here and nowhere else: the data's JSON value comes from
@@ -46,6 +48,7 @@ __all__ = [
     "canonical_json",
     "chain_hash",
     "format_time",
+    "signed_bytes",
 ]
 
 #: ``prev_hash`` of the first archived event.
@@ -79,6 +82,9 @@ class CanonicalForm:
     event_id: str
     source: str
     subject: str | None
+    #: The producer's principal (a member of the bytes) and its signature of the bytes (beside them).
+    principal: str | None
+    signature: str | None
     #: ``time``'s text (:func:`format_time`) and the instant itself (UTC).
     time: str
     instant: datetime
@@ -95,6 +101,7 @@ def canonical_bytes(
     subject: str | None,
     time: str,
     event_type: str,
+    principal: str | None = None,
 ) -> bytes:
     """THE canonical bytes, from an event's archived attributes (keys in sorted order).
 
@@ -104,10 +111,11 @@ def canonical_bytes(
     """
     # An absent subject is left out (as the wire form does).
     subject_member = "" if subject is None else ',"subject":' + encode_basestring(subject)
+    principal_member = "" if principal is None else ',"principal":' + encode_basestring(principal)
     # One f-string: a chain of + would copy the growing text (data included) a dozen times.
     return (
         f'{{"cluster":{_repeated(cluster)},"data":{data},"datacontenttype":"application/json",'
-        f'"id":{encode_basestring(event_id)},"source":{_repeated(source)},"specversion":"1.0"'
+        f'"id":{encode_basestring(event_id)}{principal_member},"source":{_repeated(source)},"specversion":"1.0"'
         f'{subject_member},"time":"{time}","type":{_repeated(event_type)}}}'
     ).encode()
 
@@ -132,6 +140,7 @@ def canonical_form(event: Event) -> CanonicalForm:
         event = event.model_copy(update={"traceparent": None, "tracestate": None})
     event_type, cluster, event_id = event.type, event.cluster, event.id
     source, subject, time_string = event.source, event.subject, time_text(time)
+    principal = event.principal
     data = _data_text(event_type, json_form(event.data))
     encoded = canonical_bytes(
         cluster=cluster,
@@ -141,15 +150,48 @@ def canonical_form(event: Event) -> CanonicalForm:
         subject=subject,
         time=time_string,
         event_type=event_type,
+        principal=principal,
     )
     return CanonicalForm(
-        event, cluster, data, event_id, source, subject, time_string, time, event_type, encoded
+        event,
+        cluster,
+        data,
+        event_id,
+        source,
+        subject,
+        principal,
+        event.signature,
+        time_string,
+        time,
+        event_type,
+        encoded,
     )
 
 
 def canonical_json(event: Event) -> bytes:
     """The canonical bytes of ``event`` (:func:`canonical_form`'s)."""
     return canonical_form(event).bytes
+
+
+#: The members of a record its signature does not cover: itself, and the trace context (delivery
+#: metadata, which a record header may replace).
+UNSIGNED_MEMBERS: Final = ("signature", "traceparent", "tracestate")
+
+
+def signed_bytes(record: bytes) -> bytes:
+    """What a record's ``signature`` signs: the canonical text of the record's JSON object
+    without :data:`UNSIGNED_MEMBERS` (docs/producers.md, "Signing").
+
+    A record that writes every member of its event in UTC (Tephra's own producers do) signs
+    exactly its event's canonical bytes, so the archive's rows verify too.  Raises
+    ``ValueError`` when the record is not JSON, ``TypeError`` when not an object.
+    """
+    value = json.loads(record)
+    if not isinstance(value, dict):
+        raise TypeError("a record is a JSON object")
+    for member in UNSIGNED_MEMBERS:
+        value.pop(member, None)
+    return _dumps(value).encode()
 
 
 def chain_hash(prev_hash: bytes, canonical: bytes) -> bytes:

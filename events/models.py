@@ -39,6 +39,7 @@ __all__ = [
     "INT32_MAX",
     "LATEST_TIME",
     "MAX_LEADER_EPOCH",
+    "MAX_PRINCIPAL",
     "MAX_SEQ",
     "MAX_SESSION_PARTS",
     "ActionConfiguration",
@@ -55,6 +56,8 @@ __all__ = [
     "JobRejectedData",
     "JobSubmitted",
     "JobSubmittedData",
+    "LeaderElected",
+    "LeaderElectedData",
     "NodeRemoved",
     "NodeRemovedData",
     "NodeReported",
@@ -107,6 +110,8 @@ MAX_SEQ: Final = 2**63 - 1
 #: Leader epochs: exact in every JSON reader (2^53 - 1), far below bigint, so a
 #: leader's next epoch (one higher) is always storable.
 MAX_LEADER_EPOCH: Final = 2**53 - 1
+#: A principal's text (``NAME`` or ``NAME:SUBJECT``, docs/producers.md "Signing").
+MAX_PRINCIPAL: Final = 256
 #: Parts of one split session (each up to the broker's message limit: 100k parts
 #: are 100 GB of decisions at 1 MB each).
 MAX_SESSION_PARTS: Final = 100_000
@@ -525,6 +530,17 @@ class SessionPartData(EventData):
         return data
 
 
+class LeaderElectedData(EventData):
+    """A scheduler took the cluster's leadership: from this event on, sessions count only with
+    ``epoch`` and a signature by ``public_key`` (projector.fold, docs/producers.md)."""
+
+    epoch: int = Field(ge=1, le=MAX_LEADER_EPOCH)
+    #: The leader's Ed25519 public key: 32 raw bytes, URL-safe base64 without padding.
+    public_key: str = Field(pattern=r"^[A-Za-z0-9_-]{43}$")
+    #: Who holds the lock (host:pid or the configured holder name), for people reading the log.
+    holder: str = Field(min_length=1, max_length=256)
+
+
 # --------------------------------------------------------------------------- envelopes
 
 
@@ -545,6 +561,14 @@ class _Envelope(BaseModel):
     #: and the archive keeps a valid one beside the event (``event_log.traceparent``).
     traceparent: str | None = Field(default=None, max_length=512)
     tracestate: str | None = Field(default=None, max_length=512)
+    #: Who produced the event (extension attribute): a keyring name, or ``NAME:SUBJECT`` when
+    #: NAME vouches for SUBJECT (the HTTP API for a token's subject).  Part of the canonical
+    #: bytes, so the signature and the archive's hash cover it.
+    principal: str | None = Field(default=None, min_length=1, max_length=MAX_PRINCIPAL)
+    #: The principal's Ed25519 signature of the event's canonical bytes (which leave this
+    #: attribute out): 64 bytes, URL-safe base64 without padding.  Kept beside the event
+    #: (``event_log.signature``), like the trace context.
+    signature: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{86}$")
 
 
 class QueueUpserted(_Envelope):
@@ -612,6 +636,11 @@ class SessionPart(_Envelope):
     data: SessionPartData
 
 
+class LeaderElected(_Envelope):
+    type: Literal["tephra.leader.elected.v1"] = "tephra.leader.elected.v1"
+    data: LeaderElectedData
+
+
 _EVENT_CLASSES = (
     QueueUpserted,
     QueueDeleted,
@@ -626,6 +655,7 @@ _EVENT_CLASSES = (
     TaskFinished,
     SessionCommitted,
     SessionPart,
+    LeaderElected,
 )
 
 Event: TypeAlias = Annotated[
@@ -641,7 +671,8 @@ Event: TypeAlias = Annotated[
     | TaskStarted
     | TaskFinished
     | SessionCommitted
-    | SessionPart,
+    | SessionPart
+    | LeaderElected,
     Field(discriminator="type"),
 ]
 

@@ -82,8 +82,9 @@ _CURRENT: Final[TypeAdapter[Event]] = TypeAdapter(
 _validate_current: Final = _CURRENT.validator.validate_json
 
 _MAX_REPR = 80
-_NO_SUBJECT: Final = {"subject", "traceparent", "tracestate"}
-_NO_TRACE: Final = {"traceparent", "tracestate"}
+_NO_SUBJECT: Final = {"subject", "traceparent", "tracestate", "principal", "signature"}
+_NO_TRACE: Final = {"traceparent", "tracestate", "principal", "signature"}
+_OPTIONAL: Final = ("subject", "traceparent", "tracestate", "principal", "signature")
 
 
 class EventDecodeError(ValueError):
@@ -140,9 +141,9 @@ def encode(event: Event) -> bytes:
 
 
 def _absent_attributes(event: Event) -> set[str] | None:
-    if event.traceparent is None and event.tracestate is None:
+    if event.traceparent is None and event.tracestate is None and event.principal is None:
         return _NO_SUBJECT if event.subject is None else _NO_TRACE
-    absent = {name for name in ("subject", "traceparent", "tracestate") if getattr(event, name) is None}
+    absent = {name for name in _OPTIONAL if getattr(event, name) is None}
     return absent or None
 
 

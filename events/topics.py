@@ -6,7 +6,7 @@ Five topics per deployment (design §1), all under one prefix:
   priority-class, scheduler-config and job events, including JobRejected;
 * ``<prefix>.observations`` — what the cluster reports: node and task events;
 * ``<prefix>.decisions`` — what the scheduler decided: SessionCommitted and
-  its SessionPart pieces;
+  its SessionPart pieces, and LeaderElected (a scheduler took the leadership);
 * ``<prefix>.rejected`` — the dead-letter topic: raw messages the projector
   could not decode, with the error in the headers;
 * ``<prefix>.checkpoints`` — the projector's signed checkpoints of the
@@ -27,6 +27,7 @@ from events.models import (
     JobCancelled,
     JobRejected,
     JobSubmitted,
+    LeaderElected,
     NodeRemoved,
     NodeReported,
     PriorityClassUpserted,
@@ -95,7 +96,7 @@ def topic_for(event: Event, topics: Topics) -> str:
             return topics.intents
         case NodeReported() | NodeRemoved() | TaskStarted() | TaskFinished():
             return topics.observations
-        case SessionCommitted() | SessionPart():
+        case SessionCommitted() | SessionPart() | LeaderElected():
             return topics.decisions
         case _:
             # mypy proves every catalogue type is routed above.

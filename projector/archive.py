@@ -46,6 +46,7 @@ __all__ = [
     "row_members",
     "stdlib_utc",
     "stored_members",
+    "with_signature",
 ]
 
 #: The chain format the writer archives rows in (``event_log.chain_format``): 1 hashed
@@ -63,12 +64,14 @@ def row_members(
     recorded_at: str,
     job: str | None,
     traceparent: str | None,
+    signature: str | None,
 ) -> bytes:
     """THE columns a format-2 row's hash covers besides the event: the members after
     ``"event"`` of the row's canonical object, in key order, with its closing brace.
 
     Every ``event_log`` column but ``prev_hash`` and ``hash`` is either in the
-    event's canonical bytes or here.  A new column is one line here, at its key's
+    event's canonical bytes (``principal`` among them) or here (``signature``: it is
+    kept beside the bytes it signs).  A new column is one line here, at its key's
     place in code-point order (``docs/archive-format.md``, "Chain format 2").
     ``recorded_at`` is :func:`events.canonical.format_time`'s text.
     """
@@ -79,6 +82,7 @@ def row_members(
         f',"partition":{partition}'
         f',"recorded_at":"{recorded_at}"'
         f',"seq":{seq}'
+        f',"signature":{_text_or_null(signature)}'
         f',"topic":{encode_basestring(topic)}'
         f',"traceparent":{_text_or_null(traceparent)}}}'
     ).encode()
@@ -111,6 +115,7 @@ def stored_members(row: Mapping[str, Any]) -> bytes:
         recorded_at=format_time(row["recorded_at"]),
         job=row["job"],
         traceparent=row["traceparent"],
+        signature=row["signature"],
     )
 
 
@@ -135,6 +140,14 @@ def row_canonical(row: Mapping[str, Any]) -> bytes:
     return columns_canonical(row, format_time(row["time"]))
 
 
+def with_signature(event: Event, signature: str | None) -> Event:
+    """An event decoded from a row's canonical bytes, with the row's ``signature`` column (kept
+    beside the bytes it signs): the fold checks a session's signature (projector.fold)."""
+    if signature is None:
+        return event
+    return event.model_copy(update={"signature": signature})
+
+
 def columns_canonical(row: Mapping[str, Any], time: str) -> bytes:
     """The canonical bytes spliced from a row's columns (named as in ``event_log``), with
     ``time`` already the canonical text (:func:`events.canonical.format_time`'s)."""
@@ -146,6 +159,7 @@ def columns_canonical(row: Mapping[str, Any], time: str) -> bytes:
         subject=row["subject"],
         time=time,
         event_type=row["type"],
+        principal=row.get("principal"),
     )
 
 

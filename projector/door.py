@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from events.models import Event, JobSubmitted, SchedulerConfigSpec, SchedulerConfigured
+from projector.trust import Trust
 
 __all__ = [
     "KEPT_BYTES",
@@ -64,6 +65,8 @@ class Door:
     #: position -> (code, detail).  The service's own mapping: it adds to it between runs.
     refused: Mapping[Position, tuple[str, str]] = field(default_factory=dict)
     config_check: ConfigCheck | None = None
+    #: Who may produce what (projector.trust); None: no check (tools and tests that fold by hand).
+    trust: Trust | None = None
 
 
 def refusal(door: Door, event: Event) -> tuple[str, str] | None:

@@ -26,8 +26,16 @@ Lifecycle rules (Volcano's, simplified where noted):
   Bound on a node with enough free allocatable (Bound, Running and Releasing
   tasks occupy, each plus one ``pods``); ``evict`` Bound/Running -> Releasing
   (still occupying until its TaskFinished); ``pipeline`` is recorded only.
-  A leader epoch below the highest seen voids the whole session
-  (``stale-epoch``).
+  Leadership is in the log: a LeaderElected (epoch above every epoch seen,
+  signed by the key it names) makes its epoch and key the current leadership,
+  and from then on a SessionCommitted counts only with that epoch
+  (``not-leader``) and that key's signature of its canonical bytes, a
+  SessionPart only with that signature (``bad-signature``): invalid, never
+  archived, so a forged or replayed session changes nothing, not even the
+  epoch.  (Archives written before leadership events existed have none: their
+  sessions fold as they did, a leader epoch below the highest seen voiding the
+  whole session, ``stale-epoch``; the projector's door refuses a session while
+  the log names no leader, projector.trust.)
 * TaskStarted -> Running; the job is Running once running + succeeded tasks
   reach its gang minimum.  Observations come on another topic than jobs, so
   one can overtake the JobSubmitted it names: it is archived, held in
@@ -118,6 +126,7 @@ from events.models import (
     JobCancelled,
     JobRejected,
     JobSubmitted,
+    LeaderElected,
     NodeRemoved,
     NodeReported,
     PendingJob,
@@ -133,6 +142,7 @@ from events.models import (
     TaskStarted,
     changed_pending,
 )
+from events.signing import event_signed_by, public_key_of
 from projector.state import (
     CLOCK_START,
     DECISIONS,
@@ -203,6 +213,9 @@ INVALID_EVENT_REASONS: Final = (
     "duplicate-session",  # a second SessionCommitted with the same session id
     "duplicate-part",  # a SessionPart index seen before for that session
     "session-incomplete",  # the marker announces parts that never arrived
+    "not-leader",  # a session with another epoch than the current leadership's (LeaderElected)
+    "bad-signature",  # a session, part or LeaderElected not signed by the leadership's key
+    "stale-leader",  # a LeaderElected whose epoch is not above every epoch seen
 )
 
 DECISION_VOID_REASONS: Final = (
@@ -257,6 +270,7 @@ EVENT_ROLES: Final[dict[type[Event], int]] = {
     TaskFinished: OBSERVATIONS,
     SessionCommitted: DECISIONS,
     SessionPart: DECISIONS,
+    LeaderElected: DECISIONS,
 }
 
 _META: Final = ("meta", "")
@@ -517,6 +531,8 @@ def _dispatch(state: ClusterState, seq: int, event: Event) -> FoldOutcome:  # no
             return _priority_class_upserted(state, event)
         case SchedulerConfigured():
             return _scheduler_configured(state, event)
+        case LeaderElected():
+            return _leader_elected(state, event)
         case _:
             assert_never(event)
 
@@ -856,10 +872,46 @@ def _refresh_phase(state: ClusterState, job: JobState) -> bool:
 # ---------------------------------------------------------------------------- sessions
 
 
+def _leader_elected(state: ClusterState, event: LeaderElected) -> FoldOutcome:
+    d = event.data
+    if d.epoch <= state.leader_epoch:
+        return _invalid(
+            "stale-leader", f"leader epoch {d.epoch} is not above the current epoch {state.leader_epoch}"
+        )
+    if not event_signed_by(event, public_key_of(d.public_key)):
+        return _invalid("bad-signature", f"the LeaderElected of epoch {d.epoch} is not signed by its key")
+    state.leader_epoch = d.epoch
+    state.leader_key = d.public_key
+    return FoldOutcome(touched=(_META,))
+
+
+def _not_from_leader(
+    state: ClusterState, event: SessionCommitted | SessionPart, epoch: int | None
+) -> FoldOutcome | None:
+    """Why a session event does not come from the current leadership (None: it does, or the log
+    names none yet: see the module docstring)."""
+    key = state.leader_key
+    if not key:
+        return None
+    if epoch is not None and epoch != state.leader_epoch:
+        return _invalid(
+            "not-leader",
+            f"the session names leader epoch {epoch}; the current leadership's is {state.leader_epoch}",
+        )
+    if not event_signed_by(event, public_key_of(key)):
+        return _invalid(
+            "bad-signature",
+            f"{event.type} {event.id} is not signed by the leader of epoch {state.leader_epoch}",
+        )
+    return None
+
+
 def _session_part(state: ClusterState, event: SessionPart) -> FoldOutcome:
     d, time = event.data, event.time
     if d.session_id in state.sessions:
         return _invalid("duplicate-session", f"part {d.index} of session {d.session_id} after its commit")
+    if (foreign := _not_from_leader(state, event, None)) is not None:
+        return foreign
     buffered = state.session_parts.get(d.session_id)
     if buffered is None:
         buffered = state.session_parts[d.session_id] = BufferedSession(since=time, parts={})
@@ -876,6 +928,8 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
     session_id, part_count = d.session_id, d.parts
     if session_id in state.sessions:
         return _invalid("duplicate-session", f"session {session_id} was already committed")
+    if (foreign := _not_from_leader(state, event, d.leader_epoch)) is not None:
+        return foreign
     # A split session's marker carries no decisions; its pending jobs follow the parts'.
     decisions: list[Decision] = list(d.decisions)
     pending: list[PendingJob] = []

@@ -54,6 +54,7 @@ from projector.projection_rows import (
 from projector.state import ClusterState, SessionRecord
 from projector.state_json import StoredState, state_to_stored
 from projector.storable import nul_path
+from projector.trust import Trust, distrust
 
 __all__ = [
     "BatchPlan",
@@ -93,6 +94,7 @@ class Rejection:
     raw: bytes | None
     #: Stable code: a DecodeErrorCode, an invalid-event reason (projector.fold), empty-record,
     #: unstorable-text, decode-failed, invalid-name, unknown-cluster, wrong-topic, id-conflict,
+    #: a trust code (projector.trust): unsigned, unknown-principal, bad-signature, not-permitted, not-leader,
     #: or a door's (projector.door): record-too-large, too-many-replicas, too-many-tasks,
     #: invalid-config, skipped-by-operator, fold-failed, unstorable.
     error: str
@@ -289,6 +291,26 @@ def _misrouted(record: InboundRecord, item: Event, cluster: str, topics: Topics 
     return None
 
 
+def _refused(
+    state: ClusterState,
+    record: InboundRecord,
+    item: Event,
+    *,
+    cluster: str,
+    topics: Topics | None,
+    trust: Trust | None,
+) -> Rejection | None:
+    """The rejection of an event that came where it does not belong (:func:`_misrouted`) or from a
+    producer ``trust`` refuses (projector.trust); None when it may be folded."""
+    if (misrouted := _misrouted(record, item, cluster, topics)) is not None:
+        return misrouted
+    if trust is not None and record.value is not None:
+        distrusted = distrust(trust, state, item, record.value)
+        if distrusted is not None:
+            return _rejection(record, *distrusted, item.id, item.type)
+    return None
+
+
 def fold_records(
     state: ClusterState,
     plan: BatchPlan,
@@ -297,13 +319,15 @@ def fold_records(
     *,
     cluster: str,
     topics: Topics | None = None,
+    trust: Trust | None = None,
 ) -> None:
     """Fold ``decoded`` into ``state`` and the plan (continuing where the plan stands).
 
     Sets aside events already archived (same id: a producer retry or a
     redelivery, unless the content differs: see :class:`Repeat`).  Events of
     another cluster (``unknown-cluster``), on another topic than their type's
-    (``wrong-topic``, when ``topics`` is given) and those the fold refuses
+    (``wrong-topic``, when ``topics`` is given), those whose producer
+    ``trust`` refuses (projector.trust, when given) and those the fold refuses
     become rejections: nothing consumed is dropped without a row.
     """
     seq = plan.last_seq
@@ -325,8 +349,9 @@ def fold_records(
             plan.duplicates += 1
             plan.repeats.append(Repeat(record, event_id, item.type, canonical_form(item).bytes))
             continue
-        if (misrouted := _misrouted(record, item, cluster, topics)) is not None:
-            plan.rejections.append(misrouted)
+        refused = _refused(state, record, item, cluster=cluster, topics=topics, trust=trust)
+        if refused is not None:
+            plan.rejections.append(refused)
             continue
         try:
             # What the archive keeps (the event in UTC) and the bytes the chain hashes, with
@@ -390,12 +415,13 @@ def _archive_row(
     job = job_of_event(form.event) if form.type in JOB_EVENT_TYPES else None
     members = row_members(
         seq=seq, topic=topic, partition=partition, kafka_offset=offset, recorded_at=recorded_text, job=job,
-        traceparent=traceparent,
+        traceparent=traceparent, signature=form.signature,
     )  # fmt: skip
     digest = row_digest(prev_hash, form.bytes, members)
     return (
         seq, form.event_id, form.type, form.cluster, form.subject, form.source, stdlib_utc(form.instant),
         form.data, topic, partition, offset, prev_hash, digest, job, traceparent, recorded_at, CHAIN_FORMAT,
+        form.principal, form.signature,
     )  # fmt: skip
 
 

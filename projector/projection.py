@@ -107,7 +107,7 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
     async with conn.transaction(isolation="repeatable_read", readonly=True):
         meta = await conn.fetchrow(
             "SELECT seq, config, config_version, leader_epoch, clock, intents_clock, observations_clock,"
-            " decisions_clock, rebuild FROM projection_meta"
+            " decisions_clock, leader_key, rebuild FROM projection_meta"
         )
         if meta is None:
             raise LookupError("projection_meta is empty: run the migrations first")
@@ -156,6 +156,7 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
         config=None if config is None else SchedulerConfigSpec.model_validate(json.loads(config)),
         config_version=meta["config_version"],
         leader_epoch=meta["leader_epoch"],
+        leader_key=meta["leader_key"],
         nodes=nodes,
         jobs=jobs,
         task_rows=task_rows,

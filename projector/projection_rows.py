@@ -71,7 +71,7 @@ _dumps: Final = document_json
 #: The projection_meta columns :func:`meta_arguments` gives values for, in order.
 META_COLUMNS: Final = (
     "config", "config_version", "leader_epoch", "clock", "intents_clock", "observations_clock",
-    "decisions_clock",
+    "decisions_clock", "leader_key",
 )  # fmt: skip
 _MUTABLE_JOB_FIELDS: Final = ("phase", "phase_reason", "finished_at")
 _UPSERT_NODES: Final = (
@@ -354,5 +354,5 @@ def meta_arguments(state: ClusterState) -> tuple[Any, ...]:
     )
     return (
         config, state.config_version, state.leader_epoch, stdlib_utc(state.clock), intents, observations,
-        decisions,
+        decisions, state.leader_key,
     )  # fmt: skip

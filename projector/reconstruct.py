@@ -21,7 +21,7 @@ import orjson
 from events.canonical import GENESIS_HASH
 from events.models import Event
 from events.serde import decode
-from projector.archive import JOB_EVENT_TYPES, job_of_data, row_canonical, row_hash
+from projector.archive import JOB_EVENT_TYPES, job_of_data, row_canonical, row_hash, with_signature
 from projector.errors import ArchiveFoldMismatchError, ProjectionDriftError
 from projector.fold import apply
 from projector.projection import create_staging, execute_writes, load_projection
@@ -45,7 +45,9 @@ __all__ = [
 ]
 
 _CHUNK: Final = 5_000
-_COLUMNS: Final = "seq, event_id, type, cluster, subject, source, time, data, prev_hash, hash"
+_COLUMNS: Final = (
+    "seq, event_id, type, cluster, subject, source, time, data, prev_hash, hash, principal, signature"
+)
 _CHECKED_COLUMNS: Final = (
     f"{_COLUMNS}, job, topic, partition, kafka_offset, recorded_at, traceparent, chain_format"
 )
@@ -77,7 +79,7 @@ async def archived_events(
 ) -> AsyncIterator[tuple[int, Event]]:
     """(seq, event) for the archived events after ``after`` up to ``upto``, decoded from the archive."""
     async for row in _rows(conn, after, upto):
-        yield row["seq"], decode(row_canonical(row))
+        yield row["seq"], with_signature(decode(row_canonical(row)), row["signature"])
 
 
 async def state_at(conn_or_pool: Connectable, seq: int) -> ClusterState:
@@ -136,7 +138,7 @@ async def rebuild_projection(conn: asyncpg.Connection) -> bool:
         await conn.execute(
             "UPDATE projection_meta SET config = $1::json, config_version = $2, leader_epoch = $3,"
             " clock = $4, intents_clock = $5, observations_clock = $6, decisions_clock = $7,"
-            " rebuild = false, updated_at = now()",
+            " leader_key = $8, rebuild = false, updated_at = now()",
             *meta_arguments(state),
         )
     return True

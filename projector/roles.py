@@ -76,6 +76,10 @@ TABLE_GRANTS: Final[Mapping[str, Mapping[Role, tuple[str, ...]]]] = {
     "rejected_events": _table(projector=APPEND),
     # The chain's signed checkpoints (projector.checkpoints): appended, never rewritten.
     "checkpoints": _table(projector=APPEND),
+    # Who may produce what (projector.keyring): `tephra producer add` writes it as the owner;
+    # a scheduler with TEPHRA_SCHEDULER_ENROL puts its own key in at each term (INSERT ... ON
+    # CONFLICT UPDATE). Turn enrolment off and enrol by hand to take this grant away.
+    "keyring": _table(scheduler=("SELECT", "INSERT", "UPDATE")),
     "consumer_offsets": _table(projector=WRITE),
     "state_snapshots": _table(projector=WRITE),
     "state_snapshot_chunks": _table(projector=WRITE),

@@ -75,12 +75,14 @@ from projector.connections import (
 from projector.door import ConfigCheck, Door, Position, short
 from projector.errors import BatchFailedError, ProjectorError, RecordFailedError
 from projector.heap import BatchHeap
+from projector.keyring import load_keyring
 from projector.migrate import require_schema
 from projector.plan import id_hint
 from projector.read_pacing import ReadPacer
 from projector.settings import ProjectorSettings, parse_positions
 from projector.telemetry import observe_batch, observe_lag, set_connected
 from projector.topic_watch import TopicWatch
+from projector.trust import Trust
 from projector.writer import (
     BatchPlan,
     BatchWriter,
@@ -414,6 +416,11 @@ class _Run:
             max_tasks_per_job=settings.max_tasks_per_job,
             refused=refused if refused is not None else {},
             config_check=target.config_check,
+            trust=Trust(
+                unsigned_intents=bool(settings.allow_unsigned_intents),
+                unsigned_observations=bool(settings.allow_unsigned_observations),
+                leaderless_sessions=settings.allow_leaderless_sessions,
+            ),
         )
         #: (topic, partition) -> the offset below which records are committed one per batch.
         self.isolating = isolating if isolating is not None else {}
@@ -734,6 +741,9 @@ class _Run:
                         stages["heap"] += clock() - idle
                     continue
                 gathered = clock()
+                # Before the poisoned check: from there to prepare, nothing may await (a commit in
+                # flight that fails meanwhile would poison the writer under prepare).
+                await self._read_keyring(query_conn)
                 if writer.poisoned:
                     # A commit in flight failed, which poisons the writer: end the run with
                     # that commit's error (an outage, retried).  Preparing would end it with
@@ -775,6 +785,12 @@ class _Run:
                 for task in commits:
                     task.cancel()
                 await asyncio.gather(*commits, return_exceptions=True)
+
+    async def _read_keyring(self, conn: asyncpg.Connection) -> None:
+        """Read the keyring before each batch: a producer added is trusted from the next record on."""
+        trust = self.door.trust
+        if trust is not None:
+            trust.keyring = await load_keyring(conn)
 
     async def _commit(
         self,

@@ -130,6 +130,22 @@ class ProjectorSettings(BaseSettings):
         default=None, description="a file holding that role's password"
     )
 
+    allow_unsigned_intents: bool | None = Field(
+        default=None,
+        description="accept intents without principal and signature (development only; never decisions);"
+        " empty: on for the embedded stack, off otherwise (docs/producers.md, Signing)",
+    )
+    allow_unsigned_observations: bool | None = Field(
+        default=None,
+        description="accept observations (node and task events) without principal and signature;"
+        " empty: on for the embedded stack, off otherwise",
+    )
+    allow_leaderless_sessions: bool = Field(
+        default=False,
+        description="take sessions while the log names no leader (no LeaderElected yet), fenced only by"
+        " the highest epoch seen, as archives written before leadership events were: for feeding such"
+        " archives and test streams through a projector, never for a deployment",
+    )
     skip_record: str = Field(
         default="",
         description="TOPIC:PARTITION:OFFSET[,...]: records the projector rejects unread"

@@ -496,8 +496,11 @@ class ClusterState:
     nodes: dict[str, NodeState] = field(default_factory=dict)
     jobs: dict[str, JobState] = field(default_factory=dict)
     tasks: dict[str, TaskState] = field(default_factory=dict)
-    #: The highest leader epoch of any applied session.
+    #: The current leadership's epoch (LeaderElected; in archives older than it, the highest
+    #: epoch of any applied session).
     leader_epoch: int = 0
+    #: The current leader's public key (LeaderElected's; "" before the first one).
+    leader_key: str = ""
     #: The newest ``MAX_SESSIONS`` sessions, oldest first (only the newest keeps its pending list).
     sessions: dict[str, SessionRecord] = field(default_factory=dict)
     #: SessionPart data waiting for their SessionCommitted marker, by session id.
@@ -547,6 +550,7 @@ def assemble(
     early_observations: dict[str, EarlyObservations],
     clock: datetime,
     role_clocks: list[datetime],
+    leader_key: str = "",
 ) -> ClusterState:
     """Build a state from its persisted parts, deriving what is not stored.
 
@@ -564,6 +568,7 @@ def assemble(
         config=config,
         config_version=config_version,
         leader_epoch=leader_epoch,
+        leader_key=leader_key,
         nodes={n.name: n for n in nodes},
         jobs={j.id: j for j in jobs},
         sessions={s.session_id: s for s in sessions},

@@ -145,6 +145,7 @@ def _head(state: ClusterState) -> dict[str, Any]:
         "config": None if state.config is None else state.config.model_dump(mode="json"),
         "config_version": state.config_version,
         "leader_epoch": state.leader_epoch,
+        "leader_key": state.leader_key,
         "clock": isoformat(state.clock),
         "role_clocks": [isoformat(t) for t in state.role_clocks],
     }
@@ -290,6 +291,7 @@ class StoredStateReader:
             config=None if config is None else SchedulerConfigSpec.model_validate(config),
             config_version=doc["config_version"],
             leader_epoch=doc["leader_epoch"],
+            leader_key=doc["leader_key"],
             nodes=self._nodes,
             jobs=self._jobs,
             task_rows=self._task_rows,

@@ -99,7 +99,7 @@ NOTIFY_CHANNEL: Final = "tephra_projection"
 _EVENT_LOG_COLUMNS: Final = (
     "seq", "event_id", "type", "cluster", "subject", "source", "time", "data",
     "topic", "partition", "kafka_offset", "prev_hash", "hash", "job", "traceparent", "recorded_at",
-    "chain_format",
+    "chain_format", "principal", "signature",
 )  # fmt: skip
 _REJECTED_COLUMNS: Final = (
     "topic", "partition", "kafka_offset", "raw", "error", "detail", "event_id", "event_type",
@@ -110,12 +110,12 @@ _REJECTED_COLUMNS: Final = (
 _BEGIN_BATCH: Final = (
     "WITH meta AS (UPDATE projection_meta SET seq = $2, config = $3::json, config_version = $4,"
     " leader_epoch = $5, clock = $6, intents_clock = $7, observations_clock = $8, decisions_clock = $9,"
-    " updated_at = now() WHERE seq = $1 RETURNING seq),"
+    " leader_key = $10, updated_at = now() WHERE seq = $1 RETURNING seq),"
     " offsets AS (INSERT INTO consumer_offsets (consumer, topic, partition, next_offset)"
-    " SELECT $10, * FROM unnest($11::text[], $12::integer[], $13::bigint[])"
+    " SELECT $11, * FROM unnest($12::text[], $13::integer[], $14::bigint[])"
     " ON CONFLICT (consumer, topic, partition) DO UPDATE"
     " SET next_offset = EXCLUDED.next_offset, updated_at = now())"
-    " SELECT seq, CASE WHEN $2 <> $1 THEN pg_notify($14, $2::text) END FROM meta"
+    " SELECT seq, CASE WHEN $2 <> $1 THEN pg_notify($15, $2::text) END FROM meta"
 )
 _ARCHIVED_IDS: Final = (
     "SELECT event_id FROM event_log WHERE event_id = ANY(ARRAY(SELECT json_array_elements_text($1::json)))"
@@ -283,7 +283,15 @@ class BatchWriter:
 
     def _fold(self, plan: BatchPlan, decoded: Sequence[Decoded], archived_ids: set[str]) -> None:
         """Fold ``decoded`` into the state and the plan (continuing where the plan stands)."""
-        fold_records(self.state, plan, decoded, archived_ids, cluster=self.cluster, topics=self.topics)
+        fold_records(
+            self.state,
+            plan,
+            decoded,
+            archived_ids,
+            cluster=self.cluster,
+            topics=self.topics,
+            trust=self.door.trust,
+        )
 
     def _finish_naming(self, plan: BatchPlan, records: Sequence[InboundRecord]) -> None:
         """:meth:`_finish`; a failure names the batch's records (no one record is to blame)."""

@@ -34,6 +34,7 @@ from events.display import printable
 from events.signing import SigningKeyError, load_signing_key
 from projector.connection_settings import ConnectionSettings
 from projector.connections import DatabaseAccess, database_access
+from replay.actions import ActionRow, actions_of
 from replay.chain import CheckpointAnchor
 from replay.checkpoints import load_checkpoints
 from replay.errors import ArchiveError, ArchiveUnavailable, NotFound, ReplayError
@@ -42,7 +43,14 @@ from replay.locate import database_url
 from replay.probe import DEFAULT_BUDGET_SECONDS
 from replay.probe import Progress as SearchProgress
 from replay.queries import audit_preemptions, explain_job, show_session, verify_archive
-from replay.render import dump_json, print_audit, print_explanation, print_session, print_verify
+from replay.render import (
+    dump_json,
+    print_actions,
+    print_audit,
+    print_explanation,
+    print_session,
+    print_verify,
+)
 from replay.store import ArchiveReader, open_archive
 
 __all__ = ["ArchiveUrl", "app", "located_archive", "main"]
@@ -416,6 +424,35 @@ def public_key_of(
     except SigningKeyError as exc:
         _console(err=True).print(str(exc), markup=False, highlight=False)
         raise typer.Exit(2) from None
+
+
+@audit_app.command()
+def actions(
+    *,
+    principal: Annotated[
+        str | None,
+        typer.Option("--principal", help="Only this principal's actions (NAME: every NAME:SUBJECT too)."),
+    ] = None,
+    job: Annotated[str | None, typer.Option("--job", help="Only actions about this job (ns/name).")] = None,
+    output: Annotated[
+        str | None,
+        typer.Option("--output", "-o", help="table, json, yaml or csv", metavar="FORMAT", show_default=False),
+    ] = None,
+    format_alias: FormatAlias = None,
+    url: DatabaseOption = None,
+) -> None:
+    """Who submitted, cancelled, rejected, configured, closed, led or evicted what (one archive pass)."""
+    chosen = _output(output, format_alias, ("table", "json", "yaml", "csv"))
+
+    async def work(reader: ArchiveReader) -> list[ActionRow]:
+        rows = [row async for row in reader.rows()]
+        return list(actions_of(rows, principal=principal, job=job))
+
+    rows = _run(url, work)
+    if chosen in {"json", "yaml"}:
+        _print_data({"items": [r.to_json() for r in rows]}, chosen)
+    else:
+        print_actions(_console(), rows, chosen)
 
 
 def main(archive_url: ArchiveUrl = located_archive) -> None:

@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from events.display import hidden, printable
+from replay.actions import ActionRow, actions_to_csv
 from replay.audit import EvictionRow, QueueShare, rows_to_csv
 from replay.counterfactual import Counterfactual
 from replay.explain import Explanation
@@ -272,5 +273,28 @@ def print_audit(console: Console, rows: Sequence[EvictionRow], output_format: st
             _share(r.victim_share_before, r.victim_share_after),
             _share(r.preemptor_share_before, r.preemptor_share_after),
             _verified(r),
+        )
+    console.print(table)
+
+
+def print_actions(console: Console, rows: Sequence[ActionRow], output_format: str) -> None:
+    """``table``: one row per action; ``csv``."""
+    if output_format == "csv":
+        console.out(actions_to_csv(rows), end="", highlight=False)
+        return
+    table = Table(title=f"{len(rows)} action(s)", title_justify="left", show_edge=False, pad_edge=False)
+    for column in ("seq", "time", "principal", "action", "object", "detail"):
+        table.add_column(column)
+    for r in rows:
+        who = (
+            "(unsigned)" if r.principal is None else r.principal if r.signed else f"{r.principal} (unsigned)"
+        )
+        table.add_row(
+            str(r.seq),
+            r.time.strftime("%Y-%m-%d %H:%M:%S"),
+            _text(who),
+            r.action,
+            _text(r.object),
+            _text(r.detail),
         )
     console.print(table)

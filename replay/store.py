@@ -26,7 +26,7 @@ from events.display import redact
 from events.models import SessionCommitted, SessionPart
 from events.serde import EventDecodeError, decode
 from events.tracing import trace_id_of
-from projector.archive import JOB_EVENT_TYPES, JOB_SUBMITTED, row_canonical, row_hash
+from projector.archive import JOB_EVENT_TYPES, JOB_SUBMITTED, row_canonical, row_hash, with_signature
 from projector.connections import DatabaseAccess, connect
 from projector.snapshots import read_snapshot
 from projector.state import ClusterState, SessionRecord
@@ -38,7 +38,10 @@ from replay.reconstruct import fold_archived
 
 __all__ = ["ArchiveReader", "open_archive"]
 
-_COLUMNS: Final = "seq, event_id, type, cluster, subject, source, time, data::text AS data, prev_hash, hash"
+_COLUMNS: Final = (
+    "seq, event_id, type, cluster, subject, source, time, data::text AS data, prev_hash, hash,"
+    " principal, signature"
+)
 #: Every column a row's hash may cover (projector.archive.row_hash).
 _LINK_COLUMNS: Final = (
     f"{_COLUMNS}, topic, partition, kafka_offset, recorded_at, job, traceparent, chain_format"
@@ -90,7 +93,8 @@ _BATCH: Final = 5_000
 _JOB_HISTORY: Final = (
     """
     WITH sessions AS MATERIALIZED (
-        SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, session_id, names, split,
+        SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, principal, signature,
+               session_id, names, split,
                CASE WHEN names OR split THEN (doc || jsonb_build_object(
                    'decisions', coalesce(
                        (SELECT jsonb_agg(d.value ORDER BY d.n)
@@ -114,16 +118,17 @@ _JOB_HISTORY: Final = (
                          OR coalesce(doc->'decisions' @> jsonb_build_array($4::jsonb), false) AS names,
                        type = $2 AND coalesce((doc->>'parts')::int, 0) > 0 AS split
                   FROM (SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash,
-                               data::jsonb AS doc
+                               principal, signature, data::jsonb AS doc
                           FROM event_log WHERE type IN ({session}, {part}) OFFSET 0) AS s
                 OFFSET 0) AS m
     )
-    SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash,
+    SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, principal, signature,
            data::text AS data, false AS trimmed
       FROM event_log
      WHERE job = $1 AND type IN ({job_events})
     UNION ALL
-    SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, data, true
+    SELECT seq, event_id, type, cluster, subject, source, time, prev_hash, hash, principal, signature,
+           data, true
       FROM sessions
      WHERE names OR (split AND session_id IN (SELECT session_id FROM sessions WHERE names AND type = $5))
     ORDER BY seq
@@ -164,7 +169,7 @@ def row_to_event(row: asyncpg.Record | dict[str, Any], *, view: bool = False) ->
     """
     canonical = row_canonical(row)
     try:
-        event = decode(canonical)
+        event = with_signature(decode(canonical), row.get("signature"))
     except EventDecodeError as exc:
         raise UndecodableRow(row["seq"], f"[{exc.code}] {exc}") from None
     return ArchivedEvent(

@@ -114,6 +114,30 @@ def _state_home_in_a_temporary_dir(tmp_path_factory: pytest.TempPathFactory) -> 
         os.environ["XDG_STATE_HOME"] = saved
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _unsigned_development_producers() -> Iterator[None]:
+    """Tests produce as a development deployment does: unsigned intents and observations are taken
+    (the embedded stack's default), and the test streams' sessions, which predate leadership
+    events, while no leader is in the log; a scheduler started as a process puts its own key in
+    the keyring.  The tests of signing (tests/integration/test_trust.py, test_producers_doc.py)
+    turn the first three off."""
+    names = (
+        "TEPHRA_ALLOW_UNSIGNED_INTENTS",
+        "TEPHRA_ALLOW_UNSIGNED_OBSERVATIONS",
+        "TEPHRA_ALLOW_LEADERLESS_SESSIONS",
+        "TEPHRA_SCHEDULER_ENROL",
+    )
+    saved = {name: os.environ.get(name) for name in names}
+    for name in names:
+        os.environ.setdefault(name, "true")
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap(pytestconfig: pytest.Config) -> Iterator[str]:
     """Bootstrap servers of a Kafka-protocol broker for the whole run."""

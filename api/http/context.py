@@ -23,6 +23,7 @@ from api.http.jwts import JwtKeys, JwtRefused
 from api.http.problems import Code, Problem
 from api.http.settings import ApiSettings
 from api.http.tokens import TokenStore
+from events.signing import EventSigner
 from projector.connections import DatabaseAccess, create_pool, new_producer, start_client
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ class ApiContext:
     #: How the API reaches PostgreSQL (its own role and TLS): the archive reads connect with it too.
     database: DatabaseAccess
     jwt_keys: JwtKeys | None = None
+    #: Signs what the API produces as ``api:<token subject>`` (api.identity); None: unsigned.
+    signer: EventSigner | None = None
 
     def authenticating(self) -> bool:
         """Whether requests must authenticate: a token exists, or JWTs are accepted."""
@@ -73,7 +76,10 @@ def jwt_keys(settings: ApiSettings) -> JwtKeys | None:
 
 @contextlib.asynccontextmanager
 async def open_context(
-    settings: ApiSettings, endpoints: Endpoints, access: ServiceAccess | None = None
+    settings: ApiSettings,
+    endpoints: Endpoints,
+    access: ServiceAccess | None = None,
+    signer: EventSigner | None = None,
 ) -> AsyncIterator[ApiContext]:
     """The API's pool and producer; ``access``: the API's own (default: the endpoints' common one)."""
     keys = jwt_keys(settings)
@@ -100,6 +106,7 @@ async def open_context(
                     verifier,
                     database,
                     keys,
+                    signer,
                 )
             finally:
                 await verifier.close()

@@ -16,6 +16,7 @@ from api.http.app import create_app, writes_refused_notice
 from api.http.context import open_context
 from api.http.settings import ApiSettings, split_addr
 from api.settings import TephraSettings
+from events.signing import EventSigner
 
 __all__ = ["api_command", "api_url", "bind", "serve_api"]
 
@@ -72,14 +73,16 @@ async def serve_api(
     sock: socket.socket | None = None,
     on_ready: Callable[[str], None] | None = None,
     access: ServiceAccess | None = None,
+    signer: EventSigner | None = None,
 ) -> None:
     """Open the pool and the producer, then serve until cancelled; ``on_ready`` gets the URL.
 
-    ``access``: the API's own credentials and transport (default: the endpoints' common ones).
+    ``access``: the API's own credentials and transport (default: the endpoints' common ones);
+    ``signer``: what the API produces is signed as ``<its principal>:<token subject>``.
     """
     sock = sock or bind(settings)
     try:
-        async with open_context(settings, endpoints, access) as ctx:
+        async with open_context(settings, endpoints, access, signer) as ctx:
             if ctx.authenticating():
                 jwks = settings.api_jwks_file
                 log.info(
@@ -115,7 +118,7 @@ async def serve_api(
         sock.close()
 
 
-def api_command(settings: TephraSettings, endpoints: Endpoints) -> int:
+def api_command(settings: TephraSettings, endpoints: Endpoints, signer: EventSigner | None = None) -> int:
     """``tephra api``: serve until SIGINT or SIGTERM; the exit code."""
     from api.access import service_access  # noqa: PLC0415
     from api.stack import run_until_signalled  # noqa: PLC0415 - the command's runner, shared with the others
@@ -124,4 +127,6 @@ def api_command(settings: TephraSettings, endpoints: Endpoints) -> int:
         print(f"tephra: API at {url}", flush=True)
 
     access = service_access(settings, endpoints, settings.api_credentials())
-    return run_until_signalled(lambda: serve_api(settings, endpoints, on_ready=announce, access=access))
+    return run_until_signalled(
+        lambda: serve_api(settings, endpoints, on_ready=announce, access=access, signer=signer)
+    )

@@ -95,9 +95,11 @@ async def _check_queues(ctx: ApiContext, manifests: Manifests) -> None:
     await check_queues(manifests, known)
 
 
-async def _produce(ctx: ApiContext, manifests: Manifests) -> None:
+async def _produce(ctx: ApiContext, manifests: Manifests, who: Principal) -> None:
     try:
-        await produce_manifests(manifests, ctx.endpoints, producer=ctx.producer)
+        # Signed as api:<subject>: the archive and `replay audit` say who asked.
+        signer = None if ctx.signer is None else ctx.signer.on_behalf_of(who.subject)
+        await produce_manifests(manifests, ctx.endpoints, producer=ctx.producer, signer=signer)
     except PartlyProducedError as exc:
         produced = ", ".join(o.ref for o in exc.produced)
         raise Problem(
@@ -212,7 +214,7 @@ async def post_manifests(
     if not manifests.objects:
         raise Problem(Code.INVALID_MANIFESTS, "the request body holds no manifests; nothing was submitted")
     _authorize(who, manifests)
-    await _produce(ctx, manifests)
+    await _produce(ctx, manifests, who)
     return await _answer(ctx, manifests, wait)
 
 
@@ -242,5 +244,5 @@ async def delete_job(
     if not who.may_touch_job(namespace, queue):
         raise forbidden(who, f"cancel {job_id} (queue {queue})")
     manifests = job_cancellation(job_id, cluster=ctx.endpoints.cluster, source=API_SOURCE, reason=reason)
-    await _produce(ctx, manifests)
+    await _produce(ctx, manifests, who)
     return await _answer(ctx, manifests, wait)

@@ -25,6 +25,7 @@ from aiokafka import AIOKafkaProducer
 
 from events.models import QueueUpserted, QueueUpsertedData
 from events.serde import encode
+from events.signing import EventSigner
 from events.topics import Topics, kafka_key, topic_for
 from projector.state import ClusterState
 from scheduler.service.session_events import SCHEDULER_SOURCE
@@ -48,12 +49,17 @@ def default_queue_event(cluster: str, now: datetime) -> QueueUpserted:
     )
 
 
-async def ensure_default_queue(
-    state: ClusterState, producer: AIOKafkaProducer, topics: Topics, cluster: str, now: datetime
+async def ensure_default_queue(  # noqa: PLR0917 - the term's pieces, as main holds them
+    state: ClusterState,
+    producer: AIOKafkaProducer,
+    topics: Topics,
+    cluster: str,
+    now: datetime,
+    signer: EventSigner,
 ) -> bool:
-    """Publish the ``default`` queue unless ``state`` has it; whether it published."""
+    """Publish the ``default`` queue, signed, unless ``state`` has it; whether it published."""
     if DEFAULT_QUEUE in state.queues:
         return False
-    event = default_queue_event(cluster, now)
+    event = signer.sign(default_queue_event(cluster, now))
     await producer.send_and_wait(topic_for(event, topics), encode(event), key=kafka_key(event))
     return True

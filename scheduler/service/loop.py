@@ -54,6 +54,7 @@ from events.models import (
     SessionCommitted,
     SessionPart,
 )
+from events.signing import EventSigner
 from projector.state import ClusterState
 from scheduler.core.session import run_session
 from scheduler.core.trace import TraceStep
@@ -125,6 +126,7 @@ class SessionLoop:
         records: asyncpg.Connection,
         publisher: SessionPublisher,
         runner: SessionRunner,
+        signer: EventSigner,
         traces: SubmissionTraces,
         tracer: Tracer,
         metrics: SchedulerMetrics,
@@ -138,6 +140,8 @@ class SessionLoop:
         self.records = records
         self.publisher = publisher
         self.runner = runner
+        #: Signs every session event as the leader (projector.fold accepts no other).
+        self.signer = signer
         self.traces = traces
         self.tracer = tracer
         self.metrics = metrics
@@ -343,9 +347,12 @@ class SessionLoop:
             pending_base=change.base,
             pending_cleared=change.cleared,
         )
-        events = session_events(
-            header, decisions, time=now, max_message_bytes=self.settings.scheduler_max_message_bytes
-        )
+        events = [
+            self.signer.sign(event)
+            for event in session_events(
+                header, decisions, time=now, max_message_bytes=self.settings.scheduler_max_message_bytes
+            )
+        ]
         return _Computed(
             events=events,
             decisions=decisions,

@@ -25,11 +25,12 @@ from aiokafka.errors import KafkaError
 from opentelemetry import trace
 from opentelemetry.trace import Tracer
 
+from events.signing import EventSigner, SigningKey
 from events.topics import Topics
 from projector.connections import DatabaseAccess, KafkaAccess, connect, new_producer, start_client
 from scheduler.service.default_queue import ensure_default_queue
 from scheduler.service.errors import LeadershipLost
-from scheduler.service.leader import Leadership, campaign
+from scheduler.service.leader import Leadership, campaign, take_office
 from scheduler.service.loop import SessionLoop
 from scheduler.service.metrics import observe_leadership
 from scheduler.service.projection import ProjectionReader
@@ -65,8 +66,17 @@ async def run_scheduler(
     metrics: SchedulerMetrics | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     on_leader: Callable[[int], None] | None = None,
+    signer: EventSigner | None = None,
+    enrol: bool | None = None,
 ) -> None:
-    """Schedule the cluster while this process leads it; stand by while another does. Runs until cancelled."""
+    """Schedule the cluster while this process leads it; stand by while another does. Runs until cancelled.
+
+    ``signer``: the scheduler's key and principal (``api`` loads them from
+    ``TEPHRA_SCHEDULER_KEY_FILE``); the keyring must hold that key for the principal, put
+    there at every term when ``enrol`` (default: ``TEPHRA_SCHEDULER_ENROL``) is true.  Without
+    a signer (tests, library use), a key is made for this process and enrolled
+    (:data:`scheduler.service.leader.LEADER_TYPES`).
+    """
     service = _Service(
         kafka=kafka,
         database=database,
@@ -79,6 +89,8 @@ async def run_scheduler(
         metrics=metrics or SchedulerMetrics(),
         clock=clock,
         on_leader=on_leader,
+        signer=signer or EventSigner(SigningKey.generate(), settings.scheduler_principal),
+        enrol=signer is None or (settings.scheduler_enrol if enrol is None else enrol),
     )
     await service.lead()
 
@@ -96,6 +108,9 @@ class _Service:
     metrics: SchedulerMetrics
     clock: Callable[[], datetime]
     on_leader: Callable[[int], None] | None
+    signer: EventSigner
+    #: Put the signer's key in the keyring at each term (a key made for this process).
+    enrol: bool
 
     async def lead(self) -> None:
         backoff = 0.5
@@ -137,8 +152,17 @@ class _Service:
         try:
             await reader.wait_for_schema()
             await start_client(producer, self.kafka)
+            await take_office(
+                leadership,
+                producer,
+                records,
+                topics=self.topics,
+                signer=self.signer,
+                now=self.clock(),
+                enrol=self.enrol,
+            )
             if await ensure_default_queue(
-                await reader.state(), producer, self.topics, self.cluster, self.clock()
+                await reader.state(), producer, self.topics, self.cluster, self.clock(), self.signer
             ):
                 log.info("created Volcano's default queue in %s (weight 1, Open)", self.cluster)
             loop = SessionLoop(
@@ -147,6 +171,7 @@ class _Service:
                 records=records,
                 publisher=SessionPublisher(producer, self.topics),
                 runner=runner,
+                signer=self.signer,
                 traces=self.traces,
                 tracer=self.tracer,
                 metrics=self.metrics,

@@ -40,6 +40,22 @@ class SchedulerSettings(BaseSettings):
     scheduler_holder: str = Field(
         default="", description="name recorded as the leader in scheduler_leaders (empty: host:pid)"
     )
+    scheduler_key_file: Path | None = Field(
+        default=None,
+        description="the scheduler's Ed25519 private key (PKCS#8 PEM) that signs its LeaderElected and"
+        " sessions, created (mode 0600) when missing; empty: <data dir>/keys/scheduler.pem. Its public"
+        " key must be in the keyring (TEPHRA_SCHEDULER_ENROL, or `tephra producer add`)",
+    )
+    scheduler_principal: str = Field(
+        default="scheduler",
+        pattern=r"^[A-Za-z0-9._@-]{1,128}$",
+        description="the scheduler's name in the keyring (the principal of its events)",
+    )
+    scheduler_enrol: bool = Field(
+        default=False,
+        description="put the scheduler's key in the keyring at each term (the embedded stack and compose"
+        " do; a deployment's operator adds it once with `tephra producer add`)",
+    )
     scheduler_freeze_heap: bool = Field(
         default=True,
         description="freeze the long-lived heap out of the collector before each session"

@@ -23,6 +23,7 @@ from api.http.context import open_context
 from api.http.openapi import openapi_text
 from api.http.server import bind, serve_api
 from api.http.settings import ApiSettings
+from events.signing import EventSigner
 from events.topics import Topics
 from tests.api.helpers import live_stack
 from tests.service.helpers import running_projector, stopped
@@ -62,11 +63,15 @@ def test_docs_openapi_is_the_document_the_api_serves() -> None:
 
 
 @asynccontextmanager
-async def served(endpoints: Endpoints, settings: ApiSettings) -> AsyncIterator[httpx.AsyncClient]:
+async def served(
+    endpoints: Endpoints, settings: ApiSettings, signer: EventSigner | None = None
+) -> AsyncIterator[httpx.AsyncClient]:
     """The API as ``tephra api`` serves it (uvicorn, a free loopback port), and a client of it."""
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     sock = bind(settings.model_copy(update={"api_addr": "127.0.0.1:0"}))
-    server = asyncio.create_task(serve_api(settings, endpoints, sock=sock, on_ready=ready.set_result))
+    server = asyncio.create_task(
+        serve_api(settings, endpoints, sock=sock, on_ready=ready.set_result, signer=signer)
+    )
     try:
         await asyncio.wait({server, ready}, return_when=asyncio.FIRST_COMPLETED)
         if server.done():

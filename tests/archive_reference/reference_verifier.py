@@ -88,6 +88,9 @@ def canonical_bytes(row: Mapping[str, Any]) -> bytes:
     }
     if row["subject"] is not None:
         event["subject"] = row["subject"]
+    # Archives from before signing have no principal column (the golden files): no member.
+    if row.get("principal") is not None:
+        event["principal"] = row["principal"]
     return canonical_text(event).encode("utf-8")
 
 
@@ -106,6 +109,7 @@ def hashed_bytes(row: Mapping[str, Any]) -> bytes:
         "partition": row["partition"],
         "recorded_at": _time(row["recorded_at"]),
         "seq": row["seq"],
+        "signature": row.get("signature"),
         "topic": row["topic"],
         "traceparent": row["traceparent"],
     }

@@ -24,12 +24,12 @@ from events.canonical import GENESIS_HASH, canonical_json
 from events.checkpoints import sign_checkpoint
 from events.models import ActionConfiguration, Event, SchedulerConfigured
 from events.serde import decode, encode
-from events.signing import SigningKey
+from events.signing import EventSigner, SigningKey, parse_public_key, verify
 from projector.archive import columns_canonical, row_digest, row_members
 from projector.state import ClusterState
 from projector.writer import _EVENT_LOG_COLUMNS, BatchWriter, InboundRecord, decode_batch
 from tests.archive_reference import reference_verifier as reference
-from tests.events.samples import scheduler_configured
+from tests.events.samples import job_submitted, queue_upserted, scheduler_configured
 from tests.events.test_properties import jobs, nodes
 from tests.projector.streams import event_stream
 
@@ -97,6 +97,7 @@ def _rechained(rows: list[dict[str, Any]], previous: bytes) -> list[dict[str, An
         members = row_members(
             seq=row["seq"], topic=row["topic"], partition=row["partition"], kafka_offset=row["kafka_offset"],
             recorded_at=row["recorded_at"], job=row["job"], traceparent=row["traceparent"],
+            signature=row.get("signature"),
         )  # fmt: skip
         digest = row_digest(previous, columns_canonical(row, row["time"]), members)
         out.append({**row, "prev_hash": previous.hex(), "hash": digest.hex()})
@@ -197,6 +198,26 @@ def test_a_generated_archive_verifies_byte_for_byte(generated: list[Event]) -> N
     by_id = {e.id: e for e in events}
     for row in rows:
         assert reference.canonical_bytes(row) == canonical_json(by_id[row["event_id"]])
+
+
+def test_a_signed_event_verifies_and_its_principal_is_in_the_hashed_bytes() -> None:
+    signer = EventSigner(SigningKey.generate(), "team-a:alice")
+    events = [
+        signer.sign(e.model_copy(update={"cluster": _CLUSTER})) for e in (queue_upserted(), job_submitted())
+    ]
+    rows, head = _archive(events)
+    assert reference.verify(rows) == head
+    assert [row["principal"] for row in rows] == ["team-a:alice", "team-a:alice"]
+    for row, event in zip(rows, events, strict=True):
+        canonical = reference.canonical_bytes(row)
+        assert b'"principal":"team-a:alice"' in canonical
+        assert row["signature"] == event.signature
+        assert verify(parse_public_key(signer.key.public_key), canonical, row["signature"])
+    # Another principal in a row breaks the chain: the hash covers it.
+    forged = [dict(r) for r in rows]
+    forged[0]["principal"] = "team-b"
+    with pytest.raises(reference.ChainError):
+        reference.verify(forged)
 
 
 def test_a_long_stream_verifies() -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from events.models import (
     ActionConfiguration,
     BindDecision,
@@ -21,6 +23,8 @@ from events.models import (
     JobRejectedData,
     JobSubmitted,
     JobSubmittedData,
+    LeaderElected,
+    LeaderElectedData,
     NodeRemoved,
     NodeRemovedData,
     NodeReported,
@@ -53,6 +57,7 @@ from events.models import (
     TierSpec,
     Toleration,
 )
+from events.signing import SigningKey, sign_event
 
 __all__ = [
     "CLUSTER",
@@ -60,6 +65,7 @@ __all__ = [
     "job_cancelled",
     "job_rejected",
     "job_submitted",
+    "leader_elected",
     "node_removed",
     "node_reported",
     "priority_class_upserted",
@@ -338,6 +344,21 @@ def session_part() -> SessionPart:
     )
 
 
+#: The sample scheduler's key: fixed, so the sample's signature is too (Ed25519 is deterministic).
+SCHEDULER_KEY = SigningKey(Ed25519PrivateKey.from_private_bytes(bytes(range(32))))
+
+
+def leader_elected() -> Event:
+    event = LeaderElected(
+        id="evt-leader-7",
+        source="tephra://scheduler",
+        time=_at(37),
+        cluster=CLUSTER,
+        data=LeaderElectedData(epoch=7, public_key=SCHEDULER_KEY.public_key, holder="sched-0:4242"),
+    )
+    return sign_event(event, SCHEDULER_KEY, "scheduler")
+
+
 def sample_events() -> list[Event]:
     """One event of every type in the catalogue, in catalogue order."""
     return [
@@ -354,4 +375,5 @@ def sample_events() -> list[Event]:
         task_finished(),
         session_committed(),
         session_part(),
+        leader_elected(),
     ]

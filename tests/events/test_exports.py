@@ -13,6 +13,7 @@ def test_all_is_pinned() -> None:
         "JobCancelled",
         "JobRejected",
         "JobSubmitted",
+        "LeaderElected",
         "NodeRemoved",
         "NodeReported",
         "PriorityClassUpserted",

@@ -23,6 +23,7 @@ ROUTES = {
     "tephra.task.finished.v1": "observations",
     "tephra.session.committed.v1": "decisions",
     "tephra.session.part.v1": "decisions",
+    "tephra.leader.elected.v1": "decisions",
 }
 
 

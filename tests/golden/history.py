@@ -209,7 +209,7 @@ class LiveRun:
         job = job_of_event(archived) if archived.type in JOB_EVENT_TYPES else None
         members = row_members(
             seq=seq, topic=TOPIC, partition=0, kafka_offset=seq - 1, recorded_at=format_time(RECORDED_AT),
-            job=job, traceparent=None,
+            job=job, traceparent=None, signature=None,
         )  # fmt: skip
         digest = row_digest(prev, canonical, members)
         row = ArchivedRow(seq, archived, data, prev, digest, canonical=canonical, members=members)

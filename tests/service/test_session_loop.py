@@ -7,6 +7,7 @@ import contextlib
 import itertools
 import json
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import TypeVar
 
 import asyncpg
@@ -14,10 +15,11 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from opentelemetry import trace
 
+from events.signing import EventSigner, SigningKey
 from events.topics import Topics
 from projector.connections import DatabaseAccess
 from projector.progress import wait_for_event
-from scheduler.service.leader import campaign
+from scheduler.service.leader import campaign, take_office
 from scheduler.service.loop import SessionLoop
 from scheduler.service.projection import ProjectionReader
 from scheduler.service.publisher import SessionPublisher
@@ -69,6 +71,8 @@ async def test_a_session_publishes_decisions_the_projector_applies(
                 "SELECT data::jsonb AS data FROM event_log WHERE type = 'tephra.session.committed.v1'"
                 " AND jsonb_array_length(data::jsonb -> 'decisions') > 0 ORDER BY seq LIMIT 1"
             )
+            # Recorded once the scheduler has seen its session applied (after the projection has).
+            await wait_for(conn, "SELECT count(*) > 0 FROM scheduler_session_timings", True)
             timing = await conn.fetchrow(
                 "SELECT * FROM scheduler_session_timings ORDER BY applied_seq LIMIT 1"
             )
@@ -189,12 +193,17 @@ async def test_input_archived_while_a_session_ran_gets_the_next_session_at_once(
             await reader.wait_for_schema()
             await wait_for(probe, "SELECT count(*) FROM tasks", 1)
             await producer.start()
+            signer = EventSigner(SigningKey.generate(), "scheduler")
+            await take_office(
+                leadership, producer, records, topics=topics, signer=signer, now=datetime.now(UTC), enrol=True
+            )
             loop = SessionLoop(
                 leadership=leadership,
                 reader=reader,
                 records=records,
                 publisher=SessionPublisher(producer, topics),
                 runner=runner,
+                signer=signer,
                 traces=SubmissionTraces(),
                 tracer=trace.get_tracer("test"),
                 metrics=SchedulerMetrics(),

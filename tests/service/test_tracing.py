@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import format_trace_id
 
+from events.models import SessionCommitted
 from events.serde import decode
 from events.topics import Topics
 from events.tracing import carrier_from_headers, headers_from_carrier
@@ -69,7 +70,8 @@ async def test_the_session_span_links_the_submission_and_its_context_travels_wit
         headers = None
         while headers is None:
             for record in (await consumer.getmany(timeout_ms=1000)).get(partition, []):
-                if decode(record.value).data.session_id == placing_id:
+                event = decode(record.value)  # the term's LeaderElected comes first
+                if isinstance(event, SessionCommitted) and event.data.session_id == placing_id:
                     headers = record.headers
     finally:
         await consumer.stop()
