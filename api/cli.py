@@ -888,7 +888,9 @@ def _keyring(flags: dict[str, str], action: Callable[[asyncpg.Connection], Await
     endpoints = _endpoints(settings)
 
     async def run() -> T:
-        conn = await asyncpg.connect(endpoints.database_url)
+        from projector.connections import connect
+
+        conn = await connect(endpoints.database())
         try:
             return await action(conn)
         finally:
@@ -897,7 +899,7 @@ def _keyring(flags: dict[str, str], action: Callable[[asyncpg.Connection], Await
     try:
         return asyncio.run(run())
     except asyncpg.UndefinedTableError:
-        _fail("error: the database has no keyring table yet: start the projector once (it migrates)")
+        _fail("error: the database has no keyring table yet: run `tephra migrate` first")
     except (OSError, asyncpg.PostgresError) as exc:
         _fail(f"error: {exc}")
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
 from events.checkpoints import Checkpoint, CheckpointError, parse_checkpoint
+from projector.connection_settings import ConnectionSettings
+from projector.connections import kafka_access, new_consumer
 from replay.errors import CheckpointsUnavailable
 
 __all__ = ["KAFKA_SCHEME", "load_checkpoints", "read_checkpoint_file", "read_checkpoint_topic"]
@@ -56,7 +58,10 @@ def read_checkpoint_file(path: Path) -> list[Checkpoint]:
 
 async def read_checkpoint_topic(bootstrap: str, topic: str) -> list[bytes]:
     """Every record of ``topic`` as of now (earliest to end, partition by partition), as bytes."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    # The deployment's Kafka transport and credentials (TEPHRA_KAFKA_*), as every client's.
+    consumer = new_consumer(
+        kafka_access(ConnectionSettings(), bootstrap), group_id=None, enable_auto_commit=False
+    )
     try:
         await consumer.start()
         partitions = consumer.partitions_for_topic(topic) or set()
