@@ -464,12 +464,6 @@ async def _publish(producer: AIOKafkaProducer, topics: Topics, events: Sequence[
     await asyncio.gather(*futures)
 
 
-async def _require_schema(pool: asyncpg.Pool) -> None:
-    """The bridge reads the projection: stop, naming ``tephra migrate``, if its schema is older."""
-    async with pool.acquire() as conn:
-        await require_schema(conn)
-
-
 async def run_bridge(
     settings: KubeBridgeSettings,
     parse: ObjectParser,
@@ -499,7 +493,8 @@ async def run_bridge(
                 if install:
                     log.info("kube bridge: installed %s", ", ".join(await install_crds(client)))
                     install = False
-                await _require_schema(pool)
+                async with pool.acquire() as conn:  # it reads the projection: tephra migrate's schema
+                    await require_schema(conn)
                 producer = new_producer(kafka, acks="all")
                 try:
                     await start_client(producer, kafka)
