@@ -99,7 +99,8 @@ def test_replay_reads_a_stopped_stack_by_starting_only_its_postgres(data_dir: Pa
 
     verified = replay(data_dir, "verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
-    assert verified.stdout.startswith("OK")
+    assert verified.stdout.startswith("chain: OK"), verified.stdout
+    assert "\nOK: hash chain of" in verified.stdout
     audited = replay(data_dir, "audit", "preemptions", "-o", "json")
     assert audited.returncode == 0, audited.stderr
     assert json.loads(audited.stdout) == {"items": []}
