@@ -28,7 +28,7 @@ from opentelemetry.trace import Tracer
 from events.signing import EventSigner, SigningKey
 from events.topics import Topics
 from projector.connections import DatabaseAccess, KafkaAccess, connect, new_producer, start_client
-from scheduler.service.default_queue import ensure_default_queue
+from scheduler.service.default_queue import DEFAULT_QUEUE, ensure_default_queue
 from scheduler.service.errors import LeadershipLost
 from scheduler.service.leader import Leadership, campaign, take_office
 from scheduler.service.loop import SessionLoop
@@ -165,6 +165,7 @@ class _Service:
                 await reader.state(), producer, self.topics, self.cluster, self.clock(), self.signer
             ):
                 log.info("created Volcano's default queue in %s (weight 1, Open)", self.cluster)
+                await _until_default_queue(reader)
             loop = SessionLoop(
                 leadership=leadership,
                 reader=reader,
@@ -187,3 +188,16 @@ class _Service:
             await producer.stop()
             await reader.close()
             await records.close(timeout=2)
+
+
+async def _until_default_queue(reader: ProjectionReader, *, limit: float = 10.0, poll: float = 0.05) -> None:
+    """Wait (bounded) until the projection holds the default queue just published, so the
+    term's first session sees it, as Volcano's scheduler creates it before it schedules; a
+    job of that queue would otherwise read queue-missing for a session."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + limit
+    while DEFAULT_QUEUE not in (await reader.state()).queues:
+        if loop.time() >= give_up:
+            log.warning("the default queue is not in the projection after %.0f s; scheduling anyway", limit)
+            return
+        await asyncio.sleep(poll)

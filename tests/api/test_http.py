@@ -12,6 +12,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -165,9 +166,16 @@ async def check_audit_and_cancel(api: httpx.AsyncClient) -> None:
     # A preemption (the demo's third stage), then the audit in JSON and in CSV.
     urgent = await api.post("/v1/manifests?wait=decided", content=URGENT, headers=YAML)
     assert urgent.status_code == 202, urgent.text
-    audit = await api.get("/v1/audit/preemptions", params={"min_seq": urgent.json()["seq"]})
-    rows = audit.json()["items"]
-    assert rows
+    # "decided" is the first session that saw the job; the preemption for it may come a session
+    # later (the job is admitted first), so the audit is read until it names one (bounded).
+    rows: list[dict[str, Any]] = []
+    for _ in range(300):
+        audit = await api.get("/v1/audit/preemptions", params={"min_seq": urgent.json()["seq"]})
+        rows = audit.json()["items"]
+        if rows:
+            break
+        await asyncio.sleep(0.1)
+    assert rows, "no preemption for the urgent job within 30 s"
     assert rows[0]["preemptor"]["job"] == "default/urgent-train"
     as_csv = await api.get("/v1/audit/preemptions", headers={"accept": "text/csv"})
     assert as_csv.headers["content-type"].startswith("text/csv")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import UTC, datetime
 
 import projector
 from events.canonical import GENESIS_HASH
@@ -24,6 +25,8 @@ from projector.state import ClusterState
 from projector.state_json import state_to_jsonable
 from projector.writer import BatchWriter, InboundRecord, decode_batch
 from tests.projector.streams import CLUSTER, event_stream
+
+RECORDED_AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 # (seed, events, batch size, stream options)
 STREAMS: tuple[tuple[int, int, int, dict[str, object]], ...] = (
@@ -38,7 +41,15 @@ def digest_stream(seed: int, count: int, batch_size: int, options: dict[str, obj
     # A few records twice, and an empty one: the duplicate and empty-record paths.
     raws[100:100] = raws[40:45]
     raws.insert(7, b"")
-    writer = BatchWriter(ClusterState(), GENESIS_HASH, consumer="digest", cluster=CLUSTER, snapshot_every=999)
+    # A fixed archiving time: recorded_at is hashed (chain format 2), and both forms must agree.
+    writer = BatchWriter(
+        ClusterState(),
+        GENESIS_HASH,
+        consumer="digest",
+        cluster=CLUSTER,
+        snapshot_every=999,
+        clock=lambda: RECORDED_AT,
+    )
     sha = hashlib.sha256()
     head = GENESIS_HASH
     for start in range(0, len(raws), batch_size):
