@@ -20,8 +20,10 @@ applied (:func:`await_leadership`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
@@ -136,11 +138,19 @@ async def announce_leadership(producer: AIOKafkaProducer, topics: Topics, event:
 
 
 async def await_leadership(
-    conn: asyncpg.Connection, event: LeaderElected, *, report_after: float = 10.0, poll: float = 0.05
+    conn: asyncpg.Connection,
+    event: LeaderElected,
+    *,
+    resend: Callable[[], Awaitable[None]] | None = None,
+    report_after: float = 10.0,
+    poll: float = 0.05,
 ) -> None:
     """Return once the projection holds ``event``'s leadership; raise :class:`LeadershipLost` when it
     holds a newer one.  Past ``report_after`` seconds, says why not (the projector's rejection of
-    the event, if any: typically a key missing from the keyring) and keeps waiting."""
+    the event, if any: typically a key missing from the keyring), sends the event again with
+    ``resend`` (a rejected record is not archived: once an operator has enrolled the key, the
+    same event is taken; its id is fixed, so a copy of one already archived is a duplicate),
+    and keeps waiting."""
     epoch, key = event.data.epoch, event.data.public_key
     loop = asyncio.get_running_loop()
     report_at = loop.time() + report_after
@@ -163,6 +173,8 @@ async def await_leadership(
                 (event.principal or "scheduler").partition(":")[0],
                 key,
             )
+            if resend is not None:
+                await resend()
         await asyncio.sleep(poll)
 
 
@@ -185,8 +197,9 @@ async def take_office(
         entry = KeyringEntry(name=signer.principal, public_key=signer.key.public_key, may=LEADER_TYPES)
         await add_producer(conn, entry)
     event = leader_elected_event(leadership, signer, now)
-    await announce_leadership(producer, topics, event)
-    await await_leadership(conn, event)
+    announce = functools.partial(announce_leadership, producer, topics, event)
+    await announce()
+    await await_leadership(conn, event, resend=announce)
     log.info(
         "the log names %s leader of %s with epoch %d", leadership.holder, leadership.cluster, leadership.epoch
     )

@@ -42,6 +42,7 @@ from projector.settings import ProjectorSettings
 from projector.trust import KeyringEntry
 from replay.queries import verify_archive
 from replay.store import open_archive
+from scheduler.service.leader import LEADER_TYPES
 from tests.replay.helpers import run_replay
 from tests.service.helpers import CLUSTER, job, node, produce, running_projector, running_scheduler, wait_for
 
@@ -197,6 +198,39 @@ async def test_forged_decisions_and_producers_are_refused_and_scheduling_goes_on
     assert ("team-a", "true", "cancel", "job/team-a/stray") in acts
     assert ("scheduler", "true", "lead", f"leader/{epoch}") in acts
     assert not any(act[0] in {"team-b", "mallory"} for act in acts)
+
+
+async def test_a_scheduler_takes_office_once_an_operator_enrols_its_key(
+    kafka_bootstrap: str, database_url: str, topics: Topics, keyring: asyncpg.Connection
+) -> None:
+    """The operator follows the scheduler's logged `tephra producer add`: the same term then leads,
+    without a restart (its rejected LeaderElected is sent again)."""
+    signer = EventSigner(SigningKey.generate(), "scheduler")
+    public_key = signer.key.public_key
+    async with (
+        running_projector(kafka_bootstrap, database_url, topics, _PRODUCTION),
+        running_scheduler(
+            kafka_bootstrap,
+            database_url,
+            topics,
+            schedule_period=0.2,
+            signer=signer,
+            enrol=False,
+        ),
+    ):
+        refused = "SELECT count(*) > 0 FROM rejected_events WHERE error = 'unknown-principal'"
+        await wait_for(keyring, refused, True, within=60)
+        assert await keyring.fetchval("SELECT leader_epoch FROM projection_meta") == 0
+        await add_producer(keyring, KeyringEntry("scheduler", public_key, LEADER_TYPES))
+        await wait_for(keyring, "SELECT leader_key FROM projection_meta", public_key, within=60)
+        await produce(kafka_bootstrap, topics, [INVENTORY.sign(node("node-0", cpu="8"))])
+        await produce(kafka_bootstrap, topics, [TEAM_A.sign(_queue("research"))])
+        await produce(
+            kafka_bootstrap,
+            topics,
+            [TEAM_A.sign(job("later", cpu="1", queue_name="research", namespace="team-a"))],
+        )
+        await wait_for(keyring, "SELECT count(*) FROM bindings WHERE job_id = 'team-a/later'", 1, within=60)
 
 
 async def _forge_sessions(kafka_bootstrap: str, topics: Topics, conn: asyncpg.Connection, epoch: int) -> None:

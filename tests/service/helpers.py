@@ -25,7 +25,7 @@ from events.models import (
     TaskSpec,
 )
 from events.serde import encode
-from events.signing import SigningKey
+from events.signing import EventSigner, SigningKey
 from events.topics import Topics, kafka_key, topic_for
 from projector.connections import DatabaseAccess, KafkaAccess
 from projector.migrate import apply_migrations
@@ -167,8 +167,11 @@ async def running_scheduler(
     *,
     tracer: Tracer | None = None,
     database: DatabaseAccess | None = None,
+    signer: EventSigner | None = None,
+    enrol: bool | None = None,
     **settings: Any,
 ) -> AsyncIterator[SchedulerMetrics]:
+    """The scheduler service of ``CLUSTER``; without ``signer`` it makes a key and enrols it."""
     metrics = SchedulerMetrics()
     task = asyncio.create_task(
         run_scheduler(
@@ -179,6 +182,8 @@ async def running_scheduler(
             cluster=CLUSTER,
             metrics=metrics,
             tracer=tracer,
+            signer=signer,
+            enrol=enrol,
         )
     )
     try:
