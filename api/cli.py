@@ -569,7 +569,16 @@ def _signer(settings: CommonSettings) -> EventSigner | None:
         signer = producer_signer(settings, CLI_PRODUCER)
     except SigningKeyError as exc:
         _fail(f"error: {exc}; nothing was submitted")
-    return None if signer is None else signer.on_behalf_of(local_user())
+    if signer is None:
+        if not settings.embedded:  # the embedded stack takes unsigned intents; a deployment refuses them
+            typer.echo(
+                "warning: no producer key (TEPHRA_PRODUCER_KEY_FILE, or keys/cli.pem in the data dir):"
+                " these events go unsigned, and a deployment that refuses unsigned intents rejects"
+                " them (`unsigned`; docs/producers.md, Signing)",
+                err=True,
+            )
+        return None
+    return signer.on_behalf_of(local_user())
 
 
 def _produce(manifests: Manifests, settings: CommonSettings, endpoints: Endpoints) -> None:
