@@ -103,6 +103,7 @@ def test_the_cli_prints_the_ids_it_submitted(kafka_bootstrap: str, tmp_path: Pat
         "TEPHRA_KAFKA_BOOTSTRAP": kafka_bootstrap,
         "TEPHRA_DATABASE_URL": "postgresql://unused@127.0.0.1:1/x",
         "TEPHRA_TOPICS_PREFIX": topics.prefix,
+        "TEPHRA_DATA_DIR": str(tmp_path / "data"),  # no producer key there: the events go unsigned
     }
 
     # The job's queue is "default", which this test's projection (none) cannot confirm.
