@@ -436,7 +436,7 @@ def _finish_if_done(state: ClusterState, job: JobState, time: datetime) -> bool:
         if tasks[task_id].status not in FINISHED:
             return False
     job.finished_at = time
-    heapq.heappush(state.retiring, (_deadline(job), job.id))
+    heapq.heappush(state.retiring, (_deadline(job, time), job.id))
     return True
 
 
@@ -448,7 +448,7 @@ def _retire(state: ClusterState) -> _Retired:
     while heap and heap[0][0] <= clock:
         deadline, job_id = heapq.heappop(heap)
         job = jobs.get(job_id)
-        if job is None or job.finished_at is None or _deadline(job) != deadline:
+        if job is None or job.finished_at is None or _deadline(job, job.finished_at) != deadline:
             continue  # the id names a newer incarnation now (the entry moved with the old one)
         del jobs[job_id]
         # Finished tasks occupy no node: nothing else refers to them.
@@ -462,13 +462,14 @@ def _reinstate(state: ClusterState, retired: _Retired) -> None:
         state.jobs[job.id] = job
         for task in tasks:
             state.tasks[task.id] = task
-        heapq.heappush(state.retiring, (_deadline(job), job.id))
+        finished_at = job.finished_at
+        if finished_at is not None:  # always: only finished jobs retire
+            heapq.heappush(state.retiring, (_deadline(job, finished_at), job.id))
 
 
-def _deadline(job: JobState) -> datetime:
-    """When a finished job leaves the state."""
-    assert job.finished_at is not None  # only finished jobs have one
-    return job.finished_at + timedelta(seconds=job.ttl_seconds)
+def _deadline(job: JobState, finished_at: datetime) -> datetime:
+    """When ``job``, finished at ``finished_at``, leaves the state."""
+    return finished_at + timedelta(seconds=job.ttl_seconds)
 
 
 def _removed_keys(job: JobState) -> list[tuple[str, str]]:
@@ -679,7 +680,7 @@ def _supersede(state: ClusterState, earlier: JobState, touched: list[tuple[str, 
     state.jobs[earlier.id] = earlier
     finished_at = earlier.finished_at
     if finished_at is not None:  # always: only a finished job is superseded
-        heapq.heappush(state.retiring, (_deadline(earlier), earlier.id))
+        heapq.heappush(state.retiring, (_deadline(earlier, finished_at), earlier.id))
     touched.append(("new_job", earlier.id))
 
 
@@ -1069,7 +1070,7 @@ def _voided(index: int, decision: Decision, reason: str) -> VoidedDecision:
     )
 
 
-def _decide(
+def _decide(  # noqa: PLR0911 - one return per void reason, in rule order
     state: ClusterState, decision: Decision, input_seq: int, touched: list[tuple[str, str]]
 ) -> str | None:
     """Apply one decision if it still holds; else the void reason (state untouched)."""

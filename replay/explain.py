@@ -4,7 +4,8 @@ Pure: the caller loads the job's history (every archived event about it),
 rebuilds the chosen session's input and re-runs it; this module turns that
 into an :class:`Explanation` with a stable JSON form.
 
-* The **timeline** lists the submission, every session that considered the
+* The **timeline** lists the submissions (a name reused after its job finished
+  is submitted again: each submission is an incarnation, its seq the uid), every session that considered the
   job (it was pending in it, or a decision named it) with its verdict —
   consecutive sessions with the same verdict are one entry, so a verdict
   *change* is a new entry — the decisions about the job that the fold voided
@@ -236,6 +237,7 @@ def timeline(
     entries: list[TimelineEntry] = []
     sessions = {m.seq: m for m in (mentions(job, history) if found is None else found)}
     refused = voided or {}
+    incarnations = 0
     for archived in history:
         event = archived.event
         seq = archived.seq
@@ -243,7 +245,11 @@ def timeline(
             d = event.data
             tasks = sum(t.replicas for t in d.tasks)
             gang = f", minAvailable {d.min_available}" if d.min_available is not None else ""
-            text = f"submitted to queue {d.queue}: {tasks} task(s){gang}"
+            # Each archived JobSubmitted of the name is an incarnation (the fold refuses one
+            # while the earlier job has not finished); its seq is the incarnation's uid.
+            again = f"submitted again (incarnation {seq})" if incarnations else "submitted"
+            incarnations += 1
+            text = f"{again} to queue {d.queue}: {tasks} task(s){gang}"
             entries.append(TimelineEntry("submitted", seq, event.time, text))
         elif seq in sessions:
             m = sessions[seq]
