@@ -12,6 +12,8 @@ into an :class:`Explanation` with a stable JSON form.
   (with the fold's reason code, right after their session), and the task
   events (started, finished, evicted), cancellation and rejection, each with
   seq, time and session id.
+* The **facts** are the job as the chosen session saw it, with ``uid``: the
+  incarnation live at its input seq.
 * The **reasons** are the re-run's ranked reasons for the chosen session,
   with their numbers (``detail``), checked against the recorded ones.
 * The **counterfactual** is :func:`replay.counterfactual.find_counterfactual`.
@@ -55,6 +57,7 @@ __all__ = [
     "choose_session",
     "decision_sessions",
     "explain",
+    "incarnation_at",
     "mentions",
     "timeline",
 ]
@@ -408,6 +411,19 @@ def job_facts(snapshot: ClusterSnapshot, result: SessionResult, job: str) -> dic
 _MOVED = {"bind": "Binding", "pipeline": "Pipelined", "evict": "Releasing"}
 
 
+def incarnation_at(job: str, history: Iterable[ArchivedEvent], seq: int) -> int | None:
+    """The uid of ``job``'s incarnation live at ``seq`` (a session's input): the seq of its
+    latest JobSubmitted at or before it (a name is reused once its job finished); None: none."""
+    found = None
+    for archived in history:
+        if archived.seq > seq:
+            break
+        event = archived.event
+        if isinstance(event, JobSubmitted) and event.data.job_id == job:
+            found = archived.seq
+    return found
+
+
 def explain(
     job: str,
     history: Sequence[ArchivedEvent],
@@ -428,12 +444,15 @@ def explain(
         return Explanation(job, entries, None, verdict=f"submitted{when}, not yet considered by a session")
     reasons = tuple(r.to_json() for r in result.pending.get(job, ()))
     recorded = mention.recorded_reasons if mention is not None else ()
+    facts = job_facts(snapshot, result, job)
+    if facts:
+        facts["uid"] = incarnation_at(job, history, session.input_seq)
     rederived = [(r["code"], r["message"]) for r in reasons] == [(r.code, r.message) for r in recorded]
     return Explanation(
         job=job,
         timeline=entries,
         session=session,
-        facts=job_facts(snapshot, result, job),
+        facts=facts,
         reasons=reasons,
         reasons_rederived=rederived,
         recorded_reasons=recorded,
