@@ -674,6 +674,8 @@ def _supersede(state: ClusterState, earlier: JobState, touched: list[tuple[str, 
         del tasks[task_id]  # finished: it occupies no node
         touched.append(("task", task_id))
     del state.jobs[earlier.id]
+    # ("job", id): the scheduler's snapshot cache drops what it held for the id (the finished
+    # incarnation, left out of sessions) and builds the new one.
     touched.append(("job", earlier.id))
     earlier.id = superseded_id_of(earlier.id, earlier.submitted_seq)
     earlier.tasks = []

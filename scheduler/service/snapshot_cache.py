@@ -41,9 +41,7 @@ class SnapshotCache:
     def touched(self, state: ClusterState, keys: Iterable[tuple[str, str]]) -> None:
         """Note what one folded event changed (call after the fold, with the state it left)."""
         for kind, key in keys:
-            if kind in ("job", "new_job"):
-                # new_job too: a reused name is a new incarnation under the id the cache
-                # may still hold the finished one's entry for.
+            if kind == "job":
                 self._dirty.add(key)
             elif kind == "task":
                 task = state.tasks.get(key)
