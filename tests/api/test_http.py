@@ -223,6 +223,9 @@ async def check_audit_and_cancel(api: httpx.AsyncClient) -> None:
     assert [(i["id"], i["phase"]) for i in reused["earlierIncarnations"]] == [
         (f"default/llm-pretrain#{after['uid']}", "Cancelled")
     ]
+    page = await api.get("/jobs/default/llm-pretrain")
+    assert page.status_code == 200, page.text
+    assert "Earlier incarnations" in page.text
 
 
 async def test_refusals_are_problem_details_and_submit_nothing(
