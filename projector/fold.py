@@ -97,9 +97,11 @@ Retention (Volcano's ``ttlSecondsAfterFinished``), in event time:
   A decision of a session whose ``input_seq`` is below the job's
   ``submitted_seq`` was computed before this incarnation existed: voided
   ``stale-incarnation``, so a late session never binds or evicts a task of
-  the new one.  Observations name the task id, which incarnations share: they
-  are judged against the live incarnation (the earlier one's tasks had all
-  finished, so its executor has nothing more to report of them).
+  the new one.  Observations name the task id, which incarnations share; one
+  that carries ``observed_seq`` (the seq of the task row its executor acted
+  on) below the live incarnation's ``submitted_seq`` is about an earlier
+  incarnation: moot, archived with no effect.  One without it is judged
+  against the live incarnation (the earlier one's tasks had all finished).
 * A retired job is unknown from then on: its id may be submitted again, a
   cancel of it is ``job-missing``, a decision naming it is voided
   ``job-missing``, and an observation naming it is buffered like one of a job
@@ -775,8 +777,13 @@ def _node_removed(state: ClusterState, event: NodeRemoved) -> FoldOutcome:
 # ---------------------------------------------------------------------------- tasks
 
 
-def _task_of(state: ClusterState, job_id: str, task_id: str) -> TaskState | FoldOutcome | None:
-    """The task an observation names; None when it is an observation to buffer or ignore."""
+def _task_of(
+    state: ClusterState, job_id: str, task_id: str, observed_seq: int | None
+) -> TaskState | FoldOutcome | None:
+    """The task an observation names; None when it is an observation to buffer or ignore, a
+    FoldOutcome when it is refused or moot."""
+    if _of_earlier_incarnation(state, job_id, observed_seq):
+        return FoldOutcome()
     task = state.tasks.get(task_id)
     if task is None:
         job = state.jobs.get(job_id)
@@ -803,9 +810,18 @@ def _early_or_ignored(state: ClusterState, event: EarlyObservation) -> FoldOutco
     return FoldOutcome(touched=(("early", job_id),))
 
 
+def _of_earlier_incarnation(state: ClusterState, job_id: str, observed_seq: int | None) -> bool:
+    """Whether an observation acted on a task row older than the live incarnation of its job
+    (see the module docstring): it is about an earlier incarnation, moot."""
+    if observed_seq is None:
+        return False
+    job = state.jobs.get(job_id)
+    return job is not None and observed_seq < job.submitted_seq
+
+
 def _task_started(state: ClusterState, event: TaskStarted) -> FoldOutcome:
     d = event.data
-    task = _task_of(state, d.job_id, d.task_id)
+    task = _task_of(state, d.job_id, d.task_id, d.observed_seq)
     if task is None:
         return _early_or_ignored(state, event)
     if isinstance(task, FoldOutcome):
@@ -832,7 +848,7 @@ def _task_started(state: ClusterState, event: TaskStarted) -> FoldOutcome:
 
 def _task_finished(state: ClusterState, event: TaskFinished) -> FoldOutcome:
     d = event.data
-    task = _task_of(state, d.job_id, d.task_id)
+    task = _task_of(state, d.job_id, d.task_id, d.observed_seq)
     if task is None:
         return _early_or_ignored(state, event)
     if isinstance(task, FoldOutcome):

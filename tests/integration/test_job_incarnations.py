@@ -84,6 +84,13 @@ async def test_a_finished_job_s_name_runs_again_as_a_new_incarnation(
             bound = await conn.fetch(
                 "SELECT DISTINCT session_id, seq FROM bindings WHERE job_id = 'default/train' ORDER BY seq"
             )
+            # The simulated kubelet says which binding each start executes: the first incarnation's
+            # before the second's submission, the second's after it.
+            starts = await conn.fetch(
+                "SELECT (data ->> 'observed_seq')::bigint AS observed FROM event_log"
+                " WHERE type = 'tephra.task.started.v1' ORDER BY seq"
+            )
+            assert [r["observed"] < second for r in starts] == [True, False, False]
 
             item = await describe_job(conn, "default/train")
         finally:

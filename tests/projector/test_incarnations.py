@@ -11,6 +11,8 @@ from events.models import (
     EvictDecision,
     SessionCommitted,
     SessionCommittedData,
+    TaskFinished,
+    TaskStarted,
 )
 from projector.fold import apply
 from projector.state import ClusterState, retirement_heap
@@ -148,3 +150,34 @@ def test_an_invalid_event_after_a_reuse_changes_nothing() -> None:
     assert dup.invalid == "duplicate-job"
     assert state_to_jsonable(state) == before
     assert apply(state, state.seq + 1, cancel(41)).applied
+
+
+def test_an_observation_about_an_earlier_incarnation_changes_nothing() -> None:
+    state = resubmitted()
+    submitted = state.jobs["ns/j"].submitted_seq
+    fold(state, session(21, MAX_SEQ, BindDecision(task="ns/j-w-0", job="ns/j", node="n1")))
+    bound = state.seq
+    # The first incarnation's pod, reported again with what its executor acted on (seq 3, its binding).
+    late = [observed(started(22), 3), observed(finished(23), 3)]
+    outcomes = fold(state, *late)
+    assert all(o.applied and o.touched == () for o in outcomes)  # archived, moot
+    assert state.tasks["ns/j-w-0"].status == "Bound"
+    # The same observation of this incarnation's binding applies.
+    [start] = fold(state, observed(started(24), bound))
+    assert ("task", "ns/j-w-0") in start.touched
+    assert state.tasks["ns/j-w-0"].status == "Running"
+    assert submitted <= bound
+    # Without observed_seq it is judged against the live incarnation, as before the field existed.
+    [finish] = fold(state, finished(25))
+    assert state.tasks["ns/j-w-0"].status == "Succeeded"
+    assert finish.applied
+
+
+def observed(event: TaskStarted | TaskFinished, seq: int) -> TaskStarted | TaskFinished:
+    return event.model_copy(update={"data": event.data.model_copy(update={"observed_seq": seq})})
+
+
+def test_observed_seq_is_left_out_when_absent() -> None:
+    plain = started(1)
+    assert "observed_seq" not in plain.model_dump(mode="json")["data"]
+    assert observed(plain, 7).model_dump(mode="json")["data"]["observed_seq"] == 7
