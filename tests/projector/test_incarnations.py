@@ -48,6 +48,11 @@ def voided(state: ClusterState) -> list[str]:
     return [v.reason for v in next(reversed(state.sessions.values())).voided]
 
 
+def observed(event: TaskStarted | TaskFinished, seq: int) -> TaskStarted | TaskFinished:
+    """The observation as an executor that says which task row it acted on sends it."""
+    return event.model_copy(update={"data": event.data.model_copy(update={"observed_seq": seq})})
+
+
 def resubmitted(ttl: int | None = None) -> ClusterState:
     """ns/j (one task, submitted at seq 2) succeeded, then submitted again with two tasks."""
     state = completed_job(ttl=ttl)
@@ -154,9 +159,8 @@ def test_an_invalid_event_after_a_reuse_changes_nothing() -> None:
 
 def test_an_observation_about_an_earlier_incarnation_changes_nothing() -> None:
     state = resubmitted()
-    submitted = state.jobs["ns/j"].submitted_seq
     fold(state, session(21, MAX_SEQ, BindDecision(task="ns/j-w-0", job="ns/j", node="n1")))
-    bound = state.seq
+    bound = state.seq  # this incarnation's binding
     # The first incarnation's pod, reported again with what its executor acted on (seq 3, its binding).
     late = [observed(started(22), 3), observed(finished(23), 3)]
     outcomes = fold(state, *late)
@@ -166,15 +170,10 @@ def test_an_observation_about_an_earlier_incarnation_changes_nothing() -> None:
     [start] = fold(state, observed(started(24), bound))
     assert ("task", "ns/j-w-0") in start.touched
     assert state.tasks["ns/j-w-0"].status == "Running"
-    assert submitted <= bound
     # Without observed_seq it is judged against the live incarnation, as before the field existed.
     [finish] = fold(state, finished(25))
     assert state.tasks["ns/j-w-0"].status == "Succeeded"
     assert finish.applied
-
-
-def observed(event: TaskStarted | TaskFinished, seq: int) -> TaskStarted | TaskFinished:
-    return event.model_copy(update={"data": event.data.model_copy(update={"observed_seq": seq})})
 
 
 def test_observed_seq_is_left_out_when_absent() -> None:
