@@ -31,6 +31,7 @@ __all__ = [
     "KINDS",
     "JobQuery",
     "ViewError",
+    "earlier_incarnations",
     "get_command",
     "job_page",
     "job_tasks",
@@ -150,6 +151,7 @@ async def job_page(con: asyncpg.Connection, query: JobQuery) -> tuple[int, list[
         # Only the constant fragments here are joined; every value is a parameter.
         "SELECT j.id, j.namespace, j.name, j.queue, j.phase, j.phase_reason, j.created,"  # noqa: S608
         " (j.spec ->> 'min_available')::integer AS min_available,"
+        " coalesce((j.spec ->> 'submitted_seq')::bigint, 0) AS uid,"
         " (SELECT json_object_agg(c.status, c.n) FROM (SELECT status, count(*) AS n FROM tasks"
         "   WHERE job_id = j.id GROUP BY status) AS c)::text AS counts,"
         " (SELECT seq FROM projection_meta) AS projected_seq"
@@ -167,6 +169,7 @@ async def job_page(con: asyncpg.Connection, query: JobQuery) -> tuple[int, list[
             "id": job["id"],
             "namespace": job["namespace"],
             "name": job["name"],
+            "uid": job["uid"],
             "queue": job["queue"],
             "phase": job["phase"],
             "minAvailable": job["min_available"],
@@ -180,6 +183,31 @@ async def job_page(con: asyncpg.Connection, query: JobQuery) -> tuple[int, list[
             item["pendingSession"] = session_id
         items.append(item)
     return int(seq), items
+
+
+async def earlier_incarnations(con: asyncpg.Connection, job: Item) -> list[Item]:
+    """The earlier incarnations of ``job``'s name still in the projection (a name is reused
+    once its job finished; each stays until its own retention deadline), oldest first."""
+    rows = await con.fetch(
+        "SELECT id, phase, phase_reason, created, finished_at,"
+        " coalesce((spec ->> 'submitted_seq')::bigint, 0) AS uid"
+        " FROM jobs WHERE namespace = $1 AND name = $2 AND id <> $3 ORDER BY uid, id",
+        job["namespace"],
+        job["name"],
+        job["id"],
+    )
+    return [
+        {
+            "id": r["id"],
+            "uid": r["uid"],
+            "phase": r["phase"],
+            "reason": r["phase_reason"] or None,
+            "created": _iso(r["created"]),
+            "finishedAt": _iso(r["finished_at"]),
+        }
+        for r in rows
+        if r["uid"] < job["uid"]
+    ]
 
 
 async def job_tasks(con: asyncpg.Connection, job_id: str) -> list[Item]:
@@ -437,12 +465,14 @@ def _job_rows(
         t = j["tasks"]
         running = t["Bound"] + t["Running"] + t["Releasing"]
         first = (j["namespace"],) if namespaces else ()
+        # The id's name part: an earlier incarnation of a reused name shows as <name>#<uid>.
+        name = j["id"].partition("/")[2]
         age = _age(j["created"], now)
         if wide:
             rows.append(
                 (
                     *first,
-                    j["name"],
+                    name,
                     j["queue"],
                     j["phase"],
                     j["minAvailable"],
@@ -456,7 +486,7 @@ def _job_rows(
             )
         else:
             ready = f"{running}/{sum(t.values())}"
-            rows.append((*first, j["name"], j["queue"], j["phase"], ready, age, reason_codes(j)))
+            rows.append((*first, name, j["queue"], j["phase"], ready, age, reason_codes(j)))
     return header, rows
 
 
@@ -707,28 +737,33 @@ async def describe_job(con: asyncpg.Connection, job_id: str, *, events: int = 30
         return None
     item = found[0]
     tasks = await job_tasks(con, job_id)
+    # This incarnation's events: from its JobSubmitted on (a reused name's earlier ones are listed).
     rows = await con.fetch(
         """
         SELECT * FROM (
             SELECT e.seq, e.time, e.type AS what, coalesce(e.data ->> 'task_id', '') AS task,
                    concat_ws(' ', 'to queue ' || (e.data ->> 'queue'), e.data ->> 'outcome',
                              'on ' || (e.data ->> 'node'), nullif(e.data ->> 'reason', '')) AS detail
-              FROM event_log e WHERE e.job = $1
+              FROM event_log e WHERE e.job = $1 AND e.seq >= $4
             UNION ALL
             SELECT b.seq, e.time, 'Bound', b.task_id, 'to ' || b.node || ' (session ' || b.session_id || ')'
-              FROM bindings b JOIN event_log e ON e.seq = b.seq WHERE b.task_id = ANY($2::text[])
+              FROM bindings b JOIN event_log e ON e.seq = b.seq
+             WHERE b.task_id = ANY($2::text[]) AND b.seq >= $4
             UNION ALL
             SELECT v.seq, e.time, 'Evicted', v.task_id,
                    'from ' || v.node || ' for ' || v.preemptor_job || ' (' || v.action || ', '
                    || v.rule || ')'
-              FROM evictions v JOIN event_log e ON e.seq = v.seq WHERE v.task_id = ANY($2::text[])
+              FROM evictions v JOIN event_log e ON e.seq = v.seq
+             WHERE v.task_id = ANY($2::text[]) AND v.seq >= $4
         ) AS timeline ORDER BY seq DESC LIMIT $3
         """,
         job_id,
         [t["id"] for t in tasks],
         events,
+        item["uid"],
     )
     item["taskList"] = tasks
+    item["earlierIncarnations"] = await earlier_incarnations(con, item)
     item["events"] = [
         {
             "seq": r["seq"],
@@ -819,8 +854,15 @@ def describe_text(item: Item) -> str:
         ("Min Available", item["minAvailable"]),
         ("Tasks", ", ".join(f"{n} {status}" for status, n in t.items() if n) or "none"),
         ("Created", item["created"]),
+        ("UID", item["uid"]),
     ]
     lines = _facts(facts)
+    if earlier := item.get("earlierIncarnations"):
+        lines += ["", "Earlier Incarnations:"]
+        incarnation_rows = [
+            (i["uid"], i["phase"], i["reason"], i["created"], i["finishedAt"]) for i in earlier
+        ]
+        lines += _indented(("UID", "PHASE", "REASON", "CREATED", "FINISHED"), incarnation_rows)
     lines += ["", "Task List:"]
     task_rows = [(task["role"], task["index"], task["status"], task["node"]) for task in item["taskList"]]
     lines += _indented(("ROLE", "INDEX", "STATUS", "NODE"), task_rows)

@@ -35,6 +35,7 @@ from api.endpoints import Endpoints
 from api.settings import TephraSettings
 from api.stack import run_services
 from events.models import (
+    MAX_SEQ,
     BindDecision,
     JobSubmitted,
     JobSubmittedData,
@@ -102,8 +103,9 @@ async def bench_end_to_end(bootstrap: str, dsn: str, n: int) -> tuple[float, flo
         decisions = [BindDecision(task=f"ns/j-w-{i}", job="ns/j", node="big") for i in range(n)]
         session_id = str(uuid.uuid4())
         session = SessionCommitted(
-            data=SessionCommittedData(session_id=session_id, leader_epoch=1, input_seq=0, config_version=0,
-                                      now=datetime.now(UTC), input_digest="0" * 64, decisions=decisions),
+            data=SessionCommittedData(session_id=session_id, leader_epoch=1, input_seq=MAX_SEQ,
+                                      config_version=0, now=datetime.now(UTC), input_digest="0" * 64,
+                                      decisions=decisions),
             **_envelope(session_id),
         )  # fmt: skip
         await produce(bootstrap, topics, [session])

@@ -387,10 +387,22 @@ class NodeRemovedData(EventData):
     name: str = Field(min_length=1)
 
 
+#: ``observed_seq`` of a task observation: the seq of the projected task row the executor
+#: acted on (the binding, start or eviction it executes).  A job name is reused once its job
+#: finished (projector.fold), and its incarnations share task ids: an observation whose
+#: ``observed_seq`` is below the live incarnation's submission is about an earlier one, and
+#: changes nothing.  Optional (None: judged against the live incarnation) and left out when
+#: None, so an observation without it serialises exactly as before the field existed.
+_OBSERVED_SEQ_DESCRIPTION: Final = "the seq of the projected task row the executor acted on"
+
+
 class TaskStartedData(EventData):
     job_id: str = Field(min_length=1)
     task_id: str = Field(min_length=1)
     node: str = Field(min_length=1)
+    observed_seq: int | None = Field(
+        default=None, ge=1, le=MAX_SEQ, exclude_if=lambda v: v is None, description=_OBSERVED_SEQ_DESCRIPTION
+    )
 
 
 class TaskFinishedData(EventData):
@@ -400,6 +412,9 @@ class TaskFinishedData(EventData):
     outcome: Literal["succeeded", "failed", "evicted"]
     exit_code: int | None = Field(default=None, ge=-INT32_MAX - 1, le=INT32_MAX)
     reason: str = ""
+    observed_seq: int | None = Field(
+        default=None, ge=1, le=MAX_SEQ, exclude_if=lambda v: v is None, description=_OBSERVED_SEQ_DESCRIPTION
+    )
 
 
 # --------------------------------------------------------------------------- sessions

@@ -70,6 +70,9 @@ class TaskView:
     decision: str
     runtime: float | None = None
     since: datetime | None = None
+    #: The task row's seq, sent as the observation's ``observed_seq``: the fold ignores an
+    #: observation about an earlier incarnation of a reused job name (projector.fold).
+    seq: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +156,9 @@ class SimPlanner:
         node = task.node or None
         if task.status == BOUND:
             # _due_at never schedules a Bound task without a node.
-            started = TaskStartedData(job_id=task.job_id, task_id=task.task_id, node=node or "")
+            started = TaskStartedData(
+                job_id=task.job_id, task_id=task.task_id, node=node or "", observed_seq=task.seq
+            )
             return TaskStarted(
                 id=event_id,
                 source=self.source,
@@ -169,6 +174,7 @@ class SimPlanner:
                 node=node,
                 outcome="evicted",
                 reason="pod deleted: an accepted eviction or the job's cancellation",
+                observed_seq=task.seq,
             )
         else:
             data = TaskFinishedData(
@@ -178,6 +184,7 @@ class SimPlanner:
                 outcome="succeeded",
                 exit_code=0,
                 reason=f"simulated runtime {task.runtime:g}s elapsed",
+                observed_seq=task.seq,
             )
         return TaskFinished(
             id=event_id,

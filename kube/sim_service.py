@@ -88,6 +88,7 @@ async def read_sim_tasks(pool: asyncpg.Pool) -> list[TaskView]:
                 decision=str(row["seq"]),
                 runtime=runtime,
                 since=row["started"],
+                seq=row["seq"],
             )
         )
     return views

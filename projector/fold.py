@@ -22,6 +22,7 @@ it.  Voided decisions are recorded in the session record and never executed.
 Lifecycle rules (Volcano's, simplified where noted):
 
 * JobSubmitted creates the job (Pending) and one Pending task per replica.
+  Its archive seq is the job's identity, ``submitted_seq`` (Kubernetes' uid).
 * SessionCommitted: ``enqueue`` Pending -> Inqueue; ``bind`` Pending task ->
   Bound on a node with enough free allocatable (Bound, Running and Releasing
   tasks occupy, each plus one ``pods``); ``evict`` Bound/Running -> Releasing
@@ -87,6 +88,20 @@ Retention (Volcano's ``ttlSecondsAfterFinished``), in event time:
   :data:`DEFAULT_TTL_SECONDS_AFTER_FINISHED` (3600 s), part of the archive's
   contract: replay retires exactly the same jobs.  An invalid event undoes
   both (it is not archived, so replay never sees it).
+* A name may be reused once its job has finished (Kubernetes: delete, then
+  create again, with a new uid): a JobSubmitted for a job that is finished
+  starts a new incarnation, while one that has not finished (a cancelled job
+  whose Releasing tasks hold their nodes included) is ``duplicate-job``.  The
+  finished incarnation moves aside under ``<id>#<submitted_seq>`` without its
+  tasks (the new one's tasks take their ids) and retires at its own deadline.
+  A decision of a session whose ``input_seq`` is below the job's
+  ``submitted_seq`` was computed before this incarnation existed: voided
+  ``stale-incarnation``, so a late session never binds or evicts a task of
+  the new one.  Observations name the task id, which incarnations share; one
+  that carries ``observed_seq`` (the seq of the task row its executor acted
+  on) below the live incarnation's ``submitted_seq`` is about an earlier
+  incarnation: moot, archived with no effect.  One without it is judged
+  against the live incarnation (the earlier one's tasks had all finished).
 * A retired job is unknown from then on: its id may be submitted again, a
   cancel of it is ``job-missing``, a decision naming it is voided
   ``job-missing``, and an observation naming it is buffered like one of a job
@@ -171,6 +186,7 @@ from projector.state import (
     new_tasks,
     place,
     reduce_through_init,
+    superseded_id_of,
     task_id_of,
     unplace,
     watermark_of,
@@ -200,7 +216,7 @@ __all__ = [
 Touched: TypeAlias = tuple[tuple[str, str], ...]
 
 INVALID_EVENT_REASONS: Final = (
-    "duplicate-job",  # JobSubmitted for a job id that exists
+    "duplicate-job",  # JobSubmitted for a job id whose job has not finished
     "duplicate-task",  # JobSubmitted whose task ids collide (with each other or existing tasks)
     "job-missing",  # the event names a job that does not exist
     "job-finished",  # JobCancelled for a job already Completed, Failed or Cancelled
@@ -221,6 +237,7 @@ INVALID_EVENT_REASONS: Final = (
 DECISION_VOID_REASONS: Final = (
     "stale-epoch",  # the whole session: a newer leader has already committed
     "job-missing",
+    "stale-incarnation",  # the session's input predates the job's submission (its name was reused)
     "job-cancelled",
     "job-finished",  # the job is Completed or Failed
     "job-not-pending",  # enqueue of a job that is not Pending
@@ -421,7 +438,7 @@ def _finish_if_done(state: ClusterState, job: JobState, time: datetime) -> bool:
         if tasks[task_id].status not in FINISHED:
             return False
     job.finished_at = time
-    heapq.heappush(state.retiring, (time + timedelta(seconds=job.ttl_seconds), job.id))
+    heapq.heappush(state.retiring, (_deadline(job, time), job.id))
     return True
 
 
@@ -431,8 +448,11 @@ def _retire(state: ClusterState) -> _Retired:
     jobs, tasks = state.jobs, state.tasks
     retired: _Retired = []
     while heap and heap[0][0] <= clock:
-        _, job_id = heapq.heappop(heap)
-        job = jobs.pop(job_id)
+        deadline, job_id = heapq.heappop(heap)
+        job = jobs.get(job_id)
+        if job is None or job.finished_at is None or _deadline(job, job.finished_at) != deadline:
+            continue  # the id names a newer incarnation now (the entry moved with the old one)
+        del jobs[job_id]
         # Finished tasks occupy no node: nothing else refers to them.
         retired.append((job, [tasks.pop(task_id) for task_id in job.tasks]))
     return retired
@@ -446,7 +466,12 @@ def _reinstate(state: ClusterState, retired: _Retired) -> None:
             state.tasks[task.id] = task
         finished_at = job.finished_at
         if finished_at is not None:  # always: only finished jobs retire
-            heapq.heappush(state.retiring, (finished_at + timedelta(seconds=job.ttl_seconds), job.id))
+            heapq.heappush(state.retiring, (_deadline(job, finished_at), job.id))
+
+
+def _deadline(job: JobState, finished_at: datetime) -> datetime:
+    """When ``job``, finished at ``finished_at``, leaves the state."""
+    return finished_at + timedelta(seconds=job.ttl_seconds)
 
 
 def _removed_keys(job: JobState) -> list[tuple[str, str]]:
@@ -589,8 +614,11 @@ def _job_submitted(state: ClusterState, seq: int, event: JobSubmitted) -> FoldOu
     d = event.data
     namespace, name, specs = d.namespace, d.name, d.tasks
     job_id = f"{namespace}/{name}"
-    if job_id in state.jobs:
-        return _invalid("duplicate-job", f"job {job_id} was already submitted")
+    earlier = state.jobs.get(job_id)
+    if earlier is not None and earlier.finished_at is None:
+        # Kubernetes' AlreadyExists: the name is taken until its job has finished (a
+        # cancelled job's Releasing tasks included: they still hold their nodes and ids).
+        return _invalid("duplicate-job", f"job {job_id} was already submitted and has not finished")
     # (index, task id) of every pod, per spec.
     pods = [
         [(index, task_id_of(namespace, name, spec.name, index)) for index in range(spec.replicas)]
@@ -599,10 +627,15 @@ def _job_submitted(state: ClusterState, seq: int, event: JobSubmitted) -> FoldOu
     ids = [task_id for spec_pods in pods for _, task_id in spec_pods]
     if len(set(ids)) != len(ids):
         return _invalid("duplicate-task", f"job {job_id} names the same task twice")
-    clash = next((tid for tid in ids if tid in state.tasks), None)
+    tasks = state.tasks
+    # The earlier incarnation's tasks give their ids up to this one.
+    clash = next((tid for tid in ids if tid in tasks and tasks[tid].job != job_id), None)
     if clash is not None:
         return _invalid("duplicate-task", f"job {job_id} would create task {clash}, which exists")
 
+    touched: list[tuple[str, str]] = []
+    if earlier is not None:
+        _supersede(state, earlier, touched)
     min_available = d.min_available
     if min_available is None:
         min_available = sum(s.replicas if s.min_available is None else s.min_available for s in specs)
@@ -623,16 +656,36 @@ def _job_submitted(state: ClusterState, seq: int, event: JobSubmitted) -> FoldOu
         ttl_seconds=DEFAULT_TTL_SECONDS_AFTER_FINISHED
         if d.ttl_seconds_after_finished is None
         else d.ttl_seconds_after_finished,
+        submitted_seq=seq,
     )
     state.jobs[job_id] = job
-    touched: list[tuple[str, str]] = [("new_job", job_id)]
-    tasks = state.tasks
+    touched.append(("new_job", job_id))
     for spec, spec_pods in zip(specs, pods, strict=True):
         for task in new_tasks(job, spec, spec_pods):
             tasks[task.id] = task
             touched.append(("task", task.id))
     _replay_early(state, job_id, touched)
     return FoldOutcome(touched=tuple(touched))
+
+
+def _supersede(state: ClusterState, earlier: JobState, touched: list[tuple[str, str]]) -> None:
+    """Move the finished incarnation of a reused name aside (see the module docstring): it
+    stays under its superseded id until its own retention deadline, without its tasks."""
+    tasks = state.tasks
+    for task_id in earlier.tasks:
+        del tasks[task_id]  # finished: it occupies no node
+        touched.append(("task", task_id))
+    del state.jobs[earlier.id]
+    # ("job", id): the scheduler's snapshot cache drops what it held for the id (the finished
+    # incarnation, left out of sessions) and builds the new one.
+    touched.append(("job", earlier.id))
+    earlier.id = superseded_id_of(earlier.id, earlier.submitted_seq)
+    earlier.tasks = []
+    state.jobs[earlier.id] = earlier
+    finished_at = earlier.finished_at
+    if finished_at is not None:  # always: only a finished job is superseded
+        heapq.heappush(state.retiring, (_deadline(earlier, finished_at), earlier.id))
+    touched.append(("new_job", earlier.id))
 
 
 def _job_cancelled(state: ClusterState, event: JobCancelled) -> FoldOutcome:
@@ -724,8 +777,13 @@ def _node_removed(state: ClusterState, event: NodeRemoved) -> FoldOutcome:
 # ---------------------------------------------------------------------------- tasks
 
 
-def _task_of(state: ClusterState, job_id: str, task_id: str) -> TaskState | FoldOutcome | None:
-    """The task an observation names; None when it is an observation to buffer or ignore."""
+def _task_of(
+    state: ClusterState, job_id: str, task_id: str, observed_seq: int | None
+) -> TaskState | FoldOutcome | None:
+    """The task an observation names; None when it is an observation to buffer or ignore, a
+    FoldOutcome when it is refused or moot."""
+    if _of_earlier_incarnation(state, job_id, observed_seq):
+        return FoldOutcome()
     task = state.tasks.get(task_id)
     if task is None:
         job = state.jobs.get(job_id)
@@ -752,9 +810,18 @@ def _early_or_ignored(state: ClusterState, event: EarlyObservation) -> FoldOutco
     return FoldOutcome(touched=(("early", job_id),))
 
 
+def _of_earlier_incarnation(state: ClusterState, job_id: str, observed_seq: int | None) -> bool:
+    """Whether an observation acted on a task row older than the live incarnation of its job
+    (see the module docstring): it is about an earlier incarnation, moot."""
+    if observed_seq is None:
+        return False
+    job = state.jobs.get(job_id)
+    return job is not None and observed_seq < job.submitted_seq
+
+
 def _task_started(state: ClusterState, event: TaskStarted) -> FoldOutcome:
     d = event.data
-    task = _task_of(state, d.job_id, d.task_id)
+    task = _task_of(state, d.job_id, d.task_id, d.observed_seq)
     if task is None:
         return _early_or_ignored(state, event)
     if isinstance(task, FoldOutcome):
@@ -781,7 +848,7 @@ def _task_started(state: ClusterState, event: TaskStarted) -> FoldOutcome:
 
 def _task_finished(state: ClusterState, event: TaskFinished) -> FoldOutcome:
     d = event.data
-    task = _task_of(state, d.job_id, d.task_id)
+    task = _task_of(state, d.job_id, d.task_id, d.observed_seq)
     if task is None:
         return _early_or_ignored(state, event)
     if isinstance(task, FoldOutcome):
@@ -962,8 +1029,9 @@ def _session_committed(state: ClusterState, seq: int, event: SessionCommitted) -
         voided = [_voided(i, decision, "stale-epoch") for i, decision in enumerate(decisions)]
     else:
         state.leader_epoch = leader_epoch
+        input_seq = d.input_seq
         for index, decision in enumerate(decisions):
-            reason = _decide(state, decision, touched)
+            reason = _decide(state, decision, input_seq, touched)
             if reason is None:
                 accepted.append((index, decision))
             else:
@@ -1020,11 +1088,16 @@ def _voided(index: int, decision: Decision, reason: str) -> VoidedDecision:
     )
 
 
-def _decide(state: ClusterState, decision: Decision, touched: list[tuple[str, str]]) -> str | None:
+def _decide(  # noqa: PLR0911 - one return per void reason, in rule order
+    state: ClusterState, decision: Decision, input_seq: int, touched: list[tuple[str, str]]
+) -> str | None:
     """Apply one decision if it still holds; else the void reason (state untouched)."""
     job = state.jobs.get(decision.job)
     if job is None:
         return "job-missing"
+    if job.submitted_seq > input_seq:
+        # The session's snapshot predates this incarnation: it decided about an earlier one.
+        return "stale-incarnation"
     phase = job.phase
     if phase in TERMINAL_JOB_PHASES:
         return "job-cancelled" if phase is _JOB_CANCELLED else "job-finished"

@@ -24,7 +24,11 @@ snapshots and replay show; no serialised form is kept here.
 projection's documents), :mod:`projector.projection_rows` its rows.
 
 Identities: a queue, priority class and node are their names, a job is
-``<namespace>/<name>``, a task is ``<namespace>/<job>-<task>-<index>``.
+``<namespace>/<name>``, a task is ``<namespace>/<job>-<task>-<index>``.  A name
+is reused once its job has finished: the live incarnation keeps the plain id,
+and an earlier one that is still within its retention window stays under
+``<namespace>/<name>#<submitted_seq>`` (:func:`superseded_id_of`), without its
+tasks (their ids are the new incarnation's).
 Resources are integer dicts in Tephra units (:mod:`events.quantity`);
 a task's ``resources`` never include the ``pods: 1`` every task consumes,
 while ``NodeState.used`` does count it.
@@ -85,6 +89,7 @@ __all__ = [
     "place",
     "reduce_through_init",
     "retirement_heap",
+    "superseded_id_of",
     "task_id_of",
     "unplace",
     "watermark_of",
@@ -182,6 +187,11 @@ def reduce_through_init(obj: Any) -> tuple[type[Any], tuple[Any, ...]]:
     default reduction (``__new__`` without arguments, then the slots) would raise.
     """
     return type(obj), tuple(getattr(obj, f.name) for f in fields(obj))
+
+
+def superseded_id_of(job_id: str, submitted_seq: int) -> str:
+    """The key an earlier incarnation of ``job_id`` stays under once its name is reused."""
+    return f"{job_id}#{submitted_seq}"
 
 
 def task_id_of(namespace: str, job_name: str, role: str, index: int) -> str:
@@ -342,6 +352,10 @@ class JobState:
     #: The time of the event that finished the job (terminal phase, every task left
     #: Succeeded or Failed); None while it has not.
     finished_at: datetime | None = None
+    #: The incarnation's identity (Kubernetes' uid): the archive seq of the JobSubmitted
+    #: that created it.  A name is reused once its job finished (projector.fold), and each
+    #: submission is a new incarnation.  0 in states persisted before incarnations existed.
+    submitted_seq: int = 0
 
     # Spelled out: built per event (see above NodeState).
     def __init__(  # noqa: PLR0917 - the dataclass fields, in order
@@ -362,6 +376,7 @@ class JobState:
         ttl_seconds: int,
         phase_reason: str = "",
         finished_at: datetime | None = None,
+        submitted_seq: int = 0,
     ) -> None:
         self.id = id
         self.namespace = namespace
@@ -379,6 +394,7 @@ class JobState:
         self.ttl_seconds = ttl_seconds
         self.phase_reason = phase_reason
         self.finished_at = finished_at
+        self.submitted_seq = submitted_seq
 
     def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
         return reduce_through_init(self)

@@ -422,6 +422,7 @@ def job_to_json(j: JobState) -> dict[str, Any]:
         "task_specs": [json_form(s) for s in j.task_specs],
         "ttl_seconds": j.ttl_seconds,
         "finished_at": None if j.finished_at is None else isoformat(j.finished_at),
+        "submitted_seq": j.submitted_seq,
     }
 
 
@@ -445,6 +446,8 @@ def job_from_json(d: dict[str, Any], specs: dict[bytes, TaskSpec] | None = None)
         tasks=[],
         ttl_seconds=d["ttl_seconds"],
         finished_at=None if (finished := d["finished_at"]) is None else _parse_time(finished),
+        # Absent from documents written before incarnations existed.
+        submitted_seq=d.get("submitted_seq", 0),
     )
 
 

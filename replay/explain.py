@@ -4,13 +4,16 @@ Pure: the caller loads the job's history (every archived event about it),
 rebuilds the chosen session's input and re-runs it; this module turns that
 into an :class:`Explanation` with a stable JSON form.
 
-* The **timeline** lists the submission, every session that considered the
+* The **timeline** lists the submissions (a name reused after its job finished
+  is submitted again: each submission is an incarnation, its seq the uid), every session that considered the
   job (it was pending in it, or a decision named it) with its verdict —
   consecutive sessions with the same verdict are one entry, so a verdict
   *change* is a new entry — the decisions about the job that the fold voided
   (with the fold's reason code, right after their session), and the task
   events (started, finished, evicted), cancellation and rejection, each with
   seq, time and session id.
+* The **facts** are the job as the chosen session saw it, with ``uid``: the
+  incarnation live at its input seq.
 * The **reasons** are the re-run's ranked reasons for the chosen session,
   with their numbers (``detail``), checked against the recorded ones.
 * The **counterfactual** is :func:`replay.counterfactual.find_counterfactual`.
@@ -54,6 +57,7 @@ __all__ = [
     "choose_session",
     "decision_sessions",
     "explain",
+    "incarnation_at",
     "mentions",
     "timeline",
 ]
@@ -236,6 +240,7 @@ def timeline(
     entries: list[TimelineEntry] = []
     sessions = {m.seq: m for m in (mentions(job, history) if found is None else found)}
     refused = voided or {}
+    incarnations = 0
     for archived in history:
         event = archived.event
         seq = archived.seq
@@ -243,7 +248,11 @@ def timeline(
             d = event.data
             tasks = sum(t.replicas for t in d.tasks)
             gang = f", minAvailable {d.min_available}" if d.min_available is not None else ""
-            text = f"submitted to queue {d.queue}: {tasks} task(s){gang}"
+            # Each archived JobSubmitted of the name is an incarnation (the fold refuses one
+            # while the earlier job has not finished); its seq is the incarnation's uid.
+            again = f"submitted again (incarnation {seq})" if incarnations else "submitted"
+            incarnations += 1
+            text = f"{again} to queue {d.queue}: {tasks} task(s){gang}"
             entries.append(TimelineEntry("submitted", seq, event.time, text))
         elif seq in sessions:
             m = sessions[seq]
@@ -402,6 +411,19 @@ def job_facts(snapshot: ClusterSnapshot, result: SessionResult, job: str) -> dic
 _MOVED = {"bind": "Binding", "pipeline": "Pipelined", "evict": "Releasing"}
 
 
+def incarnation_at(job: str, history: Iterable[ArchivedEvent], seq: int) -> int | None:
+    """The uid of ``job``'s incarnation live at ``seq`` (a session's input): the seq of its
+    latest JobSubmitted at or before it (a name is reused once its job finished); None: none."""
+    found = None
+    for archived in history:
+        if archived.seq > seq:
+            break
+        event = archived.event
+        if isinstance(event, JobSubmitted) and event.data.job_id == job:
+            found = archived.seq
+    return found
+
+
 def explain(
     job: str,
     history: Sequence[ArchivedEvent],
@@ -422,12 +444,15 @@ def explain(
         return Explanation(job, entries, None, verdict=f"submitted{when}, not yet considered by a session")
     reasons = tuple(r.to_json() for r in result.pending.get(job, ()))
     recorded = mention.recorded_reasons if mention is not None else ()
+    facts = job_facts(snapshot, result, job)
+    if facts:
+        facts["uid"] = incarnation_at(job, history, session.input_seq)
     rederived = [(r["code"], r["message"]) for r in reasons] == [(r.code, r.message) for r in recorded]
     return Explanation(
         job=job,
         timeline=entries,
         session=session,
-        facts=job_facts(snapshot, result, job),
+        facts=facts,
         reasons=reasons,
         reasons_rederived=rederived,
         recorded_reasons=recorded,

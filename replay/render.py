@@ -66,8 +66,10 @@ def _print_header(console: Console, e: Explanation) -> None:
     tasks = _text(", ".join(f"{n} {status}" for status, n in facts["tasks"].items()) or "none")
     start = facts["phaseAtStart"]
     phase = _text(facts["phase"]) + ("" if start == facts["phase"] else f" (was {_text(start)})")
+    # The incarnation the session saw (a name is reused once its job finished).
+    uid = "" if facts.get("uid") is None else f"uid {facts['uid']}, "
     console.print(
-        f"  queue {_text(facts['queue'])}, phase {phase} after this session, "
+        f"  {uid}queue {_text(facts['queue'])}, phase {phase} after this session, "
         f"minAvailable {facts['minAvailable']}, tasks: {tasks}"
     )
 

@@ -16,6 +16,7 @@ __all__ = [
     "AcceptedObject",
     "AuditPage",
     "Explanation",
+    "Incarnation",
     "Job",
     "JobDetail",
     "JobPage",
@@ -40,9 +41,15 @@ class PendingReason(_Body):
 
 
 class Job(_Body):
-    id: str = Field(description="<namespace>/<name>")
+    id: str = Field(
+        description="<namespace>/<name>; <namespace>/<name>#<uid> for an earlier incarnation of a reused name"
+    )
     namespace: str
     name: str
+    uid: int = Field(
+        description="the incarnation: the archive seq of its JobSubmitted (a name is reused once its job"
+        " finished, as a new incarnation); 0 for a job projected before incarnations existed"
+    )
     queue: str
     phase: str
     min_available: int | None = Field(alias="minAvailable")
@@ -71,8 +78,23 @@ class TaskRow(_Body):
     node: str | None
 
 
+class Incarnation(_Body):
+    """An earlier incarnation of a reused job name, kept until its own retention deadline."""
+
+    id: str = Field(description="<namespace>/<name>#<uid>")
+    uid: int
+    phase: str
+    reason: str | None
+    created: str | None
+    finished_at: str | None = Field(alias="finishedAt")
+
+
 class JobDetail(Job):
     task_list: list[TaskRow] = Field(alias="taskList")
+    earlier_incarnations: list[Incarnation] = Field(
+        alias="earlierIncarnations",
+        description="the name's earlier incarnations still projected, oldest first",
+    )
     seq: int = Field(description="the seq the projection reflected when this job was read")
 
 

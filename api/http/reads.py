@@ -40,7 +40,15 @@ from api.http.models import (
 )
 from api.http.problems import Code, Problem, problem_responses
 from api.http.tokens import Role
-from api.views import JobQuery, job_page, job_tasks, list_nodes, list_queues, list_sessions
+from api.views import (
+    JobQuery,
+    earlier_incarnations,
+    job_page,
+    job_tasks,
+    list_nodes,
+    list_queues,
+    list_sessions,
+)
 from projector.errors import WaitTimeoutError
 from projector.progress import projected_seq, wait_for_seq
 from projector.state import JobPhase
@@ -278,7 +286,8 @@ async def get_job(ctx: Ctx, namespace: str, name: str, min_seq: MinSeq = None) -
                 f" the archive still has it: GET /v1/jobs/{job_id}/explain)",
             )
         tasks = await job_tasks(conn, job_id)
-    return {**found[0], "taskList": tasks, "seq": seq}
+        earlier = await earlier_incarnations(conn, found[0])
+    return {**found[0], "taskList": tasks, "earlierIncarnations": earlier, "seq": seq}
 
 
 @router.get("/queues", dependencies=Viewer, response_model=QueueList, responses=_READ_PROBLEMS)

@@ -43,7 +43,8 @@ def _assert_safe(output: str) -> None:
 
 def _job(name: str, reason: str) -> Item:
     return {
-        "namespace": "ns", "name": name, "queue": name, "phase": "Pending", "minAvailable": 1,
+        "id": f"ns/{name}", "namespace": "ns", "name": name, "uid": 1, "queue": name, "phase": "Pending",
+        "minAvailable": 1,
         "tasks": {"Pending": 1, "Bound": 0, "Running": 0, "Releasing": 0, "Succeeded": 0, "Failed": 0},
         "created": None, "pendingReasons": [{"code": "gang-not-ready", "message": reason}],
     }  # fmt: skip

@@ -206,12 +206,26 @@ async def check_audit_and_cancel(api: httpx.AsyncClient) -> None:
     after = (await api.get("/v1/jobs/default/llm-pretrain", params={"min_seq": obj["seq"]})).json()
     assert after["phase"] == "Cancelled"
 
-    # What the projector refuses comes back with its code: a second cancellation, a second submission.
+    # What the projector refuses comes back with its code: a second cancellation, a second submission
+    # of a job that has not finished.  The cancelled one (its tasks were all Pending: it has finished)
+    # takes its name again, as a new incarnation.
     again = await api.delete("/v1/jobs/default/llm-pretrain", params={"wait": "archived"})
     assert again.json()["objects"][0]["rejected"]["error"] == "job-finished"
-    twice = await api.post("/v1/manifests?wait=decided", content=WORKLOADS, headers=YAML)
-    assert {o["rejected"]["error"] for o in twice.json()["objects"]} == {"duplicate-job"}
-    assert twice.json()["seq"] is None
+    twice = await api.post("/v1/manifests?wait=archived", content=WORKLOADS, headers=YAML)
+    outcomes = {o["ref"]: o["rejected"] and o["rejected"]["error"] for o in twice.json()["objects"]}
+    assert outcomes == {
+        "job/default/demo-training": "duplicate-job",
+        "job/default/batch-inference": "duplicate-job",
+        "job/default/llm-pretrain": None,
+    }
+    reused = (await api.get("/v1/jobs/default/llm-pretrain", params={"min_seq": twice.json()["seq"]})).json()
+    assert (reused["phase"], reused["uid"]) == ("Pending", twice.json()["seq"])
+    assert [(i["id"], i["phase"]) for i in reused["earlierIncarnations"]] == [
+        (f"default/llm-pretrain#{after['uid']}", "Cancelled")
+    ]
+    page = await api.get("/jobs/default/llm-pretrain")
+    assert page.status_code == 200, page.text
+    assert "Earlier incarnations" in page.text
 
 
 async def test_refusals_are_problem_details_and_submit_nothing(

@@ -20,6 +20,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from events.models import (
+    MAX_SEQ,
     BindDecision,
     Event,
     JobCancelled,
@@ -115,7 +116,7 @@ def _forged_session(epoch: int, signer: EventSigner | None, binds: tuple[str, st
         data=SessionCommittedData(
             session_id=str(uuid.uuid4()),
             leader_epoch=epoch,
-            input_seq=0,
+            input_seq=MAX_SEQ,  # after every job it names (the fold voids a decision about a later one)
             config_version=0,
             now=datetime.now(UTC),
             input_digest="sha256:" + "00" * 32,

@@ -18,6 +18,7 @@ import asyncpg
 import pytest
 
 from events.models import (
+    MAX_SEQ,
     BindDecision,
     Decision,
     EvictDecision,
@@ -78,7 +79,7 @@ def session(*decisions: Decision, epoch: int = 1) -> SessionCommitted:
         data=SessionCommittedData(
             session_id=session_id,
             leader_epoch=epoch,
-            input_seq=0,
+            input_seq=MAX_SEQ,  # after every job it names (the fold voids a decision about a later one)
             config_version=0,
             now=datetime.now(UTC),
             input_digest="0" * 64,

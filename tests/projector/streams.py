@@ -6,7 +6,8 @@ enqueueing, binding (some beyond a node's free resources), evicting and
 pipelining, tasks starting and finishing, cancellations, node churn, stale
 leader epochs and split sessions.  It folds every event into a shadow state
 with the real fold to choose plausible next events, so the same seed always
-gives the same stream.  ``invalid_rate`` mixes in events the fold must refuse.
+gives the same stream.  ``invalid_rate`` mixes in events the fold must refuse,
+``reuse_rate`` submissions that reuse a finished job's name.
 
 For a steady state (retention, bench/fold.py): ``live_jobs`` caps the jobs
 not yet finished (a submission beyond it cancels a live job instead) and the
@@ -111,8 +112,10 @@ class StreamBuilder:
         live_jobs: int | None = None,
         step_ms: int = 1,
         ttl_seconds: int | None = None,
+        reuse_rate: float = 0.0,
     ) -> None:
         self.rng = random.Random(seed)
+        self.reuse_rate = reuse_rate
         self.live_jobs = live_jobs
         self.step = timedelta(milliseconds=step_ms)
         self.ttl_seconds = ttl_seconds
@@ -318,6 +321,14 @@ class StreamBuilder:
     def _submit(self) -> JobSubmitted:
         rng = self.rng
         self.jobs_made += 1
+        namespace, name = rng.choice(["ns1", "ns2"]), f"job-{self.jobs_made}"
+        if self.reuse_rate and rng.random() < self.reuse_rate:
+            # A finished job's name again: a new incarnation (projector.fold).
+            done = sorted(
+                j for j, job in self.shadow.jobs.items() if job.finished_at is not None and "#" not in j
+            )
+            if done:
+                namespace, name = rng.choice(done).split("/")
         roles = ["worker"] if rng.random() < 0.6 else ["master", "worker"]
         tasks = []
         for role in roles:
@@ -342,8 +353,8 @@ class StreamBuilder:
         return JobSubmitted(
             **self._envelope(),  # type: ignore[arg-type]
             data=JobSubmittedData(
-                namespace=rng.choice(["ns1", "ns2"]),
-                name=f"job-{self.jobs_made}",
+                namespace=namespace,
+                name=name,
                 queue=rng.choice(["default", "research", "batch"]),
                 priority_class=rng.choice([None, "high", "low"]),
                 tasks=tasks,
@@ -434,8 +445,10 @@ class StreamBuilder:
 
     def _invalid(self) -> Event:
         rng = self.rng
-        if rng.random() < 0.5 and self.shadow.jobs:
-            job = self.shadow.jobs[rng.choice(sorted(self.shadow.jobs))]
+        # A job that has not finished: a finished one's name may be reused.
+        unfinished = sorted(j for j, job in self.shadow.jobs.items() if job.finished_at is None)
+        if rng.random() < 0.5 and unfinished:
+            job = self.shadow.jobs[rng.choice(unfinished)]
             return JobSubmitted(
                 **self._envelope(),  # type: ignore[arg-type]
                 data=JobSubmittedData(

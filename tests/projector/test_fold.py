@@ -8,6 +8,7 @@ from itertools import count
 import pytest
 
 from events.models import (
+    MAX_SEQ,
     BindDecision,
     Decision,
     EnqueueDecision,
@@ -75,7 +76,7 @@ def session(*decisions: Decision, epoch: int = 1, sid: str | None = None, parts:
         data=SessionCommittedData(
             session_id=sid or f"s-{next(_ids)}",
             leader_epoch=epoch,
-            input_seq=0,
+            input_seq=MAX_SEQ,  # after every job it names (the fold voids a decision about a later one)
             config_version=0,
             now=_T0,
             input_digest="d",

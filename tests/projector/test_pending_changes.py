@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from events.models import PendingJob, PendingReason, SessionCommitted, SessionCommittedData
+from events.models import MAX_SEQ, PendingJob, PendingReason, SessionCommitted, SessionCommittedData
 from projector.fold import apply
 from projector.projection_rows import session_statement
 from projector.state import ClusterState, assemble
@@ -28,7 +28,7 @@ def _session(
         data=SessionCommittedData(
             session_id=sid,
             leader_epoch=1,
-            input_seq=0,
+            input_seq=MAX_SEQ,  # after every job it names (the fold voids a decision about a later one)
             config_version=0,
             now=_T0,
             input_digest="d",

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from events.canonical import GENESIS_HASH
 from events.models import (
+    MAX_SEQ,
     Event,
     JobCancelled,
     JobCancelledData,
@@ -79,7 +80,7 @@ def _configured(event_id: str) -> SchedulerConfigured:
 
 def _session(event_id: str) -> SessionCommitted:
     data = SessionCommittedData(
-        session_id=event_id, leader_epoch=1, input_seq=0, config_version=0, now=T0, input_digest="d"
+        session_id=event_id, leader_epoch=1, input_seq=MAX_SEQ, config_version=0, now=T0, input_digest="d"
     )
     return SessionCommitted(id=event_id, data=data, **_ENVELOPE)
 

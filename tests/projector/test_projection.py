@@ -105,6 +105,12 @@ def test_retired_jobs_leave_the_projection_in_the_batch_that_retires_them(scratc
     asyncio.run(_check_stream(scratch_dsn, 9, 3000, list(range(0, 3000, 89)), (500, 1.0), options=RETIRING))
 
 
+def test_reused_names_project_as_they_fold(scratch_dsn: str) -> None:
+    """Finished jobs' names submitted again: the earlier incarnations' rows move aside and retire."""
+    options = {**RETIRING, "ttl_seconds": 300, "reuse_rate": 0.5}
+    asyncio.run(_check_stream(scratch_dsn, 13, 3000, list(range(0, 3000, 83)), (500, 1.0), options=options))
+
+
 @pytest.mark.parametrize("snapshot_scale", [0.0, 1.0])
 def test_a_long_stream_agrees_at_many_seqs(scratch_dsn: str, snapshot_scale: float) -> None:
     asyncio.run(_check_stream(scratch_dsn, 7, 3000, list(range(0, 3000, 97)), (500, snapshot_scale)))

@@ -7,6 +7,7 @@ from itertools import count
 
 from events.canonical import canonical_form
 from events.models import (
+    MAX_SEQ,
     BindDecision,
     Event,
     JobCancelled,
@@ -64,7 +65,7 @@ def bind_all(t: float, job: str = "ns/j", replicas: int = 1) -> SessionCommitted
         data=SessionCommittedData(
             session_id=f"s-{next(_ids)}",
             leader_epoch=1,
-            input_seq=0,
+            input_seq=MAX_SEQ,  # after every job it names (the fold voids a decision about a later one)
             config_version=0,
             now=_T0,
             input_digest="d",
@@ -97,7 +98,12 @@ def tick(t: float) -> tuple[Event, Event, Event]:
 
 def empty_session(t: float) -> SessionCommitted:
     data = SessionCommittedData(
-        session_id=f"s-{next(_ids)}", leader_epoch=1, input_seq=0, config_version=0, now=_T0, input_digest="d"
+        session_id=f"s-{next(_ids)}",
+        leader_epoch=1,
+        input_seq=MAX_SEQ,
+        config_version=0,
+        now=_T0,
+        input_digest="d",
     )
     return SessionCommitted(**at(t), data=data)  # type: ignore[arg-type]
 

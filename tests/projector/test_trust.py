@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from events.canonical import canonical_json
 from events.models import (
+    MAX_SEQ,
     BindDecision,
     Event,
     JobCancelled,
@@ -45,7 +46,7 @@ def _session(epoch: int, session_id: str = "s1") -> SessionCommitted:
         data=SessionCommittedData(
             session_id=session_id,
             leader_epoch=epoch,
-            input_seq=0,
+            input_seq=MAX_SEQ,  # after every job it names (the fold voids a decision about a later one)
             config_version=0,
             now=_NOW,
             input_digest="sha256:" + "00" * 32,

@@ -6,6 +6,7 @@ import uuid
 from datetime import UTC, datetime
 
 from events.models import (
+    MAX_SEQ,
     BindDecision,
     EnqueueDecision,
     Event,
@@ -48,7 +49,7 @@ def _session(epoch: int, decisions: list[object]) -> SessionCommitted:
         data=SessionCommittedData(
             session_id=str(uuid.uuid4()),
             leader_epoch=epoch,
-            input_seq=0,
+            input_seq=MAX_SEQ,  # after every job it names (the fold voids a decision about a later one)
             config_version=0,
             now=T0,
             input_digest="x",

@@ -54,3 +54,26 @@ def test_retired_jobs_leave_no_trace_in_the_cache(seed: int) -> None:
     assert len(submitted) > 3 * len(state.jobs)  # most jobs have retired
     cache.build(state)
     assert cache.held()[0] == state.jobs.keys()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_reused_name_is_built_afresh_not_served_from_its_finished_incarnation(seed: int) -> None:
+    """Finished jobs' names are submitted again all along: the cache held the finished
+    incarnation under the same id (left out of the snapshot), the new one must be in it."""
+    state = ClusterState()
+    cache = SnapshotCache()
+    reused = 0
+    for seq, event in enumerate(
+        event_stream(seed, 2_000, live_jobs=20, step_ms=2_000, ttl_seconds=600, reuse_rate=0.5), start=1
+    ):
+        before = set(state.jobs)
+        outcome = apply(state, seq, event)
+        assert outcome.applied
+        reused += any(kind == "new_job" and key in before for kind, key in outcome.touched)
+        cache.touched(state, outcome.touched)
+        if seq % 3 == 0:
+            snapshot, digest = cache.build(state)
+            expected = build_snapshot(state)
+            assert snapshot == expected, f"seq {seq}: {event.type}"
+            assert digest == snapshot_digest(expected)
+    assert reused > 20
