@@ -266,6 +266,45 @@ class PlacementIndex:
         row = int(best_future.argmax())
         return (row, False) if best_future[row] > -np.inf else (-1, False)
 
+    def choose_gradient_within(
+        self, task: TaskState, allowed: BoolArray, bonus: FloatArray | None = None
+    ) -> tuple[int, bool]:
+        """``choose_gradient`` among the ``allowed`` rows only (a hyperNode's nodes), each
+        feasible row's score raised by ``bonus`` (a per-row score of the caller)."""
+        fit = self.view(task)
+        if not len(fit.score):
+            return -1, False
+        for best, on_idle in ((fit.best_idle, True), (fit.best_future, False)):
+            masked = np.where(allowed, best, -np.inf)
+            if bonus is not None:
+                masked = masked + bonus
+            row = int(masked.argmax())
+            if masked[row] > -np.inf:
+                return row, on_idle
+        return -1, False
+
+    def fit_errors_within(self, task: TaskState, allowed: BoolArray) -> FitErrors:
+        """``fit_errors`` over the ``allowed`` rows only."""
+        fit = self.view(task)
+        nodes = self.ssn.nodes
+        rows = np.flatnonzero(allowed)
+        future = (nodes.idle + nodes.releasing - nodes.pipelined)[rows]
+        labels = _labels(future, fit.vec, fit.reason[rows])
+        dims = self.ssn.dims.names
+        histogram: dict[str, int] = {}
+        resource_failures = 0
+        values, counts = np.unique(labels, return_counts=True)
+        for label, count in zip(values.tolist(), counts.tolist(), strict=True):
+            if label < 0:
+                continue
+            if label < len(dims):
+                text = f"Insufficient {dims[label]}"
+                resource_failures += count
+            else:
+                text = self.ssn.predicate_reasons[label - len(dims)].text
+            histogram[text] = histogram.get(text, 0) + count
+        return FitErrors(task.uid, len(rows), tuple(sorted(histogram.items())), resource_failures)
+
     def choose(self, task: TaskState) -> int:
         """The best node row for ``task`` (allocate's node choice), or -1."""
         fit = self.view(task)

@@ -13,6 +13,8 @@
    * a placed task goes on Idle (Allocate) or else on FutureIdle (Pipeline);
      after each placement a ready job ends its visit (one more task per
      visit for elastic jobs).
+   A job with a network topology (when a plugin gives hyperNode gradients) is visited by
+   ``hypernode_allocate.visit_in_hypernodes`` instead: dry runs inside each hyperNode.
 3. After the visit: ready → commit, and re-queue the job if tasks remain;
    else pipelined → leave the placements in the session uncommitted;
    else discard (reverse order).
@@ -20,9 +22,14 @@
 
 from __future__ import annotations
 
+import numpy as np
+import numpy.typing as npt
+
 from scheduler.core.actions.common import JobHeap, QueueRotation
+from scheduler.core.actions.hypernode_allocate import visit_in_hypernodes
 from scheduler.core.config import ActionName
 from scheduler.core.framework import Session
+from scheduler.core.hypernodes import CLUSTER_TOP
 from scheduler.core.placement import PlacementIndex
 from scheduler.core.reasons import Reason
 from scheduler.core.snapshot import PodGroupPhase, TaskStatus
@@ -31,6 +38,8 @@ from scheduler.core.statement import Statement
 from scheduler.core.trace import GangNotReady, JobSkipped, StatementClosed, TaskPlaced, TaskUnplaced
 
 __all__ = ["AllocateAction", "gang_reason", "need_continue_allocating"]
+
+BoolArray = npt.NDArray[np.bool_]
 
 
 def need_continue_allocating(job: JobState, failed_roles: set[str]) -> bool:
@@ -109,7 +118,7 @@ class AllocateAction:
             job = heap.pop()
             tasks, cursor = worksheets[job.uid]
             stmt = Statement(ssn)
-            if self._visit(ssn, index, job, tasks=tasks, cursor=cursor, stmt=stmt):
+            if self._visit_job(ssn, index, job, tasks=tasks, cursor=cursor, stmt=stmt):
                 placed = len(stmt)
                 stmt.commit()
                 ssn.step(StatementClosed(self.name, job.uid, "committed", placed))
@@ -132,7 +141,7 @@ class AllocateAction:
             # The visit moved only this queue's allocation.
             rotation.refresh(queue)
 
-    def _visit(
+    def _visit_job(
         self,
         ssn: Session,
         index: PlacementIndex,
@@ -142,7 +151,35 @@ class AllocateAction:
         cursor: list[int],
         stmt: Statement,
     ) -> bool:
-        """Place the job's next tasks; returns whether the job is ready afterwards."""
+        """One visit: confined to hyperNodes when the job has a network topology and a plugin
+        gives hyperNode gradients, else over every node."""
+        gradients = None
+        if job.uid in ssn.topologies and ssn.highest_tier(job) is not None:
+            gradients = ssn.hypernode_gradients(job)
+        if gradients is None:
+            return self._visit(ssn, index, job, tasks=tasks, cursor=cursor, stmt=stmt)
+
+        def confined(local: list[int], trial: Statement, allowed: BoolArray, hypernode: str) -> bool:
+            return self._visit(
+                ssn, index, job, tasks=tasks, cursor=local, stmt=trial, allowed=allowed, hypernode=hypernode
+            )
+
+        return visit_in_hypernodes(ssn, job, gradients, cursor=cursor, stmt=stmt, visit=confined)
+
+    def _visit(
+        self,
+        ssn: Session,
+        index: PlacementIndex,
+        job: JobState,
+        *,
+        tasks: list[TaskState],
+        cursor: list[int],
+        stmt: Statement,
+        allowed: BoolArray | None = None,
+        hypernode: str | None = None,
+    ) -> bool:
+        """Place the job's next tasks (on the ``allowed`` rows only, the nodes of ``hypernode``,
+        when given); returns whether the job is ready afterwards."""
         queue = ssn.queue_of(job)
         failed_roles: set[str] = set()
         # JobReady after the latest placement (placements are the only change a visit makes).
@@ -159,10 +196,17 @@ class AllocateAction:
                 message = f"Task {task.uid} with role spec {task.role} has already predicated failed, skip"
                 ssn.step(TaskUnplaced(self.name, job.uid, task.uid, "predicate-failed", message))
                 continue
-            row, on_idle = index.choose_gradient(task)
+            if allowed is None:
+                row, on_idle = index.choose_gradient(task)
+            else:
+                row, on_idle = index.choose_gradient_within(task, allowed)
             if row < 0:
-                errors = index.fit_errors(task)
+                errors = index.fit_errors(task) if allowed is None else index.fit_errors_within(task, allowed)
                 reason = errors.reason()
+                if hypernode is not None and hypernode != CLUSTER_TOP:
+                    # Volcano's FitErrors text inside a hyperNode.
+                    detail = {**reason.detail, "hypernode": hypernode}
+                    reason = Reason(reason.code, f"In hyperNode {hypernode}: {reason.message}", detail)
                 ssn.explain(job.uid, reason, keep_first=True)
                 ssn.step(TaskUnplaced(self.name, job.uid, task.uid, reason.code, reason.message))
                 failed_roles.add(task.role)

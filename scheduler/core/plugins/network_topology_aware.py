@@ -1,0 +1,192 @@
+"""network-topology-aware: which hyperNodes a job with a network topology may use, and which
+is best (Volcano ``plugins/network-topology-aware``).
+
+Gradients (``enableHyperNodeGradient``; ``hyperNodeGradientFn``): a breadth-first walk from
+the search root keeps the hyperNodes of tier <= the job's highest allowed tier (soft mode:
+the cluster-top tier, see ``Session.highest_tier``) and groups them by tier, lowest first;
+allocate tries a gradient's hyperNodes and moves to the next tier only if none holds the gang.
+
+* Search root: the cluster top; for a job that already has tasks placed, the highest
+  ancestor (tier <= highest allowed) of its allocated hyperNode, the lowest common ancestor
+  of the hyperNodes its placed tasks sit in.
+* Pre-filter (jobs with nothing placed): the job's minResources must fit the hyperNode's
+  summed Idle or FutureIdle as they were at session open (Volcano caches them then).
+
+Order (``enableHyperNodeOrder``; ``HyperNodeOrderFn``): hyperNode binpacking: over the
+weighted resources the job's tasks request, Σ w·(used + request)/allocatable ÷ Σ w, 0 if any
+resource would exceed the hyperNode's allocatable; where several hyperNodes share the best
+score each gets + (job tasks already on its nodes)/(job tasks); × 100 × ``weight``.
+
+Arguments: ``weight`` (1), ``hypernode.binpack.cpu`` (1), ``hypernode.binpack.memory`` (1),
+``hypernode.binpack.resources: "a, b"`` with ``hypernode.binpack.resources.<name>`` (1; a
+negative weight becomes 1).  Node-level scoring (Volcano's BatchNodeOrderFn: hyperNode
+binpacking for pods without a topology, ``hypernode.binpack.normal-pod.*``, and the
+lowest-common-ancestor score for the tasks of a topology job) is not implemented:
+``config_warnings`` says so.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.core.config import PluginName
+from scheduler.core.framework import Session
+from scheduler.core.hypernodes import CLUSTER_TOP, HyperNodeTree
+from scheduler.core.plugins.base import PluginBase
+from scheduler.core.snapshot import PODS, TaskStatus
+from scheduler.core.state import JobState
+
+__all__ = ["NetworkTopologyAwarePlugin", "allocated_hypernode"]
+
+IntArray = npt.NDArray[np.int64]
+
+_MAX_NODE_SCORE: Final = 100.0
+_PLACED: Final = (TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING)
+
+
+def _non_negative(weight: int) -> int:
+    return weight if weight >= 0 else 1
+
+
+def allocated_hypernode(ssn: Session, job: JobState) -> str | None:
+    """The lowest common ancestor of the hyperNodes the job's placed tasks sit in (a node in
+    no real hyperNode counts as the cluster top); None when nothing of the job is placed."""
+    tree = ssn.hypernodes
+    found: str | None = None
+    for task in job.tasks:
+        if task.status in _PLACED and task.node >= 0:
+            found = tree.lca(found, tree.lowest_of_row(task.node) or CLUSTER_TOP)
+    return found
+
+
+class NetworkTopologyAwarePlugin(PluginBase):
+    name = PluginName.NETWORK_TOPOLOGY_AWARE
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.weight = _non_negative(self.int_argument("weight", 1))
+        weights = {
+            "cpu": _non_negative(self.int_argument("hypernode.binpack.cpu", 1)),
+            "memory": _non_negative(self.int_argument("hypernode.binpack.memory", 1)),
+        }
+        extra = str(self.argument("hypernode.binpack.resources", "") or "")
+        for name in (part.strip() for part in extra.split(",")):
+            if name:
+                weights[name] = _non_negative(self.int_argument(f"hypernode.binpack.resources.{name}", 1))
+        self.weights = weights
+        if not ssn.topologies:
+            return  # nothing asks for a hyperNode this session
+        tree = ssn.hypernodes
+        nodes = ssn.nodes
+        idle = nodes.idle
+        future = idle + nodes.releasing - nodes.pipelined
+        self._idle: dict[str, IntArray] = {}
+        self._future: dict[str, IntArray] = {}
+        for name in sorted(tree.infos):
+            mask = tree.infos[name].mask
+            self._idle[name] = idle[mask].sum(axis=0)
+            self._future[name] = future[mask].sum(axis=0)
+        for uid in sorted(ssn.topologies):
+            job = ssn.jobs.get(uid)
+            if job is not None:
+                placed = allocated_hypernode(ssn, job)
+                if placed is not None:
+                    ssn.allocated_hypernodes[uid] = placed
+        ssn.add_hypernode_gradient(self, self._gradients)
+        ssn.add_hypernode_order(self, self._scores)
+
+    # ------------------------------------------------------------------ gradients
+
+    def _gradients(self, job: JobState) -> list[list[str]]:
+        ssn = self.ssn
+        tree = ssn.hypernodes
+        highest = ssn.highest_tier(job)
+        if highest is None:
+            return [[CLUSTER_TOP]]
+        allocated = ssn.allocated_hypernodes.get(job.uid)
+        root = CLUSTER_TOP
+        if allocated is not None:
+            allowed = _highest_allowed(tree, allocated, highest)
+            if allowed is None:
+                return []  # already spans more than the job allows
+            root = allowed
+        by_tier: dict[int, list[str]] = {}
+        queue = deque([root])
+        while queue:
+            name = queue.popleft()
+            info = tree.infos[name]
+            if info.tier <= highest and (allocated is not None or self._has_room(job, name)):
+                by_tier.setdefault(info.tier, []).append(name)
+            queue.extend(info.children)
+        return [by_tier[tier] for tier in sorted(by_tier)]
+
+    def _has_room(self, job: JobState, name: str) -> bool:
+        """minResources within the hyperNode's Idle or FutureIdle (at session open)."""
+        need = job.min_resources
+        if not need:
+            return True
+        index = self.ssn.dims.index
+        for have in (self._idle[name], self._future[name]):
+            if all(
+                amount <= (int(have[index[resource]]) if resource in index else 0)
+                for resource, amount in sorted(need.items())
+                if resource != PODS
+            ):
+                return True
+        return False
+
+    # ------------------------------------------------------------------ order
+
+    def _scores(self, job: JobState, names: Sequence[str]) -> dict[str, float]:
+        ssn = self.ssn
+        tree = ssn.hypernodes
+        nodes = ssn.nodes
+        index = ssn.dims.index
+        request: dict[str, int] = {}
+        for task in job.tasks:
+            for resource, amount in task.request.items():
+                if resource in self.weights and amount > 0:
+                    request[resource] = request.get(resource, 0) + amount
+        used_rows = nodes.allocatable - nodes.idle + nodes.pipelined
+        scores: dict[str, float] = {}
+        for name in names:
+            mask = tree.infos[name].mask
+            allocatable = nodes.allocatable[mask].sum(axis=0)
+            used = used_rows[mask].sum(axis=0)
+            total = 0.0
+            weight_sum = 0
+            overused = False
+            for resource in sorted(request):
+                column = index.get(resource)
+                have = int(allocatable[column]) if column is not None else 0
+                taken = int(used[column]) if column is not None else 0
+                if taken + request[resource] > have:
+                    overused = True
+                    break
+                weight = self.weights[resource]
+                total += weight * (taken + request[resource]) / have
+                weight_sum += weight
+            scores[name] = 0.0 if overused or weight_sum <= 0 else total / weight_sum
+        best = max(scores.values(), default=0.0)
+        tied = [name for name in names if scores[name] == best]
+        if len(tied) > 1 and job.tasks:
+            for name in tied:
+                mask = tree.infos[name].mask
+                on = sum(1 for t in job.tasks if t.node >= 0 and mask[t.node])
+                scores[name] += on / len(job.tasks)
+        return {name: _MAX_NODE_SCORE * self.weight * score for name, score in scores.items()}
+
+
+def _highest_allowed(tree: HyperNodeTree, allocated: str, highest: int) -> str | None:
+    """The highest ancestor of ``allocated`` (itself included) of tier <= ``highest``."""
+    found = None
+    for ancestor in tree.ancestors(allocated):
+        if tree.infos[ancestor].tier > highest:
+            break
+        found = ancestor
+    return found
