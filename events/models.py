@@ -14,6 +14,7 @@ canonical quantity strings (``"500m"``, ``"8589934592"``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal, TypeAlias
@@ -28,6 +29,7 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     WithJsonSchema,
     model_serializer,
+    model_validator,
 )
 
 from events.quantity import MAX_QUANTITY, format_resources, parse_resources
@@ -50,6 +52,11 @@ __all__ = [
     "EventData",
     "EventTime",
     "EvictDecision",
+    "HyperNodeDeleted",
+    "HyperNodeDeletedData",
+    "HyperNodeMemberSpec",
+    "HyperNodeUpserted",
+    "HyperNodeUpsertedData",
     "JobCancelled",
     "JobCancelledData",
     "JobRejected",
@@ -58,6 +65,7 @@ __all__ = [
     "JobSubmittedData",
     "LeaderElected",
     "LeaderElectedData",
+    "NetworkTopologySpec",
     "NodeRemoved",
     "NodeRemovedData",
     "NodeReported",
@@ -323,6 +331,21 @@ class TaskSpec(EventData):
     topology_spread: list[TopologySpreadConstraint] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
+class NetworkTopologySpec(EventData):
+    """A job's ``spec.networkTopology``: keep the gang inside one HyperNode of tier <=
+    ``highest_tier_allowed`` (or the tier named ``highest_tier_name``); ``soft`` prefers it."""
+
+    mode: Literal["hard", "soft"] = "hard"
+    highest_tier_allowed: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    highest_tier_name: str = ""
+
+    @model_validator(mode="after")
+    def _one_tier(self) -> NetworkTopologySpec:
+        if self.highest_tier_allowed is not None and self.highest_tier_name:
+            raise ValueError("highest_tier_allowed and highest_tier_name cannot be set simultaneously")
+        return self
+
+
 class JobSubmittedData(EventData):
     """A VolcanoJob submitted: its tasks exist (Pending) from this event on."""
 
@@ -344,6 +367,8 @@ class JobSubmittedData(EventData):
     ttl_seconds_after_finished: int | None = Field(
         default=None, ge=0, le=INT32_MAX, exclude_if=lambda v: v is None
     )
+    #: Added later, left out when None (as ``ttl_seconds_after_finished``).
+    network_topology: NetworkTopologySpec | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @property
     def job_id(self) -> str:
@@ -384,6 +409,44 @@ class NodeReportedData(EventData):
 
 
 class NodeRemovedData(EventData):
+    name: str = Field(min_length=1)
+
+
+class HyperNodeMemberSpec(EventData):
+    """One member of a HyperNode, with exactly one selector: ``exact_match`` (a node or
+    hyperNode name), ``regex_match`` (searched in node names) or ``label_match`` (node labels);
+    a ``HyperNode`` member is named by ``exact_match`` only."""
+
+    type: Literal["Node", "HyperNode"]
+    exact_match: str | None = Field(default=None, min_length=1)
+    regex_match: str | None = Field(default=None, min_length=1)
+    label_match: LabelSelector | None = None
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> HyperNodeMemberSpec:
+        given = [v for v in (self.exact_match, self.regex_match, self.label_match) if v is not None]
+        if len(given) != 1:
+            raise ValueError("a member has exactly one of exact_match, regex_match, label_match")
+        if self.type == "HyperNode" and self.exact_match is None:
+            raise ValueError("a HyperNode member is selected by exact_match only")
+        if self.regex_match is not None:
+            try:
+                re.compile(self.regex_match)
+            except re.error as exc:
+                raise ValueError(f"regex_match does not compile: {exc}") from exc
+        return self
+
+
+class HyperNodeUpsertedData(EventData):
+    """A ``topology.volcano.sh/v1alpha1`` HyperNode (a network domain) created or replaced whole."""
+
+    name: str = Field(min_length=1)
+    tier: int = Field(ge=0, le=INT32_MAX)
+    tier_name: str = ""
+    members: list[HyperNodeMemberSpec] = Field(min_length=1)
+
+
+class HyperNodeDeletedData(EventData):
     name: str = Field(min_length=1)
 
 
@@ -616,6 +679,16 @@ class NodeRemoved(_Envelope):
     data: NodeRemovedData
 
 
+class HyperNodeUpserted(_Envelope):
+    type: Literal["tephra.hypernode.upserted.v1"] = "tephra.hypernode.upserted.v1"
+    data: HyperNodeUpsertedData
+
+
+class HyperNodeDeleted(_Envelope):
+    type: Literal["tephra.hypernode.deleted.v1"] = "tephra.hypernode.deleted.v1"
+    data: HyperNodeDeletedData
+
+
 class TaskStarted(_Envelope):
     type: Literal["tephra.task.started.v1"] = "tephra.task.started.v1"
     data: TaskStartedData
@@ -656,6 +729,8 @@ _EVENT_CLASSES = (
     SessionCommitted,
     SessionPart,
     LeaderElected,
+    HyperNodeUpserted,
+    HyperNodeDeleted,
 )
 
 Event: TypeAlias = Annotated[
@@ -672,7 +747,9 @@ Event: TypeAlias = Annotated[
     | TaskFinished
     | SessionCommitted
     | SessionPart
-    | LeaderElected,
+    | LeaderElected
+    | HyperNodeUpserted
+    | HyperNodeDeleted,
     Field(discriminator="type"),
 ]
 

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from typing import Final, TypeAlias
 
+from events.models import HyperNodeUpsertedData, NetworkTopologySpec, TaskSpec
 from events.models import LabelSelector as LabelSelectorModel
 from events.models import NodeSelectorTerm as NodeSelectorTermModel
 from events.models import PodAffinityTerm as PodAffinityTermModel
 from events.models import Taint as TaintModel
-from events.models import TaskSpec
 from events.models import Toleration as TolerationModel
 from events.models import TopologySpreadConstraint as TopologySpreadModel
 from events.quantity import MAX_QUANTITY
@@ -46,8 +46,11 @@ from projector.state import (
 from scheduler.core.config import DEFAULT_CONFIG, SchedulerConfig
 from scheduler.core.snapshot import (
     ClusterSnapshot,
+    HyperNode,
+    HyperNodeMember,
     Job,
     LabelSelector,
+    NetworkTopology,
     Node,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -138,6 +141,19 @@ def snapshot_of(state: ClusterState, jobs: tuple[Job, ...]) -> ClusterSnapshot:
             for p in state.priority_classes.values()
         ),
         jobs=jobs,
+        hypernodes=tuple(_hypernode(h) for h in state.hypernodes.values()),
+    )
+
+
+def _hypernode(h: HyperNodeUpsertedData) -> HyperNode:
+    return HyperNode(
+        name=h.name,
+        tier=h.tier,
+        tier_name=h.tier_name,
+        members=tuple(
+            HyperNodeMember(m.type, exact=m.exact_match, regex=m.regex_match, labels=_selector(m.label_match))
+            for m in h.members
+        ),
     )
 
 
@@ -209,7 +225,12 @@ def _job(job: JobState, tasks: tuple[Task, ...]) -> Job:
         tasks=tasks,
         created=job.created,
         annotations=job.annotations,
+        network_topology=None if (nt := job.network_topology) is None else _topology(nt),
     )
+
+
+def _topology(spec: NetworkTopologySpec) -> NetworkTopology:
+    return NetworkTopology(spec.mode, spec.highest_tier_allowed, spec.highest_tier_name)
 
 
 def _task(
