@@ -28,6 +28,7 @@ from pydantic import (
     PlainSerializer,
     SerializerFunctionWrapHandler,
     WithJsonSchema,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -54,7 +55,10 @@ __all__ = [
     "EvictDecision",
     "HyperNodeDeleted",
     "HyperNodeDeletedData",
+    "HyperNodeExactMember",
+    "HyperNodeLabelMember",
     "HyperNodeMemberSpec",
+    "HyperNodeRegexMember",
     "HyperNodeUpserted",
     "HyperNodeUpsertedData",
     "JobCancelled",
@@ -412,29 +416,38 @@ class NodeRemovedData(EventData):
     name: str = Field(min_length=1)
 
 
-class HyperNodeMemberSpec(EventData):
-    """One member of a HyperNode, with exactly one selector: ``exact_match`` (a node or
-    hyperNode name), ``regex_match`` (searched in node names) or ``label_match`` (node labels);
-    a ``HyperNode`` member is named by ``exact_match`` only."""
+class HyperNodeExactMember(EventData):
+    """A HyperNode member named exactly: a node, or (``type: HyperNode``) a child hyperNode."""
 
     type: Literal["Node", "HyperNode"]
-    exact_match: str | None = Field(default=None, min_length=1)
-    regex_match: str | None = Field(default=None, min_length=1)
-    label_match: LabelSelector | None = None
+    exact_match: str = Field(min_length=1)
 
-    @model_validator(mode="after")
-    def _one_selector(self) -> HyperNodeMemberSpec:
-        given = [v for v in (self.exact_match, self.regex_match, self.label_match) if v is not None]
-        if len(given) != 1:
-            raise ValueError("a member has exactly one of exact_match, regex_match, label_match")
-        if self.type == "HyperNode" and self.exact_match is None:
-            raise ValueError("a HyperNode member is selected by exact_match only")
-        if self.regex_match is not None:
-            try:
-                re.compile(self.regex_match)
-            except re.error as exc:
-                raise ValueError(f"regex_match does not compile: {exc}") from exc
-        return self
+
+class HyperNodeRegexMember(EventData):
+    """The nodes whose name the pattern matches (searched, not anchored: Go's MatchString)."""
+
+    type: Literal["Node"]
+    regex_match: str = Field(min_length=1)
+
+    @field_validator("regex_match")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"regex_match does not compile: {exc}") from exc
+        return value
+
+
+class HyperNodeLabelMember(EventData):
+    """The nodes whose labels the selector matches (an empty selector matches none)."""
+
+    type: Literal["Node"]
+    label_match: LabelSelector
+
+
+#: One member of a HyperNode, with exactly one selector (Volcano's MemberSpec).
+HyperNodeMemberSpec: TypeAlias = HyperNodeExactMember | HyperNodeRegexMember | HyperNodeLabelMember
 
 
 class HyperNodeUpsertedData(EventData):

@@ -26,7 +26,14 @@ from __future__ import annotations
 
 from typing import Final, TypeAlias
 
-from events.models import HyperNodeUpsertedData, NetworkTopologySpec, TaskSpec
+from events.models import (
+    HyperNodeExactMember,
+    HyperNodeMemberSpec,
+    HyperNodeRegexMember,
+    HyperNodeUpsertedData,
+    NetworkTopologySpec,
+    TaskSpec,
+)
 from events.models import LabelSelector as LabelSelectorModel
 from events.models import NodeSelectorTerm as NodeSelectorTermModel
 from events.models import PodAffinityTerm as PodAffinityTermModel
@@ -150,11 +157,16 @@ def _hypernode(h: HyperNodeUpsertedData) -> HyperNode:
         name=h.name,
         tier=h.tier,
         tier_name=h.tier_name,
-        members=tuple(
-            HyperNodeMember(m.type, exact=m.exact_match, regex=m.regex_match, labels=_selector(m.label_match))
-            for m in h.members
-        ),
+        members=tuple(_member(m) for m in h.members),
     )
+
+
+def _member(member: HyperNodeMemberSpec) -> HyperNodeMember:
+    if isinstance(member, HyperNodeExactMember):
+        return HyperNodeMember(member.type, exact=member.exact_match)
+    if isinstance(member, HyperNodeRegexMember):
+        return HyperNodeMember(member.type, regex=member.regex_match)
+    return HyperNodeMember(member.type, labels=_selector(member.label_match))
 
 
 def job_snapshot(state: ClusterState, job: JobState, default_class: PriorityClassState | None) -> Job | None:
