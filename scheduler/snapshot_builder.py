@@ -148,7 +148,7 @@ def snapshot_of(state: ClusterState, jobs: tuple[Job, ...]) -> ClusterSnapshot:
             for p in state.priority_classes.values()
         ),
         jobs=jobs,
-        hypernodes=tuple(_hypernode(h) for h in state.hypernodes.values()),
+        hypernodes=tuple(_hypernode(state.hypernodes[name]) for name in sorted(state.hypernodes)),
     )
 
 
