@@ -17,6 +17,7 @@ parents keeps the first parent in name order; a member that would close a cycle 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ from scheduler.core.snapshot import HyperNode, HyperNodeMember, Node
 __all__ = ["CLUSTER_TOP", "HyperNodeInfo", "HyperNodeTree"]
 
 BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
 
 #: Volcano's name for the virtual root (``framework.ClusterTopHyperNode``).
 CLUSTER_TOP = "<cluster-top-hypernode>"
@@ -43,15 +45,16 @@ class HyperNodeInfo:
     children: tuple[str, ...]
     #: node rows (the session's node table order) of every node under this hyperNode.
     rows: tuple[int, ...]
-    #: the same rows as a mask over all node rows.
+    #: the same rows as a mask over all node rows, and as an ascending index array.
     mask: BoolArray
+    index: IntArray
 
 
 class HyperNodeTree:
     """Parents, children, leaf nodes and tiers of the session's hyperNodes."""
 
     def __init__(self, hypernodes: Sequence[HyperNode], nodes: Sequence[Node]) -> None:
-        """``nodes`` in the session's row order (sorted by name)."""
+        """``nodes`` in the session's row order (sorted by name, as ``NodeTable`` keeps them)."""
         self.problems: list[str] = []
         specs = {h.name: h for h in sorted(hypernodes, key=lambda h: h.name)}
         names = tuple(n.name for n in nodes)
@@ -81,11 +84,11 @@ class HyperNodeTree:
         for name, spec in specs.items():
             rows = tuple(sorted(rows_of[name]))
             self.infos[name] = HyperNodeInfo(
-                name, spec.tier, parent.get(name, CLUSTER_TOP), tuple(children[name]), rows, _mask(rows, n)
+                name, spec.tier, parent.get(name, CLUSTER_TOP), tuple(children[name]), rows, *_arrays(rows, n)
             )
         roots = tuple(name for name in specs if name not in parent)
         every = tuple(range(n))
-        self.infos[CLUSTER_TOP] = HyperNodeInfo(CLUSTER_TOP, top_tier, None, roots, every, _mask(every, n))
+        self.infos[CLUSTER_TOP] = HyperNodeInfo(CLUSTER_TOP, top_tier, None, roots, every, *_arrays(every, n))
         #: tierName -> tier (Volcano's HyperNodeTierNameMap; on a conflict the last name wins).
         self.tier_names: dict[str, int] = {}
         for spec in specs.values():
@@ -162,18 +165,21 @@ class HyperNodeTree:
         return None if best is None else best[1]
 
 
-def _mask(rows: tuple[int, ...], n: int) -> BoolArray:
+def _arrays(rows: tuple[int, ...], n: int) -> tuple[BoolArray, IntArray]:
     mask = np.zeros(n, dtype=np.bool_)
-    if rows:
-        mask[list(rows)] = True
-    return mask
+    index = np.asarray(rows, dtype=np.int64)
+    mask[index] = True
+    return mask, index
 
 
 def _select(member: HyperNodeMember, names: tuple[str, ...], nodes: Sequence[Node]) -> set[int]:
     """Rows of the nodes a Node member selects (the selectors it has are ORed)."""
     rows: set[int] = set()
     if member.exact:
-        rows |= {i for i, name in enumerate(names) if name == member.exact}
+        # names are sorted (the session's row order): one bisection, not a scan
+        at = bisect_left(names, member.exact)
+        if at < len(names) and names[at] == member.exact:
+            rows.add(at)
     if member.regex:
         try:
             pattern = re.compile(member.regex)

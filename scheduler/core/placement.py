@@ -266,28 +266,23 @@ class PlacementIndex:
         row = int(best_future.argmax())
         return (row, False) if best_future[row] > -np.inf else (-1, False)
 
-    def choose_gradient_within(
-        self, task: TaskState, allowed: BoolArray, bonus: FloatArray | None = None
-    ) -> tuple[int, bool]:
-        """``choose_gradient`` among the ``allowed`` rows only (a hyperNode's nodes), each
-        feasible row's score raised by ``bonus`` (a per-row score of the caller)."""
+    def choose_gradient_within(self, task: TaskState, rows: IntArray) -> tuple[int, bool]:
+        """``choose_gradient`` among ``rows`` only (a hyperNode's nodes, ascending): the
+        first of equal best scores is still the lowest-named node."""
         fit = self.view(task)
-        if not len(fit.score):
+        if not len(rows):
             return -1, False
         for best, on_idle in ((fit.best_idle, True), (fit.best_future, False)):
-            masked = np.where(allowed, best, -np.inf)
-            if bonus is not None:
-                masked = masked + bonus
-            row = int(masked.argmax())
-            if masked[row] > -np.inf:
-                return row, on_idle
+            scores = best[rows]
+            at = int(scores.argmax())
+            if scores[at] > -np.inf:
+                return int(rows[at]), on_idle
         return -1, False
 
-    def fit_errors_within(self, task: TaskState, allowed: BoolArray) -> FitErrors:
-        """``fit_errors`` over the ``allowed`` rows only."""
+    def fit_errors_within(self, task: TaskState, rows: IntArray) -> FitErrors:
+        """``fit_errors`` over ``rows`` only."""
         fit = self.view(task)
         nodes = self.ssn.nodes
-        rows = np.flatnonzero(allowed)
         future = (nodes.idle + nodes.releasing - nodes.pipelined)[rows]
         labels = _labels(future, fit.vec, fit.reason[rows])
         dims = self.ssn.dims.names

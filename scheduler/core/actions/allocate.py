@@ -39,7 +39,7 @@ from scheduler.core.trace import GangNotReady, JobSkipped, StatementClosed, Task
 
 __all__ = ["AllocateAction", "gang_reason", "need_continue_allocating"]
 
-BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
 
 
 def need_continue_allocating(job: JobState, failed_roles: set[str]) -> bool:
@@ -159,7 +159,7 @@ class AllocateAction:
         if gradients is None:
             return self._visit(ssn, index, job, tasks=tasks, cursor=cursor, stmt=stmt)
 
-        def confined(local: list[int], trial: Statement, allowed: BoolArray, hypernode: str) -> bool:
+        def confined(local: list[int], trial: Statement, allowed: IntArray, hypernode: str) -> bool:
             return self._visit(
                 ssn, index, job, tasks=tasks, cursor=local, stmt=trial, allowed=allowed, hypernode=hypernode
             )
@@ -175,7 +175,7 @@ class AllocateAction:
         tasks: list[TaskState],
         cursor: list[int],
         stmt: Statement,
-        allowed: BoolArray | None = None,
+        allowed: IntArray | None = None,
         hypernode: str | None = None,
     ) -> bool:
         """Place the job's next tasks (on the ``allowed`` rows only, the nodes of ``hypernode``,

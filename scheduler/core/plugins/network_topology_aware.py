@@ -87,10 +87,12 @@ class NetworkTopologyAwarePlugin(PluginBase):
         future = idle + nodes.releasing - nodes.pipelined
         self._idle: dict[str, IntArray] = {}
         self._future: dict[str, IntArray] = {}
+        self._allocatable: dict[str, list[int]] = {}
         for name in sorted(tree.infos):
-            mask = tree.infos[name].mask
-            self._idle[name] = idle[mask].sum(axis=0)
-            self._future[name] = future[mask].sum(axis=0)
+            rows = tree.infos[name].index
+            self._idle[name] = idle[rows].sum(axis=0)
+            self._future[name] = future[rows].sum(axis=0)
+            self._allocatable[name] = nodes.allocatable[rows].sum(axis=0).tolist()
         for uid in sorted(ssn.topologies):
             job = ssn.jobs.get(uid)
             if job is not None:
@@ -152,12 +154,11 @@ class NetworkTopologyAwarePlugin(PluginBase):
             for resource, amount in task.request.items():
                 if resource in self.weights and amount > 0:
                     request[resource] = request.get(resource, 0) + amount
-        used_rows = nodes.allocatable - nodes.idle + nodes.pipelined
         scores: dict[str, float] = {}
         for name in names:
-            mask = tree.infos[name].mask
-            allocatable = nodes.allocatable[mask].sum(axis=0)
-            used = used_rows[mask].sum(axis=0)
+            rows = tree.infos[name].index
+            allocatable = self._allocatable[name]
+            used = (nodes.allocatable[rows] - nodes.idle[rows] + nodes.pipelined[rows]).sum(axis=0).tolist()
             total = 0.0
             weight_sum = 0
             overused = False
