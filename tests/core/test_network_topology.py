@@ -22,6 +22,7 @@ from scheduler.core.snapshot import (
     TaskStatus,
     snapshot_digest,
 )
+from scheduler.core.trace import HyperNodeTried
 from scheduler.podspec import PodSpecError
 from scheduler.topology_spec import hypernode_from_manifest, network_topology_from_spec
 from tests.core.builders import job, node, snapshot, task
@@ -246,3 +247,16 @@ def test_hypernode_manifest_refusals_name_the_field(members: list[object], path:
     with pytest.raises(PodSpecError) as bad:
         hypernode_from_manifest(body)
     assert bad.value.path == path
+
+
+def test_the_best_scored_hypernode_that_does_not_fit_gives_way_to_the_next() -> None:
+    # s1 (8 cpu) packs best, (0 + 8) / 8, but b2 has 3 cpu: the gang fits only in s0 (8 / 16).
+    nodes = _cluster({"a1": 8, "a2": 8, "b1": 5, "b2": 3})
+    pair = with_topology(job("pair", [task("pair", i, cpu=4) for i in range(2)]), mode="soft", tier=None)
+    result = run_session(dataclasses.replace(snapshot(nodes, [pair]), hypernodes=FABRIC), WITH_PLUGIN, NOW)
+    assert {d.task: d.node for d in result.decisions if isinstance(d, Bind)} == {
+        "ns/pair-w-0": "a1",
+        "ns/pair-w-1": "a1",
+    }
+    tried = [(s.hypernode, s.outcome) for s in result.trace if isinstance(s, HyperNodeTried)]
+    assert tried == [("s1", "no-fit"), ("s0", "fits"), ("s0", "chosen")]
