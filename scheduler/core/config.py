@@ -307,10 +307,9 @@ def _network_topology_warnings(tiers: object) -> list[tuple[str, str]]:
             out.append(
                 (
                     where,
-                    "network-topology-aware: hyperNode gradients and hyperNode order are honoured; its "
-                    "node-level scores are not applied (the common-ancestor score of a topology job's "
-                    "tasks and, unless hypernode.binpack.normal-pod.enable is false, the hyperNode "
-                    "binpacking of pods without a topology)",
+                    "network-topology-aware: hyperNode gradients, hyperNode order and the node order of "
+                    "topology jobs are honoured; the hyperNode binpacking node score of pods without a "
+                    "topology (hypernode.binpack.normal-pod.*) is not applied",
                 )
             )
             if "hypernode.gradient.evict.max-hypernodes" in args:

@@ -88,6 +88,7 @@ __all__ = [
     "RowScoreFn",
     "Session",
     "SortKey",
+    "TopologyNodeOrderFn",
     "Verdict",
     "VictimsFn",
 ]
@@ -118,6 +119,9 @@ VictimsFn: TypeAlias = Callable[[TaskState, Sequence[TaskState]], list[TaskState
 HyperNodeGradientFn: TypeAlias = Callable[[JobState], list[list[str]]]
 #: A score per candidate hyperNode for a job (summed over plugins; higher wins).
 HyperNodeOrderFn: TypeAlias = Callable[[JobState, Sequence[str]], dict[str, float]]
+#: A topology job's node scores per candidate row given the hyperNode its placed tasks span
+#: (None: nothing placed yet), added to the node order inside a hyperNode.
+TopologyNodeOrderFn: TypeAlias = Callable[[JobState, "str | None", IntArray], FloatArray]
 
 _F = TypeVar("_F")
 _B = TypeVar("_B")
@@ -254,6 +258,7 @@ class Session:
         self._victim_queue_order: _Point[Callable[[QueueState, QueueState], int]] = _Point(None)
         self._hypernode_gradient: _Point[HyperNodeGradientFn] = _Point("enableHyperNodeGradient")
         self._hypernode_order: _Point[HyperNodeOrderFn] = _Point("enableHyperNodeOrder")
+        self._topology_node_order: _Point[TopologyNodeOrderFn] = _Point("enableNodeOrder")
         self._hypernode_tree: HyperNodeTree | None = None
         self._hypernode_specs: tuple[HyperNode, ...] = snapshot.hypernodes
         #: job -> its PodGroup's ``networkTopology`` (jobs that have one and a queue).
@@ -501,6 +506,11 @@ class Session:
     def add_hypernode_order(self, plugin: PluginSlot, fn: HyperNodeOrderFn) -> None:
         self._hypernode_order.add(plugin, fn)
 
+    def add_topology_node_order(self, plugin: PluginSlot, fn: TopologyNodeOrderFn) -> None:
+        """Node scores for a topology job's tasks inside a hyperNode (Volcano's network-aware
+        BatchNodeOrderFn); gated by ``enableNodeOrder``."""
+        self._topology_node_order.add(plugin, fn)
+
     def set_deserved(self, deserved: dict[str, dict[str, Fraction]]) -> None:
         """Publish each queue's deserved amounts (the result's ``QueueShares``); the
         first quota plugin to open wins, as the audit reads one plugin's figures."""
@@ -627,6 +637,16 @@ class Session:
         (Volcano then searches the cluster top alone: the plain allocate path)."""
         calls = self._hypernode_gradient.calls
         return calls[0](job) if calls else None
+
+    def topology_node_scores(self, job: JobState, allocated: str | None, rows: IntArray) -> FloatArray | None:
+        """The summed topology node scores of ``rows`` (None when no plugin gives any)."""
+        calls = self._topology_node_order.calls
+        if not calls:
+            return None
+        total: FloatArray = np.zeros(len(rows), dtype=np.float64)
+        for fn in calls:
+            total = total + fn(job, allocated, rows)
+        return total
 
     def hypernode_scores(self, job: JobState, names: Sequence[str]) -> dict[str, float]:
         """Each candidate's summed score (0 where no plugin scores it)."""

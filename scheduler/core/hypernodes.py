@@ -97,6 +97,9 @@ class HyperNodeTree:
         self.real = bool(specs)
         #: the distinct tiers of real hyperNodes, ascending.
         self.tiers: tuple[int, ...] = tuple(sorted({h.tier for h in specs.values()}))
+        #: per node row, the hyperNode of the lowest tier holding it (name order among equals),
+        #: None when no real hyperNode does (Volcano ``FindHyperNodeForNode``).
+        self.lowest: list[str | None] = _lowest(self.infos, n)
 
     @staticmethod
     def _is_ancestor(candidate: str, name: str, parent: Mapping[str, str]) -> bool:
@@ -153,16 +156,16 @@ class HyperNodeTree:
         return None
 
     def lowest_of_row(self, row: int) -> str | None:
-        """The hyperNode of the lowest tier holding node ``row`` (name order among equals),
-        None when no real hyperNode holds it (Volcano ``FindHyperNodeForNode``)."""
-        best: tuple[int, str] | None = None
-        for name, info in self.infos.items():
-            if name == CLUSTER_TOP or not info.mask[row]:
-                continue
-            key = (info.tier, name)
-            if best is None or key < best:
-                best = key
-        return None if best is None else best[1]
+        return self.lowest[row]
+
+
+def _lowest(infos: Mapping[str, HyperNodeInfo], n: int) -> list[str | None]:
+    lowest: list[str | None] = [None] * n
+    for name in sorted((h for h in infos if h != CLUSTER_TOP), key=lambda h: (infos[h].tier, h)):
+        for row in infos[name].rows:
+            if lowest[row] is None:
+                lowest[row] = name
+    return lowest
 
 
 def _arrays(rows: tuple[int, ...], n: int) -> tuple[BoolArray, IntArray]:

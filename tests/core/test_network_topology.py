@@ -260,3 +260,35 @@ def test_the_best_scored_hypernode_that_does_not_fit_gives_way_to_the_next() -> 
     }
     tried = [(s.hypernode, s.outcome) for s in result.trace if isinstance(s, HyperNodeTried)]
     assert tried == [("s1", "no-fit"), ("s0", "fits"), ("s0", "chosen")]
+
+
+def test_inside_a_wide_hypernode_a_gang_keeps_to_the_rack_of_its_first_task() -> None:
+    # No rack holds three 4-cpu tasks (s0: a1 4 + c1 6 = 10, s1: 8), so the spine s2 is used.
+    # After a1 (s0), c1 shares s0 (node score 1) where b1 shares only the spine ((3-2)/(3-1));
+    # name order alone would take b1 second.
+    fabric = (
+        of_nodes("s0", 1, "a1", "c1"),
+        of_nodes("s1", 1, "b1", "b2"),
+        of_hypernodes("s2", 2, "s0", "s1"),
+    )
+    nodes = _cluster({"a1": 4, "b1": 4, "b2": 4, "c1": 6})
+    train = with_topology(
+        job("train", [task("train", i, cpu=4) for i in range(3)], min_resources={"cpu": 12_000}), tier=2
+    )
+    snap = dataclasses.replace(snapshot(nodes, [train]), hypernodes=fabric)
+    assert placed(snap) == {"ns/train-w-0": "a1", "ns/train-w-1": "c1", "ns/train-w-2": "b1"}
+    no_node_order = parse_scheduler_config(
+        {
+            "actions": "allocate",
+            "tiers": [
+                {
+                    "plugins": [
+                        {"name": "gang"},
+                        {"name": "predicates"},
+                        {"name": "network-topology-aware", "enableNodeOrder": False},
+                    ]
+                }
+            ],
+        }
+    )
+    assert placed(snap, no_node_order) == {"ns/train-w-0": "a1", "ns/train-w-1": "b1", "ns/train-w-2": "b2"}

@@ -22,6 +22,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import numpy.typing as npt
 
@@ -182,6 +184,9 @@ class AllocateAction:
         when given); returns whether the job is ready afterwards."""
         queue = ssn.queue_of(job)
         failed_roles: set[str] = set()
+        # Inside a hyperNode: the hyperNode the job's placed tasks span, kept up to date as
+        # this visit places more, for the topology node order (Volcano's JobAllocatedHyperNode).
+        spanned = ssn.allocated_hypernodes.get(job.uid) if allowed is not None else None
         # JobReady after the latest placement (placements are the only change a visit makes).
         ready: bool | None = None
         while cursor[0] < len(tasks):
@@ -199,14 +204,11 @@ class AllocateAction:
             if allowed is None:
                 row, on_idle = index.choose_gradient(task)
             else:
-                row, on_idle = index.choose_gradient_within(task, allowed)
+                row, on_idle = index.choose_gradient_within(
+                    task, allowed, partial(ssn.topology_node_scores, job, spanned)
+                )
             if row < 0:
-                errors = index.fit_errors(task) if allowed is None else index.fit_errors_within(task, allowed)
-                reason = errors.reason()
-                if hypernode is not None and hypernode != CLUSTER_TOP:
-                    # Volcano's FitErrors text inside a hyperNode.
-                    detail = {**reason.detail, "hypernode": hypernode}
-                    reason = Reason(reason.code, f"In hyperNode {hypernode}: {reason.message}", detail)
+                reason = _fit_reason(index, task, allowed, hypernode)
                 ssn.explain(job.uid, reason, keep_first=True)
                 ssn.step(TaskUnplaced(self.name, job.uid, task.uid, reason.code, reason.message))
                 failed_roles.add(task.role)
@@ -222,10 +224,34 @@ class AllocateAction:
                 stmt.pipeline(task, row)
                 pipelined = True
             ssn.step(TaskPlaced(self.name, job.uid, task.uid, nodes.names[row], pipelined))
+            if allowed is not None:
+                spanned = _spanned_after(ssn, spanned, row)
             ready = ssn.job_ready(job)
             if ready:
                 break
         return ssn.job_ready(job) if ready is None else ready
+
+
+def _fit_reason(
+    index: PlacementIndex, task: TaskState, allowed: IntArray | None, hypernode: str | None
+) -> Reason:
+    """Why ``task`` fits no node (of ``allowed``, the nodes of ``hypernode``, when given)."""
+    if allowed is None:
+        return index.fit_errors(task).reason()
+    reason = index.fit_errors_within(task, allowed).reason()
+    if hypernode is None or hypernode == CLUSTER_TOP:
+        return reason
+    # Volcano's FitErrors text inside a hyperNode.
+    detail = {**reason.detail, "hypernode": hypernode}
+    return Reason(reason.code, f"In hyperNode {hypernode}: {reason.message}", detail)
+
+
+def _spanned_after(ssn: Session, spanned: str | None, row: int) -> str | None:
+    """The hyperNode a job spans once a task is on ``row`` (Volcano ``getNewAllocatedHyperNode``)."""
+    lowest = ssn.hypernodes.lowest[row]
+    if lowest is None:
+        return spanned
+    return lowest if spanned is None else ssn.hypernodes.lca(lowest, spanned)
 
 
 def _overused_reason(ssn: Session, queue: str) -> Reason:

@@ -17,12 +17,15 @@ weighted resources the job's tasks request, Σ w·(used + request)/allocatable �
 resource would exceed the hyperNode's allocatable; where several hyperNodes share the best
 score each gets + (job tasks already on its nodes)/(job tasks); × 100 × ``weight``.
 
+Node order for a topology job's tasks inside a hyperNode (``enableNodeOrder``; Volcano's
+``batchNodeOrderFnForNetworkAwarePods``): nodes closer (by lowest common ancestor tier) to the
+hyperNode the job's placed tasks span score higher, so a gang inside a wide hyperNode keeps
+its tasks in the narrowest one that holds them.
+
 Arguments: ``weight`` (1), ``hypernode.binpack.cpu`` (1), ``hypernode.binpack.memory`` (1),
 ``hypernode.binpack.resources: "a, b"`` with ``hypernode.binpack.resources.<name>`` (1; a
-negative weight becomes 1).  Node-level scoring (Volcano's BatchNodeOrderFn: hyperNode
-binpacking for pods without a topology, ``hypernode.binpack.normal-pod.*``, and the
-lowest-common-ancestor score for the tasks of a topology job) is not implemented:
-``config_warnings`` says so.
+negative weight becomes 1).  The hyperNode binpacking node score of pods without a topology
+(``hypernode.binpack.normal-pod.*``) is not implemented: ``config_warnings`` says so.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from scheduler.core.state import JobState
 __all__ = ["NetworkTopologyAwarePlugin", "allocated_hypernode"]
 
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
 
 _MAX_NODE_SCORE: Final = 100.0
 _PLACED: Final = (TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING)
@@ -101,6 +105,10 @@ class NetworkTopologyAwarePlugin(PluginBase):
                     ssn.allocated_hypernodes[uid] = placed
         ssn.add_hypernode_gradient(self, self._gradients)
         ssn.add_hypernode_order(self, self._scores)
+        ssn.add_topology_node_order(self, self._node_scores)
+        # Volcano's tier range includes the cluster top (parseHyperNodesTiers runs after it is added).
+        self._min_tier = min([*tree.tiers, tree.top.tier])
+        self._max_tier = tree.top.tier
 
     # ------------------------------------------------------------------ gradients
 
@@ -181,6 +189,46 @@ class NetworkTopologyAwarePlugin(PluginBase):
                 on = sum(1 for t in job.tasks if t.node >= 0 and mask[t.node])
                 scores[name] += on / len(job.tasks)
         return {name: _MAX_NODE_SCORE * self.weight * score for name, score in scores.items()}
+
+    # ------------------------------------------------------------------ node order
+
+    def _node_scores(self, job: JobState, allocated: str | None, rows: IntArray) -> FloatArray:
+        """Volcano's ``batchNodeOrderFnForNetworkAwarePods``: a node whose lowest hyperNode is
+        the job's allocated one scores 1, else by the tier of their lowest common ancestor,
+        (max tier - its tier) / (max tier - min tier); the nodes sharing the best score get
+        + (job tasks in their lowest hyperNode) / (job tasks); x 100 x ``weight``.  Nothing
+        placed yet (no allocated hyperNode): 0 everywhere."""
+        scores = np.zeros(len(rows), dtype=np.float64)
+        if allocated is None:
+            return scores
+        tree = self.ssn.hypernodes
+        lowest = [tree.lowest[row] for row in rows.tolist()]
+        for i, name in enumerate(lowest):
+            scores[i] = self._lca_score(tree, name, allocated)
+        tied = np.flatnonzero(scores == scores.max())
+        if len(tied) > 1 and job.tasks:
+            for i in tied.tolist():
+                name = lowest[i]
+                if name is not None:
+                    mask = tree.infos[name].mask
+                    scores[i] += sum(1 for t in job.tasks if t.node >= 0 and mask[t.node]) / len(job.tasks)
+        scaled: FloatArray = scores * (_MAX_NODE_SCORE * self.weight)
+        return scaled
+
+    def _lca_score(self, tree: HyperNodeTree, name: str | None, allocated: str) -> float:
+        if name is None:
+            return 0.0
+        if name == allocated:
+            return 1.0
+        common = tree.lca(name, allocated)
+        if common is None:
+            return 0.0
+        tier = tree.infos[common].tier
+        if self._min_tier == self._max_tier:
+            return 1.0
+        if self._min_tier <= tier <= self._max_tier:
+            return (self._max_tier - tier) / (self._max_tier - self._min_tier)
+        return 0.0
 
 
 def _highest_allowed(tree: HyperNodeTree, allocated: str, highest: int) -> str | None:
