@@ -121,7 +121,7 @@ HyperNodeGradientFn: TypeAlias = Callable[[JobState], list[list[str]]]
 HyperNodeOrderFn: TypeAlias = Callable[[JobState, Sequence[str]], dict[str, float]]
 #: A topology job's node scores per candidate row given the hyperNode its placed tasks span
 #: (None: nothing placed yet), added to the node order inside a hyperNode.
-TopologyNodeOrderFn: TypeAlias = Callable[[JobState, "str | None", IntArray], FloatArray]
+TopologyNodeOrderFn: TypeAlias = Callable[[JobState, str | None, IntArray], FloatArray]
 
 _F = TypeVar("_F")
 _B = TypeVar("_B")
