@@ -208,7 +208,7 @@ def submit(
     files: Annotated[
         list[Path],
         typer.Argument(
-            help="VolcanoJob, Queue, PriorityClass, Node, SchedulerConfiguration "
+            help="VolcanoJob, Queue, PriorityClass, Node, HyperNode, SchedulerConfiguration "
             "manifests (YAML or JSON, multi-document)."
         ),
     ],

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Final
 
 from api.settings import CommonSettings, TephraSettings
-from events.models import NodeRemoved, NodeReported
+from events.models import HyperNodeDeleted, HyperNodeUpserted, NodeRemoved, NodeReported
 from events.signing import EventSigner, load_or_create_signing_key, load_signing_key
 from projector.connections import DatabaseAccess, connect
 from projector.fold import EVENT_ROLES
@@ -51,11 +51,14 @@ log = logging.getLogger(__name__)
 #: The default keyring names of the commands and of the HTTP API.
 CLI_PRODUCER: Final = "cli"
 API_PRODUCER: Final = "api"
-#: The types manifests produce (api.manifests): the intents topic's and a ``v1 Node``'s report;
-#: what the embedded stack's cli and api may.
+#: The types manifests produce (api.manifests): the intents topic's, a ``v1 Node``'s report and
+#: a HyperNode's; what the embedded stack's cli and api may.
 MANIFEST_TYPES: Final = frozenset(
     model.model_fields["type"].default for model, role in EVENT_ROLES.items() if role == INTENTS
-) | {NodeReported.model_fields["type"].default, NodeRemoved.model_fields["type"].default}
+) | {
+    model.model_fields["type"].default
+    for model in (NodeReported, NodeRemoved, HyperNodeUpserted, HyperNodeDeleted)
+}
 
 
 def key_file(settings: CommonSettings, name: str) -> Path:

@@ -12,8 +12,12 @@ turns each object into one event:
 ``scheduling.volcano.sh/v1beta1 Queue`` QueueUpserted
 ``scheduling.k8s.io/v1 PriorityClass`` PriorityClassUpserted
 ``v1 Node``                            NodeReported
+``topology.volcano.sh/v1alpha1 HyperNode``  HyperNodeUpserted
 ``tephra.dev/v1alpha1 SchedulerConfiguration``  SchedulerConfigured
 =====================================  =======================
+
+A VolcanoJob's ``spec.networkTopology`` and HyperNode documents are read by
+:mod:`scheduler.topology_spec`, as ``tephra simulate`` reads them.
 
 Parsing is all-or-nothing: every document of every file is checked, and any
 problem raises :class:`InvalidManifests` listing each :class:`ManifestError`
@@ -33,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, Literal, NoReturn, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -41,8 +45,15 @@ from pydantic import BaseModel, ValidationError
 from events.models import (
     DEFAULT_CLUSTER,
     Event,
+    HyperNodeExactMember,
+    HyperNodeLabelMember,
+    HyperNodeMemberSpec,
+    HyperNodeRegexMember,
+    HyperNodeUpserted,
+    HyperNodeUpsertedData,
     JobSubmitted,
     JobSubmittedData,
+    NetworkTopologySpec,
     NodeReported,
     NodeReportedData,
     NodeSelectorRequirement,
@@ -57,11 +68,12 @@ from events.models import (
     TaskSpec,
     Toleration,
 )
+from events.models import LabelSelector as LabelSelectorModel
 from events.names import invalid_name, is_dns_label, is_dns_subdomain
 from events.quantity import PODS, QuantityError, format_resources, parse_quantity
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
 from scheduler.core.config import ConfigError, config_warnings, parse_scheduler_config
-from scheduler.core.snapshot import LabelSelector, PodAffinityTerm, TopologySpreadConstraint
+from scheduler.core.snapshot import HyperNodeMember, LabelSelector, PodAffinityTerm, TopologySpreadConstraint
 from scheduler.podspec import (
     MISSING,
     PodSpecError,
@@ -71,6 +83,12 @@ from scheduler.podspec import (
     match_fields,
     pod_constraints,
     pod_requests,
+)
+from scheduler.topology_spec import (
+    HYPERNODE_API_VERSION,
+    hypernode_from_manifest,
+    network_topology_from_spec,
+    network_topology_warnings,
 )
 
 __all__ = [
@@ -536,6 +554,7 @@ def _volcano_job(
             "labels": labels,
             "annotations": annotations,
             "ttl_seconds_after_finished": ttl,
+            "network_topology": _job_network_topology(doc, spec),
         }
     )
     job_id = data.job_id
@@ -762,6 +781,57 @@ def _min_resources(tasks: Sequence[_Task], min_available: int, task_min_total: i
     return dict(sorted((k, v) for k, v in total.items() if v))
 
 
+# --------------------------------------------------------------------------- network topology
+
+
+def _job_network_topology(doc: _Doc, spec: Mapping[str, Any]) -> NetworkTopologySpec | None:
+    """A VolcanoJob's ``spec.networkTopology`` (read as :mod:`scheduler.topology_spec` reads it)."""
+    value = spec.get("networkTopology")
+    try:
+        topology = network_topology_from_spec(value, "spec.networkTopology")
+    except PodSpecError as exc:
+        doc.fail(exc.path, exc.expected, exc.got)
+    for path, why in network_topology_warnings(value, "spec.networkTopology"):
+        doc.warn(path, why)
+    if topology is None:
+        return None
+    return NetworkTopologySpec(
+        mode="soft" if topology.mode == "soft" else "hard",
+        highest_tier_allowed=topology.highest_tier_allowed,
+        highest_tier_name=topology.highest_tier_name,
+    )
+
+
+def _hypernode(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
+    """A ``topology.volcano.sh/v1alpha1`` HyperNode -> HyperNodeUpserted."""
+    try:
+        hypernode = hypernode_from_manifest(obj)
+    except PodSpecError as exc:
+        doc.fail(exc.path, exc.expected, exc.got)
+    doc.name = hypernode.name
+    data = HyperNodeUpsertedData(
+        name=hypernode.name,
+        tier=hypernode.tier,
+        tier_name=hypernode.tier_name,
+        members=[_hypernode_member(m) for m in hypernode.members],
+    )
+    ref = f"hypernode/{hypernode.name}"
+    return ManifestObject(ref, HyperNodeUpserted(data=data, **env.fields(ref)), doc.file, doc.index)
+
+
+def _hypernode_member(member: HyperNodeMember) -> HyperNodeMemberSpec:
+    if member.exact is not None:
+        kind: Literal["Node", "HyperNode"] = "HyperNode" if member.kind == "HyperNode" else "Node"
+        return HyperNodeExactMember(type=kind, exact_match=member.exact)
+    if member.regex is not None:
+        return HyperNodeRegexMember(type="Node", regex_match=member.regex)
+    return HyperNodeLabelMember(type="Node", label_match=_model_selector(member.labels))
+
+
+def _model_selector(selector: LabelSelector | None) -> LabelSelectorModel:
+    return LabelSelectorModel.model_validate(_selector_event(selector) or {})
+
+
 # --------------------------------------------------------------------------- documents
 
 
@@ -770,6 +840,7 @@ _KINDS: dict[tuple[str, str], str] = {
     ("scheduling.volcano.sh/v1beta1", "Queue"): "queue",
     ("scheduling.k8s.io/v1", "PriorityClass"): "priorityclass",
     ("v1", "Node"): "node",
+    (HYPERNODE_API_VERSION, "HyperNode"): "hypernode",
     ("tephra.dev/v1alpha1", "SchedulerConfiguration"): "schedulerconfiguration",
 }
 
@@ -942,5 +1013,6 @@ _CONVERTERS: dict[str, Callable[[_Doc, Mapping[str, Any], _Envelope], ManifestOb
     "queue": _queue,
     "priorityclass": _priority_class,
     "node": _node,
+    "hypernode": _hypernode,
     "schedulerconfiguration": _scheduler_configuration,
 }

@@ -17,6 +17,8 @@ from events import quantity
 from events.models import (
     EVENT_TYPES,
     Event,
+    HyperNodeDeleted,
+    HyperNodeUpserted,
     JobCancelled,
     JobRejected,
     JobSubmitted,
@@ -45,6 +47,8 @@ __all__ = [
     "EVENT_TYPES",
     "Event",
     "EventDecodeError",
+    "HyperNodeDeleted",
+    "HyperNodeUpserted",
     "JobCancelled",
     "JobRejected",
     "JobSubmitted",

@@ -14,6 +14,7 @@ canonical quantity strings (``"500m"``, ``"8589934592"``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal, TypeAlias
@@ -27,7 +28,9 @@ from pydantic import (
     PlainSerializer,
     SerializerFunctionWrapHandler,
     WithJsonSchema,
+    field_validator,
     model_serializer,
+    model_validator,
 )
 
 from events.quantity import MAX_QUANTITY, format_resources, parse_resources
@@ -50,6 +53,14 @@ __all__ = [
     "EventData",
     "EventTime",
     "EvictDecision",
+    "HyperNodeDeleted",
+    "HyperNodeDeletedData",
+    "HyperNodeExactMember",
+    "HyperNodeLabelMember",
+    "HyperNodeMemberSpec",
+    "HyperNodeRegexMember",
+    "HyperNodeUpserted",
+    "HyperNodeUpsertedData",
     "JobCancelled",
     "JobCancelledData",
     "JobRejected",
@@ -58,6 +69,7 @@ __all__ = [
     "JobSubmittedData",
     "LeaderElected",
     "LeaderElectedData",
+    "NetworkTopologySpec",
     "NodeRemoved",
     "NodeRemovedData",
     "NodeReported",
@@ -323,6 +335,21 @@ class TaskSpec(EventData):
     topology_spread: list[TopologySpreadConstraint] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
+class NetworkTopologySpec(EventData):
+    """A job's ``spec.networkTopology``: keep the gang inside one HyperNode of tier <=
+    ``highest_tier_allowed`` (or the tier named ``highest_tier_name``); ``soft`` prefers it."""
+
+    mode: Literal["hard", "soft"] = "hard"
+    highest_tier_allowed: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    highest_tier_name: str = ""
+
+    @model_validator(mode="after")
+    def _one_tier(self) -> NetworkTopologySpec:
+        if self.highest_tier_allowed is not None and self.highest_tier_name:
+            raise ValueError("highest_tier_allowed and highest_tier_name cannot be set simultaneously")
+        return self
+
+
 class JobSubmittedData(EventData):
     """A VolcanoJob submitted: its tasks exist (Pending) from this event on."""
 
@@ -344,6 +371,8 @@ class JobSubmittedData(EventData):
     ttl_seconds_after_finished: int | None = Field(
         default=None, ge=0, le=INT32_MAX, exclude_if=lambda v: v is None
     )
+    #: Added later, left out when None (as ``ttl_seconds_after_finished``).
+    network_topology: NetworkTopologySpec | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @property
     def job_id(self) -> str:
@@ -394,6 +423,51 @@ class NodeRemovedData(EventData):
 #: changes nothing.  Optional (None: judged against the live incarnation) and left out when
 #: None, so an observation without it serialises exactly as before the field existed.
 _OBSERVED_SEQ_DESCRIPTION: Final = "the seq of the projected task row the executor acted on"
+class HyperNodeExactMember(EventData):
+    """A HyperNode member named exactly: a node, or (``type: HyperNode``) a child hyperNode."""
+
+    type: Literal["Node", "HyperNode"]
+    exact_match: str = Field(min_length=1)
+
+
+class HyperNodeRegexMember(EventData):
+    """The nodes whose name the pattern matches (searched, not anchored: Go's MatchString)."""
+
+    type: Literal["Node"]
+    regex_match: str = Field(min_length=1)
+
+    @field_validator("regex_match")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"regex_match does not compile: {exc}") from exc
+        return value
+
+
+class HyperNodeLabelMember(EventData):
+    """The nodes whose labels the selector matches (an empty selector matches none)."""
+
+    type: Literal["Node"]
+    label_match: LabelSelector
+
+
+#: One member of a HyperNode, with exactly one selector (Volcano's MemberSpec).
+HyperNodeMemberSpec: TypeAlias = HyperNodeExactMember | HyperNodeRegexMember | HyperNodeLabelMember
+
+
+class HyperNodeUpsertedData(EventData):
+    """A ``topology.volcano.sh/v1alpha1`` HyperNode (a network domain) created or replaced whole."""
+
+    name: str = Field(min_length=1)
+    tier: int = Field(ge=0, le=INT32_MAX)
+    tier_name: str = ""
+    members: list[HyperNodeMemberSpec] = Field(min_length=1)
+
+
+class HyperNodeDeletedData(EventData):
+    name: str = Field(min_length=1)
 
 
 class TaskStartedData(EventData):
@@ -631,6 +705,16 @@ class NodeRemoved(_Envelope):
     data: NodeRemovedData
 
 
+class HyperNodeUpserted(_Envelope):
+    type: Literal["tephra.hypernode.upserted.v1"] = "tephra.hypernode.upserted.v1"
+    data: HyperNodeUpsertedData
+
+
+class HyperNodeDeleted(_Envelope):
+    type: Literal["tephra.hypernode.deleted.v1"] = "tephra.hypernode.deleted.v1"
+    data: HyperNodeDeletedData
+
+
 class TaskStarted(_Envelope):
     type: Literal["tephra.task.started.v1"] = "tephra.task.started.v1"
     data: TaskStartedData
@@ -671,6 +755,8 @@ _EVENT_CLASSES = (
     SessionCommitted,
     SessionPart,
     LeaderElected,
+    HyperNodeUpserted,
+    HyperNodeDeleted,
 )
 
 Event: TypeAlias = Annotated[
@@ -687,7 +773,9 @@ Event: TypeAlias = Annotated[
     | TaskFinished
     | SessionCommitted
     | SessionPart
-    | LeaderElected,
+    | LeaderElected
+    | HyperNodeUpserted
+    | HyperNodeDeleted,
     Field(discriminator="type"),
 ]
 

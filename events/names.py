@@ -19,6 +19,8 @@ from typing import Final
 
 from events.models import (
     Event,
+    HyperNodeDeleted,
+    HyperNodeUpserted,
     JobSubmitted,
     NodeRemoved,
     NodeReported,
@@ -67,6 +69,8 @@ def _names(event: Event) -> Iterator[tuple[str, str, bool]]:
             yield "data.name", priority_class.name, False
         case NodeReported(data=node) | NodeRemoved(data=node):
             yield "data.name", node.name, False
+        case HyperNodeUpserted(data=hypernode) | HyperNodeDeleted(data=hypernode):
+            yield "data.name", hypernode.name, False
         case _:
             # The other events name objects that one of these created (the fold checks the reference).
             return

@@ -24,6 +24,8 @@ from typing import assert_never
 
 from events.models import (
     Event,
+    HyperNodeDeleted,
+    HyperNodeUpserted,
     JobCancelled,
     JobRejected,
     JobSubmitted,
@@ -94,7 +96,14 @@ def topic_for(event: Event, topics: Topics) -> str:
             | JobRejected()
         ):
             return topics.intents
-        case NodeReported() | NodeRemoved() | TaskStarted() | TaskFinished():
+        case (
+            NodeReported()
+            | NodeRemoved()
+            | TaskStarted()
+            | TaskFinished()
+            | HyperNodeUpserted()
+            | HyperNodeDeleted()
+        ):
             return topics.observations
         case SessionCommitted() | SessionPart() | LeaderElected():
             return topics.decisions

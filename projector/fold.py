@@ -138,6 +138,8 @@ from events.models import (
     EnqueueDecision,
     Event,
     EvictDecision,
+    HyperNodeDeleted,
+    HyperNodeUpserted,
     JobCancelled,
     JobRejected,
     JobSubmitted,
@@ -210,7 +212,7 @@ __all__ = [
 ]
 
 #: What an applied event changed, for the projection writer: (kind, key) with
-#: kind in queue, priority_class, node, new_job (created), job (phase changed),
+#: kind in queue, priority_class, node, hypernode, new_job (created), job (phase changed),
 #: task, session, early (a job's buffered observations), parts (a session's
 #: buffered parts), meta (config, leader epoch).
 Touched: TypeAlias = tuple[tuple[str, str], ...]
@@ -226,6 +228,7 @@ INVALID_EVENT_REASONS: Final = (
     "task-finished",  # TaskStarted or TaskFinished for a task that already finished
     "node-missing",  # NodeRemoved / TaskStarted naming an unknown node
     "queue-missing",  # QueueDeleted for an unknown queue
+    "hypernode-missing",  # HyperNodeDeleted for an unknown hyperNode
     "duplicate-session",  # a second SessionCommitted with the same session id
     "duplicate-part",  # a SessionPart index seen before for that session
     "session-incomplete",  # the marker announces parts that never arrived
@@ -283,6 +286,8 @@ EVENT_ROLES: Final[dict[type[Event], int]] = {
     JobRejected: INTENTS,
     NodeReported: OBSERVATIONS,
     NodeRemoved: OBSERVATIONS,
+    HyperNodeUpserted: OBSERVATIONS,
+    HyperNodeDeleted: OBSERVATIONS,
     TaskStarted: OBSERVATIONS,
     TaskFinished: OBSERVATIONS,
     SessionCommitted: DECISIONS,
@@ -558,6 +563,11 @@ def _dispatch(state: ClusterState, seq: int, event: Event) -> FoldOutcome:  # no
             return _scheduler_configured(state, event)
         case LeaderElected():
             return _leader_elected(state, event)
+        case HyperNodeUpserted():
+            state.hypernodes[event.data.name] = event.data
+            return FoldOutcome(touched=(("hypernode", event.data.name),))
+        case HyperNodeDeleted():
+            return _hypernode_deleted(state, event)
         case _:
             assert_never(event)
 
@@ -591,6 +601,14 @@ def _queue_deleted(state: ClusterState, event: QueueDeleted) -> FoldOutcome:
         return _invalid("queue-missing", f"cannot delete queue {name!r}: it does not exist")
     del state.queues[name]
     return FoldOutcome(touched=(("queue", name),))
+
+
+def _hypernode_deleted(state: ClusterState, event: HyperNodeDeleted) -> FoldOutcome:
+    name = event.data.name
+    if name not in state.hypernodes:
+        return _invalid("hypernode-missing", f"cannot delete hyperNode {name!r}: it does not exist")
+    del state.hypernodes[name]
+    return FoldOutcome(touched=(("hypernode", name),))
 
 
 def _priority_class_upserted(state: ClusterState, event: PriorityClassUpserted) -> FoldOutcome:
@@ -657,6 +675,7 @@ def _job_submitted(state: ClusterState, seq: int, event: JobSubmitted) -> FoldOu
         if d.ttl_seconds_after_finished is None
         else d.ttl_seconds_after_finished,
         submitted_seq=seq,
+        network_topology=d.network_topology,
     )
     state.jobs[job_id] = job
     touched.append(("new_job", job_id))

@@ -42,6 +42,7 @@ from projector.state import (
     assemble,
 )
 from projector.state_json import (
+    hypernode_from_json,
     job_from_json,
     node_from_json,
     observations_from_json,
@@ -123,6 +124,9 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
         nodes = await _decoded(
             await conn.fetch("SELECT doc FROM nodes"), lambda r: node_from_json(json.loads(r["doc"]))
         )
+        hypernodes = [
+            hypernode_from_json(json.loads(r["doc"])) for r in await conn.fetch("SELECT doc FROM hypernodes")
+        ]
         jobs = await _decoded(
             await conn.fetch("SELECT spec, phase, phase_reason, finished_at FROM jobs"),
             lambda r: _job(r["spec"], r["phase"], r["phase_reason"], r["finished_at"]),
@@ -153,6 +157,7 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
         seq=meta["seq"],
         queues=queues,
         priority_classes=classes,
+        hypernodes=hypernodes,
         config=None if config is None else SchedulerConfigSpec.model_validate(json.loads(config)),
         config_version=meta["config_version"],
         leader_epoch=meta["leader_epoch"],

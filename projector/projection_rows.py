@@ -21,6 +21,7 @@ from projector.archive import stdlib_utc
 from projector.state import CLOCK_START, ClusterState, JobState, SessionRecord
 from projector.state_json import (
     document_json,
+    hypernode_to_json,
     job_to_json,
     node_to_json,
     observations_to_json,
@@ -188,6 +189,11 @@ def projection_statements(state: ClusterState, touched: TouchedRows) -> list[Pro
         docs = [_dumps(priority_class_to_json(state.priority_classes[k])) for k in keep]
         _upsert_docs(out, "priority_classes", keep, rows, docs)
         _delete(out, "priority_classes", "name", gone)
+    if rows := touched.get("hypernode"):
+        keep, gone = _split(rows, state.hypernodes)
+        docs = [_dumps(hypernode_to_json(state.hypernodes[k])) for k in keep]
+        _upsert_docs(out, "hypernodes", keep, rows, docs)
+        _delete(out, "hypernodes", "name", gone)
     if rows := touched.get("node"):
         keep, gone = _split(rows, state.nodes)
         nodes = [state.nodes[k] for k in keep]

@@ -90,6 +90,7 @@ TABLE_GRANTS: Final[Mapping[str, Mapping[Role, tuple[str, ...]]]] = {
     "projection_meta": _table(projector=WRITE),
     "queues": _table(projector=WRITE),
     "priority_classes": _table(projector=WRITE),
+    "hypernodes": _table(projector=WRITE),
     "nodes": _table(projector=WRITE),
     "jobs": _table(projector=WRITE),
     "tasks": _table(projector=WRITE),

@@ -44,6 +44,8 @@ from enum import StrEnum
 from typing import Any, Final, TypeAlias
 
 from events.models import (
+    HyperNodeUpsertedData,
+    NetworkTopologySpec,
     NodeSelectorTerm,
     PendingJob,
     SchedulerConfigSpec,
@@ -356,6 +358,8 @@ class JobState:
     #: that created it.  A name is reused once its job finished (projector.fold), and each
     #: submission is a new incarnation.  0 in states persisted before incarnations existed.
     submitted_seq: int = 0
+    #: The job's ``networkTopology`` (None: the job has none).
+    network_topology: NetworkTopologySpec | None = None
 
     # Spelled out: built per event (see above NodeState).
     def __init__(  # noqa: PLR0917 - the dataclass fields, in order
@@ -377,6 +381,7 @@ class JobState:
         phase_reason: str = "",
         finished_at: datetime | None = None,
         submitted_seq: int = 0,
+        network_topology: NetworkTopologySpec | None = None,
     ) -> None:
         self.id = id
         self.namespace = namespace
@@ -395,6 +400,7 @@ class JobState:
         self.phase_reason = phase_reason
         self.finished_at = finished_at
         self.submitted_seq = submitted_seq
+        self.network_topology = network_topology
 
     def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
         return reduce_through_init(self)
@@ -510,6 +516,9 @@ class ClusterState:
     #: 0 before the first SchedulerConfigured; +1 per SchedulerConfigured.
     config_version: int = 0
     nodes: dict[str, NodeState] = field(default_factory=dict)
+    #: HyperNodes by name (HyperNodeUpserted's data, kept whole: nothing derived from them
+    #: is stored; the scheduler resolves their members against the nodes of each session).
+    hypernodes: dict[str, HyperNodeUpsertedData] = field(default_factory=dict)
     jobs: dict[str, JobState] = field(default_factory=dict)
     tasks: dict[str, TaskState] = field(default_factory=dict)
     #: The current leadership's epoch (LeaderElected; in archives older than it, the highest
@@ -567,6 +576,7 @@ def assemble(
     clock: datetime,
     role_clocks: list[datetime],
     leader_key: str = "",
+    hypernodes: list[HyperNodeUpsertedData] | None = None,
 ) -> ClusterState:
     """Build a state from its persisted parts, deriving what is not stored.
 
@@ -586,6 +596,7 @@ def assemble(
         leader_epoch=leader_epoch,
         leader_key=leader_key,
         nodes={n.name: n for n in nodes},
+        hypernodes={h.name: h for h in sorted(hypernodes or (), key=lambda h: h.name)},
         jobs={j.id: j for j in jobs},
         sessions={s.session_id: s for s in sessions},
         session_parts=session_parts,

@@ -36,6 +36,8 @@ from events.models import (
     Decision,
     EnqueueDecision,
     EvictDecision,
+    HyperNodeUpsertedData,
+    NetworkTopologySpec,
     PendingJob,
     PipelineDecision,
     SchedulerConfigSpec,
@@ -71,6 +73,8 @@ __all__ = [
     "StoredState",
     "StoredStateReader",
     "document_json",
+    "hypernode_from_json",
+    "hypernode_to_json",
     "isoformat",
     "job_from_json",
     "job_to_json",
@@ -137,7 +141,7 @@ class StoredState:
 
 def _head(state: ClusterState) -> dict[str, Any]:
     """Everything of a state but its :data:`SECTIONS` (the small, fixed-size part)."""
-    return {
+    head: dict[str, Any] = {
         "format": FORMAT_VERSION,
         "seq": state.seq,
         "queues": [queue_to_json(q) for q in state.queues.values()],
@@ -149,6 +153,9 @@ def _head(state: ClusterState) -> dict[str, Any]:
         "clock": isoformat(state.clock),
         "role_clocks": [isoformat(t) for t in state.role_clocks],
     }
+    if state.hypernodes:  # left out while empty: such a state stores what it stored before them
+        head["hypernodes"] = [hypernode_to_json(h) for h in state.hypernodes.values()]
+    return head
 
 
 def _section_items(state: ClusterState, section: str) -> Iterator[Any]:
@@ -292,6 +299,7 @@ class StoredStateReader:
             config_version=doc["config_version"],
             leader_epoch=doc["leader_epoch"],
             leader_key=doc["leader_key"],
+            hypernodes=[hypernode_from_json(h) for h in doc.get("hypernodes", [])],
             nodes=self._nodes,
             jobs=self._jobs,
             task_rows=self._task_rows,
@@ -405,6 +413,14 @@ def node_from_json(d: dict[str, Any]) -> NodeState:
     )
 
 
+def hypernode_to_json(h: HyperNodeUpsertedData) -> dict[str, Any]:
+    return h.model_dump(mode="json")
+
+
+def hypernode_from_json(d: dict[str, Any]) -> HyperNodeUpsertedData:
+    return HyperNodeUpsertedData.model_validate(d)
+
+
 def job_to_json(j: JobState) -> dict[str, Any]:
     return {
         "id": j.id,
@@ -423,6 +439,8 @@ def job_to_json(j: JobState) -> dict[str, Any]:
         "ttl_seconds": j.ttl_seconds,
         "finished_at": None if j.finished_at is None else isoformat(j.finished_at),
         "submitted_seq": j.submitted_seq,
+        # Left out when None, so a job without one is stored as before the field existed.
+        **({"network_topology": j.network_topology.model_dump(mode="json")} if j.network_topology else {}),
     }
 
 
@@ -448,7 +466,12 @@ def job_from_json(d: dict[str, Any], specs: dict[bytes, TaskSpec] | None = None)
         finished_at=None if (finished := d["finished_at"]) is None else _parse_time(finished),
         # Absent from documents written before incarnations existed.
         submitted_seq=d.get("submitted_seq", 0),
+        network_topology=None if (nt := d.get("network_topology")) is None else _topology(nt),
     )
+
+
+def _topology(doc: dict[str, Any]) -> NetworkTopologySpec:
+    return NetworkTopologySpec.model_validate(doc)
 
 
 def _task_spec(doc: dict[str, Any], specs: dict[bytes, TaskSpec] | None) -> TaskSpec:

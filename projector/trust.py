@@ -34,6 +34,8 @@ from typing import Final
 from events.canonical import signed_bytes
 from events.models import (
     Event,
+    HyperNodeDeleted,
+    HyperNodeUpserted,
     JobCancelled,
     JobRejected,
     JobSubmitted,
@@ -114,10 +116,21 @@ def distrust(trust: Trust, state: ClusterState, event: Event, record: bytes) -> 
     return _not_permitted(entry, state, event)
 
 
+#: What the cluster reports (the observations topic's types).
+_OBSERVATIONS: Final = (
+    NodeReported,
+    NodeRemoved,
+    TaskStarted,
+    TaskFinished,
+    HyperNodeUpserted,
+    HyperNodeDeleted,
+)
+
+
 def _unsigned(trust: Trust, event: Event) -> tuple[str, str] | None:
     """The verdict on an event without principal or signature (None: it may come unsigned)."""
     if event.principal is None and event.signature is None:
-        if isinstance(event, NodeReported | NodeRemoved | TaskStarted | TaskFinished):
+        if isinstance(event, _OBSERVATIONS):
             if trust.unsigned_observations:
                 return None
         elif not isinstance(event, LeaderElected) and trust.unsigned_intents:

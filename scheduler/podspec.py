@@ -363,7 +363,6 @@ def pod_constraints(spec: Mapping[str, Any], path: str) -> PodConstraints:
 _NO_EFFECT_JOB_FIELDS: Final = {
     "policies": "lifecycle policies (restart/abort on events) are not run by Tephra",
     "maxRetry": "job restarts are not run by Tephra",
-    "networkTopology": "network-topology-aware scheduling is not implemented",
 }
 _NO_EFFECT_TASK_FIELDS: Final = {
     "policies": "lifecycle policies (restart/abort on events) are not run by Tephra",

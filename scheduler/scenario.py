@@ -2,8 +2,10 @@
 
 A scenario is a multi-document YAML file whose first document is
 ``kind: Scenario`` (``spec.sessions``, ``spec.config``, ``spec.expect``) and
-whose other documents are Node, Queue, PriorityClass, PodGroup, Pod and
-``batch.volcano.sh/v1alpha1`` Job objects (see the conformance README).  A
+whose other documents are Node, Queue, PriorityClass, PodGroup, Pod,
+``batch.volcano.sh/v1alpha1`` Job and ``topology.volcano.sh/v1alpha1`` HyperNode objects
+(see the conformance README; HyperNodes and ``spec.networkTopology`` are read by
+:mod:`scheduler.topology_spec`).  A
 VolcanoJob is expanded the way Volcano's job controller does it
 (semantics.md §8): pods ``<job>-<task>-<index>`` labelled with their task
 name, and a derived PodGroup (minMember, minTaskMember, minResources of the
@@ -29,7 +31,9 @@ from events.quantity import QuantityError, parse_resources
 from scheduler.core.config import ConfigError, SchedulerConfig, config_warnings, parse_scheduler_config
 from scheduler.core.snapshot import (
     ClusterSnapshot,
+    HyperNode,
     Job,
+    NetworkTopology,
     Node,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -51,6 +55,12 @@ from scheduler.podspec import (
     pod_constraints,
     pod_requests,
     scheduling_gates,
+)
+from scheduler.topology_spec import (
+    HYPERNODE_API_VERSION,
+    hypernode_from_manifest,
+    network_topology_from_spec,
+    network_topology_warnings,
 )
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario"]
@@ -406,6 +416,7 @@ def _podgroup(doc: _Doc) -> tuple[Job, str]:
         phase=pg_phase,
         created=doc.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         annotations=doc.labels(meta.get("annotations"), "metadata.annotations"),
+        network_topology=_pod_field(doc, _network_topology, spec, "spec.networkTopology"),
     )
     return job, namespace
 
@@ -485,7 +496,16 @@ def _vcjob(doc: _Doc, classes: Mapping[str, PriorityClass]) -> Job:
         tasks=tuple(tasks),
         created=doc.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         annotations=doc.labels(meta.get("annotations"), "metadata.annotations"),
+        network_topology=_pod_field(doc, _network_topology, spec, "spec.networkTopology"),
     )
+
+
+def _network_topology(spec: Mapping[str, Any], where: str) -> NetworkTopology | None:
+    return network_topology_from_spec(spec.get("networkTopology"), where)
+
+
+def _hypernode(doc: _Doc) -> HyperNode:
+    return _pod_field(doc, lambda body, _: hypernode_from_manifest(body), doc.body, "")
 
 
 _KINDS = {
@@ -495,6 +515,7 @@ _KINDS = {
     ("scheduling.volcano.sh/v1beta1", "PodGroup"),
     ("v1", "Pod"),
     ("batch.volcano.sh/v1alpha1", "Job"),
+    (HYPERNODE_API_VERSION, "HyperNode"),
 }
 
 
@@ -592,7 +613,9 @@ def _snapshot(objects: list[tuple[str, _Doc]]) -> ClusterSnapshot:
     node_names = {n.name for n in nodes}
     for doc in by_kind.get("Pod", []):
         _attach_pod(doc, jobs, classes, node_names)
+    hypernodes = [_hypernode(doc) for doc in by_kind.get("HyperNode", [])]
     return ClusterSnapshot(
+        hypernodes=tuple(sorted(hypernodes, key=lambda h: h.name)),
         nodes=tuple(sorted(nodes, key=lambda n: n.name)),
         queues=tuple(sorted(queues, key=lambda q: q.name)),
         priority_classes=tuple(sorted(classes.values(), key=lambda p: p.name)),
@@ -635,6 +658,9 @@ def _warnings(head: _Doc, spec: Mapping[str, Any], objects: list[tuple[str, _Doc
     ]
     for kind, doc in objects:
         body_spec = doc.mapping(doc.body.get("spec"), "spec")
+        if kind in ("Job", "PodGroup"):
+            topology = network_topology_warnings(body_spec.get("networkTopology"), "spec.networkTopology")
+            found.extend((doc, p, why) for p, why in topology)
         if kind == "Job":
             found.extend((doc, path, why) for path, why in ignored_job_fields(body_spec, "spec"))
             for i, task in enumerate(doc.seq(body_spec.get("tasks"), "spec.tasks")):

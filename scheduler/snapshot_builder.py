@@ -26,11 +26,18 @@ from __future__ import annotations
 
 from typing import Final, TypeAlias
 
+from events.models import (
+    HyperNodeExactMember,
+    HyperNodeMemberSpec,
+    HyperNodeRegexMember,
+    HyperNodeUpsertedData,
+    NetworkTopologySpec,
+    TaskSpec,
+)
 from events.models import LabelSelector as LabelSelectorModel
 from events.models import NodeSelectorTerm as NodeSelectorTermModel
 from events.models import PodAffinityTerm as PodAffinityTermModel
 from events.models import Taint as TaintModel
-from events.models import TaskSpec
 from events.models import Toleration as TolerationModel
 from events.models import TopologySpreadConstraint as TopologySpreadModel
 from events.quantity import MAX_QUANTITY
@@ -46,8 +53,11 @@ from projector.state import (
 from scheduler.core.config import DEFAULT_CONFIG, SchedulerConfig
 from scheduler.core.snapshot import (
     ClusterSnapshot,
+    HyperNode,
+    HyperNodeMember,
     Job,
     LabelSelector,
+    NetworkTopology,
     Node,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -138,7 +148,25 @@ def snapshot_of(state: ClusterState, jobs: tuple[Job, ...]) -> ClusterSnapshot:
             for p in state.priority_classes.values()
         ),
         jobs=jobs,
+        hypernodes=tuple(_hypernode(state.hypernodes[name]) for name in sorted(state.hypernodes)),
     )
+
+
+def _hypernode(h: HyperNodeUpsertedData) -> HyperNode:
+    return HyperNode(
+        name=h.name,
+        tier=h.tier,
+        tier_name=h.tier_name,
+        members=tuple(_member(m) for m in h.members),
+    )
+
+
+def _member(member: HyperNodeMemberSpec) -> HyperNodeMember:
+    if isinstance(member, HyperNodeExactMember):
+        return HyperNodeMember(member.type, exact=member.exact_match)
+    if isinstance(member, HyperNodeRegexMember):
+        return HyperNodeMember(member.type, regex=member.regex_match)
+    return HyperNodeMember(member.type, labels=_selector(member.label_match))
 
 
 def job_snapshot(state: ClusterState, job: JobState, default_class: PriorityClassState | None) -> Job | None:
@@ -209,7 +237,12 @@ def _job(job: JobState, tasks: tuple[Task, ...]) -> Job:
         tasks=tasks,
         created=job.created,
         annotations=job.annotations,
+        network_topology=None if (nt := job.network_topology) is None else _topology(nt),
     )
+
+
+def _topology(spec: NetworkTopologySpec) -> NetworkTopology:
+    return NetworkTopology(spec.mode, spec.highest_tier_allowed, spec.highest_tier_name)
 
 
 def _task(

@@ -76,6 +76,7 @@ class PluginName(StrEnum):
     CONFORMANCE = "conformance"
     DRF = "drf"
     GANG = "gang"
+    NETWORK_TOPOLOGY_AWARE = "network-topology-aware"
     NODEORDER = "nodeorder"
     OVERCOMMIT = "overcommit"
     PREDICATES = "predicates"
@@ -281,9 +282,44 @@ def parse_scheduler_config(mapping: Mapping[str, Any]) -> SchedulerConfig:
 
 def config_warnings(mapping: Mapping[str, Any]) -> list[tuple[str, str]]:
     """``(path, message)`` for each accepted key of ``mapping`` that has no effect."""
-    if isinstance(mapping, Mapping) and "metrics" in mapping:
-        return [("metrics", "accepted as in Volcano's config; no effect in Tephra (no usage plugin)")]
-    return []
+    warnings: list[tuple[str, str]] = []
+    if "metrics" in mapping:
+        warnings.append(("metrics", "accepted as in Volcano's config; no effect in Tephra (no usage plugin)"))
+    warnings.extend(_network_topology_warnings(mapping.get("tiers")))
+    return warnings
+
+
+def _network_topology_warnings(tiers: object) -> list[tuple[str, str]]:
+    """What network-topology-aware does in Volcano that Tephra does not (yet) do."""
+    out: list[tuple[str, str]] = []
+    if not isinstance(tiers, Sequence) or isinstance(tiers, str):
+        return out
+    for i, tier in enumerate(tiers):
+        plugins = tier.get("plugins") if isinstance(tier, Mapping) else None
+        if not isinstance(plugins, Sequence) or isinstance(plugins, str):
+            continue
+        for j, plugin in enumerate(plugins):
+            if not isinstance(plugin, Mapping) or plugin.get("name") != PluginName.NETWORK_TOPOLOGY_AWARE:
+                continue
+            where = f"tiers[{i}].plugins[{j}]"
+            args = plugin.get("arguments") or {}
+            args = args if isinstance(args, Mapping) else {}
+            out.append(
+                (
+                    where,
+                    "network-topology-aware: hyperNode gradients, hyperNode order and the node order of "
+                    "topology jobs are honoured; the hyperNode binpacking node score of pods without a "
+                    "topology (hypernode.binpack.normal-pod.*) is not applied",
+                )
+            )
+            if "hypernode.gradient.evict.max-hypernodes" in args:
+                out.append(
+                    (
+                        f"{where}.arguments.hypernode.gradient.evict.max-hypernodes",
+                        "no effect: Tephra has no gangpreempt / gangreclaim",
+                    )
+                )
+    return out
 
 
 #: The arguments each plugin reads; ``binpack.resources.<name>`` is a family (see ``_known_argument``).
@@ -309,6 +345,17 @@ PLUGIN_ARGUMENTS: Mapping[str, Mapping[str, str]] = {
         "predicate.PodTopologySpreadEnable": "bool",
     },
     PluginName.OVERCOMMIT: {"overcommit-factor": "number"},
+    PluginName.NETWORK_TOPOLOGY_AWARE: {
+        "weight": "int",
+        "hypernode.binpack.cpu": "int",
+        "hypernode.binpack.memory": "int",
+        "hypernode.binpack.resources": "str",
+        "hypernode.binpack.resources.<name>": "int",
+        # Accepted and named by config_warnings: read by parts Tephra does not implement.
+        "hypernode.binpack.normal-pod.enable": "bool",
+        "hypernode.binpack.normal-pod.fading": "number",
+        "hypernode.gradient.evict.max-hypernodes": "int",
+    },
     PluginName.CAPACITY: {"ancestorReclaimLevel": "int"},
     PluginName.SLA: {"sla-waiting-time": "str"},
 }
@@ -337,6 +384,9 @@ def _known_argument(plugin: str, key: str) -> str | None:
         return known[key]
     if plugin == PluginName.BINPACK and key.startswith("binpack.resources.") and len(key) > 18:
         return known["binpack.resources.<name>"]
+    family = "hypernode.binpack.resources."
+    if plugin == PluginName.NETWORK_TOPOLOGY_AWARE and key.startswith(family) and len(key) > len(family):
+        return known["hypernode.binpack.resources.<name>"]
     return None
 
 

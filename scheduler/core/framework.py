@@ -47,7 +47,14 @@ import numpy.typing as npt
 from scheduler.core.config import PluginOption, SchedulerConfig
 from scheduler.core.decisions import Bind, Decision
 from scheduler.core.reasons import Reason
-from scheduler.core.snapshot import ClusterSnapshot, PodGroupPhase, Task, TaskStatus
+from scheduler.core.snapshot import (
+    ClusterSnapshot,
+    HyperNode,
+    NetworkTopology,
+    PodGroupPhase,
+    Task,
+    TaskStatus,
+)
 from scheduler.core.state import (
     JobState,
     NodeTable,
@@ -62,6 +69,7 @@ from scheduler.core.state import (
 from scheduler.core.trace import TraceStep
 
 if TYPE_CHECKING:
+    from scheduler.core.hypernodes import HyperNodeTree
     from scheduler.core.placement import PlacementIndex
 
 __all__ = [
@@ -69,6 +77,8 @@ __all__ = [
     "PERMIT",
     "REJECT",
     "Action",
+    "HyperNodeGradientFn",
+    "HyperNodeOrderFn",
     "NodeOrderFn",
     "OrderKey",
     "Plugin",
@@ -78,6 +88,7 @@ __all__ = [
     "RowScoreFn",
     "Session",
     "SortKey",
+    "TopologyNodeOrderFn",
     "Verdict",
     "VictimsFn",
 ]
@@ -104,6 +115,13 @@ RowPredicateFn: TypeAlias = Callable[[TaskState, int], int]
 RowScoreFn: TypeAlias = Callable[[TaskState, int], float]
 #: Victims a plugin accepts among the candidates; None abstains, [] vetoes.
 VictimsFn: TypeAlias = Callable[[TaskState, Sequence[TaskState]], list[TaskState] | None]
+#: The hyperNodes a job may be placed in, as gradients (tried in order; names in each).
+HyperNodeGradientFn: TypeAlias = Callable[[JobState], list[list[str]]]
+#: A score per candidate hyperNode for a job (summed over plugins; higher wins).
+HyperNodeOrderFn: TypeAlias = Callable[[JobState, Sequence[str]], dict[str, float]]
+#: A topology job's node scores per candidate row given the hyperNode its placed tasks span
+#: (None: nothing placed yet), added to the node order inside a hyperNode.
+TopologyNodeOrderFn: TypeAlias = Callable[[JobState, str | None, IntArray], FloatArray]
 
 _F = TypeVar("_F")
 _B = TypeVar("_B")
@@ -238,6 +256,15 @@ class Session:
         self._job_valid: _Point[Callable[[JobState], Reason | None]] = _Point(None)
         # Volcano's VictimQueueOrderFn ignores the enable flags, as JobValidFn does.
         self._victim_queue_order: _Point[Callable[[QueueState, QueueState], int]] = _Point(None)
+        self._hypernode_gradient: _Point[HyperNodeGradientFn] = _Point("enableHyperNodeGradient")
+        self._hypernode_order: _Point[HyperNodeOrderFn] = _Point("enableHyperNodeOrder")
+        self._topology_node_order: _Point[TopologyNodeOrderFn] = _Point("enableNodeOrder")
+        self._hypernode_tree: HyperNodeTree | None = None
+        self._hypernode_specs: tuple[HyperNode, ...] = snapshot.hypernodes
+        #: job -> its PodGroup's ``networkTopology`` (jobs that have one and a queue).
+        self.topologies: dict[str, NetworkTopology] = {}
+        #: job -> the hyperNode its placed tasks span (Volcano's ``AllocatedHyperNode``).
+        self.allocated_hypernodes: dict[str, str] = {}
         self._allocate_handlers: list[Callable[[TaskState], None]] = []
         self._deallocate_handlers: list[Callable[[TaskState], None]] = []
         self.predicate_reasons: list[PredicateReason] = [PredicateReason("", False)]
@@ -247,6 +274,9 @@ class Session:
         #: (:meth:`set_deserved`); None while no plugin has.
         self.deserved: dict[str, dict[str, Fraction]] | None = None
         self._build(snapshot)
+        for job in sorted(snapshot.jobs, key=lambda j: j.uid):
+            if job.network_topology is not None and job.uid in self.jobs:
+                self.topologies[job.uid] = job.network_topology
         self._placement: PlacementIndex | None = None
 
     def release(self) -> None:
@@ -366,6 +396,34 @@ class Session:
             self._placement = PlacementIndex(self)
         return self._placement
 
+    @property
+    def hypernodes(self) -> HyperNodeTree:
+        """The hyperNode tree (with the virtual cluster top), resolved on first use."""
+        if self._hypernode_tree is None:
+            from scheduler.core.hypernodes import HyperNodeTree  # noqa: PLC0415 - imports plugins
+
+            self._hypernode_tree = HyperNodeTree(self._hypernode_specs, self.nodes.nodes)
+        return self._hypernode_tree
+
+    def highest_tier(self, job: JobState) -> int | None:
+        """The highest hyperNode tier ``job`` may span, None when it has no usable constraint.
+
+        Volcano's session (``adjustNetworkTopologySpec``): ``highestTierName`` is translated
+        through the hyperNodes' tier names (an unknown name leaves the job unconstrained), and
+        soft mode becomes hard mode up to the cluster-top tier, so a soft job takes the
+        tightest hyperNode that fits and, failing all, the whole cluster.
+        """
+        topology = self.topologies.get(job.uid)
+        if topology is None:
+            return None
+        if topology.mode == "soft":
+            return self.hypernodes.top.tier
+        if topology.highest_tier_allowed is not None:
+            return topology.highest_tier_allowed
+        if topology.highest_tier_name:
+            return self.hypernodes.tier_names.get(topology.highest_tier_name)
+        return None
+
     # ------------------------------------------------------------------ registration
 
     # Each method adds ``fn`` for ``plugin`` (at its tier) if the point's flag is on.
@@ -440,6 +498,18 @@ class Session:
 
     def add_job_valid(self, plugin: PluginSlot, fn: Callable[[JobState], Reason | None]) -> None:
         self._job_valid.add(plugin, fn)
+
+    def add_hypernode_gradient(self, plugin: PluginSlot, fn: HyperNodeGradientFn) -> None:
+        """The hyperNode gradients of a job with a network topology (the first plugin decides)."""
+        self._hypernode_gradient.add(plugin, fn)
+
+    def add_hypernode_order(self, plugin: PluginSlot, fn: HyperNodeOrderFn) -> None:
+        self._hypernode_order.add(plugin, fn)
+
+    def add_topology_node_order(self, plugin: PluginSlot, fn: TopologyNodeOrderFn) -> None:
+        """Node scores for a topology job's tasks inside a hyperNode (Volcano's network-aware
+        BatchNodeOrderFn); gated by ``enableNodeOrder``."""
+        self._topology_node_order.add(plugin, fn)
 
     def set_deserved(self, deserved: dict[str, dict[str, Fraction]]) -> None:
         """Publish each queue's deserved amounts (the result's ``QueueShares``); the
@@ -561,6 +631,31 @@ class Session:
 
     def job_pipelined(self, job: JobState) -> bool:
         return self._vote(self._job_pipelined, job)
+
+    def hypernode_gradients(self, job: JobState) -> list[list[str]] | None:
+        """The first registered plugin's gradients for ``job``; None when no plugin gives any
+        (Volcano then searches the cluster top alone: the plain allocate path)."""
+        calls = self._hypernode_gradient.calls
+        return calls[0](job) if calls else None
+
+    def topology_node_scores(self, job: JobState, allocated: str | None, rows: IntArray) -> FloatArray | None:
+        """The summed topology node scores of ``rows`` (None when no plugin gives any)."""
+        calls = self._topology_node_order.calls
+        if not calls:
+            return None
+        total: FloatArray = np.zeros(len(rows), dtype=np.float64)
+        for fn in calls:
+            total = total + fn(job, allocated, rows)
+        return total
+
+    def hypernode_scores(self, job: JobState, names: Sequence[str]) -> dict[str, float]:
+        """Each candidate's summed score (0 where no plugin scores it)."""
+        scores = dict.fromkeys(names, 0.0)
+        for fn in self._hypernode_order.calls:
+            for name, score in sorted(fn(job, names).items()):
+                if name in scores:
+                    scores[name] += score
+        return scores
 
     def job_enqueueable(self, job: JobState) -> bool:
         return self._vote(self._job_enqueueable, job)

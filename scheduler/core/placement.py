@@ -27,6 +27,7 @@ per-shape cache, no row memo.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import ge
 from typing import Any, Final, cast
@@ -265,6 +266,50 @@ class PlacementIndex:
         best_future = fit.best_future
         row = int(best_future.argmax())
         return (row, False) if best_future[row] > -np.inf else (-1, False)
+
+    def choose_gradient_within(
+        self, task: TaskState, rows: IntArray, extra: Callable[[IntArray], FloatArray | None] | None = None
+    ) -> tuple[int, bool]:
+        """``choose_gradient`` among ``rows`` only (a hyperNode's nodes, ascending): the
+        first of equal best scores is still the lowest-named node.  ``extra`` scores the
+        candidate rows of the gradient further (added; None adds nothing), as a batch node
+        order scores only the gradient's nodes, and only when there are several."""
+        fit = self.view(task)
+        if not len(rows):
+            return -1, False
+        for best, on_idle in ((fit.best_idle, True), (fit.best_future, False)):
+            scores = best[rows]
+            feasible = np.flatnonzero(scores > -np.inf)
+            if not len(feasible):
+                continue
+            if len(feasible) > 1 and extra is not None:
+                candidates = rows[feasible]
+                more = extra(candidates)
+                if more is not None:
+                    return int(candidates[int((scores[feasible] + more).argmax())]), on_idle
+            return int(rows[feasible[int(scores[feasible].argmax())]]), on_idle
+        return -1, False
+
+    def fit_errors_within(self, task: TaskState, rows: IntArray) -> FitErrors:
+        """``fit_errors`` over ``rows`` only."""
+        fit = self.view(task)
+        nodes = self.ssn.nodes
+        future = (nodes.idle + nodes.releasing - nodes.pipelined)[rows]
+        labels = _labels(future, fit.vec, fit.reason[rows])
+        dims = self.ssn.dims.names
+        histogram: dict[str, int] = {}
+        resource_failures = 0
+        values, counts = np.unique(labels, return_counts=True)
+        for label, count in zip(values.tolist(), counts.tolist(), strict=True):
+            if label < 0:
+                continue
+            if label < len(dims):
+                text = f"Insufficient {dims[label]}"
+                resource_failures += count
+            else:
+                text = self.ssn.predicate_reasons[label - len(dims)].text
+            histogram[text] = histogram.get(text, 0) + count
+        return FitErrors(task.uid, len(rows), tuple(sorted(histogram.items())), resource_failures)
 
     def choose(self, task: TaskState) -> int:
         """The best node row for ``task`` (allocate's node choice), or -1."""

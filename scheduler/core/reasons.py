@@ -14,6 +14,8 @@ Codes, in rank order (the first is the most fundamental blocker):
 4. ``enqueue-rejected`` – an enqueue plugin refused admission (plugin, resource,
    used / limit / request);
 5. ``queue-overused`` – the queue already uses its deserved share;
+   ``network-topology-unsatisfied`` – a hard network topology job fits in no hyperNode of
+   an allowed tier (the per-hyperNode fit errors, Volcano's "In hyperNode <name>: …");
 6. ``gang-not-ready`` – fewer tasks placeable than minAvailable;
 7. ``queue-not-allocatable`` – allocated + request exceeds deserved / capability;
 8. ``insufficient-resources`` / ``predicate-failed`` – the per-node histogram;
@@ -47,6 +49,7 @@ CODES: tuple[str, ...] = (
     "job-invalid",
     "enqueue-rejected",
     "queue-overused",
+    "network-topology-unsatisfied",
     "gang-not-ready",
     "queue-not-allocatable",
     "insufficient-resources",

@@ -23,6 +23,7 @@ from scheduler.core.plugins.capacity import CapacityPlugin
 from scheduler.core.plugins.conformance import ConformancePlugin
 from scheduler.core.plugins.drf import DrfPlugin
 from scheduler.core.plugins.gang import GangPlugin
+from scheduler.core.plugins.network_topology_aware import NetworkTopologyAwarePlugin
 from scheduler.core.plugins.nodeorder import NodeOrderPlugin
 from scheduler.core.plugins.overcommit import OvercommitPlugin
 from scheduler.core.plugins.predicates import PredicatesPlugin
@@ -56,6 +57,7 @@ def build_registry() -> Registry:
         PluginName.CONFORMANCE: ConformancePlugin,
         PluginName.DRF: DrfPlugin,
         PluginName.GANG: GangPlugin,
+        PluginName.NETWORK_TOPOLOGY_AWARE: NetworkTopologyAwarePlugin,
         PluginName.NODEORDER: NodeOrderPlugin,
         PluginName.OVERCOMMIT: OvercommitPlugin,
         PluginName.PREDICATES: PredicatesPlugin,

@@ -27,7 +27,10 @@ from typing import Any, Final
 
 __all__ = [
     "ClusterSnapshot",
+    "HyperNode",
+    "HyperNodeMember",
     "Job",
+    "NetworkTopology",
     "Node",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
@@ -202,6 +205,43 @@ class Task:
 
 
 @dataclass(frozen=True, slots=True)
+class NetworkTopology:
+    """A PodGroup's ``spec.networkTopology``: keep the gang inside one hyperNode up to a tier.
+
+    ``mode`` is ``hard`` (a constraint) or ``soft`` (a preference: Volcano turns it into hard
+    with the virtual cluster-top hyperNode's tier, so the tightest hyperNode that fits wins).
+    ``highest_tier_name`` names a tier by a hyperNode's ``tierName`` (used when
+    ``highest_tier_allowed`` is not given)."""
+
+    mode: str = "hard"
+    highest_tier_allowed: int | None = None
+    highest_tier_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HyperNodeMember:
+    """One ``spec.members[]`` entry of a HyperNode: ``kind`` ``Node`` or ``HyperNode`` and one
+    selector (Volcano ORs the ones given): an exact name, a regex over node names (Node members
+    only), or a label selector over node labels (Node members only)."""
+
+    kind: str
+    exact: str | None = None
+    regex: str | None = None
+    labels: LabelSelector | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HyperNode:
+    """A ``topology.volcano.sh/v1alpha1`` HyperNode: a network domain of nodes or hyperNodes.
+    A lower ``tier`` is a closer (faster) domain."""
+
+    name: str
+    tier: int
+    members: tuple[HyperNodeMember, ...] = ()
+    tier_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Job:
     """A PodGroup and its tasks."""
 
@@ -216,6 +256,7 @@ class Job:
     tasks: tuple[Task, ...] = ()
     created: datetime | None = None
     annotations: Mapping[str, str] = field(default_factory=dict)
+    network_topology: NetworkTopology | None = None
 
     @property
     def uid(self) -> str:
@@ -228,6 +269,7 @@ class ClusterSnapshot:
     queues: tuple[Queue, ...] = ()
     priority_classes: tuple[PriorityClass, ...] = ()
     jobs: tuple[Job, ...] = ()
+    hypernodes: tuple[HyperNode, ...] = ()
 
 
 #: Fields added after archives were recorded: left out of the canonical form while empty, so a
@@ -235,6 +277,7 @@ class ClusterSnapshot:
 OMITTED_WHEN_EMPTY: Final[Mapping[type, frozenset[str]]] = {
     Task: frozenset({"scheduling_gates", "labels", "pod_affinity", "pod_anti_affinity", "topology_spread"}),
     NodeSelectorTerm: frozenset({"match_fields"}),
+    Job: frozenset({"network_topology"}),
 }
 
 
@@ -279,5 +322,8 @@ def snapshot_digest(snapshot: ClusterSnapshot) -> str:
             key=lambda j: (j["namespace"], j["name"]),
         ),
     }
+    if snapshot.hypernodes:
+        # Only when present: a snapshot without hyperNodes keeps the digest it had before them.
+        body["hypernodes"] = sorted((_canonical(h) for h in snapshot.hypernodes), key=lambda h: h["name"])
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()

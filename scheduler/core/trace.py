@@ -18,6 +18,7 @@ __all__ = [
     "ActionRan",
     "EnqueueVerdict",
     "GangNotReady",
+    "HyperNodeTried",
     "JobSkipped",
     "StatementClosed",
     "TaskPlaced",
@@ -120,6 +121,22 @@ class VictimEvicted:
     rule: str
 
 
+@dataclass(frozen=True, slots=True)
+class HyperNodeTried:
+    """A dry run of a topology job inside one hyperNode (allocate's ``allocateForJob``).
+
+    ``outcome``: ``fits`` (the gang is ready or pipelined there), ``no-fit``, or ``chosen``
+    (the best hyperNode that fits, by ``score``; its placements follow as TaskPlaced steps)."""
+
+    action: str
+    job: str
+    hypernode: str
+    tier: int
+    outcome: str
+    placed: int
+    score: float = 0.0
+
+
 TraceStep: TypeAlias = (
     ActionRan
     | EnqueueVerdict
@@ -127,6 +144,7 @@ TraceStep: TypeAlias = (
     | TaskPlaced
     | TaskUnplaced
     | GangNotReady
+    | HyperNodeTried
     | StatementClosed
     | VictimEvicted
 )

@@ -23,8 +23,11 @@ from typing import Any, Final, TypeAlias
 
 from scheduler.core.snapshot import (
     ClusterSnapshot,
+    HyperNode,
+    HyperNodeMember,
     Job,
     LabelSelector,
+    NetworkTopology,
     Node,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -51,8 +54,11 @@ _KNOWN_FIELDS: Final[dict[type[Any], set[str]]] = {
     },
     Job: {
         "namespace", "name", "queue", "min_member", "min_task_member", "min_resources", "priority_class",
-        "phase", "tasks", "created", "annotations",
+        "phase", "tasks", "created", "annotations", "network_topology",
     },
+    NetworkTopology: {"mode", "highest_tier_allowed", "highest_tier_name"},
+    HyperNode: {"name", "tier", "members", "tier_name"},
+    HyperNodeMember: {"kind", "exact", "regex", "labels"},
     Node: {"name", "allocatable", "labels", "taints", "unschedulable"},
     Queue: {
         "name", "weight", "capability", "deserved", "guarantee", "reclaimable", "priority", "state",
@@ -66,7 +72,7 @@ _KNOWN_FIELDS: Final[dict[type[Any], set[str]]] = {
     LabelSelector: {"match_labels", "match_expressions"},
     PodAffinityTerm: {"topology_key", "selector", "namespaces"},
     TopologySpreadConstraint: {"max_skew", "topology_key", "when_unsatisfiable", "selector", "min_domains"},
-    ClusterSnapshot: {"nodes", "queues", "priority_classes", "jobs"},
+    ClusterSnapshot: {"nodes", "queues", "priority_classes", "jobs", "hypernodes"},
 }  # fmt: skip
 SPECIALISED: Final = all(
     {f.name for f in dataclasses.fields(cls)} == fields for cls, fields in _KNOWN_FIELDS.items()
@@ -106,8 +112,14 @@ def digest_of_texts(snapshot: ClusterSnapshot, job_texts: list[JobText]) -> str:
         for p in sorted(snapshot.priority_classes, key=lambda p: p.name)
     ]
     jobs = ",".join(text for _, text in sorted(job_texts, key=lambda j: j[0]))
+    # "hypernodes" sorts first; left out while empty (snapshot.snapshot_digest).
+    hypernodes = ""
+    if snapshot.hypernodes:
+        docs = sorted((_hypernode(h) for h in snapshot.hypernodes), key=lambda h: h["name"])
+        hypernodes = f'"hypernodes":{_dumps(docs)},'
+
     text = (
-        f'{{"jobs":[{jobs}],"nodes":{_dumps(nodes)},'
+        f'{{{hypernodes}"jobs":[{jobs}],"nodes":{_dumps(nodes)},'
         f'"priority_classes":{_dumps(priority_classes)},"queues":{_dumps(queues)}}}'
     )
     return hashlib.sha256(text.encode()).hexdigest()
@@ -151,8 +163,20 @@ def _queue(q: Queue) -> dict[str, Any]:
     }
 
 
-def _job(j: Job) -> dict[str, Any]:
+def _hypernode(h: HyperNode) -> dict[str, Any]:
     return {
+        "name": h.name,
+        "tier": h.tier,
+        "tier_name": h.tier_name,
+        "members": [
+            {"kind": m.kind, "exact": m.exact, "regex": m.regex, "labels": _selector(m.labels)}
+            for m in h.members
+        ],
+    }
+
+
+def _job(j: Job) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "namespace": j.namespace,
         "name": j.name,
         "queue": j.queue,
@@ -165,6 +189,14 @@ def _job(j: Job) -> dict[str, Any]:
         "created": _time(j.created),
         "annotations": dict(j.annotations),
     }
+    if j.network_topology is not None:  # left out while None (snapshot.OMITTED_WHEN_EMPTY)
+        nt = j.network_topology
+        out["network_topology"] = {
+            "mode": nt.mode,
+            "highest_tier_allowed": nt.highest_tier_allowed,
+            "highest_tier_name": nt.highest_tier_name,
+        }
+    return out
 
 
 def _task(t: Task) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from scheduler.service.default_queue import default_queue_event
 from scheduler.snapshot_builder import build_snapshot
 from tests.conformance.test_scenarios import FILES, REPO
 
-BOTH_DOORS = {"Job", "Queue", "Node", "PriorityClass"}
+BOTH_DOORS = {"Job", "Queue", "Node", "PriorityClass", "HyperNode"}
 
 
 def _shared_kinds(path: Path) -> bool:
@@ -80,6 +80,7 @@ def _comparable(snapshot: ClusterSnapshot) -> ClusterSnapshot:
                 key=lambda j: j.uid,
             )
         ),
+        hypernodes=tuple(sorted(snapshot.hypernodes, key=lambda h: h.name)),
     )
 
 
@@ -94,6 +95,7 @@ def test_submit_and_simulate_agree(path: Path) -> None:
     assert submitted.nodes == simulated.nodes
     assert submitted.queues == simulated.queues
     assert submitted.priority_classes == simulated.priority_classes
+    assert submitted.hypernodes == simulated.hypernodes
     assert [j.uid for j in submitted.jobs] == [j.uid for j in simulated.jobs]
     for got, want in zip(submitted.jobs, simulated.jobs, strict=True):
         assert got == want, got.uid
@@ -120,7 +122,7 @@ metadata: {name: j, namespace: default}
 spec:
   maxRetry: 5
   policies: [{event: PodEvicted, action: RestartJob}]
-  networkTopology: {mode: hard, highestTierAllowed: 1}
+  networkTopology: {mode: hard, highestTierAllowed: 1}  # honoured: no warning
   tasks:
     - name: a
       replicas: 1
@@ -152,7 +154,6 @@ def test_both_doors_warn_about_the_same_fields_with_no_effect(tmp_path: Path) ->
         "metrics",
         "spec.policies",
         "spec.maxRetry",
-        "spec.networkTopology",
         "spec.tasks[1].dependsOn",
         "spec.tasks[1].template.spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
     ]

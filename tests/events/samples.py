@@ -17,12 +17,20 @@ from events.models import (
     EnqueueDecision,
     Event,
     EvictDecision,
+    HyperNodeDeleted,
+    HyperNodeDeletedData,
+    HyperNodeExactMember,
+    HyperNodeLabelMember,
+    HyperNodeRegexMember,
+    HyperNodeUpserted,
+    HyperNodeUpsertedData,
     JobCancelled,
     JobCancelledData,
     JobRejected,
     JobRejectedData,
     JobSubmitted,
     JobSubmittedData,
+    LabelSelector,
     LeaderElected,
     LeaderElectedData,
     NodeRemoved,
@@ -256,6 +264,37 @@ def node_removed(name: str = "gpu-node-02") -> NodeRemoved:
     )
 
 
+def hypernode_upserted(name: str = "leaf-a") -> HyperNodeUpserted:
+    return HyperNodeUpserted(
+        id=f"evt-hypernode-{name}",
+        source="tephra://kube-bridge",
+        time=_at(6),
+        cluster=CLUSTER,
+        subject=f"hypernode/{name}",
+        data=HyperNodeUpsertedData(
+            name=name,
+            tier=1,
+            tier_name="leaf",
+            members=[
+                HyperNodeExactMember(type="Node", exact_match="gpu-node-01"),
+                HyperNodeRegexMember(type="Node", regex_match="^gpu-node-0[2-4]$"),
+                HyperNodeLabelMember(type="Node", label_match=LabelSelector(match_labels={"zone": "a"})),
+            ],
+        ),
+    )
+
+
+def hypernode_deleted(name: str = "leaf-a") -> HyperNodeDeleted:
+    return HyperNodeDeleted(
+        id=f"evt-hypernode-deleted-{name}",
+        source="tephra://kube-bridge",
+        time=_at(31),
+        cluster=CLUSTER,
+        subject=f"hypernode/{name}",
+        data=HyperNodeDeletedData(name=name),
+    )
+
+
 def task_started(index: int = 0, *, event_id: str | None = None) -> TaskStarted:
     return TaskStarted(
         id=event_id or f"evt-task-started-{index}",
@@ -376,4 +415,6 @@ def sample_events() -> list[Event]:
         session_committed(),
         session_part(),
         leader_elected(),
+        hypernode_upserted(),
+        hypernode_deleted(),
     ]

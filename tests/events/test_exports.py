@@ -10,6 +10,8 @@ def test_all_is_pinned() -> None:
         "EVENT_TYPES",
         "Event",
         "EventDecodeError",
+        "HyperNodeDeleted",
+        "HyperNodeUpserted",
         "JobCancelled",
         "JobRejected",
         "JobSubmitted",

@@ -21,6 +21,8 @@ ROUTES = {
     "tephra.node.removed.v1": "observations",
     "tephra.task.started.v1": "observations",
     "tephra.task.finished.v1": "observations",
+    "tephra.hypernode.upserted.v1": "observations",
+    "tephra.hypernode.deleted.v1": "observations",
     "tephra.session.committed.v1": "decisions",
     "tephra.session.part.v1": "decisions",
     "tephra.leader.elected.v1": "decisions",

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 from scheduler.core.snapshot import (
     ClusterSnapshot,
+    HyperNode,
+    HyperNodeMember,
     Job,
     LabelSelector,
+    NetworkTopology,
     Node,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -107,6 +111,26 @@ def _rich() -> ClusterSnapshot:
             Job(namespace="a", name="z", queue="default"),
         ),
     )
+
+
+def test_equal_with_hypernodes_and_network_topology() -> None:
+    rich = _rich()
+    members = (
+        HyperNodeMember("Node", exact="g1"),
+        HyperNodeMember("Node", regex="^g"),
+        HyperNodeMember("Node", labels=SELECTOR),
+    )
+    hypernodes = (
+        HyperNode("s1", 1, members, "leaf"),
+        HyperNode("s0", 1, (HyperNodeMember("Node", exact="g2"),)),
+        HyperNode(
+            "spine", 2, (HyperNodeMember("HyperNode", exact="s0"), HyperNodeMember("HyperNode", exact="s1"))
+        ),
+    )
+    train = dataclasses.replace(rich.jobs[0], network_topology=NetworkTopology("soft", None, "leaf"))
+    snapshot = dataclasses.replace(rich, hypernodes=hypernodes, jobs=(train, rich.jobs[1]))
+    assert input_digest(snapshot) == snapshot_digest(snapshot)
+    assert input_digest(snapshot) != input_digest(rich)
 
 
 def test_the_specialised_encoders_describe_the_current_snapshot_types() -> None:

@@ -13,6 +13,8 @@
    * a placed task goes on Idle (Allocate) or else on FutureIdle (Pipeline);
      after each placement a ready job ends its visit (one more task per
      visit for elastic jobs).
+   A job with a network topology (when a plugin gives hyperNode gradients) is visited by
+   ``hypernode_allocate.visit_in_hypernodes`` instead: dry runs inside each hyperNode.
 3. After the visit: ready → commit, and re-queue the job if tasks remain;
    else pipelined → leave the placements in the session uncommitted;
    else discard (reverse order).
@@ -20,9 +22,16 @@
 
 from __future__ import annotations
 
+from functools import partial
+
+import numpy as np
+import numpy.typing as npt
+
 from scheduler.core.actions.common import JobHeap, QueueRotation
+from scheduler.core.actions.hypernode_allocate import visit_in_hypernodes
 from scheduler.core.config import ActionName
 from scheduler.core.framework import Session
+from scheduler.core.hypernodes import CLUSTER_TOP
 from scheduler.core.placement import PlacementIndex
 from scheduler.core.reasons import Reason
 from scheduler.core.snapshot import PodGroupPhase, TaskStatus
@@ -31,6 +40,8 @@ from scheduler.core.statement import Statement
 from scheduler.core.trace import GangNotReady, JobSkipped, StatementClosed, TaskPlaced, TaskUnplaced
 
 __all__ = ["AllocateAction", "gang_reason", "need_continue_allocating"]
+
+IntArray = npt.NDArray[np.int64]
 
 
 def need_continue_allocating(job: JobState, failed_roles: set[str]) -> bool:
@@ -109,7 +120,7 @@ class AllocateAction:
             job = heap.pop()
             tasks, cursor = worksheets[job.uid]
             stmt = Statement(ssn)
-            if self._visit(ssn, index, job, tasks=tasks, cursor=cursor, stmt=stmt):
+            if self._visit_job(ssn, index, job, tasks=tasks, cursor=cursor, stmt=stmt):
                 placed = len(stmt)
                 stmt.commit()
                 ssn.step(StatementClosed(self.name, job.uid, "committed", placed))
@@ -132,7 +143,7 @@ class AllocateAction:
             # The visit moved only this queue's allocation.
             rotation.refresh(queue)
 
-    def _visit(
+    def _visit_job(
         self,
         ssn: Session,
         index: PlacementIndex,
@@ -142,9 +153,40 @@ class AllocateAction:
         cursor: list[int],
         stmt: Statement,
     ) -> bool:
-        """Place the job's next tasks; returns whether the job is ready afterwards."""
+        """One visit: confined to hyperNodes when the job has a network topology and a plugin
+        gives hyperNode gradients, else over every node."""
+        gradients = None
+        if job.uid in ssn.topologies and ssn.highest_tier(job) is not None:
+            gradients = ssn.hypernode_gradients(job)
+        if gradients is None:
+            return self._visit(ssn, index, job, tasks=tasks, cursor=cursor, stmt=stmt)
+
+        def confined(local: list[int], trial: Statement, allowed: IntArray, hypernode: str) -> bool:
+            return self._visit(
+                ssn, index, job, tasks=tasks, cursor=local, stmt=trial, allowed=allowed, hypernode=hypernode
+            )
+
+        return visit_in_hypernodes(ssn, job, gradients, cursor=cursor, stmt=stmt, visit=confined)
+
+    def _visit(
+        self,
+        ssn: Session,
+        index: PlacementIndex,
+        job: JobState,
+        *,
+        tasks: list[TaskState],
+        cursor: list[int],
+        stmt: Statement,
+        allowed: IntArray | None = None,
+        hypernode: str | None = None,
+    ) -> bool:
+        """Place the job's next tasks (on the ``allowed`` rows only, the nodes of ``hypernode``,
+        when given); returns whether the job is ready afterwards."""
         queue = ssn.queue_of(job)
         failed_roles: set[str] = set()
+        # Inside a hyperNode: the hyperNode the job's placed tasks span, kept up to date as
+        # this visit places more, for the topology node order (Volcano's JobAllocatedHyperNode).
+        spanned = ssn.allocated_hypernodes.get(job.uid) if allowed is not None else None
         # JobReady after the latest placement (placements are the only change a visit makes).
         ready: bool | None = None
         while cursor[0] < len(tasks):
@@ -159,10 +201,14 @@ class AllocateAction:
                 message = f"Task {task.uid} with role spec {task.role} has already predicated failed, skip"
                 ssn.step(TaskUnplaced(self.name, job.uid, task.uid, "predicate-failed", message))
                 continue
-            row, on_idle = index.choose_gradient(task)
+            if allowed is None:
+                row, on_idle = index.choose_gradient(task)
+            else:
+                row, on_idle = index.choose_gradient_within(
+                    task, allowed, partial(ssn.topology_node_scores, job, spanned)
+                )
             if row < 0:
-                errors = index.fit_errors(task)
-                reason = errors.reason()
+                reason = _fit_reason(index, task, allowed, hypernode)
                 ssn.explain(job.uid, reason, keep_first=True)
                 ssn.step(TaskUnplaced(self.name, job.uid, task.uid, reason.code, reason.message))
                 failed_roles.add(task.role)
@@ -178,10 +224,34 @@ class AllocateAction:
                 stmt.pipeline(task, row)
                 pipelined = True
             ssn.step(TaskPlaced(self.name, job.uid, task.uid, nodes.names[row], pipelined))
+            if allowed is not None:
+                spanned = _spanned_after(ssn, spanned, row)
             ready = ssn.job_ready(job)
             if ready:
                 break
         return ssn.job_ready(job) if ready is None else ready
+
+
+def _fit_reason(
+    index: PlacementIndex, task: TaskState, allowed: IntArray | None, hypernode: str | None
+) -> Reason:
+    """Why ``task`` fits no node (of ``allowed``, the nodes of ``hypernode``, when given)."""
+    if allowed is None:
+        return index.fit_errors(task).reason()
+    reason = index.fit_errors_within(task, allowed).reason()
+    if hypernode is None or hypernode == CLUSTER_TOP:
+        return reason
+    # Volcano's FitErrors text inside a hyperNode.
+    detail = {**reason.detail, "hypernode": hypernode}
+    return Reason(reason.code, f"In hyperNode {hypernode}: {reason.message}", detail)
+
+
+def _spanned_after(ssn: Session, spanned: str | None, row: int) -> str | None:
+    """The hyperNode a job spans once a task is on ``row`` (Volcano ``getNewAllocatedHyperNode``)."""
+    lowest = ssn.hypernodes.lowest[row]
+    if lowest is None:
+        return spanned
+    return lowest if spanned is None else ssn.hypernodes.lca(lowest, spanned)
 
 
 def _overused_reason(ssn: Session, queue: str) -> Reason:

@@ -1,6 +1,7 @@
 """preempt: evict lower-priority tasks of the same queue (Volcano ``actions/preempt``).
 
-Preemptors are the starving, valid, non-Pending jobs.  Per queue (queue
+Preemptors are the starving, valid, non-Pending jobs without a network topology (Volcano
+skips those: "jobs containing networkTopology do not support preemption").  Per queue (queue
 order):
 
 A. between jobs: jobs in job order, one statement each; while the job is
@@ -126,7 +127,7 @@ class PreemptAction:
         for job in ssn.jobs.values():
             if job.phase is PodGroupPhase.PENDING or ssn.job_valid(job) is not None:
                 continue
-            if not ssn.job_starving(job):
+            if not ssn.job_starving(job) or job.uid in ssn.topologies:
                 continue
             heaps.setdefault(job.queue, JobHeap(ssn)).push(job)
             starving.setdefault(job.queue, []).append(job)
