@@ -59,9 +59,19 @@ from events.models import (
 )
 from events.names import invalid_name, is_dns_label, is_dns_subdomain
 from events.quantity import PODS, QuantityError, format_resources, parse_quantity
+from kube.bridge.objects import dns_label
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
 from scheduler.core.config import ConfigError, config_warnings, parse_scheduler_config
 from scheduler.core.snapshot import LabelSelector, PodAffinityTerm, TopologySpreadConstraint
+from scheduler.manifest.pods import (
+    GROUP_ANNOTATION,
+    PodGroupManifest,
+    PodManifest,
+    group_of,
+    lone_pod_group,
+    read_pod,
+    read_podgroup,
+)
 from scheduler.podspec import (
     MISSING,
     PodSpecError,
@@ -94,6 +104,7 @@ _MISSING: Any = MISSING  # one sentinel with scheduler.podspec, so its errors pa
 _YAML_LOADER: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _M = TypeVar("_M", bound=BaseModel)
 _T = TypeVar("_T")
+_I = TypeVar("_I")
 
 #: Kubernetes' limit on an object's annotations, keys and values together (TotalAnnotationSizeLimitB).
 ANNOTATIONS_MAX_BYTES = 256 * 1024
@@ -439,7 +450,10 @@ class _Task:
 
 def _job_annotations(doc: _Doc, meta: Mapping[str, Any]) -> dict[str, str]:
     """The job's annotations, within Kubernetes' size limit, with a valid simulated runtime."""
-    annotations = _string_map(doc, meta.get("annotations"), "metadata.annotations")
+    return _checked_annotations(doc, _string_map(doc, meta.get("annotations"), "metadata.annotations"))
+
+
+def _checked_annotations(doc: _Doc, annotations: dict[str, str]) -> dict[str, str]:
     size = sum(len(key.encode()) + len(value.encode()) for key, value in annotations.items())
     if size > ANNOTATIONS_MAX_BYTES:
         doc.fail(
@@ -581,6 +595,30 @@ def _task(
 
     pod_path = f"{path}.template.spec"
     pod = _mapping(doc, _required(doc, template, "spec", f"{path}.template"), pod_path)
+    fields = _pod_fields(doc, pod, pod_path)
+    spec = TaskSpec.model_validate(
+        # resources as quantity strings: an integer given to the model is read as a quantity
+        {
+            **fields,
+            "name": name,
+            "replicas": replicas,
+            "min_available": min_available,
+            "preemptable": preemptable,
+            "labels": pod_labels(tlabels, task=name),
+        }
+    )
+    return _task_of(spec, priority_values)
+
+
+def _task_of(spec: TaskSpec, priority_values: Mapping[str, int]) -> _Task:
+    usage = dict(spec.resources)
+    usage[PODS] = usage.get(PODS, 0) + 1  # quota-style usage: every pod counts one `pods`
+    priority_class = spec.priority_class
+    return _Task(spec, usage, priority_values.get(priority_class, 0) if priority_class else 0)
+
+
+def _pod_fields(doc: _Doc, pod: Mapping[str, Any], pod_path: str) -> dict[str, Any]:
+    """The TaskSpec fields a pod spec gives, read as every door reads it (warnings included)."""
     requests = _pod_requests(doc, pod, pod_path)
     for where, why in ignored_pod_fields(pod, pod_path):
         doc.warn(where, why)
@@ -594,33 +632,19 @@ def _task(
         )
     priority_class = _optional_string(doc, pod.get("priorityClassName"), f"{pod_path}.priorityClassName")
     constraints = _pod_field(doc, pod_constraints, pod, pod_path)
-
-    spec = TaskSpec.model_validate(
-        # resources as quantity strings: an integer given to the model is read as a quantity
-        {
-            "name": name,
-            "replicas": replicas,
-            "min_available": min_available,
-            "resources": format_resources(requests),
-            "node_selector": _string_map(doc, pod.get("nodeSelector"), f"{pod_path}.nodeSelector"),
-            "tolerations": _tolerations(doc, pod.get("tolerations"), f"{pod_path}.tolerations"),
-            "required_node_affinity": _required_node_affinity(
-                doc, pod.get("affinity"), f"{pod_path}.affinity"
-            ),
-            "preemptable": preemptable,
-            "priority_class": priority_class,
-            "preemption_policy": _preemption_policy(
-                doc, pod.get("preemptionPolicy"), f"{pod_path}.preemptionPolicy"
-            ),
-            "labels": pod_labels(tlabels, task=name),
-            "pod_affinity": [_affinity_term_event(term) for term in constraints.affinity],
-            "pod_anti_affinity": [_affinity_term_event(term) for term in constraints.anti_affinity],
-            "topology_spread": [_spread_event(c) for c in constraints.topology_spread],
-        }
-    )
-    usage = dict(requests)
-    usage[PODS] = usage.get(PODS, 0) + 1  # quota-style usage: every pod counts one `pods`
-    return _Task(spec, usage, priority_values.get(priority_class, 0) if priority_class else 0)
+    return {
+        "resources": format_resources(requests),
+        "node_selector": _string_map(doc, pod.get("nodeSelector"), f"{pod_path}.nodeSelector"),
+        "tolerations": _tolerations(doc, pod.get("tolerations"), f"{pod_path}.tolerations"),
+        "required_node_affinity": _required_node_affinity(doc, pod.get("affinity"), f"{pod_path}.affinity"),
+        "priority_class": priority_class,
+        "preemption_policy": _preemption_policy(
+            doc, pod.get("preemptionPolicy"), f"{pod_path}.preemptionPolicy"
+        ),
+        "pod_affinity": [_affinity_term_event(term) for term in constraints.affinity],
+        "pod_anti_affinity": [_affinity_term_event(term) for term in constraints.anti_affinity],
+        "topology_spread": [_spread_event(c) for c in constraints.topology_spread],
+    }
 
 
 def _tolerations(doc: _Doc, value: Any, path: str) -> list[Toleration]:
@@ -762,6 +786,147 @@ def _min_resources(tasks: Sequence[_Task], min_available: int, task_min_total: i
     return dict(sorted((k, v) for k, v in total.items() if v))
 
 
+# --------------------------------------------------------------------------- PodGroup and Pod
+
+#: A PodGroup (or a bare Pod's one-pod gang) and the documents of its pods.
+_GroupMembers = list[tuple[_Doc, PodManifest]]
+
+
+def _shared(doc: _Doc, read: Callable[[_I], _T], value: _I) -> _T:
+    """A kind read by the shared manifest model (:mod:`scheduler.manifest`), its problems at ``doc``."""
+    try:
+        return read(value)
+    except PodSpecError as exc:
+        doc.fail(exc.path, exc.expected, exc.got)
+
+
+def _pod_group_job(
+    doc: _Doc,
+    group: PodGroupManifest,
+    pods: _GroupMembers,
+    env: _Envelope,
+    priority_values: Mapping[str, int],
+) -> ManifestObject:
+    """A PodGroup and its pods as one job: each pod a task ``<namespace>/<pod name>`` of its own spec,
+    with its role, and the group's minMember, minTaskMember and minResources as given."""
+    for path, value in group.cluster_state():
+        doc.warn(path, f"{value!r} ignored: it is cluster state, and a submitted job starts Pending")
+    if not pods:
+        doc.fail(
+            "metadata.name",
+            f"no Pod in this submission names PodGroup {group.uid} in {GROUP_ANNOTATION}; "
+            "submit a PodGroup together with its pods",
+        )
+    tasks: list[TaskSpec] = []
+    for pod_doc, pod in sorted(pods, key=lambda member: member[1].name):
+        for path, value in pod.cluster_state():
+            pod_doc.warn(path, f"{value!r} ignored: it is cluster state; the scheduler places the pod")
+        fields = _pod_fields(pod_doc, pod.spec, "spec")
+        if pod.priority is not None:
+            expected = priority_values.get(pod.priority_class) if pod.priority_class else None
+            if expected != pod.priority:
+                known = f" ({expected})" if expected is not None else ""
+                pod_doc.fail(
+                    "spec.priority",
+                    f"expected no value, or the value of the pod's PriorityClass{known}: Kubernetes' "
+                    "Priority admission sets it from spec.priorityClassName",
+                    pod.priority,
+                )
+        tasks.append(
+            TaskSpec.model_validate(
+                {
+                    **fields,
+                    "name": dns_label(pod.name),
+                    "replicas": 1,
+                    "preemptable": pod.preemptable,
+                    "labels": pod.labels,
+                    "pod_names": [pod.name],
+                    "role": pod.role,
+                    # A PodGroup's pods keep their own class (none: the cluster's default).
+                    "inherits_job_priority_class": False,
+                }
+            )
+        )
+    if group.min_member > len(tasks):
+        doc.warn(
+            "spec.minMember",
+            f"{group.min_member} pods needed but {len(tasks)} given: the gang waits for pods "
+            "that no submission adds later",
+        )
+    data = JobSubmittedData.model_validate(
+        {
+            "namespace": group.namespace,
+            "name": group.name,
+            "queue": group.queue,
+            "priority_class": group.priority_class,
+            "min_available": group.min_member,
+            "min_resources": None if group.min_resources is None else format_resources(group.min_resources),
+            "tasks": tasks,
+            "labels": group.labels,
+            "annotations": _checked_annotations(doc, dict(group.annotations)),
+            "min_task_member": group.min_task_member,
+        }
+    )
+    job_id = data.job_id
+    return ManifestObject(
+        f"job/{job_id}", JobSubmitted(data=data, **env.fields(f"job/{job_id}")), doc.file, doc.index
+    )
+
+
+@dataclass
+class _PodDocuments:
+    """The PodGroups and Pods of a submission, read before any becomes a job: a PodGroup's job
+    needs every pod that names it, wherever in the submission it comes."""
+
+    models: dict[int, PodGroupManifest | PodManifest] = field(default_factory=dict)
+    members: dict[str, _GroupMembers] = field(default_factory=dict)
+
+    @classmethod
+    def read(
+        cls, documents: Sequence[tuple[_Doc, str, dict[str, Any]]], errors: list[ManifestError]
+    ) -> _PodDocuments:
+        found = cls()
+        groups: dict[str, PodGroupManifest] = {}
+        for position, (doc, kind, value) in enumerate(documents):
+            try:
+                if kind == "podgroup":
+                    group = _shared(doc, read_podgroup, value)
+                    doc.name = group.uid
+                    groups.setdefault(group.uid, group)  # a second one is a duplicate job
+                    found.models[position] = group
+                elif kind == "pod":
+                    pod = _shared(doc, read_pod, value)
+                    doc.name = pod.uid
+                    found.models[position] = pod
+            except _DocumentInvalid as exc:
+                errors.append(exc.error)
+        for position, model in found.models.items():
+            if isinstance(model, PodManifest) and model.group is not None:
+                doc = documents[position][0]
+                try:
+                    group = _shared(doc, partial(group_of, groups=groups), model)
+                except _DocumentInvalid as exc:
+                    errors.append(exc.error)
+                    continue
+                found.members.setdefault(group.uid, []).append((doc, model))
+        return found
+
+    def job(
+        self, position: int, doc: _Doc, env: _Envelope, priority_values: Mapping[str, int]
+    ) -> tuple[ManifestObject, list[_Doc]] | None:
+        """The job document ``position`` stands for, with the documents it was read from;
+        None for a PodGroup's pod (its group's job holds it) or a document already refused."""
+        model = self.models.get(position)
+        if model is None or (isinstance(model, PodManifest) and model.group is not None):
+            return None
+        if isinstance(model, PodManifest):
+            group, pods = lone_pod_group(model), [(doc, model)]
+        else:
+            group, pods = model, self.members.get(model.uid, [])
+        obj = _pod_group_job(doc, group, pods, env, priority_values)
+        return obj, [doc, *(pod_doc for pod_doc, _ in pods if pod_doc is not doc)]
+
+
 # --------------------------------------------------------------------------- documents
 
 
@@ -771,6 +936,8 @@ _KINDS: dict[tuple[str, str], str] = {
     ("scheduling.k8s.io/v1", "PriorityClass"): "priorityclass",
     ("v1", "Node"): "node",
     ("tephra.dev/v1alpha1", "SchedulerConfiguration"): "schedulerconfiguration",
+    ("scheduling.volcano.sh/v1beta1", "PodGroup"): "podgroup",
+    ("v1", "Pod"): "pod",
 }
 
 
@@ -815,6 +982,19 @@ def _kind_of(doc: _Doc, value: Any) -> str:
     return known
 
 
+def _priority_values(documents: Sequence[tuple[_Doc, str, dict[str, Any]]]) -> dict[str, int]:
+    """PriorityClass values order a job's tasks when deriving minResources, so they are read first."""
+    values: dict[str, int] = {}
+    for _doc, kind, value in documents:
+        if (
+            kind == "priorityclass"
+            and isinstance(value.get("value"), int)
+            and isinstance(value.get("metadata"), dict)
+        ):
+            values[str(value["metadata"].get("name"))] = value["value"]
+    return values
+
+
 def parse_manifests(
     sources: Sequence[tuple[str, str]],
     *,
@@ -838,22 +1018,22 @@ def parse_manifests(
         except _DocumentInvalid as exc:
             errors.append(exc.error)
 
-    # PriorityClass values order a job's tasks when deriving minResources, so read them first.
-    priority_values: dict[str, int] = {}
-    for _doc, kind, value in documents:
-        if (
-            kind == "priorityclass"
-            and isinstance(value.get("value"), int)
-            and isinstance(value.get("metadata"), dict)
-        ):
-            priority_values[str(value["metadata"].get("name"))] = value["value"]
+    priority_values = _priority_values(documents)
 
+    pods = _PodDocuments.read(documents, errors)
     objects: list[ManifestObject] = []
     warnings: list[ManifestWarning] = []
     defined: dict[str, ManifestObject] = {}
-    for doc, kind, value in documents:
+    for position, (doc, kind, value) in enumerate(documents):
         try:
-            obj = _convert(doc, kind, value, env, priority_values)
+            if kind in _POD_KINDS:
+                job = pods.job(position, doc, env, priority_values)
+                if job is None:
+                    continue
+                obj, read_from = job
+                _check_names(doc, obj)
+            else:
+                obj, read_from = _convert(doc, kind, value, env, priority_values), [doc]
         except _DocumentInvalid as exc:
             errors.append(exc.error)
             continue
@@ -872,7 +1052,7 @@ def parse_manifests(
             continue
         defined[obj.ref] = obj
         objects.append(obj)
-        warnings.extend(doc.warnings)
+        warnings.extend(w for read in read_from for w in read.warnings)
     if errors:
         raise InvalidManifests(errors)
     return Manifests(tuple(objects), tuple(warnings))
@@ -929,15 +1109,30 @@ def _convert(
 ) -> ManifestObject:
     if kind == "job":
         obj = _volcano_job(doc, value, env, priority_values)
+    elif kind == "pod":
+        pod = _shared(doc, read_pod, value)
+        doc.name = pod.uid
+        if pod.group is not None:
+            doc.fail(
+                _at("metadata.annotations", GROUP_ANNOTATION), "a PodGroup's pod is read with its PodGroup"
+            )
+        obj = _pod_group_job(doc, lone_pod_group(pod), [(doc, pod)], env, priority_values)
+    elif kind == "podgroup":
+        doc.fail("kind", "a PodGroup is read together with its pods (submit them in one go)")
     else:
         obj = _CONVERTERS[kind](doc, value, env)
+    _check_names(doc, obj)
+    return obj
+
+
+def _check_names(doc: _Doc, obj: ManifestObject) -> None:
     if (problem := invalid_name(obj.event)) is not None:
         # The projector would reject it (invalid-name): the same check as for raw events.
         where, _, why = problem.partition(": ")
         doc.fail(f"(event {where})", why)
-    return obj
 
 
+_POD_KINDS = frozenset({"podgroup", "pod"})
 _CONVERTERS: dict[str, Callable[[_Doc, Mapping[str, Any], _Envelope], ManifestObject]] = {
     "queue": _queue,
     "priorityclass": _priority_class,

@@ -342,6 +342,8 @@ class JobState:
     #: The time of the event that finished the job (terminal phase, every task left
     #: Succeeded or Failed); None while it has not.
     finished_at: datetime | None = None
+    #: A PodGroup's ``minTaskMember`` as submitted; None: derived from ``task_specs``.
+    min_task_member: dict[str, int] | None = None
 
     # Spelled out: built per event (see above NodeState).
     def __init__(  # noqa: PLR0917 - the dataclass fields, in order
@@ -362,6 +364,7 @@ class JobState:
         ttl_seconds: int,
         phase_reason: str = "",
         finished_at: datetime | None = None,
+        min_task_member: dict[str, int] | None = None,
     ) -> None:
         self.id = id
         self.namespace = namespace
@@ -379,6 +382,7 @@ class JobState:
         self.ttl_seconds = ttl_seconds
         self.phase_reason = phase_reason
         self.finished_at = finished_at
+        self.min_task_member = min_task_member
 
     def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
         return reduce_through_init(self)
@@ -639,7 +643,9 @@ def new_tasks(job: JobState, spec: TaskSpec, pods: Iterable[tuple[int, str]]) ->
     The spec's fields are read once for all its pods (the fold builds every replica of a
     submitted job here, and the loaders one task at a time).
     """
-    priority_class = spec.priority_class if spec.priority_class is not None else job.priority_class
+    priority_class = spec.priority_class
+    if priority_class is None and spec.inherits_job_priority_class:
+        priority_class = job.priority_class
     role, resources, preemptable = spec.name, spec.resources, spec.preemptable
     node_selector, preemption_policy = spec.node_selector, spec.preemption_policy
     tolerations, affinity = tuple(spec.tolerations), tuple(spec.required_node_affinity)

@@ -406,7 +406,7 @@ def node_from_json(d: dict[str, Any]) -> NodeState:
 
 
 def job_to_json(j: JobState) -> dict[str, Any]:
-    return {
+    form = {
         "id": j.id,
         "namespace": j.namespace,
         "name": j.name,
@@ -423,6 +423,9 @@ def job_to_json(j: JobState) -> dict[str, Any]:
         "ttl_seconds": j.ttl_seconds,
         "finished_at": None if j.finished_at is None else isoformat(j.finished_at),
     }
+    if j.min_task_member is not None:  # added later: absent keeps older jobs' form and bytes
+        form["min_task_member"] = j.min_task_member
+    return form
 
 
 def job_from_json(d: dict[str, Any], specs: dict[bytes, TaskSpec] | None = None) -> JobState:
@@ -445,6 +448,7 @@ def job_from_json(d: dict[str, Any], specs: dict[bytes, TaskSpec] | None = None)
         tasks=[],
         ttl_seconds=d["ttl_seconds"],
         finished_at=None if (finished := d["finished_at"]) is None else _parse_time(finished),
+        min_task_member=d.get("min_task_member"),
     )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,6 +42,14 @@ from scheduler.core.snapshot import (
     TaskStatus,
     Toleration,
 )
+from scheduler.manifest.pods import (
+    PREEMPTABLE_KEY,
+    PodGroupManifest,
+    PodManifest,
+    group_of,
+    read_pod,
+    read_podgroup,
+)
 from scheduler.podspec import (
     MISSING,
     PodSpecError,
@@ -56,10 +65,8 @@ from scheduler.podspec import (
 __all__ = ["Scenario", "ScenarioError", "load_scenario"]
 
 _T = TypeVar("_T")
+_I = TypeVar("_I")
 
-GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-ROLE_KEY = "volcano.sh/task-spec"
-PREEMPTABLE_KEY = "volcano.sh/preemptable"
 DEFAULT_QUEUE = "default"
 
 
@@ -293,46 +300,28 @@ def _pod_field(
 
 def _pod_task(
     doc: _Doc,
-    namespace: str,
-    name: str,
+    pod: PodManifest,
     *,
-    meta: Mapping[str, Any],
-    spec: Mapping[str, Any],
-    status: Mapping[str, Any],
     classes: Mapping[str, PriorityClass],
-    where: str,
+    where: str = "spec",
     role: str | None = None,
-    job_meta: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
     job_priority_class: str | None = None,
-    job_queue: str = "default",
 ) -> Task:
-    labels = doc.labels(meta.get("labels"), "metadata.labels")
-    annotations = doc.labels(meta.get("annotations"), "metadata.annotations")
-    if job_meta is not None:
-        # Volcano's job controller (createJobPod) copies the job's preemptable annotation and
-        # label over the template's.
-        for key, values in (("annotations", annotations), ("labels", labels)):
-            job_values = doc.labels(job_meta.get(key), f"metadata.{key}")
-            if PREEMPTABLE_KEY in job_values:
-                values[PREEMPTABLE_KEY] = job_values[PREEMPTABLE_KEY]
-    phase = status.get("phase") or "Pending"
-    node = spec.get("nodeName") or None
-    if phase == "Pending":
-        task_status = TaskStatus.BOUND if node else TaskStatus.PENDING
-    elif phase == "Running":
+    """One task from a pod read by the shared model (:mod:`scheduler.manifest.pods`)."""
+    spec = pod.spec
+    if pod.phase == "Pending":
+        task_status = TaskStatus.BOUND if pod.node_name else TaskStatus.PENDING
+    elif pod.phase == "Running":
         task_status = TaskStatus.RUNNING
-    elif phase in ("Succeeded", "Failed"):
-        task_status = TaskStatus(phase)
     else:
-        raise doc.fail("status.phase", "expected Pending, Running, Succeeded or Failed")
-    if meta.get("deletionTimestamp") and task_status in (TaskStatus.RUNNING, TaskStatus.BOUND):
+        task_status = TaskStatus(pod.phase)
+    if pod.deleting and task_status in (TaskStatus.RUNNING, TaskStatus.BOUND):
         task_status = TaskStatus.RELEASING
-    if task_status in (TaskStatus.RUNNING, TaskStatus.BOUND) and not node:
-        raise doc.fail(f"{where}.nodeName", f"a {phase} pod must name its node")
-    pc_name = spec.get("priorityClassName") or job_priority_class  # the job's when the template names none
+    pc_name = pod.priority_class or job_priority_class  # the job's when the template names none
     # Kubernetes' Priority admission: the named class, else the cluster's global default.
     pc = classes.get(pc_name) if pc_name else _global_default(classes)
-    priority = spec.get("priority")
+    priority = pod.priority
     if priority is None and pc is not None:
         priority = pc.value  # the API server resolves it from the PriorityClass
     # The class's policy reaches the pod (Priority admission); its default PreemptLowerPriority is
@@ -340,39 +329,38 @@ def _pod_task(
     policy = spec.get("preemptionPolicy") or (
         "Never" if pc is not None and pc.preemption_policy == "Never" else None
     )
-    preemptable = annotations.get(PREEMPTABLE_KEY, labels.get(PREEMPTABLE_KEY, "true"))
     selector = doc.mapping(spec.get("nodeSelector"), f"{where}.nodeSelector")
-    if job_meta is not None:
-        labels = job_pod_labels(
-            labels,
-            job_labels=doc.labels(job_meta.get("labels"), "metadata.labels"),
-            job=str(job_meta.get("name")),
-            namespace=namespace,
-            queue=job_queue,
-            task=role or "",
-        )
     constraints = _pod_field(doc, pod_constraints, spec, where)
     return Task(
-        namespace=namespace,
-        name=name,
+        namespace=pod.namespace,
+        name=pod.name,
         resources=_pod_field(doc, pod_requests, spec, where),
         status=task_status,
-        node=str(node) if node else None,
-        role=role if role is not None else annotations.get(ROLE_KEY, labels.get(ROLE_KEY, "")),
-        priority=None if priority is None else doc.integer(priority, f"{where}.priority", 1),
-        preemptable=preemptable.lower() in ("true", "1", "t", "yes"),
+        node=pod.node_name,
+        role=role if role is not None else pod.role,
+        priority=priority,
+        preemptable=pod.preemptable,
         node_selector={str(k): str(v) for k, v in selector.items()},
         tolerations=_tolerations(doc, spec.get("tolerations"), f"{where}.tolerations"),
         required_affinity=_affinity(doc, spec, where),
         preemption_policy=policy,
         priority_class=pc_name,
-        created=doc.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        created=pod.created,
         scheduling_gates=_pod_field(doc, scheduling_gates, spec, where),
-        labels=dict(sorted(labels.items())),
+        labels=dict(sorted((pod.labels if labels is None else labels).items())),
         pod_affinity=constraints.affinity,
         pod_anti_affinity=constraints.anti_affinity,
         topology_spread=constraints.topology_spread,
     )
+
+
+def _read(doc: _Doc, read: Callable[[_I], _T], body: _I, prefix: str = "") -> _T:
+    """A kind read by the shared manifest model, its problems as this door's errors."""
+    try:
+        return read(body)
+    except PodSpecError as exc:
+        got = "" if exc.got is MISSING else f", got {exc.got!r}"
+        raise doc.fail(f"{prefix}{exc.path}", f"{exc.expected}{got}") from exc
 
 
 def _global_default(classes: Mapping[str, PriorityClass]) -> PriorityClass | None:
@@ -381,33 +369,42 @@ def _global_default(classes: Mapping[str, PriorityClass]) -> PriorityClass | Non
     return defaults[0] if defaults else None
 
 
-def _podgroup(doc: _Doc) -> tuple[Job, str]:
-    meta = doc.mapping(doc.body.get("metadata"), "metadata")
-    spec = doc.mapping(doc.body.get("spec"), "spec")
-    status = doc.mapping(doc.body.get("status"), "status")
-    phase = status.get("phase") or "Pending"
-    try:
-        pg_phase = PodGroupPhase(phase)
-    except ValueError as exc:
-        raise doc.fail("status.phase", "expected Pending, Inqueue, Running, Unknown or Completed") from exc
-    min_res = spec.get("minResources")
-    namespace = str(meta.get("namespace") or "default")
-    job = Job(
-        namespace=namespace,
-        name=_name(doc, meta),
-        queue=str(spec.get("queue") or "default"),
-        min_member=doc.integer(spec.get("minMember"), "spec.minMember", 1),
-        min_task_member={
-            str(k): doc.integer(v, f"spec.minTaskMember.{k}", 0)
-            for k, v in doc.mapping(spec.get("minTaskMember"), "spec.minTaskMember").items()
-        },
-        min_resources=None if min_res is None else doc.resources(min_res, "spec.minResources"),
-        priority_class=spec.get("priorityClassName"),
-        phase=pg_phase,
-        created=doc.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        annotations=doc.labels(meta.get("annotations"), "metadata.annotations"),
+def _group_job(group: PodGroupManifest, tasks: tuple[Task, ...] = ()) -> Job:
+    return Job(
+        namespace=group.namespace,
+        name=group.name,
+        queue=group.queue,
+        min_member=group.min_member,
+        min_task_member=dict(group.min_task_member),
+        min_resources=group.min_resources,
+        priority_class=group.priority_class,
+        phase=group.phase,
+        tasks=tasks,
+        created=group.created,
+        annotations=dict(group.annotations),
     )
-    return job, namespace
+
+
+def _template_pod(
+    doc: _Doc,
+    index: int,
+    *,
+    namespace: str,
+    job_meta: Mapping[str, Any],
+    meta: Mapping[str, Any],
+    spec: Mapping[str, Any],
+) -> PodManifest:
+    """Task ``index``'s template as the pod Volcano's job controller makes of it: the job's
+    preemptable annotation and label copied over the template's (createJobPod)."""
+    maps: dict[str, dict[str, Any]] = {}
+    for key in ("annotations", "labels"):
+        values = dict(doc.mapping(meta.get(key), f"spec.tasks[{index}].template.metadata.{key}"))
+        job_values = doc.mapping(job_meta.get(key), f"metadata.{key}")
+        if PREEMPTABLE_KEY in job_values:
+            values[PREEMPTABLE_KEY] = job_values[PREEMPTABLE_KEY]
+        maps[key] = values
+    body = {"metadata": {"name": "template", "namespace": namespace, **maps}, "spec": spec}
+    return _read(doc, read_pod, body, prefix=f"spec.tasks[{index}].template.")
 
 
 def _vcjob(doc: _Doc, classes: Mapping[str, PriorityClass]) -> Job:
@@ -428,20 +425,24 @@ def _vcjob(doc: _Doc, classes: Mapping[str, PriorityClass]) -> Job:
         tmeta = doc.mapping(template.get("metadata"), f"spec.tasks[{i}].template.metadata")
         tspec = doc.mapping(template.get("spec"), f"spec.tasks[{i}].template.spec")
         where = f"spec.tasks[{i}].template.spec"
+        template_pod = _template_pod(doc, i, namespace=namespace, job_meta=meta, meta=tmeta, spec=tspec)
+        labels = job_pod_labels(
+            template_pod.labels,
+            job_labels=doc.labels(meta.get("labels"), "metadata.labels"),
+            job=name,
+            namespace=namespace,
+            queue=str(spec.get("queue") or "default"),
+            task=tname,
+        )
         for index in range(replicas):
             pod = _pod_task(
                 doc,
-                namespace,
-                f"{name}-{tname}-{index}",
-                meta=tmeta,
-                spec=tspec,
-                status={},
+                template_pod.model_copy(update={"name": f"{name}-{tname}-{index}"}),
                 classes=classes,
                 where=where,
                 role=tname,
-                job_meta=meta,
+                labels=labels,
                 job_priority_class=spec.get("priorityClassName"),
-                job_queue=str(spec.get("queue") or "default"),
             )
             tasks.append(pod)
         task_min = doc.integer(t.get("minAvailable"), f"spec.tasks[{i}].minAvailable", replicas)
@@ -544,31 +545,18 @@ def _check_unique(objects: list[tuple[str, _Doc]]) -> None:
 def _attach_pod(
     doc: _Doc,
     jobs: dict[str, tuple[Job, list[Task]]],
+    groups: Mapping[str, PodGroupManifest],
     classes: Mapping[str, PriorityClass],
     node_names: set[str],
 ) -> None:
-    meta = doc.mapping(doc.body.get("metadata"), "metadata")
-    annotations = doc.labels(meta.get("annotations"), "metadata.annotations")
-    namespace = str(meta.get("namespace") or "default")
-    group = annotations.get(GROUP_ANNOTATION)
-    if not group:
-        raise doc.fail(f"metadata.annotations.{GROUP_ANNOTATION}", "expected the pod's PodGroup name")
-    uid = f"{namespace}/{group}"
-    if uid not in jobs:
-        raise doc.fail(f"metadata.annotations.{GROUP_ANNOTATION}", f"no PodGroup {uid} in this file")
-    task = _pod_task(
-        doc,
-        namespace,
-        _name(doc, meta),
-        meta=meta,
-        spec=doc.mapping(doc.body.get("spec"), "spec"),
-        status=doc.mapping(doc.body.get("status"), "status"),
-        classes=classes,
-        where="spec",
-    )
+    pod = _read(doc, read_pod, doc.body)
+    group = _read(doc, partial(group_of, groups=groups), pod)
+    task = _pod_task(doc, pod, classes=classes)
     if task.node is not None and task.node not in node_names:
         raise doc.fail("spec.nodeName", f"no Node {task.node} in this file")
-    jobs[uid][1].append(task)
+    if group.uid not in jobs:  # a pod without a PodGroup: its one-pod gang
+        jobs[group.uid] = (_group_job(group), [])
+    jobs[group.uid][1].append(task)
 
 
 def _snapshot(objects: list[tuple[str, _Doc]]) -> ClusterSnapshot:
@@ -583,15 +571,17 @@ def _snapshot(objects: list[tuple[str, _Doc]]) -> ClusterSnapshot:
         # Volcano's scheduler creates `default` when it starts (scheduler.service.default_queue).
         queues.append(Queue(name=DEFAULT_QUEUE))
     jobs: dict[str, tuple[Job, list[Task]]] = {}
+    groups: dict[str, PodGroupManifest] = {}
     for doc in by_kind.get("PodGroup", []):
-        group, _ = _podgroup(doc)
-        jobs[group.uid] = (group, [])
+        group = _read(doc, read_podgroup, doc.body)
+        groups[group.uid] = group
+        jobs[group.uid] = (_group_job(group), [])
     for doc in by_kind.get("Job", []):
         vcjob = _vcjob(doc, classes)
         jobs[vcjob.uid] = (vcjob, list(vcjob.tasks))
     node_names = {n.name for n in nodes}
     for doc in by_kind.get("Pod", []):
-        _attach_pod(doc, jobs, classes, node_names)
+        _attach_pod(doc, jobs, groups, classes, node_names)
     return ClusterSnapshot(
         nodes=tuple(sorted(nodes, key=lambda n: n.name)),
         queues=tuple(sorted(queues, key=lambda q: q.name)),

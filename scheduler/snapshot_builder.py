@@ -151,8 +151,10 @@ def job_snapshot(state: ClusterState, job: JobState, default_class: PriorityClas
     classes = state.priority_classes
     # Only specs with pod-level fields (labels, pod affinity, spread): most jobs have none.
     specs = {s.name: s for s in job.task_specs if _has_pod_terms(s)}
+    # A PodGroup's pods may carry a role other than their spec's name (most jobs: none do).
+    roles = {s.name: s.role for s in job.task_specs if s.role is not None}
     tasks = tuple(
-        _task(task, job, classes, default_class, specs)
+        _task(task, job, classes, default_class, specs=specs, roles=roles)
         for task in (state.tasks[task_id] for task_id in job.tasks)
         if not terminal or task.status in OCCUPYING
     )
@@ -199,7 +201,9 @@ def _job(job: JobState, tasks: tuple[Task, ...]) -> Job:
         name=job.name,
         queue=job.queue,
         min_member=job.min_available,
-        min_task_member={
+        min_task_member=dict(job.min_task_member)
+        if job.min_task_member is not None
+        else {
             spec.name: spec.replicas if spec.min_available is None else spec.min_available
             for spec in job.task_specs
         },
@@ -217,7 +221,9 @@ def _task(
     job: JobState,
     classes: dict[str, PriorityClassState],
     default_class: PriorityClassState | None,
+    *,
     specs: dict[str, TaskSpec],
+    roles: dict[str, str],
 ) -> Task:
     labels, affinity, anti_affinity, spread = _pod_terms(specs.get(task.role))
     return Task(
@@ -227,7 +233,7 @@ def _task(
         resources=_bounded(task.resources),
         status=_TASK_STATUS[task.status],
         node=task.node,
-        role=task.role,
+        role=roles.get(task.role, task.role),
         priority=_priority(task.priority_class, classes, default_class),
         preemptable=task.preemptable,
         node_selector=task.node_selector,
