@@ -873,6 +873,15 @@ def _pod_group_job(
     )
 
 
+def _uid_of(value: Mapping[str, Any]) -> str | None:
+    """``<namespace>/<name>`` as the document gives it, when it gives a name."""
+    meta = value.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        return None
+    namespace = meta.get("namespace") or "default"
+    return f"{namespace}/{meta['name']}" if isinstance(namespace, str) else None
+
+
 @dataclass
 class _PodDocuments:
     """The PodGroups and Pods of a submission, read before any becomes a job: a PodGroup's job
@@ -887,7 +896,10 @@ class _PodDocuments:
     ) -> _PodDocuments:
         found = cls()
         groups: dict[str, PodGroupManifest] = {}
+        refused: set[str | None] = set()  # PodGroups already reported: their pods say nothing more
         for position, (doc, kind, value) in enumerate(documents):
+            if kind in _POD_KINDS:
+                doc.name = _uid_of(value)  # for errors before the model has read it
             try:
                 if kind == "podgroup":
                     group = _shared(doc, read_podgroup, value)
@@ -900,9 +912,13 @@ class _PodDocuments:
                     found.models[position] = pod
             except _DocumentInvalid as exc:
                 errors.append(exc.error)
+                if kind == "podgroup":
+                    refused.add(doc.name)
         for position, model in found.models.items():
             if isinstance(model, PodManifest) and model.group is not None:
                 doc = documents[position][0]
+                if f"{model.namespace}/{model.group}" in refused:
+                    continue
                 try:
                     group = _shared(doc, partial(group_of, groups=groups), model)
                 except _DocumentInvalid as exc:
@@ -1110,6 +1126,7 @@ def _convert(
     if kind == "job":
         obj = _volcano_job(doc, value, env, priority_values)
     elif kind == "pod":
+        doc.name = _uid_of(value)
         pod = _shared(doc, read_pod, value)
         doc.name = pod.uid
         if pod.group is not None:

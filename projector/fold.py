@@ -202,6 +202,7 @@ Touched: TypeAlias = tuple[tuple[str, str], ...]
 INVALID_EVENT_REASONS: Final = (
     "duplicate-job",  # JobSubmitted for a job id that exists
     "duplicate-task",  # JobSubmitted whose task ids collide (with each other or existing tasks)
+    "pod-names-mismatch",  # JobSubmitted naming a task's pods, but not one name per replica
     "job-missing",  # the event names a job that does not exist
     "job-finished",  # JobCancelled for a job already Completed, Failed or Cancelled
     "job-not-pending",  # JobRejected for a job already admitted
