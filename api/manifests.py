@@ -53,16 +53,16 @@ from events.models import (
     QueueUpsertedData,
     SchedulerConfigured,
     SchedulerConfiguredData,
-    Taint,
     TaskSpec,
     Toleration,
 )
 from events.names import invalid_name, is_dns_label, is_dns_subdomain
-from events.quantity import PODS, QuantityError, format_resources, parse_quantity
+from events.quantity import PODS, format_resources
 from kube.bridge.objects import dns_label
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
 from scheduler.core.config import ConfigError, config_warnings, parse_scheduler_config
 from scheduler.core.snapshot import LabelSelector, PodAffinityTerm, TopologySpreadConstraint
+from scheduler.manifest.cluster import read_node, read_priority_class, read_queue
 from scheduler.manifest.pods import (
     GROUP_ANNOTATION,
     PodGroupManifest,
@@ -249,12 +249,6 @@ def _integer(doc: _Doc, value: Any, path: str, minimum: int | None = None) -> in
     return value
 
 
-def _boolean(doc: _Doc, value: Any, path: str) -> bool:
-    if not isinstance(value, bool):
-        doc.fail(path, "expected true or false", value)
-    return value
-
-
 def _string_map(doc: _Doc, value: Any, path: str) -> dict[str, str]:
     """Labels, annotations, node selectors: string values only (quote ``"true"`` and numbers in YAML)."""
     out: dict[str, str] = {}
@@ -265,24 +259,6 @@ def _string_map(doc: _Doc, value: Any, path: str) -> dict[str, str]:
             doc.fail(_at(path, key), "expected a string (quote it in YAML)", item)
         out[key] = item
     return out
-
-
-def _resources(doc: _Doc, value: Any, path: str) -> dict[str, int]:
-    """Parsed to Tephra's integer units for arithmetic; hand models :func:`format_resources` of it
-    (an integer given to an event model is read as a quantity, not as units)."""
-    out: dict[str, int] = {}
-    for name, quantity in _mapping(doc, value, path).items():
-        if not isinstance(name, str):
-            doc.fail(path, "expected resource names as strings", name)
-        try:
-            out[name] = parse_quantity(name, quantity)
-        except QuantityError as exc:
-            doc.fail(
-                _at(path, name),
-                f"expected a Kubernetes quantity such as '500m', '2' or '8Gi' ({exc.why})",
-                quantity,
-            )
-    return dict(sorted(out.items()))
 
 
 def _model(doc: _Doc, model: type[_M], data: dict[str, Any], path: str) -> _M:
@@ -336,81 +312,49 @@ class _Envelope:
 
 
 def _priority_class(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
-    name = _name(doc, _mapping(doc, obj.get("metadata"), "metadata"), "metadata")
-    doc.name = name
-    value = _integer(doc, _required(doc, obj, "value", ""), "value")
-    data: dict[str, Any] = {"name": name, "value": value}
-    if obj.get("globalDefault") is not None:
-        data["global_default"] = _boolean(doc, obj["globalDefault"], "globalDefault")
-    if obj.get("preemptionPolicy") is not None:
-        data["preemption_policy"] = obj["preemptionPolicy"]
-    event = PriorityClassUpserted(
-        data=_model(doc, PriorityClassUpsertedData, data, ""), **env.fields(f"priorityclass/{name}")
+    pc = _shared(doc, read_priority_class, obj)
+    data = PriorityClassUpsertedData(
+        name=pc.name, value=pc.value, global_default=pc.global_default, preemption_policy=pc.preemption_policy
     )
-    return ManifestObject(f"priorityclass/{name}", event, doc.file, doc.index)
+    event = PriorityClassUpserted(data=data, **env.fields(f"priorityclass/{pc.name}"))
+    return ManifestObject(f"priorityclass/{pc.name}", event, doc.file, doc.index)
 
 
 def _queue(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
-    name = _name(doc, _mapping(doc, obj.get("metadata"), "metadata"), "metadata")
-    doc.name = name
-    spec = _mapping(doc, obj.get("spec"), "spec")
-    data: dict[str, Any] = {"name": name}
-    if spec.get("weight") is not None:
-        data["weight"] = _integer(doc, spec["weight"], "spec.weight", minimum=1)
-    for key in ("capability", "deserved"):
-        data[key] = format_resources(_resources(doc, spec.get(key), f"spec.{key}"))
-    guarantee = _mapping(doc, spec.get("guarantee"), "spec.guarantee")
-    data["guarantee"] = format_resources(
-        _resources(doc, guarantee.get("resource"), "spec.guarantee.resource")
+    queue = _shared(doc, read_queue, obj)
+    data = QueueUpsertedData.model_validate(
+        # resources as quantity strings: an integer given to the model is read as a quantity
+        {
+            "name": queue.name,
+            "weight": queue.weight,
+            "capability": format_resources(queue.capability),
+            "deserved": format_resources(queue.deserved),
+            "guarantee": format_resources(queue.guarantee),
+            "reclaimable": queue.reclaimable,
+            "priority": queue.priority,
+            "parent": queue.parent,
+            "state": queue.state,
+        }
     )
-    if spec.get("reclaimable") is not None:
-        data["reclaimable"] = _boolean(doc, spec["reclaimable"], "spec.reclaimable")
-    if spec.get("priority") is not None:
-        data["priority"] = _integer(doc, spec["priority"], "spec.priority", minimum=0)
-    if spec.get("parent") is not None:
-        data["parent"] = _string(doc, spec["parent"], "spec.parent")
-    state = _mapping(doc, obj.get("status"), "status").get("state")
-    if state is not None:
-        if state not in ("Open", "Closed", "Closing"):
-            doc.fail("status.state", "expected Open, Closed or Closing", state)
-        data["state"] = state
-    event = QueueUpserted(data=_model(doc, QueueUpsertedData, data, "spec"), **env.fields(f"queue/{name}"))
-    return ManifestObject(f"queue/{name}", event, doc.file, doc.index)
+    event = QueueUpserted(data=data, **env.fields(f"queue/{queue.name}"))
+    return ManifestObject(f"queue/{queue.name}", event, doc.file, doc.index)
 
 
 def _node(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
-    meta = _mapping(doc, obj.get("metadata"), "metadata")
-    name = _name(doc, meta, "metadata")
-    doc.name = name
-    spec = _mapping(doc, obj.get("spec"), "spec")
-    status = _mapping(doc, obj.get("status"), "status")
-    # A kubelet reports allocatable; hand-written nodes often give only capacity.
-    if status.get("allocatable") is not None:
-        allocatable = _resources(doc, status["allocatable"], "status.allocatable")
-    else:
-        allocatable = _resources(doc, status.get("capacity"), "status.capacity")
-    taints = [
-        _model(doc, Taint, _mapping(doc, raw, f"spec.taints[{i}]"), f"spec.taints[{i}]")
-        for i, raw in enumerate(_list(doc, spec.get("taints"), "spec.taints"))
-    ]
-    ready = True
-    for i, raw_condition in enumerate(_list(doc, status.get("conditions"), "status.conditions")):
-        condition = _mapping(doc, raw_condition, f"status.conditions[{i}]")
-        if condition.get("type") == "Ready":
-            ready = condition.get("status") == "True"
+    node = _shared(doc, read_node, obj)
     data = NodeReportedData.model_validate(
         # resources as quantity strings: an integer given to the model is read as a quantity
         {
-            "name": name,
-            "allocatable": format_resources(allocatable),
-            "labels": _string_map(doc, meta.get("labels"), "metadata.labels"),
-            "taints": taints,
-            "unschedulable": _boolean(doc, spec.get("unschedulable", False), "spec.unschedulable"),
-            "ready": ready,
+            "name": node.name,
+            "allocatable": format_resources(node.allocatable),
+            "labels": node.labels,
+            "taints": list(node.taints),
+            "unschedulable": node.unschedulable,
+            "ready": node.ready,
         }
     )
     return ManifestObject(
-        f"node/{name}", NodeReported(data=data, **env.fields(f"node/{name}")), doc.file, doc.index
+        f"node/{node.name}", NodeReported(data=data, **env.fields(f"node/{node.name}")), doc.file, doc.index
     )
 
 
@@ -1137,6 +1081,9 @@ def _convert(
     elif kind == "podgroup":
         doc.fail("kind", "a PodGroup is read together with its pods (submit them in one go)")
     else:
+        meta = value.get("metadata")
+        if isinstance(meta, dict) and isinstance(meta.get("name"), str):
+            doc.name = meta["name"]  # for errors before the model has read it
         obj = _CONVERTERS[kind](doc, value, env)
     _check_names(doc, obj)
     return obj

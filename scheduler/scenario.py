@@ -26,7 +26,6 @@ from typing import Any, TypeVar
 
 import yaml
 
-from events.quantity import QuantityError, parse_resources
 from scheduler.core.config import ConfigError, SchedulerConfig, config_warnings, parse_scheduler_config
 from scheduler.core.snapshot import (
     ClusterSnapshot,
@@ -42,6 +41,7 @@ from scheduler.core.snapshot import (
     TaskStatus,
     Toleration,
 )
+from scheduler.manifest.cluster import read_node, read_priority_class, read_queue
 from scheduler.manifest.pods import (
     PREEMPTABLE_KEY,
     PodGroupManifest,
@@ -61,6 +61,7 @@ from scheduler.podspec import (
     pod_requests,
     scheduling_gates,
 )
+from scheduler.snapshot_builder import NOT_READY_TAINT
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario"]
 
@@ -130,21 +131,6 @@ class _Doc:
             raise self.fail(where, f"expected an integer, got {value!r}")
         return value
 
-    def boolean(self, value: Any, where: str, default: bool) -> bool:
-        if value is None:
-            return default
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
-        raise self.fail(where, f"expected true or false, got {value!r}")
-
-    def resources(self, value: Any, where: str) -> dict[str, int]:
-        try:
-            return parse_resources(self.mapping(value, where), field=where)
-        except QuantityError as exc:
-            raise self.fail(f"{where}.{exc.resource}", str(exc)) from exc
-
     def labels(self, value: Any, where: str) -> dict[str, str]:
         out = {}
         for key, item in self.mapping(value, where).items():
@@ -171,64 +157,42 @@ def _name(doc: _Doc, meta: Mapping[str, Any]) -> str:
 
 
 def _node(doc: _Doc) -> Node:
-    meta = doc.mapping(doc.body.get("metadata"), "metadata")
-    spec = doc.mapping(doc.body.get("spec"), "spec")
-    status = doc.mapping(doc.body.get("status"), "status")
-    taints = []
-    for i, raw in enumerate(doc.seq(spec.get("taints"), "spec.taints")):
-        t = doc.mapping(raw, f"spec.taints[{i}]")
-        effect = doc.string(t.get("effect"), f"spec.taints[{i}].effect")
-        if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
-            raise doc.fail(f"spec.taints[{i}].effect", "expected NoSchedule, PreferNoSchedule or NoExecute")
-        taints.append(
-            Taint(doc.string(t.get("key"), f"spec.taints[{i}].key"), str(t.get("value") or ""), effect)
-        )
+    node = _read(doc, read_node, doc.body)
+    taints = tuple(Taint(t.key, t.value, t.effect) for t in node.taints)
+    if not node.ready and NOT_READY_TAINT not in taints:  # as the live snapshot reads it
+        taints = (*taints, NOT_READY_TAINT)
     return Node(
-        name=_name(doc, meta),
-        allocatable=doc.resources(status.get("allocatable"), "status.allocatable"),
-        labels=doc.labels(meta.get("labels"), "metadata.labels"),
-        taints=tuple(taints),
-        unschedulable=doc.boolean(spec.get("unschedulable"), "spec.unschedulable", False),
+        name=node.name,
+        allocatable=node.allocatable,
+        labels=node.labels,
+        taints=taints,
+        unschedulable=node.unschedulable,
     )
 
 
 def _queue(doc: _Doc) -> Queue:
-    meta = doc.mapping(doc.body.get("metadata"), "metadata")
-    spec = doc.mapping(doc.body.get("spec"), "spec")
-    status = doc.mapping(doc.body.get("status"), "status")
-    guarantee = doc.mapping(spec.get("guarantee"), "spec.guarantee")
-    state = status.get("state") or "Open"
-    if state not in ("Open", "Closed", "Closing", "Unknown"):
-        raise doc.fail("status.state", "expected Open, Closed, Closing or Unknown")
-    weight = doc.integer(spec.get("weight"), "spec.weight", 1)
-    if not 1 <= weight <= 65535:
-        raise doc.fail("spec.weight", "expected an integer between 1 and 65535")
+    queue = _read(doc, read_queue, doc.body)
     return Queue(
-        name=_name(doc, meta),
-        weight=weight,
-        capability=doc.resources(spec.get("capability"), "spec.capability"),
-        deserved=doc.resources(spec.get("deserved"), "spec.deserved"),
-        guarantee=doc.resources(guarantee.get("resource"), "spec.guarantee.resource"),
-        reclaimable=doc.boolean(spec.get("reclaimable"), "spec.reclaimable", True),
-        priority=doc.integer(spec.get("priority"), "spec.priority", 0),
-        state=str(state),
-        parent=spec.get("parent"),
-        created=doc.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        name=queue.name,
+        weight=queue.weight,
+        capability=queue.capability,
+        deserved=queue.deserved,
+        guarantee=queue.guarantee,
+        reclaimable=queue.reclaimable,
+        priority=queue.priority,
+        state=queue.state,
+        parent=queue.parent,
+        created=queue.created,
     )
 
 
 def _priority_class(doc: _Doc) -> PriorityClass:
-    meta = doc.mapping(doc.body.get("metadata"), "metadata")
-    if "value" not in doc.body:
-        raise doc.fail("value", "expected the PriorityClass's integer value")
-    policy = doc.body.get("preemptionPolicy") or "PreemptLowerPriority"
-    if policy not in ("PreemptLowerPriority", "Never"):
-        raise doc.fail("preemptionPolicy", "expected PreemptLowerPriority or Never")
+    pc = _read(doc, read_priority_class, doc.body)
     return PriorityClass(
-        name=_name(doc, meta),
-        value=doc.integer(doc.body.get("value"), "value", 0),
-        global_default=doc.boolean(doc.body.get("globalDefault"), "globalDefault", False),
-        preemption_policy=str(policy),
+        name=pc.name,
+        value=pc.value,
+        global_default=pc.global_default,
+        preemption_policy=pc.preemption_policy,
     )
 
 

@@ -24,10 +24,21 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
-from events.quantity import QuantityError, parse_quantity
 from scheduler.core.snapshot import PodGroupPhase
+from scheduler.manifest.fields import (
+    FROZEN,
+    at,
+    integer,
+    mapping,
+    name_of,
+    namespace_of,
+    optional_string,
+    resources,
+    string_map,
+    timestamp,
+)
 from scheduler.podspec import PodSpecError
 
 __all__ = [
@@ -51,7 +62,6 @@ QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
 ROLE_KEY: Final = "volcano.sh/task-spec"
 PREEMPTABLE_KEY: Final = "volcano.sh/preemptable"
 
-_FROZEN: Final = ConfigDict(frozen=True, extra="forbid")
 # Go's strconv.ParseBool, which Volcano reads the preemptable annotation and label with.
 _TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE: Final = frozenset({"0", "f", "F", "FALSE", "false", "False"})
@@ -64,97 +74,10 @@ _POD_PHASES: Final[dict[object, PodPhase]] = {
 }
 
 
-def _at(path: str, key: str) -> str:
-    return f'{path}["{key}"]' if "/" in key or "." in key else f"{path}.{key}"
-
-
-def _mapping(value: Any, path: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise PodSpecError(path, "expected a mapping", value)
-    return value
-
-
-def _name(meta: Mapping[str, Any]) -> str:
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
-        raise PodSpecError("metadata.name", "expected a non-empty string", name)
-    return name
-
-
-def _namespace(meta: Mapping[str, Any]) -> str:
-    namespace = meta.get("namespace") or "default"
-    if not isinstance(namespace, str):
-        raise PodSpecError("metadata.namespace", "expected a string", namespace)
-    return namespace
-
-
-def _string_map(value: Any, path: str) -> dict[str, str]:
-    """Labels and annotations: string values only (quote ``"true"`` and numbers in YAML)."""
-    out: dict[str, str] = {}
-    for key, item in _mapping(value, path).items():
-        if not isinstance(key, str) or not key:
-            raise PodSpecError(path, "expected string keys", key)
-        if not isinstance(item, str):
-            raise PodSpecError(_at(path, key), "expected a string (quote it in YAML)", item)
-        out[key] = item
-    return dict(sorted(out.items()))
-
-
-def _optional_string(value: Any, path: str) -> str | None:
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise PodSpecError(path, "expected a string", value)
-    return value
-
-
-def _integer(value: Any, path: str, default: int, minimum: int = 0) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise PodSpecError(path, "expected an integer", value)
-    if value < minimum:
-        raise PodSpecError(path, f"expected an integer >= {minimum}", value)
-    return value
-
-
-def _timestamp(value: Any, path: str) -> datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        parsed = value
-    else:
-        try:
-            parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        except ValueError:
-            raise PodSpecError(path, "expected an RFC 3339 timestamp", value) from None
-    if parsed.tzinfo is None:
-        raise PodSpecError(path, "expected a timestamp with a time zone (e.g. ...Z)", value)
-    return parsed
-
-
-def _resources(value: Any, path: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for name, quantity in _mapping(value, path).items():
-        if not isinstance(name, str):
-            raise PodSpecError(path, "expected resource names as strings", name)
-        try:
-            out[name] = parse_quantity(name, quantity)
-        except QuantityError as exc:
-            raise PodSpecError(
-                _at(path, name),
-                f"expected a Kubernetes quantity such as '500m', '2' or '8Gi' ({exc.why})",
-                quantity,
-            ) from None
-    return dict(sorted(out.items()))
-
-
 class PodGroupManifest(BaseModel):
     """A ``scheduling.volcano.sh/v1beta1`` PodGroup: one job, its tasks the pods that name it."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     namespace: str
     name: str
@@ -180,9 +103,9 @@ class PodGroupManifest(BaseModel):
 
 
 def read_podgroup(body: Mapping[str, Any]) -> PodGroupManifest:
-    meta = _mapping(body.get("metadata"), "metadata")
-    spec = _mapping(body.get("spec"), "spec")
-    status = _mapping(body.get("status"), "status")
+    meta = mapping(body.get("metadata"), "metadata")
+    spec = mapping(body.get("spec"), "spec")
+    status = mapping(body.get("status"), "status")
     phase = status.get("phase") or "Pending"
     try:
         pg_phase = PodGroupPhase(phase)
@@ -191,20 +114,20 @@ def read_podgroup(body: Mapping[str, Any]) -> PodGroupManifest:
             "status.phase", "expected Pending, Inqueue, Running, Unknown or Completed", phase
         ) from None
     min_task_member = {}
-    for role, count in _mapping(spec.get("minTaskMember"), "spec.minTaskMember").items():
-        min_task_member[str(role)] = _integer(count, _at("spec.minTaskMember", str(role)), 0)
+    for role, count in mapping(spec.get("minTaskMember"), "spec.minTaskMember").items():
+        min_task_member[str(role)] = integer(count, at("spec.minTaskMember", str(role)), 0)
     min_resources = spec.get("minResources")
     return PodGroupManifest(
-        namespace=_namespace(meta),
-        name=_name(meta),
-        queue=_optional_string(spec.get("queue"), "spec.queue") or "default",
-        min_member=_integer(spec.get("minMember"), "spec.minMember", 1),
+        namespace=namespace_of(meta),
+        name=name_of(meta, valid=None),
+        queue=optional_string(spec.get("queue"), "spec.queue") or "default",
+        min_member=integer(spec.get("minMember"), "spec.minMember", 1),
         min_task_member=dict(sorted(min_task_member.items())),
-        min_resources=None if min_resources is None else _resources(min_resources, "spec.minResources"),
-        priority_class=_optional_string(spec.get("priorityClassName"), "spec.priorityClassName"),
-        labels=_string_map(meta.get("labels"), "metadata.labels"),
-        annotations=_string_map(meta.get("annotations"), "metadata.annotations"),
-        created=_timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        min_resources=None if min_resources is None else resources(min_resources, "spec.minResources"),
+        priority_class=optional_string(spec.get("priorityClassName"), "spec.priorityClassName"),
+        labels=string_map(meta.get("labels"), "metadata.labels"),
+        annotations=string_map(meta.get("annotations"), "metadata.annotations"),
+        created=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         phase=pg_phase,
     )
 
@@ -212,7 +135,7 @@ def read_podgroup(body: Mapping[str, Any]) -> PodGroupManifest:
 class PodManifest(BaseModel):
     """A ``v1`` Pod: a task of the PodGroup it names, or a one-pod gang of its own."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     namespace: str
     name: str
@@ -263,37 +186,37 @@ def _preemptable(annotations: Mapping[str, str], labels: Mapping[str, str]) -> b
             return True
         if raw.strip() in _FALSE:
             return False
-        raise PodSpecError(_at(where, PREEMPTABLE_KEY), 'expected "true" or "false"', raw)
+        raise PodSpecError(at(where, PREEMPTABLE_KEY), 'expected "true" or "false"', raw)
     return True
 
 
 def read_pod(body: Mapping[str, Any]) -> PodManifest:
-    meta = _mapping(body.get("metadata"), "metadata")
-    spec = _mapping(body.get("spec"), "spec")
-    status = _mapping(body.get("status"), "status")
-    labels = _string_map(meta.get("labels"), "metadata.labels")
-    annotations = _string_map(meta.get("annotations"), "metadata.annotations")
+    meta = mapping(body.get("metadata"), "metadata")
+    spec = mapping(body.get("spec"), "spec")
+    status = mapping(body.get("status"), "status")
+    labels = string_map(meta.get("labels"), "metadata.labels")
+    annotations = string_map(meta.get("annotations"), "metadata.annotations")
     phase = _POD_PHASES.get(status.get("phase") or "Pending")
     if phase is None:
         raise PodSpecError("status.phase", "expected Pending, Running, Succeeded or Failed", status["phase"])
-    node = _optional_string(spec.get("nodeName"), "spec.nodeName")
+    node = optional_string(spec.get("nodeName"), "spec.nodeName")
     if phase == "Running" and node is None:
         raise PodSpecError("spec.nodeName", "a Running pod must name its node")
     priority = spec.get("priority")
     if priority is not None:
-        priority = _integer(priority, "spec.priority", 0, minimum=-(2**31))
+        priority = integer(priority, "spec.priority", 0, minimum=-(2**31))
     return PodManifest(
-        namespace=_namespace(meta),
-        name=_name(meta),
+        namespace=namespace_of(meta),
+        name=name_of(meta, valid=None),
         group=annotations.get(GROUP_ANNOTATION) or None,
         queue=annotations.get(QUEUE_ANNOTATION) or None,
         role=annotations.get(ROLE_KEY, labels.get(ROLE_KEY, "")),
         labels=labels,
         annotations=annotations,
         preemptable=_preemptable(annotations, labels),
-        priority_class=_optional_string(spec.get("priorityClassName"), "spec.priorityClassName"),
+        priority_class=optional_string(spec.get("priorityClassName"), "spec.priorityClassName"),
         priority=priority,
-        created=_timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        created=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         spec=dict(spec),
         node_name=node,
         phase=phase,
@@ -309,7 +232,7 @@ def group_of(pod: PodManifest, groups: Mapping[str, PodGroupManifest]) -> PodGro
     group = groups.get(uid)
     if group is None:
         raise PodSpecError(
-            _at("metadata.annotations", GROUP_ANNOTATION), f"no PodGroup {uid} given", pod.group
+            at("metadata.annotations", GROUP_ANNOTATION), f"no PodGroup {uid} given", pod.group
         )
     return group
 
