@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from events.models import (
     DEFAULT_CLUSTER,
@@ -45,8 +45,6 @@ from events.models import (
     JobSubmittedData,
     NodeReported,
     NodeReportedData,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
     PriorityClassUpserted,
     PriorityClassUpsertedData,
     QueueUpserted,
@@ -54,33 +52,29 @@ from events.models import (
     SchedulerConfigured,
     SchedulerConfiguredData,
     TaskSpec,
-    Toleration,
 )
 from events.names import invalid_name, is_dns_label, is_dns_subdomain
 from events.quantity import PODS, format_resources
 from kube.bridge.objects import dns_label
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
 from scheduler.core.config import ConfigError, config_warnings, parse_scheduler_config
-from scheduler.core.snapshot import LabelSelector, PodAffinityTerm, TopologySpreadConstraint
 from scheduler.manifest.cluster import read_node, read_priority_class, read_queue
 from scheduler.manifest.pods import (
     GROUP_ANNOTATION,
     PodGroupManifest,
     PodManifest,
+    PodSpecManifest,
     group_of,
     lone_pod_group,
     read_pod,
+    read_pod_spec,
     read_podgroup,
 )
 from scheduler.podspec import (
     MISSING,
     PodSpecError,
     ignored_job_fields,
-    ignored_pod_fields,
     job_pod_labels,
-    match_fields,
-    pod_constraints,
-    pod_requests,
 )
 
 __all__ = [
@@ -259,23 +253,6 @@ def _string_map(doc: _Doc, value: Any, path: str) -> dict[str, str]:
             doc.fail(_at(path, key), "expected a string (quote it in YAML)", item)
         out[key] = item
     return out
-
-
-def _model(doc: _Doc, model: type[_M], data: dict[str, Any], path: str) -> _M:
-    """Build a small event sub-model, mapping pydantic's error location onto the manifest path."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = path
-        for part in first["loc"]:
-            where = _at(where, part if isinstance(part, int) else _camel(str(part)))
-        doc.fail(where, first["msg"], first.get("input", _MISSING))
-
-
-def _camel(snake: str) -> str:
-    head, *rest = snake.split("_")
-    return head + "".join(p.title() for p in rest)
 
 
 def _name(
@@ -539,7 +516,7 @@ def _task(
 
     pod_path = f"{path}.template.spec"
     pod = _mapping(doc, _required(doc, template, "spec", f"{path}.template"), pod_path)
-    fields = _pod_fields(doc, pod, pod_path)
+    fields = _pod_fields(doc, _shared(doc, partial(read_pod_spec, path=pod_path), pod), pod_path)
     spec = TaskSpec.model_validate(
         # resources as quantity strings: an integer given to the model is read as a quantity
         {
@@ -561,12 +538,11 @@ def _task_of(spec: TaskSpec, priority_values: Mapping[str, int]) -> _Task:
     return _Task(spec, usage, priority_values.get(priority_class, 0) if priority_class else 0)
 
 
-def _pod_fields(doc: _Doc, pod: Mapping[str, Any], pod_path: str) -> dict[str, Any]:
-    """The TaskSpec fields a pod spec gives, read as every door reads it (warnings included)."""
-    requests = _pod_requests(doc, pod, pod_path)
-    for where, why in ignored_pod_fields(pod, pod_path):
+def _pod_fields(doc: _Doc, pod: PodSpecManifest, pod_path: str) -> dict[str, Any]:
+    """The TaskSpec fields a pod spec gives (read by the shared model), its ignored fields warned."""
+    for where, why in pod.ignored:
         doc.warn(where, why)
-    if pod.get("schedulingGates"):
+    if pod.scheduling_gates:
         # Honoured by `tephra simulate`; here no event could ever remove a gate, so the pods
         # would wait for ever: refused rather than accepted and never scheduled.
         doc.fail(
@@ -574,31 +550,18 @@ def _pod_fields(doc: _Doc, pod: Mapping[str, Any], pod_path: str) -> dict[str, A
             "not supported by tephra submit (nothing can remove a gate, so the pods would never "
             "be scheduled); remove them",
         )
-    priority_class = _optional_string(doc, pod.get("priorityClassName"), f"{pod_path}.priorityClassName")
-    constraints = _pod_field(doc, pod_constraints, pod, pod_path)
     return {
-        "resources": format_resources(requests),
-        "node_selector": _string_map(doc, pod.get("nodeSelector"), f"{pod_path}.nodeSelector"),
-        "tolerations": _tolerations(doc, pod.get("tolerations"), f"{pod_path}.tolerations"),
-        "required_node_affinity": _required_node_affinity(doc, pod.get("affinity"), f"{pod_path}.affinity"),
-        "priority_class": priority_class,
-        "preemption_policy": _preemption_policy(
-            doc, pod.get("preemptionPolicy"), f"{pod_path}.preemptionPolicy"
-        ),
-        "pod_affinity": [_affinity_term_event(term) for term in constraints.affinity],
-        "pod_anti_affinity": [_affinity_term_event(term) for term in constraints.anti_affinity],
-        "topology_spread": [_spread_event(c) for c in constraints.topology_spread],
+        # resources as quantity strings: an integer given to the model is read as a quantity
+        "resources": format_resources(pod.requests),
+        "node_selector": pod.node_selector,
+        "tolerations": list(pod.tolerations),
+        "required_node_affinity": list(pod.required_node_affinity),
+        "priority_class": pod.priority_class,
+        "preemption_policy": pod.preemption_policy,
+        "pod_affinity": list(pod.pod_affinity),
+        "pod_anti_affinity": list(pod.pod_anti_affinity),
+        "topology_spread": list(pod.topology_spread),
     }
-
-
-def _tolerations(doc: _Doc, value: Any, path: str) -> list[Toleration]:
-    out = []
-    for i, raw in enumerate(_list(doc, value, path)):
-        item = dict(_mapping(doc, raw, f"{path}[{i}]"))
-        # Only NoExecute eviction uses tolerationSeconds; placement ignores it.
-        item.pop("tolerationSeconds", None)
-        out.append(_model(doc, Toleration, item, f"{path}[{i}]"))
-    return out
 
 
 def _preemptable(
@@ -616,89 +579,6 @@ def _preemptable(
                 )
             return raw == "true"
     return None
-
-
-def _preemption_policy(doc: _Doc, value: Any, path: str) -> Any:
-    if value is None:
-        return None
-    if value not in ("PreemptLowerPriority", "Never"):
-        doc.fail(path, "expected PreemptLowerPriority or Never", value)
-    return value
-
-
-def _pod_requests(doc: _Doc, pod: Mapping[str, Any], path: str) -> dict[str, int]:
-    """The pod's effective request, read as every door reads it (:func:`scheduler.podspec.pod_requests`)."""
-    containers = _list(doc, _required(doc, pod, "containers", path), f"{path}.containers")
-    if not containers:
-        doc.fail(f"{path}.containers", "expected at least one container")
-    return _pod_field(doc, pod_requests, pod, path)
-
-
-def _selector_event(selector: LabelSelector | None) -> dict[str, Any] | None:
-    if selector is None:
-        return None
-    return {
-        "match_labels": dict(selector.match_labels),
-        "match_expressions": [
-            {"key": r.key, "operator": r.operator, "values": list(r.values)}
-            for r in selector.match_expressions
-        ],
-    }
-
-
-def _affinity_term_event(term: PodAffinityTerm) -> dict[str, Any]:
-    """A required pod (anti-)affinity term as read by :mod:`scheduler.podspec`, in the event's form."""
-    return {
-        "topology_key": term.topology_key,
-        "label_selector": _selector_event(term.selector),
-        "namespaces": list(term.namespaces),
-    }
-
-
-def _spread_event(constraint: TopologySpreadConstraint) -> dict[str, Any]:
-    """A topology spread constraint as read by :mod:`scheduler.podspec`, in the event's form."""
-    return {
-        "max_skew": constraint.max_skew,
-        "topology_key": constraint.topology_key,
-        "when_unsatisfiable": constraint.when_unsatisfiable,
-        "label_selector": _selector_event(constraint.selector),
-        "min_domains": constraint.min_domains,
-    }
-
-
-def _pod_field(
-    doc: _Doc, read: Callable[[Mapping[str, Any], str], _T], pod: Mapping[str, Any], path: str
-) -> _T:
-    try:
-        return read(pod, path)
-    except PodSpecError as exc:
-        doc.fail(exc.path, exc.expected, exc.got)
-
-
-def _required_node_affinity(doc: _Doc, value: Any, path: str) -> list[NodeSelectorTerm]:
-    affinity = _mapping(doc, value, path)
-    node_affinity = _mapping(doc, affinity.get("nodeAffinity"), f"{path}.nodeAffinity")
-    req_path = f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    required = _mapping(doc, node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
-    terms = []
-    for t, raw in enumerate(_list(doc, required.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")):
-        term_path = f"{req_path}.nodeSelectorTerms[{t}]"
-        term = _mapping(doc, raw, term_path)
-        fields = [
-            NodeSelectorRequirement.model_validate({"key": key, "operator": op, "values": list(values)})
-            for key, op, values in _pod_field(doc, match_fields, term, term_path)
-        ]
-        expressions = [
-            _model(
-                doc,
-                NodeSelectorRequirement,
-                _mapping(doc, e, f"{term_path}.matchExpressions[{i}]"),
-                f"{term_path}.matchExpressions[{i}]",
-            )
-            for i, e in enumerate(_list(doc, term.get("matchExpressions"), f"{term_path}.matchExpressions"))
-        ]
-        terms.append(NodeSelectorTerm(match_expressions=expressions, match_fields=fields))
-    return terms
 
 
 def _min_resources(tasks: Sequence[_Task], min_available: int, task_min_total: int) -> dict[str, int]:
@@ -767,7 +647,8 @@ def _pod_group_job(
             pod_doc.warn(path, f"{value!r} ignored: it is cluster state; the scheduler places the pod")
         fields = _pod_fields(pod_doc, pod.spec, "spec")
         if pod.priority is not None:
-            expected = priority_values.get(pod.priority_class) if pod.priority_class else None
+            pod_class = pod.spec.priority_class
+            expected = priority_values.get(pod_class) if pod_class else None
             if expected != pod.priority:
                 known = f" ({expected})" if expected is not None else ""
                 pod_doc.fail(

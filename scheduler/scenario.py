@@ -31,15 +31,12 @@ from scheduler.core.snapshot import (
     ClusterSnapshot,
     Job,
     Node,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
     PodGroupPhase,
     PriorityClass,
     Queue,
     Taint,
     Task,
     TaskStatus,
-    Toleration,
 )
 from scheduler.manifest.cluster import read_node, read_priority_class, read_queue
 from scheduler.manifest.pods import (
@@ -56,12 +53,14 @@ from scheduler.podspec import (
     ignored_job_fields,
     ignored_pod_fields,
     job_pod_labels,
-    match_fields,
-    pod_constraints,
-    pod_requests,
-    scheduling_gates,
 )
-from scheduler.snapshot_builder import NOT_READY_TAINT
+from scheduler.snapshot_builder import (
+    NOT_READY_TAINT,
+    affinity_term_of,
+    node_term_of,
+    spread_of,
+    toleration_of,
+)
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario"]
 
@@ -196,83 +195,16 @@ def _priority_class(doc: _Doc) -> PriorityClass:
     )
 
 
-def _tolerations(doc: _Doc, value: Any, where: str) -> tuple[Toleration, ...]:
-    out = []
-    for i, raw in enumerate(doc.seq(value, where)):
-        t = doc.mapping(raw, f"{where}[{i}]")
-        operator = t.get("operator") or "Equal"
-        if operator not in ("Equal", "Exists"):
-            raise doc.fail(f"{where}[{i}].operator", "expected Equal or Exists")
-        out.append(
-            Toleration(
-                key=t.get("key"),
-                operator=str(operator),
-                value=None if t.get("value") is None else str(t.get("value")),
-                effect=t.get("effect"),
-            )
-        )
-    return tuple(out)
-
-
-def _affinity(doc: _Doc, spec: Mapping[str, Any], where: str) -> tuple[NodeSelectorTerm, ...]:
-    affinity = doc.mapping(spec.get("affinity"), f"{where}.affinity")
-    node_aff = doc.mapping(affinity.get("nodeAffinity"), f"{where}.affinity.nodeAffinity")
-    required_where = f"{where}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    required = doc.mapping(node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), required_where)
-    terms = []
-    for i, raw in enumerate(
-        doc.seq(required.get("nodeSelectorTerms"), f"{required_where}.nodeSelectorTerms")
-    ):
-        term = doc.mapping(raw, f"{required_where}.nodeSelectorTerms[{i}]")
-        reqs = []
-        for j, r in enumerate(
-            doc.seq(term.get("matchExpressions"), f"{required_where}.nodeSelectorTerms[{i}].matchExpressions")
-        ):
-            req = doc.mapping(r, f"matchExpressions[{j}]")
-            op = req.get("operator")
-            if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
-                raise doc.fail(
-                    f"{required_where}.nodeSelectorTerms[{i}].matchExpressions[{j}].operator",
-                    "expected In, NotIn, Exists, DoesNotExist, Gt or Lt",
-                )
-            reqs.append(
-                NodeSelectorRequirement(
-                    key=str(req.get("key")),
-                    operator=str(op),
-                    values=tuple(str(v) for v in doc.seq(req.get("values"), "values")),
-                )
-            )
-        fields = _pod_field(doc, match_fields, term, f"{required_where}.nodeSelectorTerms[{i}]")
-        terms.append(
-            NodeSelectorTerm(
-                tuple(reqs), tuple(NodeSelectorRequirement(k, op, values) for k, op, values in fields)
-            )
-        )
-    return tuple(terms)
-
-
-def _pod_field(
-    doc: _Doc, read: Callable[[Mapping[str, Any], str], _T], spec: Mapping[str, Any], where: str
-) -> _T:
-    """One part of a pod spec, read as every door reads it (:mod:`scheduler.podspec`)."""
-    try:
-        return read(spec, where)
-    except PodSpecError as exc:
-        got = "" if exc.got is MISSING else f", got {exc.got!r}"
-        raise doc.fail(exc.path, f"{exc.expected}{got}") from exc
-
-
 def _pod_task(
-    doc: _Doc,
     pod: PodManifest,
     *,
     classes: Mapping[str, PriorityClass],
-    where: str = "spec",
     role: str | None = None,
     labels: Mapping[str, str] | None = None,
     job_priority_class: str | None = None,
 ) -> Task:
-    """One task from a pod read by the shared model (:mod:`scheduler.manifest.pods`)."""
+    """One task from a pod read by the shared model (:mod:`scheduler.manifest.pods`), its spec
+    converted as the live snapshot converts a submitted one (:mod:`scheduler.snapshot_builder`)."""
     spec = pod.spec
     if pod.phase == "Pending":
         task_status = TaskStatus.BOUND if pod.node_name else TaskStatus.PENDING
@@ -282,7 +214,7 @@ def _pod_task(
         task_status = TaskStatus(pod.phase)
     if pod.deleting and task_status in (TaskStatus.RUNNING, TaskStatus.BOUND):
         task_status = TaskStatus.RELEASING
-    pc_name = pod.priority_class or job_priority_class  # the job's when the template names none
+    pc_name = spec.priority_class or job_priority_class  # the job's when the template names none
     # Kubernetes' Priority admission: the named class, else the cluster's global default.
     pc = classes.get(pc_name) if pc_name else _global_default(classes)
     priority = pod.priority
@@ -290,31 +222,29 @@ def _pod_task(
         priority = pc.value  # the API server resolves it from the PriorityClass
     # The class's policy reaches the pod (Priority admission); its default PreemptLowerPriority is
     # left None, as scheduler.snapshot_builder leaves it: the same to the session.
-    policy = spec.get("preemptionPolicy") or (
+    policy = spec.preemption_policy or (
         "Never" if pc is not None and pc.preemption_policy == "Never" else None
     )
-    selector = doc.mapping(spec.get("nodeSelector"), f"{where}.nodeSelector")
-    constraints = _pod_field(doc, pod_constraints, spec, where)
     return Task(
         namespace=pod.namespace,
         name=pod.name,
-        resources=_pod_field(doc, pod_requests, spec, where),
+        resources=spec.requests,
         status=task_status,
         node=pod.node_name,
         role=role if role is not None else pod.role,
         priority=priority,
         preemptable=pod.preemptable,
-        node_selector={str(k): str(v) for k, v in selector.items()},
-        tolerations=_tolerations(doc, spec.get("tolerations"), f"{where}.tolerations"),
-        required_affinity=_affinity(doc, spec, where),
+        node_selector=spec.node_selector,
+        tolerations=tuple(toleration_of(t) for t in spec.tolerations),
+        required_affinity=tuple(node_term_of(t) for t in spec.required_node_affinity),
         preemption_policy=policy,
         priority_class=pc_name,
         created=pod.created,
-        scheduling_gates=_pod_field(doc, scheduling_gates, spec, where),
+        scheduling_gates=spec.scheduling_gates,
         labels=dict(sorted((pod.labels if labels is None else labels).items())),
-        pod_affinity=constraints.affinity,
-        pod_anti_affinity=constraints.anti_affinity,
-        topology_spread=constraints.topology_spread,
+        pod_affinity=tuple(affinity_term_of(t) for t in spec.pod_affinity),
+        pod_anti_affinity=tuple(affinity_term_of(t) for t in spec.pod_anti_affinity),
+        topology_spread=tuple(spread_of(c) for c in spec.topology_spread),
     )
 
 
@@ -388,7 +318,6 @@ def _vcjob(doc: _Doc, classes: Mapping[str, PriorityClass]) -> Job:
         template = doc.mapping(t.get("template"), f"spec.tasks[{i}].template")
         tmeta = doc.mapping(template.get("metadata"), f"spec.tasks[{i}].template.metadata")
         tspec = doc.mapping(template.get("spec"), f"spec.tasks[{i}].template.spec")
-        where = f"spec.tasks[{i}].template.spec"
         template_pod = _template_pod(doc, i, namespace=namespace, job_meta=meta, meta=tmeta, spec=tspec)
         labels = job_pod_labels(
             template_pod.labels,
@@ -400,18 +329,16 @@ def _vcjob(doc: _Doc, classes: Mapping[str, PriorityClass]) -> Job:
         )
         for index in range(replicas):
             pod = _pod_task(
-                doc,
                 template_pod.model_copy(update={"name": f"{name}-{tname}-{index}"}),
                 classes=classes,
-                where=where,
                 role=tname,
                 labels=labels,
                 job_priority_class=spec.get("priorityClassName"),
             )
             tasks.append(pod)
         task_min = doc.integer(t.get("minAvailable"), f"spec.tasks[{i}].minAvailable", replicas)
-        pc_name = tspec.get("priorityClassName")
-        prio = classes[pc_name].value if isinstance(pc_name, str) and pc_name in classes else 0
+        pc_name = template_pod.spec.priority_class
+        prio = classes[pc_name].value if pc_name is not None and pc_name in classes else 0
         request = dict(tasks[-1].request) if replicas else {}
         roles.append((prio, tname, task_min, replicas, request))
     total_min = sum(r[2] for r in roles)
@@ -515,7 +442,7 @@ def _attach_pod(
 ) -> None:
     pod = _read(doc, read_pod, doc.body)
     group = _read(doc, partial(group_of, groups=groups), pod)
-    task = _pod_task(doc, pod, classes=classes)
+    task = _pod_task(pod, classes=classes)
     if task.node is not None and task.node not in node_names:
         raise doc.fail("spec.nodeName", f"no Node {task.node} in this file")
     if group.uid not in jobs:  # a pod without a PodGroup: its one-pod gang

@@ -64,11 +64,15 @@ from scheduler.core.snapshot import (
 
 __all__ = [
     "NOT_READY_TAINT",
+    "affinity_term_of",
     "build_snapshot",
     "config_in_force",
     "global_default",
     "job_snapshot",
+    "node_term_of",
     "snapshot_of",
+    "spread_of",
+    "toleration_of",
 ]
 
 #: The preemption policy that stops a pod from preempting (or reclaiming) anything.
@@ -237,8 +241,8 @@ def _task(
         priority=_priority(task.priority_class, classes, default_class),
         preemptable=task.preemptable,
         node_selector=task.node_selector,
-        tolerations=tuple(_toleration(t) for t in task.tolerations),
-        required_affinity=tuple(_term(t) for t in task.required_node_affinity),
+        tolerations=tuple(toleration_of(t) for t in task.tolerations),
+        required_affinity=tuple(node_term_of(t) for t in task.required_node_affinity),
         preemption_policy=_preemption_policy(task, classes, default_class),
         priority_class=task.priority_class,
         created=job.created,
@@ -269,9 +273,9 @@ def _pod_terms(spec: TaskSpec | None) -> PodTerms:
         return _NO_POD_TERMS
     return (
         dict(sorted(spec.labels.items())),
-        tuple(_affinity_term(t) for t in spec.pod_affinity),
-        tuple(_affinity_term(t) for t in spec.pod_anti_affinity),
-        tuple(_spread(c) for c in spec.topology_spread),
+        tuple(affinity_term_of(t) for t in spec.pod_affinity),
+        tuple(affinity_term_of(t) for t in spec.pod_anti_affinity),
+        tuple(spread_of(c) for c in spec.topology_spread),
     )
 
 
@@ -287,7 +291,7 @@ def _selector(selector: LabelSelectorModel | None) -> LabelSelector | None:
     )
 
 
-def _affinity_term(term: PodAffinityTermModel) -> PodAffinityTerm:
+def affinity_term_of(term: PodAffinityTermModel) -> PodAffinityTerm:
     return PodAffinityTerm(
         topology_key=term.topology_key,
         selector=_selector(term.label_selector),
@@ -295,7 +299,7 @@ def _affinity_term(term: PodAffinityTermModel) -> PodAffinityTerm:
     )
 
 
-def _spread(constraint: TopologySpreadModel) -> TopologySpreadConstraint:
+def spread_of(constraint: TopologySpreadModel) -> TopologySpreadConstraint:
     return TopologySpreadConstraint(
         max_skew=constraint.max_skew,
         topology_key=constraint.topology_key,
@@ -334,13 +338,13 @@ def _taint(taint: TaintModel) -> Taint:
     return Taint(key=taint.key, value=taint.value, effect=taint.effect)
 
 
-def _toleration(toleration: TolerationModel) -> Toleration:
+def toleration_of(toleration: TolerationModel) -> Toleration:
     return Toleration(
         key=toleration.key, operator=toleration.operator, value=toleration.value, effect=toleration.effect
     )
 
 
-def _term(term: NodeSelectorTermModel) -> NodeSelectorTerm:
+def node_term_of(term: NodeSelectorTermModel) -> NodeSelectorTerm:
     return NodeSelectorTerm(
         match_expressions=tuple(
             NodeSelectorRequirement(key=r.key, operator=r.operator, values=tuple(r.values))

@@ -26,20 +26,44 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel
 
-from scheduler.core.snapshot import PodGroupPhase
+from events.models import (
+    LabelSelector as LabelSelectorModel,
+)
+from events.models import (
+    LabelSelectorRequirement,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Toleration,
+)
+from events.models import (
+    PodAffinityTerm as PodAffinityTermModel,
+)
+from events.models import (
+    TopologySpreadConstraint as TopologySpreadModel,
+)
+from scheduler.core.snapshot import LabelSelector, PodAffinityTerm, PodGroupPhase, TopologySpreadConstraint
 from scheduler.manifest.fields import (
     FROZEN,
     at,
+    event_model,
     integer,
     mapping,
     name_of,
     namespace_of,
     optional_string,
+    required,
     resources,
     string_map,
     timestamp,
 )
-from scheduler.podspec import PodSpecError
+from scheduler.podspec import (
+    PodSpecError,
+    ignored_pod_fields,
+    match_fields,
+    pod_constraints,
+    pod_requests,
+    scheduling_gates,
+)
 
 __all__ = [
     "GROUP_ANNOTATION",
@@ -66,12 +90,146 @@ PREEMPTABLE_KEY: Final = "volcano.sh/preemptable"
 _TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE: Final = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
+PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
+_POLICIES: Final[dict[object, PreemptionPolicy]] = {
+    "PreemptLowerPriority": "PreemptLowerPriority",
+    "Never": "Never",
+}
 _POD_PHASES: Final[dict[object, PodPhase]] = {
     "Pending": "Pending",
     "Running": "Running",
     "Succeeded": "Succeeded",
     "Failed": "Failed",
 }
+
+
+# --------------------------------------------------------------------------- the pod spec
+
+
+class PodSpecManifest(BaseModel):
+    """The scheduling part of a pod spec (a Pod's, or a VolcanoJob task's template), in the
+    events' own sub-models, which the simulator converts as the live snapshot does."""
+
+    model_config = FROZEN
+
+    #: The effective request per resource (:func:`scheduler.podspec.pod_requests`), no ``pods``.
+    requests: dict[str, int] = {}
+    node_selector: dict[str, str] = {}
+    tolerations: tuple[Toleration, ...] = ()
+    required_node_affinity: tuple[NodeSelectorTerm, ...] = ()
+    priority_class: str | None = None
+    preemption_policy: PreemptionPolicy | None = None
+    pod_affinity: tuple[PodAffinityTermModel, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTermModel, ...] = ()
+    topology_spread: tuple[TopologySpreadModel, ...] = ()
+    #: Honoured by the simulator (a gated pod is not placed); refused by ``tephra submit``.
+    scheduling_gates: tuple[str, ...] = ()
+    #: ``(path, why)`` of the scheduling fields accepted with no effect (each door warns).
+    ignored: tuple[tuple[str, str], ...] = ()
+
+
+def read_pod_spec(spec: Mapping[str, Any], path: str) -> PodSpecManifest:
+    containers = required(spec, "containers", path)
+    if not isinstance(containers, list) or not containers:
+        raise PodSpecError(f"{path}.containers", "expected at least one container", containers)
+    requests = pod_requests(spec, path)
+    raw_policy = spec.get("preemptionPolicy")
+    policy = _POLICIES.get(raw_policy)
+    if raw_policy is not None and policy is None:
+        raise PodSpecError(f"{path}.preemptionPolicy", "expected PreemptLowerPriority or Never", raw_policy)
+    constraints = pod_constraints(spec, path)
+    return PodSpecManifest(
+        requests=requests,
+        node_selector=string_map(spec.get("nodeSelector"), f"{path}.nodeSelector"),
+        tolerations=_tolerations(spec.get("tolerations"), f"{path}.tolerations"),
+        required_node_affinity=_required_node_affinity(spec.get("affinity"), f"{path}.affinity"),
+        priority_class=optional_string(spec.get("priorityClassName"), f"{path}.priorityClassName"),
+        preemption_policy=policy,
+        pod_affinity=tuple(_affinity_term_model(term) for term in constraints.affinity),
+        pod_anti_affinity=tuple(_affinity_term_model(term) for term in constraints.anti_affinity),
+        topology_spread=tuple(_spread_model(c) for c in constraints.topology_spread),
+        scheduling_gates=scheduling_gates(spec, path),
+        ignored=tuple(ignored_pod_fields(spec, path)),
+    )
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise PodSpecError(path, "expected a list", value)
+    return value
+
+
+def _tolerations(value: Any, path: str) -> tuple[Toleration, ...]:
+    out = []
+    for i, raw in enumerate(_list(value, path)):
+        item = dict(mapping(raw, f"{path}[{i}]"))
+        # Only NoExecute eviction uses tolerationSeconds; placement ignores it.
+        item.pop("tolerationSeconds", None)
+        out.append(event_model(Toleration, item, f"{path}[{i}]"))
+    return tuple(out)
+
+
+def _required_node_affinity(value: Any, path: str) -> tuple[NodeSelectorTerm, ...]:
+    affinity = mapping(value, path)
+    node_affinity = mapping(affinity.get("nodeAffinity"), f"{path}.nodeAffinity")
+    req_path = f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    required_terms = mapping(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
+    terms = []
+    for t, raw in enumerate(_list(required_terms.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")):
+        term_path = f"{req_path}.nodeSelectorTerms[{t}]"
+        term = mapping(raw, term_path)
+        fields = [
+            NodeSelectorRequirement.model_validate({"key": key, "operator": op, "values": list(values)})
+            for key, op, values in match_fields(term, term_path)
+        ]
+        expressions = [
+            event_model(
+                NodeSelectorRequirement,
+                mapping(e, f"{term_path}.matchExpressions[{i}]"),
+                f"{term_path}.matchExpressions[{i}]",
+            )
+            for i, e in enumerate(_list(term.get("matchExpressions"), f"{term_path}.matchExpressions"))
+        ]
+        terms.append(NodeSelectorTerm(match_expressions=expressions, match_fields=fields))
+    return tuple(terms)
+
+
+def _selector_model(selector: LabelSelector | None) -> LabelSelectorModel | None:
+    if selector is None:
+        return None
+    return LabelSelectorModel(
+        match_labels=dict(selector.match_labels),
+        match_expressions=[
+            LabelSelectorRequirement.model_validate(
+                {"key": r.key, "operator": r.operator, "values": list(r.values)}
+            )
+            for r in selector.match_expressions
+        ],
+    )
+
+
+def _affinity_term_model(term: PodAffinityTerm) -> PodAffinityTermModel:
+    """A required pod (anti-)affinity term as read by :mod:`scheduler.podspec`, in the event's form."""
+    return PodAffinityTermModel(
+        topology_key=term.topology_key,
+        label_selector=_selector_model(term.selector),
+        namespaces=list(term.namespaces),
+    )
+
+
+def _spread_model(constraint: TopologySpreadConstraint) -> TopologySpreadModel:
+    """A topology spread constraint as read by :mod:`scheduler.podspec`, in the event's form."""
+    return TopologySpreadModel.model_validate(
+        {
+            "max_skew": constraint.max_skew,
+            "topology_key": constraint.topology_key,
+            "when_unsatisfiable": constraint.when_unsatisfiable,
+            "label_selector": _selector_model(constraint.selector),
+            "min_domains": constraint.min_domains,
+        }
+    )
 
 
 class PodGroupManifest(BaseModel):
@@ -149,12 +307,10 @@ class PodManifest(BaseModel):
     annotations: dict[str, str] = {}
     #: ``volcano.sh/preemptable`` (annotation, else label), as Volcano reads it; default true.
     preemptable: bool = True
-    priority_class: str | None = None
     #: ``spec.priority``: set by Kubernetes' Priority admission from the class, never by hand.
     priority: int | None = None
     created: datetime | None = None
-    #: The pod spec (requests, tolerations, affinity ...), read by each door with scheduler.podspec.
-    spec: dict[str, Any] = {}
+    spec: PodSpecManifest
     # Cluster state (see cluster_state).
     node_name: str | None = None
     phase: PodPhase = "Pending"
@@ -214,10 +370,9 @@ def read_pod(body: Mapping[str, Any]) -> PodManifest:
         labels=labels,
         annotations=annotations,
         preemptable=_preemptable(annotations, labels),
-        priority_class=optional_string(spec.get("priorityClassName"), "spec.priorityClassName"),
         priority=priority,
         created=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        spec=dict(spec),
+        spec=read_pod_spec(spec, "spec"),
         node_name=node,
         phase=phase,
         deleting=bool(meta.get("deletionTimestamp")),
@@ -244,7 +399,7 @@ def lone_pod_group(pod: PodManifest) -> PodGroupManifest:
         name=pod.name,
         queue=pod.queue or "default",
         min_member=1,
-        priority_class=pod.priority_class,
+        priority_class=pod.spec.priority_class,
         created=pod.created,
         phase=PodGroupPhase.RUNNING if pod.phase == "Running" else PodGroupPhase.PENDING,
     )
