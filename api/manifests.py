@@ -54,7 +54,7 @@ from events.models import (
     TaskSpec,
 )
 from events.names import invalid_name, is_dns_label, is_dns_subdomain
-from events.quantity import PODS, format_resources
+from events.quantity import format_resources
 from kube.bridge.objects import dns_label
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
 from scheduler.core.config import ConfigError, config_warnings, parse_scheduler_config
@@ -67,14 +67,12 @@ from scheduler.manifest.pods import (
     group_of,
     lone_pod_group,
     read_pod,
-    read_pod_spec,
     read_podgroup,
 )
+from scheduler.manifest.vcjob import read_volcano_job
 from scheduler.podspec import (
     MISSING,
     PodSpecError,
-    ignored_job_fields,
-    job_pod_labels,
 )
 
 __all__ = [
@@ -215,44 +213,10 @@ def _required(doc: _Doc, obj: Mapping[str, Any], key: str, path: str) -> Any:
     return value
 
 
-def _list(doc: _Doc, value: Any, path: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        doc.fail(path, "expected a list", value)
-    return value
-
-
 def _string(doc: _Doc, value: Any, path: str) -> str:
     if not isinstance(value, str) or not value:
         doc.fail(path, "expected a non-empty string", value)
     return value
-
-
-def _optional_string(doc: _Doc, value: Any, path: str) -> str | None:
-    if value is None or value == "":
-        return None
-    return _string(doc, value, path)
-
-
-def _integer(doc: _Doc, value: Any, path: str, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        doc.fail(path, "expected an integer", value)
-    if minimum is not None and value < minimum:
-        doc.fail(path, f"expected an integer >= {minimum}", value)
-    return value
-
-
-def _string_map(doc: _Doc, value: Any, path: str) -> dict[str, str]:
-    """Labels, annotations, node selectors: string values only (quote ``"true"`` and numbers in YAML)."""
-    out: dict[str, str] = {}
-    for key, item in sorted(_mapping(doc, value, path).items(), key=lambda kv: str(kv[0])):
-        if not isinstance(key, str) or not key:
-            doc.fail(path, "expected string keys", key)
-        if not isinstance(item, str):
-            doc.fail(_at(path, key), "expected a string (quote it in YAML)", item)
-        out[key] = item
-    return out
 
 
 def _name(
@@ -362,18 +326,6 @@ def _scheduler_configuration(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) 
 # --------------------------------------------------------------------------- VolcanoJob
 
 
-@dataclass(frozen=True)
-class _Task:
-    spec: TaskSpec
-    pod_usage: dict[str, int]
-    priority: int
-
-
-def _job_annotations(doc: _Doc, meta: Mapping[str, Any]) -> dict[str, str]:
-    """The job's annotations, within Kubernetes' size limit, with a valid simulated runtime."""
-    return _checked_annotations(doc, _string_map(doc, meta.get("annotations"), "metadata.annotations"))
-
-
 def _checked_annotations(doc: _Doc, annotations: dict[str, str]) -> dict[str, str]:
     size = sum(len(key.encode()) + len(value.encode()) for key, value in annotations.items())
     if size > ANNOTATIONS_MAX_BYTES:
@@ -393,155 +345,50 @@ def _checked_annotations(doc: _Doc, annotations: dict[str, str]) -> dict[str, st
 def _volcano_job(
     doc: _Doc, obj: Mapping[str, Any], env: _Envelope, priority_values: Mapping[str, int]
 ) -> ManifestObject:
-    meta = _mapping(doc, obj.get("metadata"), "metadata")
-    name = _name(doc, meta, "metadata", is_dns_label)
-    namespace = meta.get("namespace") or "default"
-    if not isinstance(namespace, str) or not is_dns_label(namespace):
-        doc.fail("metadata.namespace", "expected a lowercase DNS label", namespace)
-    doc.name = f"{namespace}/{name}"
-    labels = _string_map(doc, meta.get("labels"), "metadata.labels")
-    annotations = _job_annotations(doc, meta)
-    # The job controller copies the job's own annotation and label over the template's.
-    job_preemptable = (
-        _preemptable(doc, annotations, {}, "metadata"),
-        _preemptable(doc, {}, labels, "metadata"),
-    )
-
-    spec = _mapping(doc, _required(doc, obj, "spec", ""), "spec")
-    for path, why in ignored_job_fields(spec, "spec"):
+    uid = _uid_of(obj)
+    if uid is not None and all(is_dns_label(part) for part in uid.split("/")):
+        doc.name = uid  # for errors before the model has read it
+    job = _shared(doc, read_volcano_job, obj)
+    doc.name = job.uid
+    for path, why in job.ignored:
         doc.warn(path, why)
-    scheduler_name = spec.get("schedulerName")
-    if scheduler_name not in (None, "", "volcano"):
-        doc.warn(
-            "spec.schedulerName", f"{scheduler_name!r} ignored: Tephra schedules every job submitted to it"
+    tasks = [
+        TaskSpec.model_validate(
+            {
+                **_pod_fields(doc, task.pod.spec, f"spec.tasks[{i}].template.spec"),
+                "name": task.name,
+                "replicas": task.replicas,
+                "min_available": task.min_available,
+                "preemptable": task.pod.preemptable,
+                "labels": task.pod.labels,
+            }
         )
-    queue = _optional_string(doc, spec.get("queue"), "spec.queue") or "default"
-    job_priority_class = _optional_string(doc, spec.get("priorityClassName"), "spec.priorityClassName")
-
-    raw_tasks = _list(doc, _required(doc, spec, "tasks", "spec"), "spec.tasks")
-    if not raw_tasks:
-        doc.fail("spec.tasks", "expected at least one task")
-    tasks: list[_Task] = []
-    seen: dict[str, int] = {}
-    for i, raw in enumerate(raw_tasks):
-        pod_labels = partial(job_pod_labels, job_labels=labels, job=name, namespace=namespace, queue=queue)
-        task = _task(
-            doc,
-            _mapping(doc, raw, f"spec.tasks[{i}]"),
-            i,
-            job_preemptable,
-            priority_values,
-            pod_labels=pod_labels,
-        )
-        if task.spec.name in seen:
-            doc.fail(
-                f"spec.tasks[{i}].name",
-                f"duplicate task name (also spec.tasks[{seen[task.spec.name]}])",
-                task.spec.name,
-            )
-        seen[task.spec.name] = i
-        tasks.append(task)
-
-    total_replicas = sum(t.spec.replicas for t in tasks)
-    task_min_total = sum(t.spec.min_available or 0 for t in tasks)
-    min_available = task_min_total
-    if spec.get("minAvailable") not in (None, 0):
-        min_available = _integer(doc, spec["minAvailable"], "spec.minAvailable", minimum=0)
-    if total_replicas == 0:
-        doc.fail("spec.tasks", "expected at least one replica in total")
-    if min_available > total_replicas:
-        doc.fail(
-            "spec.minAvailable", f"expected at most the total replicas ({total_replicas})", min_available
-        )
-
-    ttl = spec.get("ttlSecondsAfterFinished")
-    if ttl is not None:
-        ttl = _integer(doc, ttl, "spec.ttlSecondsAfterFinished", minimum=0)
-
+        for i, task in enumerate(job.tasks)
+    ]
     data = JobSubmittedData.model_validate(
         # resources as quantity strings: an integer given to the model is read as a quantity
         {
-            "namespace": namespace,
-            "name": name,
-            "queue": queue,
-            "priority_class": job_priority_class,
-            "min_available": min_available,
-            "min_resources": format_resources(_min_resources(tasks, min_available, task_min_total)),
-            "tasks": [t.spec for t in tasks],
-            "labels": labels,
-            "annotations": annotations,
-            "ttl_seconds_after_finished": ttl,
+            "namespace": job.namespace,
+            "name": job.name,
+            "queue": job.queue,
+            "priority_class": job.priority_class,
+            "min_available": job.min_available,
+            "min_resources": format_resources(
+                job.min_resources(lambda name: priority_values.get(name, 0) if name else 0)
+            ),
+            "tasks": tasks,
+            "labels": job.labels,
+            "annotations": _checked_annotations(doc, dict(job.annotations)),
+            "ttl_seconds_after_finished": job.ttl_seconds_after_finished,
         }
     )
-    job_id = data.job_id
     return ManifestObject(
-        f"job/{job_id}", JobSubmitted(data=data, **env.fields(f"job/{job_id}")), doc.file, doc.index
+        f"job/{job.uid}", JobSubmitted(data=data, **env.fields(f"job/{job.uid}")), doc.file, doc.index
     )
-
-
-def _task(
-    doc: _Doc,
-    task: Mapping[str, Any],
-    index: int,
-    job_preemptable: tuple[bool | None, bool | None],
-    priority_values: Mapping[str, int],
-    *,
-    pod_labels: Callable[..., dict[str, str]],
-) -> _Task:
-    path = f"spec.tasks[{index}]"
-    name = task.get("name") or f"default{index}"
-    if not isinstance(name, str) or not is_dns_label(name):
-        doc.fail(f"{path}.name", "expected a lowercase DNS label", name)
-    replicas = _integer(doc, _required(doc, task, "replicas", path), f"{path}.replicas", minimum=0)
-    min_available = replicas
-    if task.get("minAvailable") is not None:
-        min_available = _integer(doc, task["minAvailable"], f"{path}.minAvailable", minimum=0)
-        if min_available > replicas:
-            doc.fail(f"{path}.minAvailable", f"expected at most replicas ({replicas})", min_available)
-
-    template = _mapping(doc, _required(doc, task, "template", path), f"{path}.template")
-    tmeta = _mapping(doc, template.get("metadata"), f"{path}.template.metadata")
-    tlabels = _string_map(doc, tmeta.get("labels"), f"{path}.template.metadata.labels")
-    tannotations = _string_map(doc, tmeta.get("annotations"), f"{path}.template.metadata.annotations")
-    # Volcano reads the pod's annotation, then its label; the job's override the template's
-    # (createJobPod), so: job annotation, template annotation, job label, template label.
-    job_annotation, job_label = job_preemptable
-    said = [
-        job_annotation,
-        _preemptable(doc, tannotations, {}, f"{path}.template.metadata"),
-        job_label,
-        _preemptable(doc, {}, tlabels, f"{path}.template.metadata"),
-    ]
-    preemptable = next((value for value in said if value is not None), True)
-
-    pod_path = f"{path}.template.spec"
-    pod = _mapping(doc, _required(doc, template, "spec", f"{path}.template"), pod_path)
-    fields = _pod_fields(doc, _shared(doc, partial(read_pod_spec, path=pod_path), pod), pod_path)
-    spec = TaskSpec.model_validate(
-        # resources as quantity strings: an integer given to the model is read as a quantity
-        {
-            **fields,
-            "name": name,
-            "replicas": replicas,
-            "min_available": min_available,
-            "preemptable": preemptable,
-            "labels": pod_labels(tlabels, task=name),
-        }
-    )
-    return _task_of(spec, priority_values)
-
-
-def _task_of(spec: TaskSpec, priority_values: Mapping[str, int]) -> _Task:
-    usage = dict(spec.resources)
-    usage[PODS] = usage.get(PODS, 0) + 1  # quota-style usage: every pod counts one `pods`
-    priority_class = spec.priority_class
-    return _Task(spec, usage, priority_values.get(priority_class, 0) if priority_class else 0)
 
 
 def _pod_fields(doc: _Doc, pod: PodSpecManifest, pod_path: str) -> dict[str, Any]:
-    """The TaskSpec fields a pod spec gives (read by the shared model), its ignored fields warned."""
-    for where, why in pod.ignored:
-        doc.warn(where, why)
+    """The TaskSpec fields a pod spec gives (read by the shared model); gates are refused."""
     if pod.scheduling_gates:
         # Honoured by `tephra simulate`; here no event could ever remove a gate, so the pods
         # would wait for ever: refused rather than accepted and never scheduled.
@@ -562,52 +409,6 @@ def _pod_fields(doc: _Doc, pod: PodSpecManifest, pod_path: str) -> dict[str, Any
         "pod_anti_affinity": list(pod.pod_anti_affinity),
         "topology_spread": list(pod.topology_spread),
     }
-
-
-def _preemptable(
-    doc: _Doc, annotations: Mapping[str, str], labels: Mapping[str, str], path: str
-) -> bool | None:
-    """Volcano reads the annotation first, then the label; absent means "not said here"."""
-    for where, values in (("annotations", annotations), ("labels", labels)):
-        if PREEMPTABLE_KEY in values:
-            raw = values[PREEMPTABLE_KEY].strip().lower()
-            if raw not in ("true", "false"):
-                doc.fail(
-                    _at(f"{path}.{where}", PREEMPTABLE_KEY),
-                    'expected "true" or "false"',
-                    values[PREEMPTABLE_KEY],
-                )
-            return raw == "true"
-    return None
-
-
-def _min_resources(tasks: Sequence[_Task], min_available: int, task_min_total: int) -> dict[str, int]:
-    """The PodGroup's minResources, as Volcano's job controller derives it (semantics §8).
-
-    Tasks are taken in descending PriorityClass value (ties keep spec order):
-    1. job minAvailable below the tasks' sum: the first ``minAvailable`` pods;
-    2. otherwise each task's own minimum first, then extra replicas up to ``minAvailable``.
-    """
-    ordered = sorted(range(len(tasks)), key=lambda i: (-tasks[i].priority, i))
-    counts = [0] * len(tasks)
-    remaining = min_available
-    if min_available < task_min_total:
-        for i in ordered:
-            counts[i] = min(tasks[i].spec.replicas, remaining)
-            remaining -= counts[i]
-    else:
-        for i in ordered:
-            counts[i] = min(tasks[i].spec.min_available or 0, remaining)
-            remaining -= counts[i]
-        for i in ordered:
-            extra = min(tasks[i].spec.replicas - counts[i], remaining)
-            counts[i] += extra
-            remaining -= extra
-    total: dict[str, int] = {}
-    for task, count in zip(tasks, counts, strict=True):
-        for name, amount in task.pod_usage.items():
-            total[name] = total.get(name, 0) + amount * count
-    return dict(sorted((k, v) for k, v in total.items() if v))
 
 
 # --------------------------------------------------------------------------- PodGroup and Pod
@@ -645,6 +446,8 @@ def _pod_group_job(
     for pod_doc, pod in sorted(pods, key=lambda member: member[1].name):
         for path, value in pod.cluster_state():
             pod_doc.warn(path, f"{value!r} ignored: it is cluster state; the scheduler places the pod")
+        for path, why in pod.spec.ignored:
+            pod_doc.warn(path, why)
         fields = _pod_fields(pod_doc, pod.spec, "spec")
         if pod.priority is not None:
             pod_class = pod.spec.priority_class

@@ -40,19 +40,16 @@ from scheduler.core.snapshot import (
 )
 from scheduler.manifest.cluster import read_node, read_priority_class, read_queue
 from scheduler.manifest.pods import (
-    PREEMPTABLE_KEY,
     PodGroupManifest,
     PodManifest,
     group_of,
     read_pod,
     read_podgroup,
 )
+from scheduler.manifest.vcjob import read_volcano_job
 from scheduler.podspec import (
     MISSING,
     PodSpecError,
-    ignored_job_fields,
-    ignored_pod_fields,
-    job_pod_labels,
 )
 from scheduler.snapshot_builder import (
     NOT_READY_TAINT,
@@ -109,13 +106,6 @@ class _Doc:
             raise self.fail(where, f"expected a mapping, got {type(value).__name__}")
         return value
 
-    def seq(self, value: Any, where: str) -> list[Any]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            raise self.fail(where, f"expected a list, got {type(value).__name__}")
-        return value
-
     def string(self, value: Any, where: str, *, required: bool = True) -> str:
         if value is None and not required:
             return ""
@@ -130,12 +120,6 @@ class _Doc:
             raise self.fail(where, f"expected an integer, got {value!r}")
         return value
 
-    def labels(self, value: Any, where: str) -> dict[str, str]:
-        out = {}
-        for key, item in self.mapping(value, where).items():
-            out[str(key)] = "" if item is None else str(item)
-        return out
-
     def timestamp(self, value: Any, where: str) -> datetime | None:
         if value is None:
             return None
@@ -149,10 +133,6 @@ class _Doc:
         if parsed.tzinfo is None:
             raise self.fail(where, "expected a timestamp with a time zone (e.g. ...Z)")
         return parsed
-
-
-def _name(doc: _Doc, meta: Mapping[str, Any]) -> str:
-    return doc.string(meta.get("name"), "metadata.name")
 
 
 def _node(doc: _Doc) -> Node:
@@ -279,104 +259,37 @@ def _group_job(group: PodGroupManifest, tasks: tuple[Task, ...] = ()) -> Job:
     )
 
 
-def _template_pod(
-    doc: _Doc,
-    index: int,
-    *,
-    namespace: str,
-    job_meta: Mapping[str, Any],
-    meta: Mapping[str, Any],
-    spec: Mapping[str, Any],
-) -> PodManifest:
-    """Task ``index``'s template as the pod Volcano's job controller makes of it: the job's
-    preemptable annotation and label copied over the template's (createJobPod)."""
-    maps: dict[str, dict[str, Any]] = {}
-    for key in ("annotations", "labels"):
-        values = dict(doc.mapping(meta.get(key), f"spec.tasks[{index}].template.metadata.{key}"))
-        job_values = doc.mapping(job_meta.get(key), f"metadata.{key}")
-        if PREEMPTABLE_KEY in job_values:
-            values[PREEMPTABLE_KEY] = job_values[PREEMPTABLE_KEY]
-        maps[key] = values
-    body = {"metadata": {"name": "template", "namespace": namespace, **maps}, "spec": spec}
-    return _read(doc, read_pod, body, prefix=f"spec.tasks[{index}].template.")
-
-
 def _vcjob(doc: _Doc, classes: Mapping[str, PriorityClass]) -> Job:
-    meta = doc.mapping(doc.body.get("metadata"), "metadata")
-    spec = doc.mapping(doc.body.get("spec"), "spec")
-    name = _name(doc, meta)
-    namespace = str(meta.get("namespace") or "default")
-    tasks: list[Task] = []
-    roles: list[tuple[int, str, int, int, dict[str, int]]] = []  # (prio, name, min, replicas, req)
-    raw_tasks = doc.seq(spec.get("tasks"), "spec.tasks")
-    if not raw_tasks:
-        raise doc.fail("spec.tasks", "expected at least one task")
-    for i, raw in enumerate(raw_tasks):
-        t = doc.mapping(raw, f"spec.tasks[{i}]")
-        tname = str(t.get("name") or f"default{i}")
-        replicas = doc.integer(t.get("replicas"), f"spec.tasks[{i}].replicas", 1)
-        template = doc.mapping(t.get("template"), f"spec.tasks[{i}].template")
-        tmeta = doc.mapping(template.get("metadata"), f"spec.tasks[{i}].template.metadata")
-        tspec = doc.mapping(template.get("spec"), f"spec.tasks[{i}].template.spec")
-        template_pod = _template_pod(doc, i, namespace=namespace, job_meta=meta, meta=tmeta, spec=tspec)
-        labels = job_pod_labels(
-            template_pod.labels,
-            job_labels=doc.labels(meta.get("labels"), "metadata.labels"),
-            job=name,
-            namespace=namespace,
-            queue=str(spec.get("queue") or "default"),
-            task=tname,
+    """A VolcanoJob read by the shared model: its derived PodGroup and every replica's pod."""
+    job = _read(doc, read_volcano_job, doc.body)
+
+    def priority_of(name: str | None) -> int:
+        return classes[name].value if name is not None and name in classes else 0
+
+    tasks = [
+        _pod_task(
+            task.pod.model_copy(update={"name": f"{job.name}-{task.name}-{index}"}),
+            classes=classes,
+            role=task.name,
+            job_priority_class=job.priority_class,
         )
-        for index in range(replicas):
-            pod = _pod_task(
-                template_pod.model_copy(update={"name": f"{name}-{tname}-{index}"}),
-                classes=classes,
-                role=tname,
-                labels=labels,
-                job_priority_class=spec.get("priorityClassName"),
-            )
-            tasks.append(pod)
-        task_min = doc.integer(t.get("minAvailable"), f"spec.tasks[{i}].minAvailable", replicas)
-        pc_name = template_pod.spec.priority_class
-        prio = classes[pc_name].value if pc_name is not None and pc_name in classes else 0
-        request = dict(tasks[-1].request) if replicas else {}
-        roles.append((prio, tname, task_min, replicas, request))
-    total_min = sum(r[2] for r in roles)
-    min_available = doc.integer(spec.get("minAvailable"), "spec.minAvailable", 0) or total_min
-    # minResources of the first minAvailable pods, tasks in descending priority (stable).
-    ordered = sorted(roles, key=lambda r: -r[0])
-    counts: dict[str, int] = {}
-    remaining = min_available
-    if min_available < total_min:
-        for _, tname, _, replicas, _ in ordered:
-            take = min(replicas, remaining)
-            counts[tname] = take
-            remaining -= take
-    else:
-        for _, tname, task_min, _, _ in ordered:
-            take = min(task_min, remaining)
-            counts[tname] = take
-            remaining -= take
-        for _, tname, _, replicas, _ in ordered:
-            extra = min(replicas - counts[tname], remaining)
-            counts[tname] += extra
-            remaining -= extra
-    min_resources: dict[str, int] = {}
-    for _, tname, _, _, request in ordered:
-        for res, amount in sorted(request.items()):
-            min_resources[res] = min_resources.get(res, 0) + amount * counts.get(tname, 0)
+        for task in job.tasks
+        for index in range(task.replicas)
+    ]
     return Job(
-        namespace=namespace,
-        name=name,
-        queue=str(spec.get("queue") or "default"),
-        min_member=min_available,
-        min_task_member={r[1]: r[2] for r in roles},
-        min_resources=dict(sorted(min_resources.items())),
-        priority_class=spec.get("priorityClassName"),
+        namespace=job.namespace,
+        name=job.name,
+        queue=job.queue,
+        min_member=job.min_available,
+        min_task_member={task.name: task.min_available for task in job.tasks},
+        min_resources=job.min_resources(
+            lambda name: classes[name].value if name is not None and name in classes else 0
+        ),
+        priority_class=job.priority_class,
         phase=PodGroupPhase.PENDING,
         tasks=tuple(tasks),
-        created=doc.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        annotations=doc.labels(meta.get("annotations"), "metadata.annotations"),
+        created=job.created,
+        annotations=dict(job.annotations),
     )
 
 
@@ -515,17 +428,10 @@ def _warnings(head: _Doc, spec: Mapping[str, Any], objects: list[tuple[str, _Doc
         for path, why in config_warnings(head.mapping(spec.get("config"), "spec.config"))
     ]
     for kind, doc in objects:
-        body_spec = doc.mapping(doc.body.get("spec"), "spec")
         if kind == "Job":
-            found.extend((doc, path, why) for path, why in ignored_job_fields(body_spec, "spec"))
-            for i, task in enumerate(doc.seq(body_spec.get("tasks"), "spec.tasks")):
-                template = doc.mapping(doc.mapping(task, f"spec.tasks[{i}]").get("template"), "template")
-                pod = doc.mapping(template.get("spec"), f"spec.tasks[{i}].template.spec")
-                found.extend(
-                    (doc, p, why) for p, why in ignored_pod_fields(pod, f"spec.tasks[{i}].template.spec")
-                )
+            found.extend((doc, path, why) for path, why in _read(doc, read_volcano_job, doc.body).ignored)
         elif kind == "Pod":
-            found.extend((doc, path, why) for path, why in ignored_pod_fields(body_spec, "spec"))
+            found.extend((doc, path, why) for path, why in _read(doc, read_pod, doc.body).spec.ignored)
     return tuple(f"{doc.file}: document {doc.index}: {path}: {why}" for doc, path, why in found)
 
 
