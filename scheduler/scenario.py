@@ -39,6 +39,7 @@ from scheduler.core.snapshot import (
     TaskStatus,
 )
 from scheduler.manifest.cluster import read_node, read_priority_class, read_queue
+from scheduler.manifest.fields import timestamp
 from scheduler.manifest.pods import (
     PodGroupManifest,
     PodManifest,
@@ -119,20 +120,6 @@ class _Doc:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(where, f"expected an integer, got {value!r}")
         return value
-
-    def timestamp(self, value: Any, where: str) -> datetime | None:
-        if value is None:
-            return None
-        if isinstance(value, datetime):
-            parsed = value
-        else:
-            try:
-                parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-            except ValueError as exc:
-                raise self.fail(where, "expected an RFC 3339 timestamp") from exc
-        if parsed.tzinfo is None:
-            raise self.fail(where, "expected a timestamp with a time zone (e.g. ...Z)")
-        return parsed
 
 
 def _node(doc: _Doc) -> Node:
@@ -416,7 +403,7 @@ def load_scenario(path: Path | str) -> Scenario:
         snapshot=_snapshot(objects),
         config=config,
         expect=head.mapping(spec.get("expect"), "spec.expect"),
-        now=head.timestamp(spec.get("now"), "spec.now"),
+        now=_read(head, partial(timestamp, path="spec.now"), spec.get("now")),
         warnings=_warnings(head, spec, objects),
     )
 

@@ -24,6 +24,7 @@ from scheduler.manifest.fields import (
     name_of,
     required,
     resources,
+    sequence,
     string,
     string_map,
     timestamp,
@@ -75,14 +76,9 @@ def read_node(body: Mapping[str, Any]) -> NodeManifest:
         allocatable = resources(status["allocatable"], "status.allocatable")
     else:
         allocatable = resources(status.get("capacity"), "status.capacity")
-    taints = spec.get("taints")
-    if taints is not None and not isinstance(taints, list):
-        raise PodSpecError("spec.taints", "expected a list", taints)
-    conditions = status.get("conditions")
-    if conditions is not None and not isinstance(conditions, list):
-        raise PodSpecError("status.conditions", "expected a list", conditions)
+    taints = sequence(spec.get("taints"), "spec.taints")
     ready = True
-    for i, raw in enumerate(conditions or []):
+    for i, raw in enumerate(sequence(status.get("conditions"), "status.conditions")):
         condition = mapping(raw, f"status.conditions[{i}]")
         if condition.get("type") == "Ready":
             ready = condition.get("status") == "True"
@@ -92,7 +88,7 @@ def read_node(body: Mapping[str, Any]) -> NodeManifest:
         labels=string_map(meta.get("labels"), "metadata.labels"),
         taints=tuple(
             event_model(Taint, mapping(raw, f"spec.taints[{i}]"), f"spec.taints[{i}]")
-            for i, raw in enumerate(taints or [])
+            for i, raw in enumerate(taints)
         ),
         unschedulable=boolean(spec.get("unschedulable"), "spec.unschedulable", False),
         ready=ready,

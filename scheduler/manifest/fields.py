@@ -29,6 +29,7 @@ __all__ = [
     "optional_string",
     "required",
     "resources",
+    "sequence",
     "string",
     "string_map",
     "timestamp",
@@ -54,6 +55,14 @@ def mapping(value: Any, path: str) -> Mapping[str, Any]:
         return {}
     if not isinstance(value, Mapping):
         raise PodSpecError(path, "expected a mapping", value)
+    return value
+
+
+def sequence(value: Any, path: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise PodSpecError(path, "expected a list", value)
     return value
 
 

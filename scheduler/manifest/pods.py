@@ -53,6 +53,7 @@ from scheduler.manifest.fields import (
     optional_string,
     required,
     resources,
+    sequence,
     string_map,
     timestamp,
 )
@@ -153,17 +154,9 @@ def read_pod_spec(spec: Mapping[str, Any], path: str) -> PodSpecManifest:
     )
 
 
-def _list(value: Any, path: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise PodSpecError(path, "expected a list", value)
-    return value
-
-
 def _tolerations(value: Any, path: str) -> tuple[Toleration, ...]:
     out = []
-    for i, raw in enumerate(_list(value, path)):
+    for i, raw in enumerate(sequence(value, path)):
         item = dict(mapping(raw, f"{path}[{i}]"))
         # Only NoExecute eviction uses tolerationSeconds; placement ignores it.
         item.pop("tolerationSeconds", None)
@@ -177,7 +170,9 @@ def _required_node_affinity(value: Any, path: str) -> tuple[NodeSelectorTerm, ..
     req_path = f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
     required_terms = mapping(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
     terms = []
-    for t, raw in enumerate(_list(required_terms.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")):
+    for t, raw in enumerate(
+        sequence(required_terms.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")
+    ):
         term_path = f"{req_path}.nodeSelectorTerms[{t}]"
         term = mapping(raw, term_path)
         fields = [
@@ -190,7 +185,7 @@ def _required_node_affinity(value: Any, path: str) -> tuple[NodeSelectorTerm, ..
                 mapping(e, f"{term_path}.matchExpressions[{i}]"),
                 f"{term_path}.matchExpressions[{i}]",
             )
-            for i, e in enumerate(_list(term.get("matchExpressions"), f"{term_path}.matchExpressions"))
+            for i, e in enumerate(sequence(term.get("matchExpressions"), f"{term_path}.matchExpressions"))
         ]
         terms.append(NodeSelectorTerm(match_expressions=expressions, match_fields=fields))
     return tuple(terms)
