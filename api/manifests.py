@@ -1,19 +1,24 @@
 """Volcano / Kubernetes manifests (YAML or JSON, multi-document) -> Tephra events.
 
-This module plays the part of Volcano's admission webhook and job controller
-for what scheduling needs: it applies the vcjob defaults (queue ``default``,
-task names ``default<i>``, task ``minAvailable`` = replicas, job
-``minAvailable`` = sum of the tasks'), derives the PodGroup's
-``minResources`` the way the job controller does (volcano semantics §8), and
-turns each object into one event:
+The ``tephra submit`` door (also the HTTP API's and the kube bridge's): each
+kind is read by the shared manifest model (:mod:`scheduler.manifest`, which
+``tephra simulate`` reads it with too: the Volcano Job defaults, the derived
+``minResources``, the pod spec) and turned here into its event:
 
-=====================================  =======================
-``batch.volcano.sh/v1alpha1 Job``      JobSubmitted
-``scheduling.volcano.sh/v1beta1 Queue`` QueueUpserted
-``scheduling.k8s.io/v1 PriorityClass`` PriorityClassUpserted
-``v1 Node``                            NodeReported
+==============================================  =======================
+``batch.volcano.sh/v1alpha1 Job``               JobSubmitted
+``scheduling.volcano.sh/v1beta1 PodGroup``      JobSubmitted, with the Pods that name it
+``v1 Pod`` naming no PodGroup                   JobSubmitted (a one-pod gang)
+``scheduling.volcano.sh/v1beta1 Queue``         QueueUpserted
+``scheduling.k8s.io/v1 PriorityClass``          PriorityClassUpserted
+``v1 Node``                                     NodeReported
 ``tephra.dev/v1alpha1 SchedulerConfiguration``  SchedulerConfigured
-=====================================  =======================
+==============================================  =======================
+
+What is particular to a submission stays here: the annotations' size limit and
+the simulated runtime, the names the projector would refuse, and refusing what
+no later event could undo (``schedulingGates``, a Pod's hand-set
+``spec.priority``).
 
 Parsing is all-or-nothing: every document of every file is checked, and any
 problem raises :class:`InvalidManifests` listing each :class:`ManifestError`

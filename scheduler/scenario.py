@@ -3,11 +3,13 @@
 A scenario is a multi-document YAML file whose first document is
 ``kind: Scenario`` (``spec.sessions``, ``spec.config``, ``spec.expect``) and
 whose other documents are Node, Queue, PriorityClass, PodGroup, Pod and
-``batch.volcano.sh/v1alpha1`` Job objects (see the conformance README).  A
-VolcanoJob is expanded the way Volcano's job controller does it
-(semantics.md §8): pods ``<job>-<task>-<index>`` labelled with their task
-name, and a derived PodGroup (minMember, minTaskMember, minResources of the
-first minAvailable pods by priority, queue, priorityClassName).  Volcano's
+``batch.volcano.sh/v1alpha1`` Job objects (see the conformance README).  Each
+kind is read by the shared manifest model (:mod:`scheduler.manifest`, as
+``tephra submit`` reads it) and turned here into the snapshot: a VolcanoJob
+into its derived PodGroup and pods ``<job>-<task>-<index>`` (semantics.md §8),
+a PodGroup into a job holding the Pods that name it, a Pod naming none into a
+one-pod gang; cluster state (a PodGroup's phase, a Pod's node and phase) is
+where the simulation starts.  Volcano's
 ``default`` queue (weight 1, Open) exists unless the file declares its own, as
 Volcano's scheduler creates it when it starts.
 

@@ -17,6 +17,8 @@ from pydantic import BaseModel
 from events.models import Taint
 from scheduler.manifest.fields import (
     FROZEN,
+    PREEMPTION_POLICIES,
+    PreemptionPolicy,
     boolean,
     event_model,
     integer,
@@ -45,12 +47,7 @@ QUEUE_WEIGHT_MAX: Final = 65535
 INT32_MAX: Final = 2**31 - 1
 
 QueueState = Literal["Open", "Closed", "Closing"]
-PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
 _QUEUE_STATES: Final[dict[object, QueueState]] = {"Open": "Open", "Closed": "Closed", "Closing": "Closing"}
-_POLICIES: Final[dict[object, PreemptionPolicy]] = {
-    "PreemptLowerPriority": "PreemptLowerPriority",
-    "Never": "Never",
-}
 
 
 class NodeManifest(BaseModel):
@@ -157,7 +154,7 @@ def read_priority_class(body: Mapping[str, Any]) -> PriorityClassManifest:
     if not -INT32_MAX - 1 <= value <= INT32_MAX:
         raise PodSpecError("value", "expected a 32-bit integer", value)
     raw_policy = body.get("preemptionPolicy")
-    policy = _POLICIES.get(raw_policy or "PreemptLowerPriority")
+    policy = PREEMPTION_POLICIES.get(raw_policy or "PreemptLowerPriority")
     if policy is None:
         raise PodSpecError("preemptionPolicy", "expected PreemptLowerPriority or Never", raw_policy)
     return PriorityClassManifest(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -19,6 +19,8 @@ from scheduler.podspec import MISSING, PodSpecError
 
 __all__ = [
     "FROZEN",
+    "PREEMPTION_POLICIES",
+    "PreemptionPolicy",
     "at",
     "boolean",
     "event_model",
@@ -37,6 +39,13 @@ __all__ = [
 
 #: The manifest models are values: frozen, and built only by their readers.
 FROZEN: Final = ConfigDict(frozen=True, extra="forbid")
+
+PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
+#: A pod's or PriorityClass's ``preemptionPolicy``, by what a manifest may say.
+PREEMPTION_POLICIES: Final[dict[object, PreemptionPolicy]] = {
+    "PreemptLowerPriority": "PreemptLowerPriority",
+    "Never": "Never",
+}
 _M = TypeVar("_M", bound=BaseModel)
 _IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

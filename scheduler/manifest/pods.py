@@ -12,10 +12,10 @@ PodGroup's ``status.phase``, a Pod's ``spec.nodeName``, ``status.phase`` and
 :meth:`PodManifest.cluster_state`): the simulator starts from it, ``tephra
 submit`` warns that it submits the request only.
 
-The pod's spec (requests, tolerations, affinity ...) is read by each door with
-:mod:`scheduler.podspec`, as for a VolcanoJob's task template.  Problems raise
-:class:`scheduler.podspec.PodSpecError` with the field path; each door turns it
-into its own error type.
+The pod's spec (a Pod's, or a VolcanoJob task's template) is read once into
+:class:`PodSpecManifest`, in the events' own sub-models, with
+:mod:`scheduler.podspec`.  Problems raise :class:`scheduler.podspec.PodSpecError`
+with the field path; each door turns it into its own error type.
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ from events.models import (
 from scheduler.core.snapshot import LabelSelector, PodAffinityTerm, PodGroupPhase, TopologySpreadConstraint
 from scheduler.manifest.fields import (
     FROZEN,
+    PREEMPTION_POLICIES,
+    PreemptionPolicy,
     at,
     event_model,
     integer,
@@ -73,9 +75,11 @@ __all__ = [
     "ROLE_KEY",
     "PodGroupManifest",
     "PodManifest",
+    "PodSpecManifest",
     "group_of",
     "lone_pod_group",
     "read_pod",
+    "read_pod_spec",
     "read_podgroup",
 ]
 
@@ -91,11 +95,6 @@ PREEMPTABLE_KEY: Final = "volcano.sh/preemptable"
 _TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE: Final = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
-PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
-_POLICIES: Final[dict[object, PreemptionPolicy]] = {
-    "PreemptLowerPriority": "PreemptLowerPriority",
-    "Never": "Never",
-}
 _POD_PHASES: Final[dict[object, PodPhase]] = {
     "Pending": "Pending",
     "Running": "Running",
@@ -135,7 +134,7 @@ def read_pod_spec(spec: Mapping[str, Any], path: str) -> PodSpecManifest:
         raise PodSpecError(f"{path}.containers", "expected at least one container", containers)
     requests = pod_requests(spec, path)
     raw_policy = spec.get("preemptionPolicy")
-    policy = _POLICIES.get(raw_policy)
+    policy = PREEMPTION_POLICIES.get(raw_policy)
     if raw_policy is not None and policy is None:
         raise PodSpecError(f"{path}.preemptionPolicy", "expected PreemptLowerPriority or Never", raw_policy)
     constraints = pod_constraints(spec, path)
