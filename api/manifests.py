@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from events.models import (
     DEFAULT_CLUSTER,
@@ -268,7 +268,9 @@ def _priority_class(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> Manife
 
 def _queue(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
     queue = _shared(doc, read_queue, obj)
-    data = QueueUpsertedData.model_validate(
+    data = _event_data(
+        doc,
+        QueueUpsertedData,
         # resources as quantity strings: an integer given to the model is read as a quantity
         {
             "name": queue.name,
@@ -280,7 +282,7 @@ def _queue(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
             "priority": queue.priority,
             "parent": queue.parent,
             "state": queue.state,
-        }
+        },
     )
     event = QueueUpserted(data=data, **env.fields(f"queue/{queue.name}"))
     return ManifestObject(f"queue/{queue.name}", event, doc.file, doc.index)
@@ -288,7 +290,9 @@ def _queue(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
 
 def _node(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
     node = _shared(doc, read_node, obj)
-    data = NodeReportedData.model_validate(
+    data = _event_data(
+        doc,
+        NodeReportedData,
         # resources as quantity strings: an integer given to the model is read as a quantity
         {
             "name": node.name,
@@ -297,7 +301,7 @@ def _node(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
             "taints": list(node.taints),
             "unschedulable": node.unschedulable,
             "ready": node.ready,
-        }
+        },
     )
     return ManifestObject(
         f"node/{node.name}", NodeReported(data=data, **env.fields(f"node/{node.name}")), doc.file, doc.index
@@ -358,7 +362,9 @@ def _volcano_job(
     for path, why in job.ignored:
         doc.warn(path, why)
     tasks = [
-        TaskSpec.model_validate(
+        _event_data(
+            doc,
+            TaskSpec,
             {
                 **_pod_fields(doc, task.pod.spec, f"spec.tasks[{i}].template.spec"),
                 "name": task.name,
@@ -366,11 +372,13 @@ def _volcano_job(
                 "min_available": task.min_available,
                 "preemptable": task.pod.preemptable,
                 "labels": task.pod.labels,
-            }
+            },
         )
         for i, task in enumerate(job.tasks)
     ]
-    data = JobSubmittedData.model_validate(
+    data = _event_data(
+        doc,
+        JobSubmittedData,
         # resources as quantity strings: an integer given to the model is read as a quantity
         {
             "namespace": job.namespace,
@@ -385,7 +393,7 @@ def _volcano_job(
             "labels": job.labels,
             "annotations": _checked_annotations(doc, dict(job.annotations)),
             "ttl_seconds_after_finished": job.ttl_seconds_after_finished,
-        }
+        },
     )
     return ManifestObject(
         f"job/{job.uid}", JobSubmitted(data=data, **env.fields(f"job/{job.uid}")), doc.file, doc.index
@@ -420,6 +428,19 @@ def _pod_fields(doc: _Doc, pod: PodSpecManifest, pod_path: str) -> dict[str, Any
 
 #: A PodGroup (or a bare Pod's one-pod gang) and the documents of its pods.
 _GroupMembers = list[tuple[_Doc, PodManifest]]
+
+
+def _event_data(doc: _Doc, model: type[_M], data: Mapping[str, Any]) -> _M:
+    """An event's data from what the model read; a bound only the event knows is an error here,
+    named by the event field (as the projector would name it), not an exception."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        doc.fail(
+            f"(event data.{where})" if where else "(event data)", first["msg"], first.get("input", _MISSING)
+        )
 
 
 def _shared(doc: _Doc, read: Callable[[_I], _T], value: _I) -> _T:
@@ -466,7 +487,9 @@ def _pod_group_job(
                     pod.priority,
                 )
         tasks.append(
-            TaskSpec.model_validate(
+            _event_data(
+                pod_doc,
+                TaskSpec,
                 {
                     **fields,
                     "name": dns_label(pod.name),
@@ -477,7 +500,7 @@ def _pod_group_job(
                     "role": pod.role,
                     # A PodGroup's pods keep their own class (none: the cluster's default).
                     "inherits_job_priority_class": False,
-                }
+                },
             )
         )
     if group.min_member > len(tasks):
@@ -486,7 +509,9 @@ def _pod_group_job(
             f"{group.min_member} pods needed but {len(tasks)} given: the gang waits for pods "
             "that no submission adds later",
         )
-    data = JobSubmittedData.model_validate(
+    data = _event_data(
+        doc,
+        JobSubmittedData,
         {
             "namespace": group.namespace,
             "name": group.name,
@@ -498,7 +523,7 @@ def _pod_group_job(
             "labels": group.labels,
             "annotations": _checked_annotations(doc, dict(group.annotations)),
             "min_task_member": group.min_task_member,
-        }
+        },
     )
     job_id = data.job_id
     return ManifestObject(

@@ -24,6 +24,7 @@ from scheduler.manifest.fields import (
     integer,
     mapping,
     name_of,
+    one_of,
     required,
     resources,
     sequence,
@@ -44,10 +45,9 @@ __all__ = [
 
 #: Volcano's bounds on a queue's weight (``spec.weight``, validated by its admission webhook).
 QUEUE_WEIGHT_MAX: Final = 65535
-INT32_MAX: Final = 2**31 - 1
 
 QueueState = Literal["Open", "Closed", "Closing"]
-_QUEUE_STATES: Final[dict[object, QueueState]] = {"Open": "Open", "Closed": "Closed", "Closing": "Closing"}
+_QUEUE_STATES: Final[dict[str, QueueState]] = {"Open": "Open", "Closed": "Closed", "Closing": "Closing"}
 
 
 class NodeManifest(BaseModel):
@@ -116,10 +116,9 @@ def read_queue(body: Mapping[str, Any]) -> QueueManifest:
     weight = integer(spec.get("weight"), "spec.weight", 1, minimum=1)
     if weight > QUEUE_WEIGHT_MAX:
         raise PodSpecError("spec.weight", f"expected an integer <= {QUEUE_WEIGHT_MAX}", weight)
-    raw_state = status.get("state")
-    state = _QUEUE_STATES.get(raw_state or "Open")
-    if state is None:
-        raise PodSpecError("status.state", "expected Open, Closed or Closing", raw_state)
+    state = one_of(
+        _QUEUE_STATES, status.get("state") or "Open", "status.state", "expected Open, Closed or Closing"
+    )
     guarantee = mapping(spec.get("guarantee"), "spec.guarantee")
     parent = spec.get("parent")
     return QueueManifest(
@@ -151,12 +150,12 @@ def read_priority_class(body: Mapping[str, Any]) -> PriorityClassManifest:
     meta = mapping(body.get("metadata"), "metadata")
     name = name_of(meta)
     value = integer(required(body, "value", ""), "value", 0, minimum=None)
-    if not -INT32_MAX - 1 <= value <= INT32_MAX:
-        raise PodSpecError("value", "expected a 32-bit integer", value)
-    raw_policy = body.get("preemptionPolicy")
-    policy = PREEMPTION_POLICIES.get(raw_policy or "PreemptLowerPriority")
-    if policy is None:
-        raise PodSpecError("preemptionPolicy", "expected PreemptLowerPriority or Never", raw_policy)
+    policy = one_of(
+        PREEMPTION_POLICIES,
+        body.get("preemptionPolicy") or "PreemptLowerPriority",
+        "preemptionPolicy",
+        "expected PreemptLowerPriority or Never",
+    )
     return PriorityClassManifest(
         name=name,
         value=value,

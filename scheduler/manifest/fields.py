@@ -28,6 +28,7 @@ __all__ = [
     "mapping",
     "name_of",
     "namespace_of",
+    "one_of",
     "optional_string",
     "required",
     "resources",
@@ -42,11 +43,14 @@ FROZEN: Final = ConfigDict(frozen=True, extra="forbid")
 
 PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
 #: A pod's or PriorityClass's ``preemptionPolicy``, by what a manifest may say.
-PREEMPTION_POLICIES: Final[dict[object, PreemptionPolicy]] = {
+PREEMPTION_POLICIES: Final[dict[str, PreemptionPolicy]] = {
     "PreemptLowerPriority": "PreemptLowerPriority",
     "Never": "Never",
 }
 _M = TypeVar("_M", bound=BaseModel)
+_V = TypeVar("_V")
+INT32_MAX: Final = 2**31 - 1
+INT32_MIN: Final = -(2**31)
 _IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -95,13 +99,23 @@ def optional_string(value: Any, path: str) -> str | None:
 
 
 def integer(value: Any, path: str, default: int, minimum: int | None = 0) -> int:
+    """An integer as Kubernetes' int32 fields hold it (counts, weights, priorities)."""
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
         raise PodSpecError(path, "expected an integer", value)
     if minimum is not None and value < minimum:
         raise PodSpecError(path, f"expected an integer >= {minimum}", value)
+    if not INT32_MIN <= value <= INT32_MAX:
+        raise PodSpecError(path, f"expected a 32-bit integer (at most {INT32_MAX})", value)
     return value
+
+
+def one_of(table: Mapping[str, _V], value: Any, path: str, expected: str) -> _V:
+    """``table[value]``; anything else (another string, a number, a list) is refused with ``expected``."""
+    if isinstance(value, str) and value in table:
+        return table[value]
+    raise PodSpecError(path, expected, value)
 
 
 def boolean(value: Any, path: str, default: bool) -> bool:

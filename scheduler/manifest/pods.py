@@ -52,6 +52,7 @@ from scheduler.manifest.fields import (
     mapping,
     name_of,
     namespace_of,
+    one_of,
     optional_string,
     required,
     resources,
@@ -95,7 +96,8 @@ PREEMPTABLE_KEY: Final = "volcano.sh/preemptable"
 _TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE: Final = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
-_POD_PHASES: Final[dict[object, PodPhase]] = {
+_GROUP_PHASES: Final[dict[str, PodGroupPhase]] = {phase.value: phase for phase in PodGroupPhase}
+_POD_PHASES: Final[dict[str, PodPhase]] = {
     "Pending": "Pending",
     "Running": "Running",
     "Succeeded": "Succeeded",
@@ -134,9 +136,10 @@ def read_pod_spec(spec: Mapping[str, Any], path: str) -> PodSpecManifest:
         raise PodSpecError(f"{path}.containers", "expected at least one container", containers)
     requests = pod_requests(spec, path)
     raw_policy = spec.get("preemptionPolicy")
-    policy = PREEMPTION_POLICIES.get(raw_policy)
-    if raw_policy is not None and policy is None:
-        raise PodSpecError(f"{path}.preemptionPolicy", "expected PreemptLowerPriority or Never", raw_policy)
+    policy = None
+    if raw_policy is not None:
+        where = f"{path}.preemptionPolicy"
+        policy = one_of(PREEMPTION_POLICIES, raw_policy, where, "expected PreemptLowerPriority or Never")
     constraints = pod_constraints(spec, path)
     return PodSpecManifest(
         requests=requests,
@@ -258,13 +261,12 @@ def read_podgroup(body: Mapping[str, Any]) -> PodGroupManifest:
     meta = mapping(body.get("metadata"), "metadata")
     spec = mapping(body.get("spec"), "spec")
     status = mapping(body.get("status"), "status")
-    phase = status.get("phase") or "Pending"
-    try:
-        pg_phase = PodGroupPhase(phase)
-    except ValueError:
-        raise PodSpecError(
-            "status.phase", "expected Pending, Inqueue, Running, Unknown or Completed", phase
-        ) from None
+    pg_phase = one_of(
+        _GROUP_PHASES,
+        status.get("phase") or "Pending",
+        "status.phase",
+        "expected Pending, Inqueue, Running, Unknown or Completed",
+    )
     min_task_member = {}
     for role, count in mapping(spec.get("minTaskMember"), "spec.minTaskMember").items():
         min_task_member[str(role)] = integer(count, at("spec.minTaskMember", str(role)), 0)
@@ -346,15 +348,18 @@ def read_pod(body: Mapping[str, Any]) -> PodManifest:
     status = mapping(body.get("status"), "status")
     labels = string_map(meta.get("labels"), "metadata.labels")
     annotations = string_map(meta.get("annotations"), "metadata.annotations")
-    phase = _POD_PHASES.get(status.get("phase") or "Pending")
-    if phase is None:
-        raise PodSpecError("status.phase", "expected Pending, Running, Succeeded or Failed", status["phase"])
+    phase = one_of(
+        _POD_PHASES,
+        status.get("phase") or "Pending",
+        "status.phase",
+        "expected Pending, Running, Succeeded or Failed",
+    )
     node = optional_string(spec.get("nodeName"), "spec.nodeName")
     if phase == "Running" and node is None:
         raise PodSpecError("spec.nodeName", "a Running pod must name its node")
     priority = spec.get("priority")
     if priority is not None:
-        priority = integer(priority, "spec.priority", 0, minimum=-(2**31))
+        priority = integer(priority, "spec.priority", 0, minimum=None)
     return PodManifest(
         namespace=namespace_of(meta),
         name=name_of(meta, valid=None),

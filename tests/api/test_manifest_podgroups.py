@@ -189,6 +189,15 @@ def test_parse_object_reads_a_bare_pod_and_refuses_a_podgroup_alone() -> None:
             "expected a Kubernetes quantity",
         ),
         (
+            # A value of the wrong shape where a word is expected is an error, not an exception.
+            LONE + "status: {phase: [Running]}\n",
+            "pods.yaml, document 1 (Pod ml/solo): status.phase: expected Pending, Running, Succeeded or Failed",
+        ),
+        (
+            GROUP.replace("minMember: 2", "minMember: 1099511627776"),
+            "pods.yaml, document 1 (PodGroup ml/train): spec.minMember: expected a 32-bit integer",
+        ),
+        (
             LONE + "---\n" + LONE,
             "pods.yaml, document 2 (Pod ml/solo): metadata.name: duplicate job/ml/solo",
         ),
