@@ -191,7 +191,8 @@ def test_parse_object_reads_a_bare_pod_and_refuses_a_podgroup_alone() -> None:
         (
             # A value of the wrong shape where a word is expected is an error, not an exception.
             LONE + "status: {phase: [Running]}\n",
-            "pods.yaml, document 1 (Pod ml/solo): status.phase: expected Pending, Running, Succeeded or Failed",
+            "pods.yaml, document 1 (Pod ml/solo): status.phase: expected Pending, Running, Succeeded or "
+            "Failed",
         ),
         (
             GROUP.replace("minMember: 2", "minMember: 1099511627776"),
