@@ -208,8 +208,8 @@ def submit(
     files: Annotated[
         list[Path],
         typer.Argument(
-            help="VolcanoJob, Queue, PriorityClass, Node, HyperNode, SchedulerConfiguration "
-            "manifests (YAML or JSON, multi-document)."
+            help="VolcanoJob, PodGroup (with its Pods), Pod, Queue, PriorityClass, Node, "
+            "HyperNode, SchedulerConfiguration manifests (YAML or JSON, multi-document)."
         ),
     ],
     flags: dict[str, str],

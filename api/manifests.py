@@ -1,20 +1,31 @@
 """Volcano / Kubernetes manifests (YAML or JSON, multi-document) -> Tephra events.
 
-This module plays the part of Volcano's admission webhook and job controller
-for what scheduling needs: it applies the vcjob defaults (queue ``default``,
-task names ``default<i>``, task ``minAvailable`` = replicas, job
-``minAvailable`` = sum of the tasks'), derives the PodGroup's
-``minResources`` the way the job controller does (volcano semantics §8), and
-turns each object into one event:
+The ``tephra submit`` door (also the HTTP API's and the kube bridge's): each
+kind is read by the shared manifest model (:mod:`scheduler.manifest`, which
+``tephra simulate`` reads it with too: the Volcano Job defaults, the derived
+``minResources``, the pod spec) and turned here into its event:
 
-=====================================  =======================
 ``batch.volcano.sh/v1alpha1 Job``      JobSubmitted
 ``scheduling.volcano.sh/v1beta1 Queue`` QueueUpserted
 ``scheduling.k8s.io/v1 PriorityClass`` PriorityClassUpserted
 ``v1 Node``                            NodeReported
 ``topology.volcano.sh/v1alpha1 HyperNode``  HyperNodeUpserted
+=======
+==============================================  =======================
+``batch.volcano.sh/v1alpha1 Job``               JobSubmitted
+``scheduling.volcano.sh/v1beta1 PodGroup``      JobSubmitted, with the Pods that name it
+``v1 Pod`` naming no PodGroup                   JobSubmitted (a one-pod gang)
+``scheduling.volcano.sh/v1beta1 Queue``         QueueUpserted
+``scheduling.k8s.io/v1 PriorityClass``          PriorityClassUpserted
+``v1 Node``                                     NodeReported
+``topology.volcano.sh/v1alpha1 HyperNode``      HyperNodeUpserted
 ``tephra.dev/v1alpha1 SchedulerConfiguration``  SchedulerConfigured
-=====================================  =======================
+==============================================  =======================
+
+What is particular to a submission stays here: the annotations' size limit and
+the simulated runtime, the names the projector would refuse, and refusing what
+no later event could undo (``schedulingGates``, a Pod's hand-set
+``spec.priority``).
 
 A VolcanoJob's ``spec.networkTopology`` and HyperNode documents are read by
 :mod:`scheduler.topology_spec`, as ``tephra simulate`` reads them.
@@ -56,33 +67,37 @@ from events.models import (
     NetworkTopologySpec,
     NodeReported,
     NodeReportedData,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
     PriorityClassUpserted,
     PriorityClassUpsertedData,
     QueueUpserted,
     QueueUpsertedData,
     SchedulerConfigured,
     SchedulerConfiguredData,
-    Taint,
     TaskSpec,
-    Toleration,
 )
 from events.models import LabelSelector as LabelSelectorModel
 from events.names import invalid_name, is_dns_label, is_dns_subdomain
-from events.quantity import PODS, QuantityError, format_resources, parse_quantity
+from events.quantity import format_resources
+from kube.bridge.objects import dns_label
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
 from scheduler.core.config import ConfigError, config_warnings, parse_scheduler_config
-from scheduler.core.snapshot import HyperNodeMember, LabelSelector, PodAffinityTerm, TopologySpreadConstraint
+from scheduler.core.snapshot import HyperNodeMember, LabelSelector
+from scheduler.manifest.cluster import read_node, read_priority_class, read_queue
+from scheduler.manifest.pods import (
+    GROUP_ANNOTATION,
+    PodGroupManifest,
+    PodManifest,
+    PodSpecManifest,
+    group_of,
+    lone_pod_group,
+    read_pod,
+    read_podgroup,
+    selector_model,
+)
+from scheduler.manifest.vcjob import read_volcano_job
 from scheduler.podspec import (
     MISSING,
     PodSpecError,
-    ignored_job_fields,
-    ignored_pod_fields,
-    job_pod_labels,
-    match_fields,
-    pod_constraints,
-    pod_requests,
 )
 from scheduler.topology_spec import (
     HYPERNODE_API_VERSION,
@@ -112,6 +127,7 @@ _MISSING: Any = MISSING  # one sentinel with scheduler.podspec, so its errors pa
 _YAML_LOADER: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _M = TypeVar("_M", bound=BaseModel)
 _T = TypeVar("_T")
+_I = TypeVar("_I")
 
 #: Kubernetes' limit on an object's annotations, keys and values together (TotalAnnotationSizeLimitB).
 ANNOTATIONS_MAX_BYTES = 256 * 1024
@@ -228,85 +244,10 @@ def _required(doc: _Doc, obj: Mapping[str, Any], key: str, path: str) -> Any:
     return value
 
 
-def _list(doc: _Doc, value: Any, path: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        doc.fail(path, "expected a list", value)
-    return value
-
-
 def _string(doc: _Doc, value: Any, path: str) -> str:
     if not isinstance(value, str) or not value:
         doc.fail(path, "expected a non-empty string", value)
     return value
-
-
-def _optional_string(doc: _Doc, value: Any, path: str) -> str | None:
-    if value is None or value == "":
-        return None
-    return _string(doc, value, path)
-
-
-def _integer(doc: _Doc, value: Any, path: str, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        doc.fail(path, "expected an integer", value)
-    if minimum is not None and value < minimum:
-        doc.fail(path, f"expected an integer >= {minimum}", value)
-    return value
-
-
-def _boolean(doc: _Doc, value: Any, path: str) -> bool:
-    if not isinstance(value, bool):
-        doc.fail(path, "expected true or false", value)
-    return value
-
-
-def _string_map(doc: _Doc, value: Any, path: str) -> dict[str, str]:
-    """Labels, annotations, node selectors: string values only (quote ``"true"`` and numbers in YAML)."""
-    out: dict[str, str] = {}
-    for key, item in sorted(_mapping(doc, value, path).items(), key=lambda kv: str(kv[0])):
-        if not isinstance(key, str) or not key:
-            doc.fail(path, "expected string keys", key)
-        if not isinstance(item, str):
-            doc.fail(_at(path, key), "expected a string (quote it in YAML)", item)
-        out[key] = item
-    return out
-
-
-def _resources(doc: _Doc, value: Any, path: str) -> dict[str, int]:
-    """Parsed to Tephra's integer units for arithmetic; hand models :func:`format_resources` of it
-    (an integer given to an event model is read as a quantity, not as units)."""
-    out: dict[str, int] = {}
-    for name, quantity in _mapping(doc, value, path).items():
-        if not isinstance(name, str):
-            doc.fail(path, "expected resource names as strings", name)
-        try:
-            out[name] = parse_quantity(name, quantity)
-        except QuantityError as exc:
-            doc.fail(
-                _at(path, name),
-                f"expected a Kubernetes quantity such as '500m', '2' or '8Gi' ({exc.why})",
-                quantity,
-            )
-    return dict(sorted(out.items()))
-
-
-def _model(doc: _Doc, model: type[_M], data: dict[str, Any], path: str) -> _M:
-    """Build a small event sub-model, mapping pydantic's error location onto the manifest path."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = path
-        for part in first["loc"]:
-            where = _at(where, part if isinstance(part, int) else _camel(str(part)))
-        doc.fail(where, first["msg"], first.get("input", _MISSING))
-
-
-def _camel(snake: str) -> str:
-    head, *rest = snake.split("_")
-    return head + "".join(p.title() for p in rest)
 
 
 def _name(
@@ -343,81 +284,53 @@ class _Envelope:
 
 
 def _priority_class(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
-    name = _name(doc, _mapping(doc, obj.get("metadata"), "metadata"), "metadata")
-    doc.name = name
-    value = _integer(doc, _required(doc, obj, "value", ""), "value")
-    data: dict[str, Any] = {"name": name, "value": value}
-    if obj.get("globalDefault") is not None:
-        data["global_default"] = _boolean(doc, obj["globalDefault"], "globalDefault")
-    if obj.get("preemptionPolicy") is not None:
-        data["preemption_policy"] = obj["preemptionPolicy"]
-    event = PriorityClassUpserted(
-        data=_model(doc, PriorityClassUpsertedData, data, ""), **env.fields(f"priorityclass/{name}")
+    pc = _shared(doc, read_priority_class, obj)
+    data = PriorityClassUpsertedData(
+        name=pc.name, value=pc.value, global_default=pc.global_default, preemption_policy=pc.preemption_policy
     )
-    return ManifestObject(f"priorityclass/{name}", event, doc.file, doc.index)
+    event = PriorityClassUpserted(data=data, **env.fields(f"priorityclass/{pc.name}"))
+    return ManifestObject(f"priorityclass/{pc.name}", event, doc.file, doc.index)
 
 
 def _queue(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
-    name = _name(doc, _mapping(doc, obj.get("metadata"), "metadata"), "metadata")
-    doc.name = name
-    spec = _mapping(doc, obj.get("spec"), "spec")
-    data: dict[str, Any] = {"name": name}
-    if spec.get("weight") is not None:
-        data["weight"] = _integer(doc, spec["weight"], "spec.weight", minimum=1)
-    for key in ("capability", "deserved"):
-        data[key] = format_resources(_resources(doc, spec.get(key), f"spec.{key}"))
-    guarantee = _mapping(doc, spec.get("guarantee"), "spec.guarantee")
-    data["guarantee"] = format_resources(
-        _resources(doc, guarantee.get("resource"), "spec.guarantee.resource")
+    queue = _shared(doc, read_queue, obj)
+    data = _event_data(
+        doc,
+        QueueUpsertedData,
+        # resources as quantity strings: an integer given to the model is read as a quantity
+        {
+            "name": queue.name,
+            "weight": queue.weight,
+            "capability": format_resources(queue.capability),
+            "deserved": format_resources(queue.deserved),
+            "guarantee": format_resources(queue.guarantee),
+            "reclaimable": queue.reclaimable,
+            "priority": queue.priority,
+            "parent": queue.parent,
+            "state": queue.state,
+        },
     )
-    if spec.get("reclaimable") is not None:
-        data["reclaimable"] = _boolean(doc, spec["reclaimable"], "spec.reclaimable")
-    if spec.get("priority") is not None:
-        data["priority"] = _integer(doc, spec["priority"], "spec.priority", minimum=0)
-    if spec.get("parent") is not None:
-        data["parent"] = _string(doc, spec["parent"], "spec.parent")
-    state = _mapping(doc, obj.get("status"), "status").get("state")
-    if state is not None:
-        if state not in ("Open", "Closed", "Closing"):
-            doc.fail("status.state", "expected Open, Closed or Closing", state)
-        data["state"] = state
-    event = QueueUpserted(data=_model(doc, QueueUpsertedData, data, "spec"), **env.fields(f"queue/{name}"))
-    return ManifestObject(f"queue/{name}", event, doc.file, doc.index)
+    event = QueueUpserted(data=data, **env.fields(f"queue/{queue.name}"))
+    return ManifestObject(f"queue/{queue.name}", event, doc.file, doc.index)
 
 
 def _node(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) -> ManifestObject:
-    meta = _mapping(doc, obj.get("metadata"), "metadata")
-    name = _name(doc, meta, "metadata")
-    doc.name = name
-    spec = _mapping(doc, obj.get("spec"), "spec")
-    status = _mapping(doc, obj.get("status"), "status")
-    # A kubelet reports allocatable; hand-written nodes often give only capacity.
-    if status.get("allocatable") is not None:
-        allocatable = _resources(doc, status["allocatable"], "status.allocatable")
-    else:
-        allocatable = _resources(doc, status.get("capacity"), "status.capacity")
-    taints = [
-        _model(doc, Taint, _mapping(doc, raw, f"spec.taints[{i}]"), f"spec.taints[{i}]")
-        for i, raw in enumerate(_list(doc, spec.get("taints"), "spec.taints"))
-    ]
-    ready = True
-    for i, raw_condition in enumerate(_list(doc, status.get("conditions"), "status.conditions")):
-        condition = _mapping(doc, raw_condition, f"status.conditions[{i}]")
-        if condition.get("type") == "Ready":
-            ready = condition.get("status") == "True"
-    data = NodeReportedData.model_validate(
+    node = _shared(doc, read_node, obj)
+    data = _event_data(
+        doc,
+        NodeReportedData,
         # resources as quantity strings: an integer given to the model is read as a quantity
         {
-            "name": name,
-            "allocatable": format_resources(allocatable),
-            "labels": _string_map(doc, meta.get("labels"), "metadata.labels"),
-            "taints": taints,
-            "unschedulable": _boolean(doc, spec.get("unschedulable", False), "spec.unschedulable"),
-            "ready": ready,
-        }
+            "name": node.name,
+            "allocatable": format_resources(node.allocatable),
+            "labels": node.labels,
+            "taints": list(node.taints),
+            "unschedulable": node.unschedulable,
+            "ready": node.ready,
+        },
     )
     return ManifestObject(
-        f"node/{name}", NodeReported(data=data, **env.fields(f"node/{name}")), doc.file, doc.index
+        f"node/{node.name}", NodeReported(data=data, **env.fields(f"node/{node.name}")), doc.file, doc.index
     )
 
 
@@ -448,16 +361,7 @@ def _scheduler_configuration(doc: _Doc, obj: Mapping[str, Any], env: _Envelope) 
 # --------------------------------------------------------------------------- VolcanoJob
 
 
-@dataclass(frozen=True)
-class _Task:
-    spec: TaskSpec
-    pod_usage: dict[str, int]
-    priority: int
-
-
-def _job_annotations(doc: _Doc, meta: Mapping[str, Any]) -> dict[str, str]:
-    """The job's annotations, within Kubernetes' size limit, with a valid simulated runtime."""
-    annotations = _string_map(doc, meta.get("annotations"), "metadata.annotations")
+def _checked_annotations(doc: _Doc, annotations: dict[str, str]) -> dict[str, str]:
     size = sum(len(key.encode()) + len(value.encode()) for key, value in annotations.items())
     if size > ANNOTATIONS_MAX_BYTES:
         doc.fail(
@@ -476,134 +380,56 @@ def _job_annotations(doc: _Doc, meta: Mapping[str, Any]) -> dict[str, str]:
 def _volcano_job(
     doc: _Doc, obj: Mapping[str, Any], env: _Envelope, priority_values: Mapping[str, int]
 ) -> ManifestObject:
-    meta = _mapping(doc, obj.get("metadata"), "metadata")
-    name = _name(doc, meta, "metadata", is_dns_label)
-    namespace = meta.get("namespace") or "default"
-    if not isinstance(namespace, str) or not is_dns_label(namespace):
-        doc.fail("metadata.namespace", "expected a lowercase DNS label", namespace)
-    doc.name = f"{namespace}/{name}"
-    labels = _string_map(doc, meta.get("labels"), "metadata.labels")
-    annotations = _job_annotations(doc, meta)
-    # The job controller copies the job's own annotation and label over the template's.
-    job_preemptable = (
-        _preemptable(doc, annotations, {}, "metadata"),
-        _preemptable(doc, {}, labels, "metadata"),
-    )
-
-    spec = _mapping(doc, _required(doc, obj, "spec", ""), "spec")
-    for path, why in ignored_job_fields(spec, "spec"):
+    uid = _uid_of(obj)
+    if uid is not None and all(is_dns_label(part) for part in uid.split("/")):
+        doc.name = uid  # for errors before the model has read it
+    job = _shared(doc, read_volcano_job, obj)
+    doc.name = job.uid
+    for path, why in job.ignored:
         doc.warn(path, why)
-    scheduler_name = spec.get("schedulerName")
-    if scheduler_name not in (None, "", "volcano"):
-        doc.warn(
-            "spec.schedulerName", f"{scheduler_name!r} ignored: Tephra schedules every job submitted to it"
-        )
-    queue = _optional_string(doc, spec.get("queue"), "spec.queue") or "default"
-    job_priority_class = _optional_string(doc, spec.get("priorityClassName"), "spec.priorityClassName")
-
-    raw_tasks = _list(doc, _required(doc, spec, "tasks", "spec"), "spec.tasks")
-    if not raw_tasks:
-        doc.fail("spec.tasks", "expected at least one task")
-    tasks: list[_Task] = []
-    seen: dict[str, int] = {}
-    for i, raw in enumerate(raw_tasks):
-        pod_labels = partial(job_pod_labels, job_labels=labels, job=name, namespace=namespace, queue=queue)
-        task = _task(
+    tasks = [
+        _event_data(
             doc,
-            _mapping(doc, raw, f"spec.tasks[{i}]"),
-            i,
-            job_preemptable,
-            priority_values,
-            pod_labels=pod_labels,
+            TaskSpec,
+            {
+                **_pod_fields(doc, task.pod.spec, f"spec.tasks[{i}].template.spec"),
+                "name": task.name,
+                "replicas": task.replicas,
+                "min_available": task.min_available,
+                "preemptable": task.pod.preemptable,
+                "labels": task.pod.labels,
+            },
         )
-        if task.spec.name in seen:
-            doc.fail(
-                f"spec.tasks[{i}].name",
-                f"duplicate task name (also spec.tasks[{seen[task.spec.name]}])",
-                task.spec.name,
-            )
-        seen[task.spec.name] = i
-        tasks.append(task)
-
-    total_replicas = sum(t.spec.replicas for t in tasks)
-    task_min_total = sum(t.spec.min_available or 0 for t in tasks)
-    min_available = task_min_total
-    if spec.get("minAvailable") not in (None, 0):
-        min_available = _integer(doc, spec["minAvailable"], "spec.minAvailable", minimum=0)
-    if total_replicas == 0:
-        doc.fail("spec.tasks", "expected at least one replica in total")
-    if min_available > total_replicas:
-        doc.fail(
-            "spec.minAvailable", f"expected at most the total replicas ({total_replicas})", min_available
-        )
-
-    ttl = spec.get("ttlSecondsAfterFinished")
-    if ttl is not None:
-        ttl = _integer(doc, ttl, "spec.ttlSecondsAfterFinished", minimum=0)
-
-    data = JobSubmittedData.model_validate(
+        for i, task in enumerate(job.tasks)
+    ]
+    data = _event_data(
+        doc,
+        JobSubmittedData,
         # resources as quantity strings: an integer given to the model is read as a quantity
         {
-            "namespace": namespace,
-            "name": name,
-            "queue": queue,
-            "priority_class": job_priority_class,
-            "min_available": min_available,
-            "min_resources": format_resources(_min_resources(tasks, min_available, task_min_total)),
-            "tasks": [t.spec for t in tasks],
-            "labels": labels,
-            "annotations": annotations,
-            "ttl_seconds_after_finished": ttl,
-            "network_topology": _job_network_topology(doc, spec),
-        }
+            "namespace": job.namespace,
+            "name": job.name,
+            "queue": job.queue,
+            "priority_class": job.priority_class,
+            "min_available": job.min_available,
+            "min_resources": format_resources(
+                job.min_resources(lambda name: priority_values.get(name, 0) if name else 0)
+            ),
+            "tasks": tasks,
+            "labels": job.labels,
+            "annotations": _checked_annotations(doc, dict(job.annotations)),
+            "ttl_seconds_after_finished": job.ttl_seconds_after_finished,
+            "network_topology": _job_network_topology(doc, _mapping(doc, obj.get("spec"), "spec")),
+        },
     )
-    job_id = data.job_id
     return ManifestObject(
-        f"job/{job_id}", JobSubmitted(data=data, **env.fields(f"job/{job_id}")), doc.file, doc.index
+        f"job/{job.uid}", JobSubmitted(data=data, **env.fields(f"job/{job.uid}")), doc.file, doc.index
     )
 
 
-def _task(
-    doc: _Doc,
-    task: Mapping[str, Any],
-    index: int,
-    job_preemptable: tuple[bool | None, bool | None],
-    priority_values: Mapping[str, int],
-    *,
-    pod_labels: Callable[..., dict[str, str]],
-) -> _Task:
-    path = f"spec.tasks[{index}]"
-    name = task.get("name") or f"default{index}"
-    if not isinstance(name, str) or not is_dns_label(name):
-        doc.fail(f"{path}.name", "expected a lowercase DNS label", name)
-    replicas = _integer(doc, _required(doc, task, "replicas", path), f"{path}.replicas", minimum=0)
-    min_available = replicas
-    if task.get("minAvailable") is not None:
-        min_available = _integer(doc, task["minAvailable"], f"{path}.minAvailable", minimum=0)
-        if min_available > replicas:
-            doc.fail(f"{path}.minAvailable", f"expected at most replicas ({replicas})", min_available)
-
-    template = _mapping(doc, _required(doc, task, "template", path), f"{path}.template")
-    tmeta = _mapping(doc, template.get("metadata"), f"{path}.template.metadata")
-    tlabels = _string_map(doc, tmeta.get("labels"), f"{path}.template.metadata.labels")
-    tannotations = _string_map(doc, tmeta.get("annotations"), f"{path}.template.metadata.annotations")
-    # Volcano reads the pod's annotation, then its label; the job's override the template's
-    # (createJobPod), so: job annotation, template annotation, job label, template label.
-    job_annotation, job_label = job_preemptable
-    said = [
-        job_annotation,
-        _preemptable(doc, tannotations, {}, f"{path}.template.metadata"),
-        job_label,
-        _preemptable(doc, {}, tlabels, f"{path}.template.metadata"),
-    ]
-    preemptable = next((value for value in said if value is not None), True)
-
-    pod_path = f"{path}.template.spec"
-    pod = _mapping(doc, _required(doc, template, "spec", f"{path}.template"), pod_path)
-    requests = _pod_requests(doc, pod, pod_path)
-    for where, why in ignored_pod_fields(pod, pod_path):
-        doc.warn(where, why)
-    if pod.get("schedulingGates"):
+def _pod_fields(doc: _Doc, pod: PodSpecManifest, pod_path: str) -> dict[str, Any]:
+    """The TaskSpec fields a pod spec gives (read by the shared model); gates are refused."""
+    if pod.scheduling_gates:
         # Honoured by `tephra simulate`; here no event could ever remove a gate, so the pods
         # would wait for ever: refused rather than accepted and never scheduled.
         doc.fail(
@@ -611,174 +437,195 @@ def _task(
             "not supported by tephra submit (nothing can remove a gate, so the pods would never "
             "be scheduled); remove them",
         )
-    priority_class = _optional_string(doc, pod.get("priorityClassName"), f"{pod_path}.priorityClassName")
-    constraints = _pod_field(doc, pod_constraints, pod, pod_path)
-
-    spec = TaskSpec.model_validate(
+    return {
         # resources as quantity strings: an integer given to the model is read as a quantity
-        {
-            "name": name,
-            "replicas": replicas,
-            "min_available": min_available,
-            "resources": format_resources(requests),
-            "node_selector": _string_map(doc, pod.get("nodeSelector"), f"{pod_path}.nodeSelector"),
-            "tolerations": _tolerations(doc, pod.get("tolerations"), f"{pod_path}.tolerations"),
-            "required_node_affinity": _required_node_affinity(
-                doc, pod.get("affinity"), f"{pod_path}.affinity"
-            ),
-            "preemptable": preemptable,
-            "priority_class": priority_class,
-            "preemption_policy": _preemption_policy(
-                doc, pod.get("preemptionPolicy"), f"{pod_path}.preemptionPolicy"
-            ),
-            "labels": pod_labels(tlabels, task=name),
-            "pod_affinity": [_affinity_term_event(term) for term in constraints.affinity],
-            "pod_anti_affinity": [_affinity_term_event(term) for term in constraints.anti_affinity],
-            "topology_spread": [_spread_event(c) for c in constraints.topology_spread],
-        }
-    )
-    usage = dict(requests)
-    usage[PODS] = usage.get(PODS, 0) + 1  # quota-style usage: every pod counts one `pods`
-    return _Task(spec, usage, priority_values.get(priority_class, 0) if priority_class else 0)
-
-
-def _tolerations(doc: _Doc, value: Any, path: str) -> list[Toleration]:
-    out = []
-    for i, raw in enumerate(_list(doc, value, path)):
-        item = dict(_mapping(doc, raw, f"{path}[{i}]"))
-        # Only NoExecute eviction uses tolerationSeconds; placement ignores it.
-        item.pop("tolerationSeconds", None)
-        out.append(_model(doc, Toleration, item, f"{path}[{i}]"))
-    return out
-
-
-def _preemptable(
-    doc: _Doc, annotations: Mapping[str, str], labels: Mapping[str, str], path: str
-) -> bool | None:
-    """Volcano reads the annotation first, then the label; absent means "not said here"."""
-    for where, values in (("annotations", annotations), ("labels", labels)):
-        if PREEMPTABLE_KEY in values:
-            raw = values[PREEMPTABLE_KEY].strip().lower()
-            if raw not in ("true", "false"):
-                doc.fail(
-                    _at(f"{path}.{where}", PREEMPTABLE_KEY),
-                    'expected "true" or "false"',
-                    values[PREEMPTABLE_KEY],
-                )
-            return raw == "true"
-    return None
-
-
-def _preemption_policy(doc: _Doc, value: Any, path: str) -> Any:
-    if value is None:
-        return None
-    if value not in ("PreemptLowerPriority", "Never"):
-        doc.fail(path, "expected PreemptLowerPriority or Never", value)
-    return value
-
-
-def _pod_requests(doc: _Doc, pod: Mapping[str, Any], path: str) -> dict[str, int]:
-    """The pod's effective request, read as every door reads it (:func:`scheduler.podspec.pod_requests`)."""
-    containers = _list(doc, _required(doc, pod, "containers", path), f"{path}.containers")
-    if not containers:
-        doc.fail(f"{path}.containers", "expected at least one container")
-    return _pod_field(doc, pod_requests, pod, path)
-
-
-def _selector_event(selector: LabelSelector | None) -> dict[str, Any] | None:
-    if selector is None:
-        return None
-    return {
-        "match_labels": dict(selector.match_labels),
-        "match_expressions": [
-            {"key": r.key, "operator": r.operator, "values": list(r.values)}
-            for r in selector.match_expressions
-        ],
+        "resources": format_resources(pod.requests),
+        "node_selector": pod.node_selector,
+        "tolerations": list(pod.tolerations),
+        "required_node_affinity": list(pod.required_node_affinity),
+        "priority_class": pod.priority_class,
+        "preemption_policy": pod.preemption_policy,
+        "pod_affinity": list(pod.pod_affinity),
+        "pod_anti_affinity": list(pod.pod_anti_affinity),
+        "topology_spread": list(pod.topology_spread),
     }
 
 
-def _affinity_term_event(term: PodAffinityTerm) -> dict[str, Any]:
-    """A required pod (anti-)affinity term as read by :mod:`scheduler.podspec`, in the event's form."""
-    return {
-        "topology_key": term.topology_key,
-        "label_selector": _selector_event(term.selector),
-        "namespaces": list(term.namespaces),
-    }
+# --------------------------------------------------------------------------- PodGroup and Pod
+
+#: A PodGroup (or a bare Pod's one-pod gang) and the documents of its pods.
+_GroupMembers = list[tuple[_Doc, PodManifest]]
 
 
-def _spread_event(constraint: TopologySpreadConstraint) -> dict[str, Any]:
-    """A topology spread constraint as read by :mod:`scheduler.podspec`, in the event's form."""
-    return {
-        "max_skew": constraint.max_skew,
-        "topology_key": constraint.topology_key,
-        "when_unsatisfiable": constraint.when_unsatisfiable,
-        "label_selector": _selector_event(constraint.selector),
-        "min_domains": constraint.min_domains,
-    }
-
-
-def _pod_field(
-    doc: _Doc, read: Callable[[Mapping[str, Any], str], _T], pod: Mapping[str, Any], path: str
-) -> _T:
+def _event_data(doc: _Doc, model: type[_M], data: Mapping[str, Any]) -> _M:
+    """An event's data from what the model read; a bound only the event knows is an error here,
+    named by the event field (as the projector would name it), not an exception."""
     try:
-        return read(pod, path)
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        doc.fail(
+            f"(event data.{where})" if where else "(event data)", first["msg"], first.get("input", _MISSING)
+        )
+
+
+def _shared(doc: _Doc, read: Callable[[_I], _T], value: _I) -> _T:
+    """A kind read by the shared manifest model (:mod:`scheduler.manifest`), its problems at ``doc``."""
+    try:
+        return read(value)
     except PodSpecError as exc:
         doc.fail(exc.path, exc.expected, exc.got)
 
 
-def _required_node_affinity(doc: _Doc, value: Any, path: str) -> list[NodeSelectorTerm]:
-    affinity = _mapping(doc, value, path)
-    node_affinity = _mapping(doc, affinity.get("nodeAffinity"), f"{path}.nodeAffinity")
-    req_path = f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    required = _mapping(doc, node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), req_path)
-    terms = []
-    for t, raw in enumerate(_list(doc, required.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms")):
-        term_path = f"{req_path}.nodeSelectorTerms[{t}]"
-        term = _mapping(doc, raw, term_path)
-        fields = [
-            NodeSelectorRequirement.model_validate({"key": key, "operator": op, "values": list(values)})
-            for key, op, values in _pod_field(doc, match_fields, term, term_path)
-        ]
-        expressions = [
-            _model(
-                doc,
-                NodeSelectorRequirement,
-                _mapping(doc, e, f"{term_path}.matchExpressions[{i}]"),
-                f"{term_path}.matchExpressions[{i}]",
+def _pod_group_job(
+    doc: _Doc,
+    group: PodGroupManifest,
+    pods: _GroupMembers,
+    env: _Envelope,
+    priority_values: Mapping[str, int],
+) -> ManifestObject:
+    """A PodGroup and its pods as one job: each pod a task ``<namespace>/<pod name>`` of its own spec,
+    with its role, and the group's minMember, minTaskMember and minResources as given."""
+    for path, value in group.cluster_state():
+        doc.warn(path, f"{value!r} ignored: it is cluster state, and a submitted job starts Pending")
+    if not pods:
+        doc.fail(
+            "metadata.name",
+            f"no Pod in this submission names PodGroup {group.uid} in {GROUP_ANNOTATION}; "
+            "submit a PodGroup together with its pods",
+        )
+    tasks: list[TaskSpec] = []
+    for pod_doc, pod in sorted(pods, key=lambda member: member[1].name):
+        for path, value in pod.cluster_state():
+            pod_doc.warn(path, f"{value!r} ignored: it is cluster state; the scheduler places the pod")
+        for path, why in pod.spec.ignored:
+            pod_doc.warn(path, why)
+        fields = _pod_fields(pod_doc, pod.spec, "spec")
+        if pod.priority is not None:
+            pod_class = pod.spec.priority_class
+            expected = priority_values.get(pod_class) if pod_class else None
+            if expected != pod.priority:
+                known = f" ({expected})" if expected is not None else ""
+                pod_doc.fail(
+                    "spec.priority",
+                    f"expected no value, or the value of the pod's PriorityClass{known}: Kubernetes' "
+                    "Priority admission sets it from spec.priorityClassName",
+                    pod.priority,
+                )
+        tasks.append(
+            _event_data(
+                pod_doc,
+                TaskSpec,
+                {
+                    **fields,
+                    "name": dns_label(pod.name),
+                    "replicas": 1,
+                    "preemptable": pod.preemptable,
+                    "labels": pod.labels,
+                    "pod_names": [pod.name],
+                    "role": pod.role,
+                    # A PodGroup's pods keep their own class (none: the cluster's default).
+                    "inherits_job_priority_class": False,
+                },
             )
-            for i, e in enumerate(_list(doc, term.get("matchExpressions"), f"{term_path}.matchExpressions"))
-        ]
-        terms.append(NodeSelectorTerm(match_expressions=expressions, match_fields=fields))
-    return terms
+        )
+    if group.min_member > len(tasks):
+        doc.warn(
+            "spec.minMember",
+            f"{group.min_member} pods needed but {len(tasks)} given: the gang waits for pods "
+            "that no submission adds later",
+        )
+    data = _event_data(
+        doc,
+        JobSubmittedData,
+        {
+            "namespace": group.namespace,
+            "name": group.name,
+            "queue": group.queue,
+            "priority_class": group.priority_class,
+            "min_available": group.min_member,
+            "min_resources": None if group.min_resources is None else format_resources(group.min_resources),
+            "tasks": tasks,
+            "labels": group.labels,
+            "annotations": _checked_annotations(doc, dict(group.annotations)),
+            "min_task_member": group.min_task_member,
+        },
+    )
+    job_id = data.job_id
+    return ManifestObject(
+        f"job/{job_id}", JobSubmitted(data=data, **env.fields(f"job/{job_id}")), doc.file, doc.index
+    )
 
 
-def _min_resources(tasks: Sequence[_Task], min_available: int, task_min_total: int) -> dict[str, int]:
-    """The PodGroup's minResources, as Volcano's job controller derives it (semantics §8).
+def _uid_of(value: Mapping[str, Any]) -> str | None:
+    """``<namespace>/<name>`` as the document gives it, when it gives a name."""
+    meta = value.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        return None
+    namespace = meta.get("namespace") or "default"
+    return f"{namespace}/{meta['name']}" if isinstance(namespace, str) else None
 
-    Tasks are taken in descending PriorityClass value (ties keep spec order):
-    1. job minAvailable below the tasks' sum: the first ``minAvailable`` pods;
-    2. otherwise each task's own minimum first, then extra replicas up to ``minAvailable``.
-    """
-    ordered = sorted(range(len(tasks)), key=lambda i: (-tasks[i].priority, i))
-    counts = [0] * len(tasks)
-    remaining = min_available
-    if min_available < task_min_total:
-        for i in ordered:
-            counts[i] = min(tasks[i].spec.replicas, remaining)
-            remaining -= counts[i]
-    else:
-        for i in ordered:
-            counts[i] = min(tasks[i].spec.min_available or 0, remaining)
-            remaining -= counts[i]
-        for i in ordered:
-            extra = min(tasks[i].spec.replicas - counts[i], remaining)
-            counts[i] += extra
-            remaining -= extra
-    total: dict[str, int] = {}
-    for task, count in zip(tasks, counts, strict=True):
-        for name, amount in task.pod_usage.items():
-            total[name] = total.get(name, 0) + amount * count
-    return dict(sorted((k, v) for k, v in total.items() if v))
+
+@dataclass
+class _PodDocuments:
+    """The PodGroups and Pods of a submission, read before any becomes a job: a PodGroup's job
+    needs every pod that names it, wherever in the submission it comes."""
+
+    models: dict[int, PodGroupManifest | PodManifest] = field(default_factory=dict)
+    members: dict[str, _GroupMembers] = field(default_factory=dict)
+
+    @classmethod
+    def read(
+        cls, documents: Sequence[tuple[_Doc, str, dict[str, Any]]], errors: list[ManifestError]
+    ) -> _PodDocuments:
+        found = cls()
+        groups: dict[str, PodGroupManifest] = {}
+        refused: set[str | None] = set()  # PodGroups already reported: their pods say nothing more
+        for position, (doc, kind, value) in enumerate(documents):
+            if kind in _POD_KINDS:
+                doc.name = _uid_of(value)  # for errors before the model has read it
+            try:
+                if kind == "podgroup":
+                    group = _shared(doc, read_podgroup, value)
+                    doc.name = group.uid
+                    groups.setdefault(group.uid, group)  # a second one is a duplicate job
+                    found.models[position] = group
+                elif kind == "pod":
+                    pod = _shared(doc, read_pod, value)
+                    doc.name = pod.uid
+                    found.models[position] = pod
+            except _DocumentInvalid as exc:
+                errors.append(exc.error)
+                if kind == "podgroup":
+                    refused.add(doc.name)
+        for position, model in found.models.items():
+            if isinstance(model, PodManifest) and model.group is not None:
+                doc = documents[position][0]
+                if f"{model.namespace}/{model.group}" in refused:
+                    continue
+                try:
+                    group = _shared(doc, partial(group_of, groups=groups), model)
+                except _DocumentInvalid as exc:
+                    errors.append(exc.error)
+                    continue
+                found.members.setdefault(group.uid, []).append((doc, model))
+        return found
+
+    def job(
+        self, position: int, doc: _Doc, env: _Envelope, priority_values: Mapping[str, int]
+    ) -> tuple[ManifestObject, list[_Doc]] | None:
+        """The job document ``position`` stands for, with the documents it was read from;
+        None for a PodGroup's pod (its group's job holds it) or a document already refused."""
+        model = self.models.get(position)
+        if model is None or (isinstance(model, PodManifest) and model.group is not None):
+            return None
+        if isinstance(model, PodManifest):
+            group, pods = lone_pod_group(model), [(doc, model)]
+        else:
+            group, pods = model, self.members.get(model.uid, [])
+        obj = _pod_group_job(doc, group, pods, env, priority_values)
+        return obj, [doc, *(pod_doc for pod_doc, _ in pods if pod_doc is not doc)]
 
 
 # --------------------------------------------------------------------------- network topology
@@ -829,7 +676,7 @@ def _hypernode_member(member: HyperNodeMember) -> HyperNodeMemberSpec:
 
 
 def _model_selector(selector: LabelSelector | None) -> LabelSelectorModel:
-    return LabelSelectorModel.model_validate(_selector_event(selector) or {})
+    return selector_model(selector) or LabelSelectorModel()
 
 
 # --------------------------------------------------------------------------- documents
@@ -842,6 +689,8 @@ _KINDS: dict[tuple[str, str], str] = {
     ("v1", "Node"): "node",
     (HYPERNODE_API_VERSION, "HyperNode"): "hypernode",
     ("tephra.dev/v1alpha1", "SchedulerConfiguration"): "schedulerconfiguration",
+    ("scheduling.volcano.sh/v1beta1", "PodGroup"): "podgroup",
+    ("v1", "Pod"): "pod",
 }
 
 
@@ -886,6 +735,19 @@ def _kind_of(doc: _Doc, value: Any) -> str:
     return known
 
 
+def _priority_values(documents: Sequence[tuple[_Doc, str, dict[str, Any]]]) -> dict[str, int]:
+    """PriorityClass values order a job's tasks when deriving minResources, so they are read first."""
+    values: dict[str, int] = {}
+    for _doc, kind, value in documents:
+        if (
+            kind == "priorityclass"
+            and isinstance(value.get("value"), int)
+            and isinstance(value.get("metadata"), dict)
+        ):
+            values[str(value["metadata"].get("name"))] = value["value"]
+    return values
+
+
 def parse_manifests(
     sources: Sequence[tuple[str, str]],
     *,
@@ -909,22 +771,22 @@ def parse_manifests(
         except _DocumentInvalid as exc:
             errors.append(exc.error)
 
-    # PriorityClass values order a job's tasks when deriving minResources, so read them first.
-    priority_values: dict[str, int] = {}
-    for _doc, kind, value in documents:
-        if (
-            kind == "priorityclass"
-            and isinstance(value.get("value"), int)
-            and isinstance(value.get("metadata"), dict)
-        ):
-            priority_values[str(value["metadata"].get("name"))] = value["value"]
+    priority_values = _priority_values(documents)
 
+    pods = _PodDocuments.read(documents, errors)
     objects: list[ManifestObject] = []
     warnings: list[ManifestWarning] = []
     defined: dict[str, ManifestObject] = {}
-    for doc, kind, value in documents:
+    for position, (doc, kind, value) in enumerate(documents):
         try:
-            obj = _convert(doc, kind, value, env, priority_values)
+            if kind in _POD_KINDS:
+                job = pods.job(position, doc, env, priority_values)
+                if job is None:
+                    continue
+                obj, read_from = job
+                _check_names(doc, obj)
+            else:
+                obj, read_from = _convert(doc, kind, value, env, priority_values), [doc]
         except _DocumentInvalid as exc:
             errors.append(exc.error)
             continue
@@ -943,7 +805,7 @@ def parse_manifests(
             continue
         defined[obj.ref] = obj
         objects.append(obj)
-        warnings.extend(doc.warnings)
+        warnings.extend(w for read in read_from for w in read.warnings)
     if errors:
         raise InvalidManifests(errors)
     return Manifests(tuple(objects), tuple(warnings))
@@ -1000,15 +862,34 @@ def _convert(
 ) -> ManifestObject:
     if kind == "job":
         obj = _volcano_job(doc, value, env, priority_values)
+    elif kind == "pod":
+        doc.name = _uid_of(value)
+        pod = _shared(doc, read_pod, value)
+        doc.name = pod.uid
+        if pod.group is not None:
+            doc.fail(
+                _at("metadata.annotations", GROUP_ANNOTATION), "a PodGroup's pod is read with its PodGroup"
+            )
+        obj = _pod_group_job(doc, lone_pod_group(pod), [(doc, pod)], env, priority_values)
+    elif kind == "podgroup":
+        doc.fail("kind", "a PodGroup is read together with its pods (submit them in one go)")
     else:
+        meta = value.get("metadata")
+        if isinstance(meta, dict) and isinstance(meta.get("name"), str):
+            doc.name = meta["name"]  # for errors before the model has read it
         obj = _CONVERTERS[kind](doc, value, env)
+    _check_names(doc, obj)
+    return obj
+
+
+def _check_names(doc: _Doc, obj: ManifestObject) -> None:
     if (problem := invalid_name(obj.event)) is not None:
         # The projector would reject it (invalid-name): the same check as for raw events.
         where, _, why = problem.partition(": ")
         doc.fail(f"(event {where})", why)
-    return obj
 
 
+_POD_KINDS = frozenset({"podgroup", "pod"})
 _CONVERTERS: dict[str, Callable[[_Doc, Mapping[str, Any], _Envelope], ManifestObject]] = {
     "queue": _queue,
     "priorityclass": _priority_class,

@@ -315,6 +315,8 @@ class TaskSpec(EventData):
 
     ``labels``, ``pod_affinity``, ``pod_anti_affinity`` and ``topology_spread`` were added
     later: left out while empty, so a spec without them serialises as before they existed.
+    So were ``pod_names``, ``role`` and ``inherits_job_priority_class``, which let a
+    PodGroup's own pods be submitted as they are (a VolcanoJob's never need them).
     """
 
     name: str = Field(min_length=1)
@@ -333,6 +335,15 @@ class TaskSpec(EventData):
     pod_affinity: list[PodAffinityTerm] = Field(default_factory=list, exclude_if=lambda v: not v)
     pod_anti_affinity: list[PodAffinityTerm] = Field(default_factory=list, exclude_if=lambda v: not v)
     topology_spread: list[TopologySpreadConstraint] = Field(default_factory=list, exclude_if=lambda v: not v)
+    #: The pods' names when they are not ``<job>-<task>-<index>`` (a PodGroup's pods, named by
+    #: their author): one per replica, and the task ids are ``<namespace>/<pod name>``.
+    pod_names: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    #: The role the pods carry (``volcano.sh/task-spec``) when it is not the spec's name:
+    #: ``""`` for a PodGroup's pod without one, as Volcano reads it.
+    role: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    #: Whether pods without their own PriorityClass take the job's, as Volcano's job
+    #: controller copies it onto a VolcanoJob's pods; a PodGroup's pods keep their own.
+    inherits_job_priority_class: bool = Field(default=True, exclude_if=lambda v: v)
 
 
 class NetworkTopologySpec(EventData):
@@ -362,6 +373,12 @@ class JobSubmittedData(EventData):
     tasks: list[TaskSpec] = Field(min_length=1)
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+    #: A PodGroup's ``minTaskMember`` (role -> pods), as given; None: each task's
+    #: ``min_available`` (else its replicas) by task name, as for a VolcanoJob.  Added later:
+    #: left out when None, so a job without it serialises as before the field existed.
+    min_task_member: dict[str, Annotated[int, Field(ge=0, le=INT32_MAX)]] | None = Field(
+        default=None, exclude_if=lambda v: v is None
+    )
     #: Seconds of event time a finished job stays in the live state (Volcano's
     #: ``spec.ttlSecondsAfterFinished``); None: the archive's default
     #: (``projector.fold.DEFAULT_TTL_SECONDS_AFTER_FINISHED``).  Added later: optional,
@@ -423,6 +440,8 @@ class NodeRemovedData(EventData):
 #: changes nothing.  Optional (None: judged against the live incarnation) and left out when
 #: None, so an observation without it serialises exactly as before the field existed.
 _OBSERVED_SEQ_DESCRIPTION: Final = "the seq of the projected task row the executor acted on"
+
+
 class HyperNodeExactMember(EventData):
     """A HyperNode member named exactly: a node, or (``type: HyperNode``) a child hyperNode."""
 

@@ -57,6 +57,8 @@ def _names(event: Event) -> Iterator[tuple[str, str, bool]]:
                 yield "data.priority_class", job.priority_class, False
             for index, task in enumerate(job.tasks):
                 yield f"data.tasks[{index}].name", task.name, True
+                for pod, pod_name in enumerate(task.pod_names):
+                    yield f"data.tasks[{index}].pod_names[{pod}]", pod_name, False
                 if task.priority_class is not None:
                     yield f"data.tasks[{index}].priority_class", task.priority_class, False
         case QueueUpserted(data=queue):

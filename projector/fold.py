@@ -220,6 +220,7 @@ Touched: TypeAlias = tuple[tuple[str, str], ...]
 INVALID_EVENT_REASONS: Final = (
     "duplicate-job",  # JobSubmitted for a job id whose job has not finished
     "duplicate-task",  # JobSubmitted whose task ids collide (with each other or existing tasks)
+    "pod-names-mismatch",  # JobSubmitted naming a task's pods, but not one name per replica
     "job-missing",  # the event names a job that does not exist
     "job-finished",  # JobCancelled for a job already Completed, Failed or Cancelled
     "job-not-pending",  # JobRejected for a job already admitted
@@ -637,9 +638,24 @@ def _job_submitted(state: ClusterState, seq: int, event: JobSubmitted) -> FoldOu
         # Kubernetes' AlreadyExists: the name is taken until its job has finished (a
         # cancelled job's Releasing tasks included: they still hold their nodes and ids).
         return _invalid("duplicate-job", f"job {job_id} was already submitted and has not finished")
+    misnamed = next((s for s in specs if s.pod_names and len(s.pod_names) != s.replicas), None)
+    if misnamed is not None:
+        return _invalid(
+            "pod-names-mismatch",
+            f"job {job_id} task {misnamed.name} names {len(misnamed.pod_names)} pods for "
+            f"{misnamed.replicas} replicas",
+        )
     # (index, task id) of every pod, per spec.
     pods = [
-        [(index, task_id_of(namespace, name, spec.name, index)) for index in range(spec.replicas)]
+        [
+            (
+                index,
+                f"{namespace}/{spec.pod_names[index]}"
+                if spec.pod_names
+                else task_id_of(namespace, name, spec.name, index),
+            )
+            for index in range(spec.replicas)
+        ]
         for spec in specs
     ]
     ids = [task_id for spec_pods in pods for _, task_id in spec_pods]
@@ -670,6 +686,7 @@ def _job_submitted(state: ClusterState, seq: int, event: JobSubmitted) -> FoldOu
         annotations=d.annotations,
         labels=d.labels,
         task_specs=tuple(specs),
+        min_task_member=None if d.min_task_member is None else dict(d.min_task_member),
         tasks=ids,
         ttl_seconds=DEFAULT_TTL_SECONDS_AFTER_FINISHED
         if d.ttl_seconds_after_finished is None

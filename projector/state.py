@@ -360,6 +360,8 @@ class JobState:
     submitted_seq: int = 0
     #: The job's ``networkTopology`` (None: the job has none).
     network_topology: NetworkTopologySpec | None = None
+    #: A PodGroup's ``minTaskMember`` as submitted; None: derived from ``task_specs``.
+    min_task_member: dict[str, int] | None = None
 
     # Spelled out: built per event (see above NodeState).
     def __init__(  # noqa: PLR0917 - the dataclass fields, in order
@@ -382,6 +384,7 @@ class JobState:
         finished_at: datetime | None = None,
         submitted_seq: int = 0,
         network_topology: NetworkTopologySpec | None = None,
+        min_task_member: dict[str, int] | None = None,
     ) -> None:
         self.id = id
         self.namespace = namespace
@@ -401,6 +404,7 @@ class JobState:
         self.finished_at = finished_at
         self.submitted_seq = submitted_seq
         self.network_topology = network_topology
+        self.min_task_member = min_task_member
 
     def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
         return reduce_through_init(self)
@@ -666,7 +670,9 @@ def new_tasks(job: JobState, spec: TaskSpec, pods: Iterable[tuple[int, str]]) ->
     The spec's fields are read once for all its pods (the fold builds every replica of a
     submitted job here, and the loaders one task at a time).
     """
-    priority_class = spec.priority_class if spec.priority_class is not None else job.priority_class
+    priority_class = spec.priority_class
+    if priority_class is None and spec.inherits_job_priority_class:
+        priority_class = job.priority_class
     role, resources, preemptable = spec.name, spec.resources, spec.preemptable
     node_selector, preemption_policy = spec.node_selector, spec.preemption_policy
     tolerations, affinity = tuple(spec.tolerations), tuple(spec.required_node_affinity)

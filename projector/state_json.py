@@ -422,7 +422,7 @@ def hypernode_from_json(d: dict[str, Any]) -> HyperNodeUpsertedData:
 
 
 def job_to_json(j: JobState) -> dict[str, Any]:
-    return {
+    form = {
         "id": j.id,
         "namespace": j.namespace,
         "name": j.name,
@@ -442,6 +442,9 @@ def job_to_json(j: JobState) -> dict[str, Any]:
         # Left out when None, so a job without one is stored as before the field existed.
         **({"network_topology": j.network_topology.model_dump(mode="json")} if j.network_topology else {}),
     }
+    if j.min_task_member is not None:  # added later: absent keeps older jobs' form and bytes
+        form["min_task_member"] = j.min_task_member
+    return form
 
 
 def job_from_json(d: dict[str, Any], specs: dict[bytes, TaskSpec] | None = None) -> JobState:
@@ -467,6 +470,7 @@ def job_from_json(d: dict[str, Any], specs: dict[bytes, TaskSpec] | None = None)
         # Absent from documents written before incarnations existed.
         submitted_seq=d.get("submitted_seq", 0),
         network_topology=None if (nt := d.get("network_topology")) is None else _topology(nt),
+        min_task_member=d.get("min_task_member"),
     )
 
 

@@ -2,14 +2,16 @@
 
 A scenario is a multi-document YAML file whose first document is
 ``kind: Scenario`` (``spec.sessions``, ``spec.config``, ``spec.expect``) and
-whose other documents are Node, Queue, PriorityClass, PodGroup, Pod,
-``batch.volcano.sh/v1alpha1`` Job and ``topology.volcano.sh/v1alpha1`` HyperNode objects
-(see the conformance README; HyperNodes and ``spec.networkTopology`` are read by
-:mod:`scheduler.topology_spec`).  A
-VolcanoJob is expanded the way Volcano's job controller does it
-(semantics.md §8): pods ``<job>-<task>-<index>`` labelled with their task
-name, and a derived PodGroup (minMember, minTaskMember, minResources of the
-first minAvailable pods by priority, queue, priorityClassName).  Volcano's
+whose other documents are Node, Queue, PriorityClass, PodGroup, Pod and
+``batch.volcano.sh/v1alpha1`` Job and ``topology.volcano.sh/v1alpha1`` HyperNode
+objects (see the conformance README; HyperNodes and ``spec.networkTopology`` are read
+by :mod:`scheduler.topology_spec`).  Each
+kind is read by the shared manifest model (:mod:`scheduler.manifest`, as
+``tephra submit`` reads it) and turned here into the snapshot: a VolcanoJob
+into its derived PodGroup and pods ``<job>-<task>-<index>`` (semantics.md §8),
+a PodGroup into a job holding the Pods that name it, a Pod naming none into a
+one-pod gang; cluster state (a PodGroup's phase, a Pod's node and phase) is
+where the simulation starts.  Volcano's
 ``default`` queue (weight 1, Open) exists unless the file declares its own, as
 Volcano's scheduler creates it when it starts.
 
@@ -22,12 +24,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 
-from events.quantity import QuantityError, parse_resources
 from scheduler.core.config import ConfigError, SchedulerConfig, config_warnings, parse_scheduler_config
 from scheduler.core.snapshot import (
     ClusterSnapshot,
@@ -35,26 +37,33 @@ from scheduler.core.snapshot import (
     Job,
     NetworkTopology,
     Node,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
     PodGroupPhase,
     PriorityClass,
     Queue,
     Taint,
     Task,
     TaskStatus,
-    Toleration,
 )
+from scheduler.manifest.cluster import read_node, read_priority_class, read_queue
+from scheduler.manifest.fields import timestamp
+from scheduler.manifest.pods import (
+    PodGroupManifest,
+    PodManifest,
+    group_of,
+    read_pod,
+    read_podgroup,
+)
+from scheduler.manifest.vcjob import read_volcano_job
 from scheduler.podspec import (
     MISSING,
     PodSpecError,
-    ignored_job_fields,
-    ignored_pod_fields,
-    job_pod_labels,
-    match_fields,
-    pod_constraints,
-    pod_requests,
-    scheduling_gates,
+)
+from scheduler.snapshot_builder import (
+    NOT_READY_TAINT,
+    affinity_term_of,
+    node_term_of,
+    spread_of,
+    toleration_of,
 )
 from scheduler.topology_spec import (
     HYPERNODE_API_VERSION,
@@ -66,10 +75,8 @@ from scheduler.topology_spec import (
 __all__ = ["Scenario", "ScenarioError", "load_scenario"]
 
 _T = TypeVar("_T")
+_I = TypeVar("_I")
 
-GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-ROLE_KEY = "volcano.sh/task-spec"
-PREEMPTABLE_KEY = "volcano.sh/preemptable"
 DEFAULT_QUEUE = "default"
 
 
@@ -112,13 +119,6 @@ class _Doc:
             raise self.fail(where, f"expected a mapping, got {type(value).__name__}")
         return value
 
-    def seq(self, value: Any, where: str) -> list[Any]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            raise self.fail(where, f"expected a list, got {type(value).__name__}")
-        return value
-
     def string(self, value: Any, where: str, *, required: bool = True) -> str:
         if value is None and not required:
             return ""
@@ -133,256 +133,107 @@ class _Doc:
             raise self.fail(where, f"expected an integer, got {value!r}")
         return value
 
-    def boolean(self, value: Any, where: str, default: bool) -> bool:
-        if value is None:
-            return default
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
-        raise self.fail(where, f"expected true or false, got {value!r}")
-
-    def resources(self, value: Any, where: str) -> dict[str, int]:
-        try:
-            return parse_resources(self.mapping(value, where), field=where)
-        except QuantityError as exc:
-            raise self.fail(f"{where}.{exc.resource}", str(exc)) from exc
-
-    def labels(self, value: Any, where: str) -> dict[str, str]:
-        out = {}
-        for key, item in self.mapping(value, where).items():
-            out[str(key)] = "" if item is None else str(item)
-        return out
-
-    def timestamp(self, value: Any, where: str) -> datetime | None:
-        if value is None:
-            return None
-        if isinstance(value, datetime):
-            parsed = value
-        else:
-            try:
-                parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-            except ValueError as exc:
-                raise self.fail(where, "expected an RFC 3339 timestamp") from exc
-        if parsed.tzinfo is None:
-            raise self.fail(where, "expected a timestamp with a time zone (e.g. ...Z)")
-        return parsed
-
-
-def _name(doc: _Doc, meta: Mapping[str, Any]) -> str:
-    return doc.string(meta.get("name"), "metadata.name")
-
 
 def _node(doc: _Doc) -> Node:
-    meta = doc.mapping(doc.body.get("metadata"), "metadata")
-    spec = doc.mapping(doc.body.get("spec"), "spec")
-    status = doc.mapping(doc.body.get("status"), "status")
-    taints = []
-    for i, raw in enumerate(doc.seq(spec.get("taints"), "spec.taints")):
-        t = doc.mapping(raw, f"spec.taints[{i}]")
-        effect = doc.string(t.get("effect"), f"spec.taints[{i}].effect")
-        if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
-            raise doc.fail(f"spec.taints[{i}].effect", "expected NoSchedule, PreferNoSchedule or NoExecute")
-        taints.append(
-            Taint(doc.string(t.get("key"), f"spec.taints[{i}].key"), str(t.get("value") or ""), effect)
-        )
+    node = _read(doc, read_node, doc.body)
+    taints = tuple(Taint(t.key, t.value, t.effect) for t in node.taints)
+    if not node.ready and NOT_READY_TAINT not in taints:  # as the live snapshot reads it
+        taints = (*taints, NOT_READY_TAINT)
     return Node(
-        name=_name(doc, meta),
-        allocatable=doc.resources(status.get("allocatable"), "status.allocatable"),
-        labels=doc.labels(meta.get("labels"), "metadata.labels"),
-        taints=tuple(taints),
-        unschedulable=doc.boolean(spec.get("unschedulable"), "spec.unschedulable", False),
+        name=node.name,
+        allocatable=node.allocatable,
+        labels=node.labels,
+        taints=taints,
+        unschedulable=node.unschedulable,
     )
 
 
 def _queue(doc: _Doc) -> Queue:
-    meta = doc.mapping(doc.body.get("metadata"), "metadata")
-    spec = doc.mapping(doc.body.get("spec"), "spec")
-    status = doc.mapping(doc.body.get("status"), "status")
-    guarantee = doc.mapping(spec.get("guarantee"), "spec.guarantee")
-    state = status.get("state") or "Open"
-    if state not in ("Open", "Closed", "Closing", "Unknown"):
-        raise doc.fail("status.state", "expected Open, Closed, Closing or Unknown")
-    weight = doc.integer(spec.get("weight"), "spec.weight", 1)
-    if not 1 <= weight <= 65535:
-        raise doc.fail("spec.weight", "expected an integer between 1 and 65535")
+    queue = _read(doc, read_queue, doc.body)
     return Queue(
-        name=_name(doc, meta),
-        weight=weight,
-        capability=doc.resources(spec.get("capability"), "spec.capability"),
-        deserved=doc.resources(spec.get("deserved"), "spec.deserved"),
-        guarantee=doc.resources(guarantee.get("resource"), "spec.guarantee.resource"),
-        reclaimable=doc.boolean(spec.get("reclaimable"), "spec.reclaimable", True),
-        priority=doc.integer(spec.get("priority"), "spec.priority", 0),
-        state=str(state),
-        parent=spec.get("parent"),
-        created=doc.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        name=queue.name,
+        weight=queue.weight,
+        capability=queue.capability,
+        deserved=queue.deserved,
+        guarantee=queue.guarantee,
+        reclaimable=queue.reclaimable,
+        priority=queue.priority,
+        state=queue.state,
+        parent=queue.parent,
+        created=queue.created,
     )
 
 
 def _priority_class(doc: _Doc) -> PriorityClass:
-    meta = doc.mapping(doc.body.get("metadata"), "metadata")
-    if "value" not in doc.body:
-        raise doc.fail("value", "expected the PriorityClass's integer value")
-    policy = doc.body.get("preemptionPolicy") or "PreemptLowerPriority"
-    if policy not in ("PreemptLowerPriority", "Never"):
-        raise doc.fail("preemptionPolicy", "expected PreemptLowerPriority or Never")
+    pc = _read(doc, read_priority_class, doc.body)
     return PriorityClass(
-        name=_name(doc, meta),
-        value=doc.integer(doc.body.get("value"), "value", 0),
-        global_default=doc.boolean(doc.body.get("globalDefault"), "globalDefault", False),
-        preemption_policy=str(policy),
+        name=pc.name,
+        value=pc.value,
+        global_default=pc.global_default,
+        preemption_policy=pc.preemption_policy,
     )
 
 
-def _tolerations(doc: _Doc, value: Any, where: str) -> tuple[Toleration, ...]:
-    out = []
-    for i, raw in enumerate(doc.seq(value, where)):
-        t = doc.mapping(raw, f"{where}[{i}]")
-        operator = t.get("operator") or "Equal"
-        if operator not in ("Equal", "Exists"):
-            raise doc.fail(f"{where}[{i}].operator", "expected Equal or Exists")
-        out.append(
-            Toleration(
-                key=t.get("key"),
-                operator=str(operator),
-                value=None if t.get("value") is None else str(t.get("value")),
-                effect=t.get("effect"),
-            )
-        )
-    return tuple(out)
-
-
-def _affinity(doc: _Doc, spec: Mapping[str, Any], where: str) -> tuple[NodeSelectorTerm, ...]:
-    affinity = doc.mapping(spec.get("affinity"), f"{where}.affinity")
-    node_aff = doc.mapping(affinity.get("nodeAffinity"), f"{where}.affinity.nodeAffinity")
-    required_where = f"{where}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    required = doc.mapping(node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"), required_where)
-    terms = []
-    for i, raw in enumerate(
-        doc.seq(required.get("nodeSelectorTerms"), f"{required_where}.nodeSelectorTerms")
-    ):
-        term = doc.mapping(raw, f"{required_where}.nodeSelectorTerms[{i}]")
-        reqs = []
-        for j, r in enumerate(
-            doc.seq(term.get("matchExpressions"), f"{required_where}.nodeSelectorTerms[{i}].matchExpressions")
-        ):
-            req = doc.mapping(r, f"matchExpressions[{j}]")
-            op = req.get("operator")
-            if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
-                raise doc.fail(
-                    f"{required_where}.nodeSelectorTerms[{i}].matchExpressions[{j}].operator",
-                    "expected In, NotIn, Exists, DoesNotExist, Gt or Lt",
-                )
-            reqs.append(
-                NodeSelectorRequirement(
-                    key=str(req.get("key")),
-                    operator=str(op),
-                    values=tuple(str(v) for v in doc.seq(req.get("values"), "values")),
-                )
-            )
-        fields = _pod_field(doc, match_fields, term, f"{required_where}.nodeSelectorTerms[{i}]")
-        terms.append(
-            NodeSelectorTerm(
-                tuple(reqs), tuple(NodeSelectorRequirement(k, op, values) for k, op, values in fields)
-            )
-        )
-    return tuple(terms)
-
-
-def _pod_field(
-    doc: _Doc, read: Callable[[Mapping[str, Any], str], _T], spec: Mapping[str, Any], where: str
-) -> _T:
-    """One part of a pod spec, read as every door reads it (:mod:`scheduler.podspec`)."""
-    try:
-        return read(spec, where)
-    except PodSpecError as exc:
-        got = "" if exc.got is MISSING else f", got {exc.got!r}"
-        raise doc.fail(exc.path, f"{exc.expected}{got}") from exc
-
-
 def _pod_task(
-    doc: _Doc,
-    namespace: str,
-    name: str,
+    pod: PodManifest,
     *,
-    meta: Mapping[str, Any],
-    spec: Mapping[str, Any],
-    status: Mapping[str, Any],
     classes: Mapping[str, PriorityClass],
-    where: str,
     role: str | None = None,
-    job_meta: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
     job_priority_class: str | None = None,
-    job_queue: str = "default",
 ) -> Task:
-    labels = doc.labels(meta.get("labels"), "metadata.labels")
-    annotations = doc.labels(meta.get("annotations"), "metadata.annotations")
-    if job_meta is not None:
-        # Volcano's job controller (createJobPod) copies the job's preemptable annotation and
-        # label over the template's.
-        for key, values in (("annotations", annotations), ("labels", labels)):
-            job_values = doc.labels(job_meta.get(key), f"metadata.{key}")
-            if PREEMPTABLE_KEY in job_values:
-                values[PREEMPTABLE_KEY] = job_values[PREEMPTABLE_KEY]
-    phase = status.get("phase") or "Pending"
-    node = spec.get("nodeName") or None
-    if phase == "Pending":
-        task_status = TaskStatus.BOUND if node else TaskStatus.PENDING
-    elif phase == "Running":
+    """One task from a pod read by the shared model (:mod:`scheduler.manifest.pods`), its spec
+    converted as the live snapshot converts a submitted one (:mod:`scheduler.snapshot_builder`)."""
+    spec = pod.spec
+    if pod.phase == "Pending":
+        task_status = TaskStatus.BOUND if pod.node_name else TaskStatus.PENDING
+    elif pod.phase == "Running":
         task_status = TaskStatus.RUNNING
-    elif phase in ("Succeeded", "Failed"):
-        task_status = TaskStatus(phase)
     else:
-        raise doc.fail("status.phase", "expected Pending, Running, Succeeded or Failed")
-    if meta.get("deletionTimestamp") and task_status in (TaskStatus.RUNNING, TaskStatus.BOUND):
+        task_status = TaskStatus(pod.phase)
+    if pod.deleting and task_status in (TaskStatus.RUNNING, TaskStatus.BOUND):
         task_status = TaskStatus.RELEASING
-    if task_status in (TaskStatus.RUNNING, TaskStatus.BOUND) and not node:
-        raise doc.fail(f"{where}.nodeName", f"a {phase} pod must name its node")
-    pc_name = spec.get("priorityClassName") or job_priority_class  # the job's when the template names none
+    pc_name = spec.priority_class or job_priority_class  # the job's when the template names none
     # Kubernetes' Priority admission: the named class, else the cluster's global default.
     pc = classes.get(pc_name) if pc_name else _global_default(classes)
-    priority = spec.get("priority")
+    priority = pod.priority
     if priority is None and pc is not None:
         priority = pc.value  # the API server resolves it from the PriorityClass
     # The class's policy reaches the pod (Priority admission); its default PreemptLowerPriority is
     # left None, as scheduler.snapshot_builder leaves it: the same to the session.
-    policy = spec.get("preemptionPolicy") or (
+    policy = spec.preemption_policy or (
         "Never" if pc is not None and pc.preemption_policy == "Never" else None
     )
-    preemptable = annotations.get(PREEMPTABLE_KEY, labels.get(PREEMPTABLE_KEY, "true"))
-    selector = doc.mapping(spec.get("nodeSelector"), f"{where}.nodeSelector")
-    if job_meta is not None:
-        labels = job_pod_labels(
-            labels,
-            job_labels=doc.labels(job_meta.get("labels"), "metadata.labels"),
-            job=str(job_meta.get("name")),
-            namespace=namespace,
-            queue=job_queue,
-            task=role or "",
-        )
-    constraints = _pod_field(doc, pod_constraints, spec, where)
     return Task(
-        namespace=namespace,
-        name=name,
-        resources=_pod_field(doc, pod_requests, spec, where),
+        namespace=pod.namespace,
+        name=pod.name,
+        resources=spec.requests,
         status=task_status,
-        node=str(node) if node else None,
-        role=role if role is not None else annotations.get(ROLE_KEY, labels.get(ROLE_KEY, "")),
-        priority=None if priority is None else doc.integer(priority, f"{where}.priority", 1),
-        preemptable=preemptable.lower() in ("true", "1", "t", "yes"),
-        node_selector={str(k): str(v) for k, v in selector.items()},
-        tolerations=_tolerations(doc, spec.get("tolerations"), f"{where}.tolerations"),
-        required_affinity=_affinity(doc, spec, where),
+        node=pod.node_name,
+        role=role if role is not None else pod.role,
+        priority=priority,
+        preemptable=pod.preemptable,
+        node_selector=spec.node_selector,
+        tolerations=tuple(toleration_of(t) for t in spec.tolerations),
+        required_affinity=tuple(node_term_of(t) for t in spec.required_node_affinity),
         preemption_policy=policy,
         priority_class=pc_name,
-        created=doc.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        scheduling_gates=_pod_field(doc, scheduling_gates, spec, where),
-        labels=dict(sorted(labels.items())),
-        pod_affinity=constraints.affinity,
-        pod_anti_affinity=constraints.anti_affinity,
-        topology_spread=constraints.topology_spread,
+        created=pod.created,
+        scheduling_gates=spec.scheduling_gates,
+        labels=dict(sorted((pod.labels if labels is None else labels).items())),
+        pod_affinity=tuple(affinity_term_of(t) for t in spec.pod_affinity),
+        pod_anti_affinity=tuple(affinity_term_of(t) for t in spec.pod_anti_affinity),
+        topology_spread=tuple(spread_of(c) for c in spec.topology_spread),
     )
+
+
+def _read(doc: _Doc, read: Callable[[_I], _T], body: _I, prefix: str = "") -> _T:
+    """A kind read by the shared manifest model, its problems as this door's errors."""
+    try:
+        return read(body)
+    except PodSpecError as exc:
+        got = "" if exc.got is MISSING else f", got {exc.got!r}"
+        raise doc.fail(f"{prefix}{exc.path}", f"{exc.expected}{got}") from exc
 
 
 def _global_default(classes: Mapping[str, PriorityClass]) -> PriorityClass | None:
@@ -391,121 +242,70 @@ def _global_default(classes: Mapping[str, PriorityClass]) -> PriorityClass | Non
     return defaults[0] if defaults else None
 
 
-def _podgroup(doc: _Doc) -> tuple[Job, str]:
-    meta = doc.mapping(doc.body.get("metadata"), "metadata")
-    spec = doc.mapping(doc.body.get("spec"), "spec")
-    status = doc.mapping(doc.body.get("status"), "status")
-    phase = status.get("phase") or "Pending"
-    try:
-        pg_phase = PodGroupPhase(phase)
-    except ValueError as exc:
-        raise doc.fail("status.phase", "expected Pending, Inqueue, Running, Unknown or Completed") from exc
-    min_res = spec.get("minResources")
-    namespace = str(meta.get("namespace") or "default")
-    job = Job(
-        namespace=namespace,
-        name=_name(doc, meta),
-        queue=str(spec.get("queue") or "default"),
-        min_member=doc.integer(spec.get("minMember"), "spec.minMember", 1),
-        min_task_member={
-            str(k): doc.integer(v, f"spec.minTaskMember.{k}", 0)
-            for k, v in doc.mapping(spec.get("minTaskMember"), "spec.minTaskMember").items()
-        },
-        min_resources=None if min_res is None else doc.resources(min_res, "spec.minResources"),
-        priority_class=spec.get("priorityClassName"),
-        phase=pg_phase,
-        created=doc.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        annotations=doc.labels(meta.get("annotations"), "metadata.annotations"),
-        network_topology=_pod_field(doc, _network_topology, spec, "spec.networkTopology"),
+def _group_job(
+    group: PodGroupManifest, tasks: tuple[Task, ...] = (), network_topology: NetworkTopology | None = None
+) -> Job:
+    return Job(
+        namespace=group.namespace,
+        name=group.name,
+        queue=group.queue,
+        min_member=group.min_member,
+        min_task_member=dict(group.min_task_member),
+        min_resources=group.min_resources,
+        priority_class=group.priority_class,
+        phase=group.phase,
+        tasks=tasks,
+        created=group.created,
+        annotations=dict(group.annotations),
+        network_topology=network_topology,
     )
-    return job, namespace
 
 
 def _vcjob(doc: _Doc, classes: Mapping[str, PriorityClass]) -> Job:
-    meta = doc.mapping(doc.body.get("metadata"), "metadata")
-    spec = doc.mapping(doc.body.get("spec"), "spec")
-    name = _name(doc, meta)
-    namespace = str(meta.get("namespace") or "default")
-    tasks: list[Task] = []
-    roles: list[tuple[int, str, int, int, dict[str, int]]] = []  # (prio, name, min, replicas, req)
-    raw_tasks = doc.seq(spec.get("tasks"), "spec.tasks")
-    if not raw_tasks:
-        raise doc.fail("spec.tasks", "expected at least one task")
-    for i, raw in enumerate(raw_tasks):
-        t = doc.mapping(raw, f"spec.tasks[{i}]")
-        tname = str(t.get("name") or f"default{i}")
-        replicas = doc.integer(t.get("replicas"), f"spec.tasks[{i}].replicas", 1)
-        template = doc.mapping(t.get("template"), f"spec.tasks[{i}].template")
-        tmeta = doc.mapping(template.get("metadata"), f"spec.tasks[{i}].template.metadata")
-        tspec = doc.mapping(template.get("spec"), f"spec.tasks[{i}].template.spec")
-        where = f"spec.tasks[{i}].template.spec"
-        for index in range(replicas):
-            pod = _pod_task(
-                doc,
-                namespace,
-                f"{name}-{tname}-{index}",
-                meta=tmeta,
-                spec=tspec,
-                status={},
-                classes=classes,
-                where=where,
-                role=tname,
-                job_meta=meta,
-                job_priority_class=spec.get("priorityClassName"),
-                job_queue=str(spec.get("queue") or "default"),
-            )
-            tasks.append(pod)
-        task_min = doc.integer(t.get("minAvailable"), f"spec.tasks[{i}].minAvailable", replicas)
-        pc_name = tspec.get("priorityClassName")
-        prio = classes[pc_name].value if isinstance(pc_name, str) and pc_name in classes else 0
-        request = dict(tasks[-1].request) if replicas else {}
-        roles.append((prio, tname, task_min, replicas, request))
-    total_min = sum(r[2] for r in roles)
-    min_available = doc.integer(spec.get("minAvailable"), "spec.minAvailable", 0) or total_min
-    # minResources of the first minAvailable pods, tasks in descending priority (stable).
-    ordered = sorted(roles, key=lambda r: -r[0])
-    counts: dict[str, int] = {}
-    remaining = min_available
-    if min_available < total_min:
-        for _, tname, _, replicas, _ in ordered:
-            take = min(replicas, remaining)
-            counts[tname] = take
-            remaining -= take
-    else:
-        for _, tname, task_min, _, _ in ordered:
-            take = min(task_min, remaining)
-            counts[tname] = take
-            remaining -= take
-        for _, tname, _, replicas, _ in ordered:
-            extra = min(replicas - counts[tname], remaining)
-            counts[tname] += extra
-            remaining -= extra
-    min_resources: dict[str, int] = {}
-    for _, tname, _, _, request in ordered:
-        for res, amount in sorted(request.items()):
-            min_resources[res] = min_resources.get(res, 0) + amount * counts.get(tname, 0)
+    """A VolcanoJob read by the shared model: its derived PodGroup and every replica's pod."""
+    job = _read(doc, read_volcano_job, doc.body)
+
+    def priority_of(name: str | None) -> int:
+        return classes[name].value if name is not None and name in classes else 0
+
+    tasks = [
+        _pod_task(
+            task.pod.model_copy(update={"name": f"{job.name}-{task.name}-{index}"}),
+            classes=classes,
+            role=task.name,
+            job_priority_class=job.priority_class,
+        )
+        for task in job.tasks
+        for index in range(task.replicas)
+    ]
     return Job(
-        namespace=namespace,
-        name=name,
-        queue=str(spec.get("queue") or "default"),
-        min_member=min_available,
-        min_task_member={r[1]: r[2] for r in roles},
-        min_resources=dict(sorted(min_resources.items())),
-        priority_class=spec.get("priorityClassName"),
+        namespace=job.namespace,
+        name=job.name,
+        queue=job.queue,
+        min_member=job.min_available,
+        min_task_member={task.name: task.min_available for task in job.tasks},
+        min_resources=job.min_resources(priority_of),
+        priority_class=job.priority_class,
         phase=PodGroupPhase.PENDING,
         tasks=tuple(tasks),
-        created=doc.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        annotations=doc.labels(meta.get("annotations"), "metadata.annotations"),
-        network_topology=_pod_field(doc, _network_topology, spec, "spec.networkTopology"),
+        created=job.created,
+        annotations=dict(job.annotations),
+        network_topology=_network_topology(doc),
     )
 
 
-def _network_topology(spec: Mapping[str, Any], where: str) -> NetworkTopology | None:
-    return network_topology_from_spec(spec.get("networkTopology"), where)
+def _network_topology(doc: _Doc) -> NetworkTopology | None:
+    """A Job's or PodGroup's ``spec.networkTopology`` (:mod:`scheduler.topology_spec`)."""
+    spec = doc.mapping(doc.body.get("spec"), "spec")
+    return _read(
+        doc,
+        lambda value: network_topology_from_spec(value, "spec.networkTopology"),
+        spec.get("networkTopology"),
+    )
 
 
 def _hypernode(doc: _Doc) -> HyperNode:
-    return _pod_field(doc, lambda body, _: hypernode_from_manifest(body), doc.body, "")
+    return _read(doc, hypernode_from_manifest, doc.body)
 
 
 _KINDS = {
@@ -565,31 +365,18 @@ def _check_unique(objects: list[tuple[str, _Doc]]) -> None:
 def _attach_pod(
     doc: _Doc,
     jobs: dict[str, tuple[Job, list[Task]]],
+    groups: Mapping[str, PodGroupManifest],
     classes: Mapping[str, PriorityClass],
     node_names: set[str],
 ) -> None:
-    meta = doc.mapping(doc.body.get("metadata"), "metadata")
-    annotations = doc.labels(meta.get("annotations"), "metadata.annotations")
-    namespace = str(meta.get("namespace") or "default")
-    group = annotations.get(GROUP_ANNOTATION)
-    if not group:
-        raise doc.fail(f"metadata.annotations.{GROUP_ANNOTATION}", "expected the pod's PodGroup name")
-    uid = f"{namespace}/{group}"
-    if uid not in jobs:
-        raise doc.fail(f"metadata.annotations.{GROUP_ANNOTATION}", f"no PodGroup {uid} in this file")
-    task = _pod_task(
-        doc,
-        namespace,
-        _name(doc, meta),
-        meta=meta,
-        spec=doc.mapping(doc.body.get("spec"), "spec"),
-        status=doc.mapping(doc.body.get("status"), "status"),
-        classes=classes,
-        where="spec",
-    )
+    pod = _read(doc, read_pod, doc.body)
+    group = _read(doc, partial(group_of, groups=groups), pod)
+    task = _pod_task(pod, classes=classes)
     if task.node is not None and task.node not in node_names:
         raise doc.fail("spec.nodeName", f"no Node {task.node} in this file")
-    jobs[uid][1].append(task)
+    if group.uid not in jobs:  # a pod without a PodGroup: its one-pod gang
+        jobs[group.uid] = (_group_job(group), [])
+    jobs[group.uid][1].append(task)
 
 
 def _snapshot(objects: list[tuple[str, _Doc]]) -> ClusterSnapshot:
@@ -604,15 +391,17 @@ def _snapshot(objects: list[tuple[str, _Doc]]) -> ClusterSnapshot:
         # Volcano's scheduler creates `default` when it starts (scheduler.service.default_queue).
         queues.append(Queue(name=DEFAULT_QUEUE))
     jobs: dict[str, tuple[Job, list[Task]]] = {}
+    groups: dict[str, PodGroupManifest] = {}
     for doc in by_kind.get("PodGroup", []):
-        group, _ = _podgroup(doc)
-        jobs[group.uid] = (group, [])
+        group = _read(doc, read_podgroup, doc.body)
+        groups[group.uid] = group
+        jobs[group.uid] = (_group_job(group, network_topology=_network_topology(doc)), [])
     for doc in by_kind.get("Job", []):
         vcjob = _vcjob(doc, classes)
         jobs[vcjob.uid] = (vcjob, list(vcjob.tasks))
     node_names = {n.name for n in nodes}
     for doc in by_kind.get("Pod", []):
-        _attach_pod(doc, jobs, classes, node_names)
+        _attach_pod(doc, jobs, groups, classes, node_names)
     hypernodes = [_hypernode(doc) for doc in by_kind.get("HyperNode", [])]
     return ClusterSnapshot(
         hypernodes=tuple(sorted(hypernodes, key=lambda h: h.name)),
@@ -645,7 +434,7 @@ def load_scenario(path: Path | str) -> Scenario:
         snapshot=_snapshot(objects),
         config=config,
         expect=head.mapping(spec.get("expect"), "spec.expect"),
-        now=head.timestamp(spec.get("now"), "spec.now"),
+        now=_read(head, partial(timestamp, path="spec.now"), spec.get("now")),
         warnings=_warnings(head, spec, objects),
     )
 
@@ -662,15 +451,9 @@ def _warnings(head: _Doc, spec: Mapping[str, Any], objects: list[tuple[str, _Doc
             topology = network_topology_warnings(body_spec.get("networkTopology"), "spec.networkTopology")
             found.extend((doc, p, why) for p, why in topology)
         if kind == "Job":
-            found.extend((doc, path, why) for path, why in ignored_job_fields(body_spec, "spec"))
-            for i, task in enumerate(doc.seq(body_spec.get("tasks"), "spec.tasks")):
-                template = doc.mapping(doc.mapping(task, f"spec.tasks[{i}]").get("template"), "template")
-                pod = doc.mapping(template.get("spec"), f"spec.tasks[{i}].template.spec")
-                found.extend(
-                    (doc, p, why) for p, why in ignored_pod_fields(pod, f"spec.tasks[{i}].template.spec")
-                )
+            found.extend((doc, path, why) for path, why in _read(doc, read_volcano_job, doc.body).ignored)
         elif kind == "Pod":
-            found.extend((doc, path, why) for path, why in ignored_pod_fields(body_spec, "spec"))
+            found.extend((doc, path, why) for path, why in _read(doc, read_pod, doc.body).spec.ignored)
     return tuple(f"{doc.file}: document {doc.index}: {path}: {why}" for doc, path, why in found)
 
 

@@ -74,11 +74,15 @@ from scheduler.core.snapshot import (
 
 __all__ = [
     "NOT_READY_TAINT",
+    "affinity_term_of",
     "build_snapshot",
     "config_in_force",
     "global_default",
     "job_snapshot",
+    "node_term_of",
     "snapshot_of",
+    "spread_of",
+    "toleration_of",
 ]
 
 #: The preemption policy that stops a pod from preempting (or reclaiming) anything.
@@ -179,8 +183,10 @@ def job_snapshot(state: ClusterState, job: JobState, default_class: PriorityClas
     classes = state.priority_classes
     # Only specs with pod-level fields (labels, pod affinity, spread): most jobs have none.
     specs = {s.name: s for s in job.task_specs if _has_pod_terms(s)}
+    # A PodGroup's pods may carry a role other than their spec's name (most jobs: none do).
+    roles = {s.name: s.role for s in job.task_specs if s.role is not None}
     tasks = tuple(
-        _task(task, job, classes, default_class, specs)
+        _task(task, job, classes, default_class, specs=specs, roles=roles)
         for task in (state.tasks[task_id] for task_id in job.tasks)
         if not terminal or task.status in OCCUPYING
     )
@@ -227,7 +233,9 @@ def _job(job: JobState, tasks: tuple[Task, ...]) -> Job:
         name=job.name,
         queue=job.queue,
         min_member=job.min_available,
-        min_task_member={
+        min_task_member=dict(job.min_task_member)
+        if job.min_task_member is not None
+        else {
             spec.name: spec.replicas if spec.min_available is None else spec.min_available
             for spec in job.task_specs
         },
@@ -250,7 +258,9 @@ def _task(
     job: JobState,
     classes: dict[str, PriorityClassState],
     default_class: PriorityClassState | None,
+    *,
     specs: dict[str, TaskSpec],
+    roles: dict[str, str],
 ) -> Task:
     labels, affinity, anti_affinity, spread = _pod_terms(specs.get(task.role))
     return Task(
@@ -260,12 +270,12 @@ def _task(
         resources=_bounded(task.resources),
         status=_TASK_STATUS[task.status],
         node=task.node,
-        role=task.role,
+        role=roles.get(task.role, task.role),
         priority=_priority(task.priority_class, classes, default_class),
         preemptable=task.preemptable,
         node_selector=task.node_selector,
-        tolerations=tuple(_toleration(t) for t in task.tolerations),
-        required_affinity=tuple(_term(t) for t in task.required_node_affinity),
+        tolerations=tuple(toleration_of(t) for t in task.tolerations),
+        required_affinity=tuple(node_term_of(t) for t in task.required_node_affinity),
         preemption_policy=_preemption_policy(task, classes, default_class),
         priority_class=task.priority_class,
         created=job.created,
@@ -296,9 +306,9 @@ def _pod_terms(spec: TaskSpec | None) -> PodTerms:
         return _NO_POD_TERMS
     return (
         dict(sorted(spec.labels.items())),
-        tuple(_affinity_term(t) for t in spec.pod_affinity),
-        tuple(_affinity_term(t) for t in spec.pod_anti_affinity),
-        tuple(_spread(c) for c in spec.topology_spread),
+        tuple(affinity_term_of(t) for t in spec.pod_affinity),
+        tuple(affinity_term_of(t) for t in spec.pod_anti_affinity),
+        tuple(spread_of(c) for c in spec.topology_spread),
     )
 
 
@@ -314,7 +324,7 @@ def _selector(selector: LabelSelectorModel | None) -> LabelSelector | None:
     )
 
 
-def _affinity_term(term: PodAffinityTermModel) -> PodAffinityTerm:
+def affinity_term_of(term: PodAffinityTermModel) -> PodAffinityTerm:
     return PodAffinityTerm(
         topology_key=term.topology_key,
         selector=_selector(term.label_selector),
@@ -322,7 +332,7 @@ def _affinity_term(term: PodAffinityTermModel) -> PodAffinityTerm:
     )
 
 
-def _spread(constraint: TopologySpreadModel) -> TopologySpreadConstraint:
+def spread_of(constraint: TopologySpreadModel) -> TopologySpreadConstraint:
     return TopologySpreadConstraint(
         max_skew=constraint.max_skew,
         topology_key=constraint.topology_key,
@@ -361,13 +371,13 @@ def _taint(taint: TaintModel) -> Taint:
     return Taint(key=taint.key, value=taint.value, effect=taint.effect)
 
 
-def _toleration(toleration: TolerationModel) -> Toleration:
+def toleration_of(toleration: TolerationModel) -> Toleration:
     return Toleration(
         key=toleration.key, operator=toleration.operator, value=toleration.value, effect=toleration.effect
     )
 
 
-def _term(term: NodeSelectorTermModel) -> NodeSelectorTerm:
+def node_term_of(term: NodeSelectorTermModel) -> NodeSelectorTerm:
     return NodeSelectorTerm(
         match_expressions=tuple(
             NodeSelectorRequirement(key=r.key, operator=r.operator, values=tuple(r.values))

@@ -182,8 +182,8 @@ _WAIT = Query(description="none; archived: until the projector archived each obj
     openapi_extra={
         "requestBody": {
             "required": True,
-            "description": "VolcanoJob, Queue, PriorityClass, Node, SchedulerConfiguration manifests"
-            " (multi-document YAML, or JSON: one object or a list)",
+            "description": "VolcanoJob, PodGroup (with its Pods), Pod, Queue, PriorityClass, Node,"
+            " SchedulerConfiguration manifests (multi-document YAML, or JSON: one object or a list)",
             "content": {kind: {"schema": {"type": "string"}} for kind in MEDIA_TYPES},
         }
     },

@@ -388,8 +388,8 @@ def test_the_conformance_seed_documents_parse(tmp_path: Path) -> None:
             "expected a duration such as '30s'",
         ),
         (
-            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
-            "jobs.yaml, document 1 (Pod): kind: unsupported apiVersion/kind v1 Pod; expected one of:",
+            "apiVersion: v1\nkind: Secret\nmetadata: {name: p}\n",
+            "jobs.yaml, document 1 (Secret): kind: unsupported apiVersion/kind v1 Secret; expected one of:",
         ),
         ("kind: Node\n", "jobs.yaml, document 1 (Node): apiVersion: required field is missing"),
         ("- just\n- a list\n", "jobs.yaml, document 1: (document): expected a Kubernetes object"),

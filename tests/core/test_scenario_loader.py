@@ -70,9 +70,10 @@ def test_volcano_job_derives_podgroup_and_pods(tmp_path: Path) -> None:
         ("---\napiVersion: v1\nkind: Secret\nmetadata: {name: s}\n", 1, "apiVersion/kind"),
         (
             "---\napiVersion: v1\nkind: Pod\n"
-            "metadata: {name: p, annotations: {scheduling.k8s.io/group-name: g}}\n",
+            "metadata: {name: p, annotations: {scheduling.k8s.io/group-name: g}}\n"
+            "spec: {containers: [{name: c}]}\n",
             1,
-            "metadata.annotations.scheduling.k8s.io/group-name",
+            'metadata.annotations["scheduling.k8s.io/group-name"]',
         ),
     ],
 )
