@@ -41,6 +41,7 @@ from aiokafka.errors import KafkaError
 
 from events.models import Event, JobCancelled, JobCancelledData
 from events.serde import encode
+from events.signing import EventSigner
 from events.topics import Topics, kafka_key, topic_for
 from kube.bridge.calls import BindOutcome, bind_pod, create_if_absent, evict_pod, eviction_version
 from kube.bridge.door import BRIDGE_SOURCE, Door, ObjectParser, utc_now
@@ -54,6 +55,7 @@ from kube.bridge.objects import (
 )
 from kube.bridge.plan import Bind, CreatePod, Evict, ProjectedTask, plan_tasks
 from kube.bridge.settings import KubeBridgeSettings
+from kube.bridge.signing import signing
 from kube.bridge.status import StatusWriter
 from kube.bridge.store import BridgeLock, projection_seq, read_projected_state, read_tasks
 from kube.crds import install_crds
@@ -473,11 +475,13 @@ async def run_bridge(
     topics: Topics,
     cluster: str,
     install: bool = False,
+    signer: EventSigner | None = None,
     on_ready: Callable[[Bridge], None] | None = None,
 ) -> None:
     """Run the bridge until cancelled; outages of Kafka, PostgreSQL or the apiserver are retried.
 
     ``install``: first create or update Tephra's Volcano CRDs (``--install-crds``).
+    ``signer``: who signs what it publishes (:mod:`kube.bridge.signing`); None: unsigned.
     """
     failures = 0
     while True:
@@ -502,7 +506,7 @@ async def run_bridge(
                         settings,
                         client,
                         parse,
-                        publish=functools.partial(_publish, producer, topics),
+                        publish=signing(functools.partial(_publish, producer, topics), signer),
                         pool=pool,
                         cluster=cluster,
                         check_lock=lock.check,

@@ -120,11 +120,28 @@ async def endpoints(kafka_bootstrap: str, database_url: str, kube_name: str) -> 
 
 
 @pytest.fixture
+def services_settings() -> TephraSettings:
+    """What the projector and the scheduler run with (a module overrides it: production trust)."""
+    return TephraSettings(schedule_period=0.2)
+
+
+@pytest.fixture
+async def services(endpoints: Endpoints, services_settings: TephraSettings) -> AsyncIterator[Endpoints]:
+    """Projector and scheduler on :func:`endpoints`, running."""
+    task = asyncio.create_task(run_services(services_settings, endpoints, ("projector", "scheduler")))
+    try:
+        yield endpoints
+    finally:
+        task.cancel()
+        await stopped(task)
+
+
+@pytest.fixture
 async def cluster(
     kube_cluster: DevCluster,
     volcano_crds: KubeClient,
     kube_namespace: str,
-    endpoints: Endpoints,
+    services: Endpoints,
     tmp_path: Path,
 ) -> AsyncIterator[Stack]:
     """Two 1-GPU nodes (sim kubelet), projector and scheduler; the bridge's kubeconfig, no bridge."""
@@ -133,15 +150,12 @@ async def cluster(
     nodes = [f"{kube_namespace}-gpu-{i}" for i in range(2)]
     shapes = [parse_node_shape(f"{n}:nvidia.com/gpu=1,pods=300") for n in nodes]
     kubelet_task = asyncio.create_task(SimKubelet(kube, shapes, heartbeat=1).run())
-    settings = TephraSettings(schedule_period=0.2)
-    services = asyncio.create_task(run_services(settings, endpoints, ("projector", "scheduler")))
     kubeconfig = await bridge_kubeconfig(kube, kube_cluster, tmp_path / "bridge.kubeconfig")
     try:
-        yield Stack(kube, kube_namespace, nodes, endpoints, kube_cluster.kubeconfig, kubeconfig)
+        yield Stack(kube, kube_namespace, nodes, services, kube_cluster.kubeconfig, kubeconfig)
     finally:
-        for task in (services, kubelet_task):
-            task.cancel()
-            await stopped(task)
+        kubelet_task.cancel()
+        await stopped(kubelet_task)
         await _clear_nodes(kube)
 
 

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import logging
+import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
-from api.kube_bridge import object_parser
-from events.models import JobCancelled, JobSubmitted, NodeRemoved, NodeReported, TaskFinished, TaskStarted
+from api.kube_bridge import bridge_signer, object_parser
+from api.settings import KubeBridgeCommandSettings
+from events.models import (
+    Event,
+    JobCancelled,
+    JobSubmitted,
+    NodeRemoved,
+    NodeReported,
+    TaskFinished,
+    TaskStarted,
+)
+from events.signing import EventSigner, SigningKey, SigningKeyError, event_signed_by, parse_public_key
 from kube.bridge.door import Door, ProjectedState
 from kube.bridge.objects import (
     GROUP_ANNOTATION,
@@ -22,6 +36,7 @@ from kube.bridge.objects import (
 )
 from kube.bridge.plan import Plan, ProjectedTask, plan_tasks
 from kube.bridge.settings import KubeBridgeSettings
+from kube.bridge.signing import BRIDGE_PRODUCER, BRIDGE_TYPES, signing
 from kube.bridge.status import failed_scheduling_message, volcano_job_status
 from kube.rest import JsonObject
 
@@ -348,3 +363,57 @@ def test_scheduler_names_are_a_comma_separated_list() -> None:
     assert KubeBridgeSettings(kube_scheduler_names=" tephra ").scheduler_names == frozenset({"tephra"})
     with pytest.raises(ValueError, match="scheduler names"):
         KubeBridgeSettings(kube_scheduler_names="Bad Name")
+
+
+# ---------------------------------------------------------------------- signing
+
+
+def _may_in_docs() -> list[str]:
+    """The ``--may`` types of the enrolment command in docs/kubernetes.md, "Signing"."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "kubernetes.md").read_text()
+    section = text.split("### Signing", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    return re.findall(r"--may (\S+)", section)
+
+
+def test_the_documented_enrolment_permits_exactly_the_types_the_bridge_produces() -> None:
+    assert sorted(_may_in_docs()) == list(BRIDGE_TYPES)
+
+
+async def test_the_bridge_publishes_each_event_signed_as_its_principal() -> None:
+    key = SigningKey.generate()
+    published: list[Event] = []
+
+    async def publish(events: Sequence[Event]) -> None:
+        published.extend(events)
+
+    event = Door(object_parser("default"), cluster="default").node("gpu-1", node("gpu-1"), NOW)
+    assert event is not None
+    await signing(publish, EventSigner(key, BRIDGE_PRODUCER).on_behalf_of("default"))([event])
+    (signed,) = published
+    assert signed.principal == "kube-bridge:default"
+    assert event_signed_by(signed, parse_public_key(key.public_key))
+    assert signed.model_copy(update={"principal": None, "signature": None}) == event
+    assert signing(publish, None) is publish  # no key: as given
+
+
+def test_the_bridges_signer_is_its_key_file_as_kube_bridge_of_its_cluster(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    key_file = tmp_path / "bridge.pem"
+    key = SigningKey.generate()
+    key_file.write_bytes(key.pem())
+    deployed = {
+        "kafka_bootstrap": "kafka:9092",
+        "database_url": "postgresql://pg/tephra",
+        "data_dir": tmp_path,
+    }
+    signer = bridge_signer(KubeBridgeCommandSettings(producer_key_file=key_file, **deployed), "east")
+    assert signer is not None
+    assert (signer.principal, signer.key.public_key) == ("kube-bridge:east", key.public_key)
+    with caplog.at_level(logging.WARNING):
+        assert bridge_signer(KubeBridgeCommandSettings(**deployed), "east") is None
+    assert "no producer key" in caplog.text
+    with pytest.raises(SigningKeyError):
+        bridge_signer(
+            KubeBridgeCommandSettings(producer_key_file=tmp_path / "missing.pem", **deployed), "east"
+        )
