@@ -24,10 +24,14 @@ from kube.rest import JsonObject, json_str, resource_path
 from projector.connections import DatabaseAccess, KafkaAccess
 from projector.keyring import add_producer
 from projector.trust import KeyringEntry
-from tests.kube.test_bridge import Stack, cluster, endpoints, eventually, services  # noqa: F401 - fixtures
+from tests.kube import test_bridge
+from tests.kube.test_bridge import Stack, eventually
 from tests.service.helpers import stopped
 
 pytestmark = pytest.mark.integration
+
+# The bridge's stack, as tests/kube/test_bridge.py runs it (with the services_settings below).
+endpoints, services, cluster = test_bridge.endpoints, test_bridge.services, test_bridge.cluster
 
 
 @pytest.fixture
@@ -39,7 +43,7 @@ def services_settings() -> TephraSettings:
 
 
 @pytest.fixture
-async def signed_stack(cluster: Stack) -> AsyncIterator[Stack]:  # noqa: F811 - the imported fixture
+async def signed_stack(cluster: Stack) -> AsyncIterator[Stack]:
     """:func:`cluster` with the bridge's key in the keyring and the bridge signing with it."""
     key = SigningKey.generate()
     conn = await asyncpg.connect(cluster.database_url)

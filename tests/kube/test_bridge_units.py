@@ -35,6 +35,7 @@ from kube.bridge.objects import (
     volcano_job_pods,
 )
 from kube.bridge.plan import Plan, ProjectedTask, plan_tasks
+from kube.bridge.queue_status import queue_status, status_patch
 from kube.bridge.settings import KubeBridgeSettings
 from kube.bridge.signing import BRIDGE_PRODUCER, BRIDGE_TYPES, signing
 from kube.bridge.status import failed_scheduling_message, volcano_job_status
@@ -417,3 +418,29 @@ def test_the_bridges_signer_is_its_key_file_as_kube_bridge_of_its_cluster(
         bridge_signer(
             KubeBridgeCommandSettings(producer_key_file=tmp_path / "missing.pem", **deployed), "east"
         )
+
+
+# ---------------------------------------------------------------------- queue status
+
+
+def test_a_queue_status_counts_its_jobs_and_closes_a_closing_queue_once_nothing_is_unfinished() -> None:
+    phases = {"Pending": 2, "Inqueue": 1, "Running": 3, "Completed": 4, "Failed": 1, "Cancelled": 7}
+    held = {"nvidia.com/gpu": 2, "cpu": 1500, "pods": 3}
+    assert queue_status(None, phases, held) == {
+        "state": "Open",
+        "pending": 2,
+        "inqueue": 1,
+        "running": 3,
+        "completed": 5,
+        "allocated": {"cpu": "1500m", "nvidia.com/gpu": "2", "pods": "3"},
+    }
+    assert queue_status("Closing", phases, held)["state"] == "Closing"
+    assert queue_status("Closing", {"Completed": 1}, {})["state"] == "Closed"
+    assert queue_status("Closed", {"Running": 1}, {})["state"] == "Closed"  # the operator's word
+
+
+def test_a_queue_status_patch_removes_resources_no_longer_held_and_is_none_when_shown() -> None:
+    wanted = queue_status("Open", {"Running": 1}, {"pods": 1})
+    assert status_patch({**wanted, "reservation": {}}, wanted) is None
+    shown = {**wanted, "allocated": {"nvidia.com/gpu": "1", "pods": "2"}}
+    assert status_patch(shown, wanted) == {**wanted, "allocated": {"nvidia.com/gpu": None, "pods": "1"}}
