@@ -30,6 +30,7 @@ from events.models import (
     SessionCommitted,
     SessionPart,
     TaskFinished,
+    TasksAdded,
     TaskStarted,
 )
 from events.serde import EventDecodeError, canonical_json, decode, encode
@@ -59,6 +60,7 @@ __all__ = [
     "SessionPart",
     "TaskFinished",
     "TaskStarted",
+    "TasksAdded",
     "Topics",
     "canonical_json",
     "compiled",

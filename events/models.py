@@ -88,6 +88,8 @@ __all__ = [
     "TaskSpec",
     "TaskStarted",
     "TaskStartedData",
+    "TasksAdded",
+    "TasksAddedData",
     "TierSpec",
     "Toleration",
     "changed_pending",
@@ -350,6 +352,15 @@ class JobSubmittedData(EventData):
         return f"{self.namespace}/{self.name}"
 
 
+class TasksAddedData(EventData):
+    """Tasks joining a job already submitted, as pods that join a PodGroup after Volcano's
+    scheduler has its job: each spec is a new role of the job (its name unused by the job),
+    its tasks exist (Pending) from this event on.  The job's gang minimum stays as submitted."""
+
+    job_id: str = Field(min_length=1)
+    tasks: list[TaskSpec] = Field(min_length=1)
+
+
 class JobCancelledData(EventData):
     job_id: str = Field(min_length=1)
     reason: str = ""
@@ -596,6 +607,11 @@ class JobSubmitted(_Envelope):
     data: JobSubmittedData
 
 
+class TasksAdded(_Envelope):
+    type: Literal["tephra.job.tasks-added.v1"] = "tephra.job.tasks-added.v1"
+    data: TasksAddedData
+
+
 class JobCancelled(_Envelope):
     type: Literal["tephra.job.cancelled.v1"] = "tephra.job.cancelled.v1"
     data: JobCancelledData
@@ -656,6 +672,7 @@ _EVENT_CLASSES = (
     SessionCommitted,
     SessionPart,
     LeaderElected,
+    TasksAdded,
 )
 
 Event: TypeAlias = Annotated[
@@ -672,7 +689,8 @@ Event: TypeAlias = Annotated[
     | TaskFinished
     | SessionCommitted
     | SessionPart
-    | LeaderElected,
+    | LeaderElected
+    | TasksAdded,
     Field(discriminator="type"),
 ]
 

@@ -37,6 +37,7 @@ from events.models import (
     SessionCommitted,
     SessionPart,
     TaskFinished,
+    TasksAdded,
     TaskStarted,
 )
 
@@ -90,6 +91,7 @@ def topic_for(event: Event, topics: Topics) -> str:
             | PriorityClassUpserted()
             | SchedulerConfigured()
             | JobSubmitted()
+            | TasksAdded()
             | JobCancelled()
             | JobRejected()
         ):

@@ -22,6 +22,9 @@ it.  Voided decisions are recorded in the session record and never executed.
 Lifecycle rules (Volcano's, simplified where noted):
 
 * JobSubmitted creates the job (Pending) and one Pending task per replica.
+* TasksAdded gives an unfinished job more task specs (roles it does not have)
+  and their Pending tasks, as Volcano's scheduler takes pods that join a
+  PodGroup after its job exists; the phase and the gang minimum stay.
 * SessionCommitted: ``enqueue`` Pending -> Inqueue; ``bind`` Pending task ->
   Bound on a node with enough free allocatable (Bound, Running and Releasing
   tasks occupy, each plus one ``pods``); ``evict`` Bound/Running -> Releasing
@@ -139,6 +142,7 @@ from events.models import (
     SessionCommittedData,
     SessionPart,
     TaskFinished,
+    TasksAdded,
     TaskStarted,
     changed_pending,
 )
@@ -194,7 +198,8 @@ __all__ = [
 ]
 
 #: What an applied event changed, for the projection writer: (kind, key) with
-#: kind in queue, priority_class, node, new_job (created), job (phase changed),
+#: kind in queue, priority_class, node, new_job (created, or tasks added: its row is written
+#: whole), job (phase changed),
 #: task, session, early (a job's buffered observations), parts (a session's
 #: buffered parts), meta (config, leader epoch).
 Touched: TypeAlias = tuple[tuple[str, str], ...]
@@ -262,6 +267,7 @@ EVENT_ROLES: Final[dict[type[Event], int]] = {
     PriorityClassUpserted: INTENTS,
     SchedulerConfigured: INTENTS,
     JobSubmitted: INTENTS,
+    TasksAdded: INTENTS,
     JobCancelled: INTENTS,
     JobRejected: INTENTS,
     NodeReported: OBSERVATIONS,
@@ -519,6 +525,8 @@ def _dispatch(state: ClusterState, seq: int, event: Event) -> FoldOutcome:  # no
             return _node_reported(state, event)
         case JobCancelled():
             return _job_cancelled(state, event)
+        case TasksAdded():
+            return _tasks_added(state, event)
         case JobRejected():
             return _job_rejected(state, event)
         case NodeRemoved():
@@ -632,6 +640,37 @@ def _job_submitted(state: ClusterState, seq: int, event: JobSubmitted) -> FoldOu
             tasks[task.id] = task
             touched.append(("task", task.id))
     _replay_early(state, job_id, touched)
+    return FoldOutcome(touched=tuple(touched))
+
+
+def _tasks_added(state: ClusterState, event: TasksAdded) -> FoldOutcome:
+    d = event.data
+    job = state.jobs.get(d.job_id)
+    if job is None:
+        return _invalid("job-missing", f"cannot add tasks to job {d.job_id}: it does not exist")
+    if job.phase in TERMINAL_JOB_PHASES:
+        return _invalid("job-finished", f"cannot add tasks to job {job.id}: it is already {job.phase}")
+    roles = [spec.name for spec in d.tasks]
+    taken = {spec.name for spec in job.task_specs}
+    if len(set(roles)) != len(roles) or taken.intersection(roles):
+        return _invalid("duplicate-task", f"job {job.id} has a task named as one of {roles} already")
+    pods = [
+        [(index, task_id_of(job.namespace, job.name, spec.name, index)) for index in range(spec.replicas)]
+        for spec in d.tasks
+    ]
+    ids = [task_id for spec_pods in pods for _, task_id in spec_pods]
+    clash = next((tid for tid in ids if tid in state.tasks), None)
+    if clash is not None or len(set(ids)) != len(ids):
+        return _invalid("duplicate-task", f"job {job.id} would get task {clash or ids}, which exists")
+    job.task_specs = (*job.task_specs, *d.tasks)
+    job.tasks.extend(ids)
+    # new_job: the writer writes the job's row whole, its spec with the new tasks.
+    touched: list[tuple[str, str]] = [("new_job", job.id), ("job", job.id)]
+    tasks = state.tasks
+    for spec, spec_pods in zip(d.tasks, pods, strict=True):
+        for task in new_tasks(job, spec, spec_pods):
+            tasks[task.id] = task
+            touched.append(("task", task.id))
     return FoldOutcome(touched=tuple(touched))
 
 

@@ -218,7 +218,13 @@ class Bridge:
             podgroup = self.podgroups.objects.get(f"{namespace}/{group}")
             members = self.pods.groups.get((namespace, group), set())
             pods = [self.pods.by_task[self.pods.by_key[k].task_id][1] for k in sorted(members)]
-            if podgroup is None or not pods or not all(_unbound_live(p) for p in pods):
+            if podgroup is None or not pods:
+                continue
+            joined = self.door.group_tasks(podgroup, [p for p in pods if _unbound_live(p)], now)
+            if joined is not None:  # submitted before: the pods that joined since are added to it
+                events.extend(joined)
+                continue
+            if not all(_unbound_live(p) for p in pods):
                 continue
             if (e := self.door.group_job(podgroup, pods, now)) is not None:
                 events.append(e)

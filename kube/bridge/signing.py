@@ -22,6 +22,7 @@ from events.models import (
     QueueDeleted,
     QueueUpserted,
     TaskFinished,
+    TasksAdded,
     TaskStarted,
 )
 from events.signing import EventSigner
@@ -41,6 +42,7 @@ BRIDGE_TYPES: Final = tuple(
             QueueUpserted,
             QueueDeleted,
             JobSubmitted,
+            TasksAdded,
             JobCancelled,
             TaskStarted,
             TaskFinished,

@@ -57,6 +57,14 @@ UNFINISHED_QUERY: Final = (
 )
 
 
+# The task specs' names of the PodGroups' jobs the bridge submitted (one spec per member pod).
+GROUP_ROLES_QUERY: Final = """
+SELECT id, ARRAY(SELECT s ->> 'name' FROM jsonb_array_elements(spec -> 'task_specs') AS s) AS roles
+  FROM jobs
+ WHERE spec -> 'annotations' ->> 'tephra.dev/kube-source' = 'podgroup'
+"""
+
+
 def _task(row: asyncpg.Record) -> ProjectedTask:
     return ProjectedTask(
         task_id=row["id"],
@@ -107,6 +115,8 @@ async def read_projected_state(pool: asyncpg.Pool) -> ProjectedState:
     for row in await pool.fetch("SELECT name, doc FROM priority_classes"):
         state.priority_classes[row["name"]] = _doc(row["doc"])
     state.jobs = {row["id"] for row in await pool.fetch("SELECT id FROM jobs")}
+    for row in await pool.fetch(GROUP_ROLES_QUERY):
+        state.group_roles[row["id"]] = set(row["roles"] or ())
     return state
 
 

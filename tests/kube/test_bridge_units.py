@@ -244,6 +244,31 @@ def test_a_podgroup_waits_for_min_member_pods_then_submits_one_task_each() -> No
     assert d.group_job(group, members, NOW) is None
 
 
+def test_pods_that_join_a_submitted_podgroup_are_added_to_its_job_once_each() -> None:
+    d = door()
+    group: JsonObject = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "gang", "namespace": "team", "uid": "uid-gang"},
+        "spec": {"minMember": 2, "queue": "research"},
+    }
+    members = [pod(f"m{i}", annotations={GROUP_ANNOTATION: "gang"}) for i in range(4)]
+    assert d.group_tasks(group, members[:2], NOW) is None  # not submitted yet
+    assert d.group_job(group, members[:2], NOW) is not None
+    assert d.group_tasks(group, members[:2], NOW) == []
+    added = d.group_tasks(group, members, NOW)
+    assert added is not None
+    tasks = [(e.data.job_id, [(t.name, t.replicas, t.min_available) for t in e.data.tasks]) for e in added]
+    assert tasks == [("team/gang", [("m2", 1, 0)]), ("team/gang", [("m3", 1, 0)])]
+    assert added[0].data.tasks[0].resources == {"nvidia.com/gpu": 1}
+    assert added[0].time == datetime(2026, 12, 5, 0, 59, tzinfo=UTC)  # the pod's creation
+    assert d.group_tasks(group, members, NOW) == []
+    # A restarted bridge seeded from the projection, which holds m0..m2, adds m3 alone, as the same event.
+    again = door()
+    again.seed(ProjectedState(jobs={"team/gang"}, group_roles={"team/gang": {"m0", "m1", "m2"}}))
+    assert again.group_tasks(group, members, NOW) == added[1:]
+
+
 def test_a_lone_pod_is_a_one_pod_gang_in_its_annotated_queue() -> None:
     d = door()
     lone = pod("solo", annotations={"scheduling.volcano.sh/queue-name": "research"})
