@@ -53,6 +53,7 @@ from kube.bridge.objects import (
     pod_ref,
     volcano_job_pods,
 )
+from kube.bridge.outage import Outage
 from kube.bridge.plan import Bind, CreatePod, Evict, ProjectedTask, plan_tasks
 from kube.bridge.settings import KubeBridgeSettings
 from kube.bridge.signing import signing
@@ -177,6 +178,7 @@ class Bridge:
         self._in_flight: set[str] = set()  # task ids with a call under way
         self._bound: dict[str, tuple[str, str]] = {}  # task id -> (pod uid, node) bound by us
         self._calls: set[asyncio.Task[None]] = set()
+        self.outage = Outage()
         self._eviction_version = "policy/v1beta1"
         self._emitted: dict[str, int] = {}  # event id -> seq of the task state it records
         self.bindings = 0
@@ -327,10 +329,17 @@ class Bridge:
             try:
                 async with self._slots:
                     await call
-            except (KubeApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                self.outage.failed(exc)  # the apiserver is away: calls pause
+                if task_id is not None:
+                    self.pods.dirty_tasks.add(task_id)  # look at it again
+            except KubeApiError as exc:
+                self.outage.answered()
                 log.warning("kube bridge: %s", exc)
                 if task_id is not None:
                     self.pods.dirty_tasks.add(task_id)  # look at it again
+            else:
+                self.outage.answered()
             finally:
                 if task_id is not None:
                     self._in_flight.discard(task_id)
@@ -376,6 +385,9 @@ class Bridge:
                 elif task.status == "Bound":
                     continue
             waiting.append(task)
+        if self.outage.away():
+            self.pods.dirty_tasks.update(task.task_id for task in waiting)  # planned once it answers
+            return
         plan = plan_tasks(
             waiting,
             self.pods.by_task,

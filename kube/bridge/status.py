@@ -145,13 +145,14 @@ class StatusWriter:
             status = volcano_job_status(counts[job_id], json_int(vcjob, "spec", "minAvailable"))
             if self._job_status.get(job_id) == status:
                 continue
-            self._job_status[job_id] = status
             namespace, _, name = job_id.partition("/")
             path = resource_path("batch.volcano.sh/v1alpha1", "jobs", namespace=namespace, name=name)
             try:
                 await self.client.merge_patch(f"{path}/status", {"status": status})
-            except KubeApiError as exc:
-                log.warning("Volcano Job %s status: %s", job_id, exc)
+            except (KubeApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+                log.warning("Volcano Job %s status: %s", job_id, exc)  # written at the next count
+            else:
+                self._job_status[job_id] = status
 
     async def _podgroup_status(self, namespace: str, name: str, status: JsonObject) -> None:
         path = resource_path("scheduling.volcano.sh/v1beta1", "podgroups", namespace=namespace, name=name)
@@ -160,11 +161,13 @@ class StatusWriter:
         except KubeApiError as exc:
             if exc.status != 404:
                 log.warning("PodGroup %s/%s status: %s", namespace, name, exc)
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            log.warning("PodGroup %s/%s status: %s", namespace, name, exc)
 
     async def update(self, bridge: Bridge) -> None:
         """Volcano Jobs' counts when their pods moved; the Queues' status (:mod:`kube.bridge.queue_status`);
         after each new session, FailedScheduling and the PodGroup status of the bridge's pending jobs."""
-        if not self.enabled:
+        if not self.enabled or bridge.outage.away():  # the apiserver is away: written once it answers
             return
         if time.monotonic() - self._counted >= _COUNT_EVERY:
             self._counted = time.monotonic()

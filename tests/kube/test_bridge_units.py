@@ -34,6 +34,7 @@ from kube.bridge.objects import (
     pod_ref,
     volcano_job_pods,
 )
+from kube.bridge.outage import Outage
 from kube.bridge.plan import Plan, ProjectedTask, plan_tasks
 from kube.bridge.queue_status import queue_status, status_patch
 from kube.bridge.settings import KubeBridgeSettings
@@ -469,3 +470,32 @@ def test_a_queue_status_patch_removes_resources_no_longer_held_and_is_none_when_
     assert status_patch({**wanted, "reservation": {}}, wanted) is None
     shown = {**wanted, "allocated": {"nvidia.com/gpu": "1", "pods": "2"}}
     assert status_patch(shown, wanted) == {**wanted, "allocated": {"nvidia.com/gpu": None, "pods": "1"}}
+
+
+# ---------------------------------------------------------------------- outage
+
+
+def test_calls_pause_while_the_apiserver_is_away_longer_each_failure_until_it_answers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [100.0]
+    outage = Outage(clock=lambda: now[0])
+    assert not outage.away()
+    with caplog.at_level(logging.INFO):
+        outage.failed(ConnectionRefusedError("refused"))
+        outage.failed(ConnectionRefusedError("refused"))  # under way when it began: no longer pause
+        assert outage.away()
+        now[0] += 0.2
+        assert not outage.away()
+        outage.failed(ConnectionRefusedError("refused"))
+        now[0] += 0.2
+        assert outage.away()  # the second pause is longer
+        now[0] += 0.3
+        assert not outage.away()
+        outage.answered()
+        outage.failed(ConnectionRefusedError("refused"))
+        now[0] += 0.2
+        assert not outage.away()  # a new outage starts short again
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("does not answer" in line for line in said) == 2
+    assert sum("answers again" in line for line in said) == 1
