@@ -26,6 +26,7 @@ from api.kube_bridge import object_parser
 from api.settings import TephraSettings
 from api.stack import run_services
 from api.submit import load_submission, produce_manifests
+from events.signing import EventSigner
 from events.topics import Topics
 from kube.bridge.service import run_bridge
 from kube.bridge.settings import KubeBridgeSettings
@@ -160,7 +161,13 @@ async def cluster(
 
 
 @pytest.fixture
-async def stack(cluster: Stack) -> AsyncIterator[Stack]:
+def bridge_signer() -> EventSigner | None:
+    """Who the bridge signs as (a module overrides it: a key in the keyring); None: unsigned."""
+    return None
+
+
+@pytest.fixture
+async def stack(cluster: Stack, bridge_signer: EventSigner | None) -> AsyncIterator[Stack]:
     """:func:`cluster` with the bridge running in this process."""
     bridge_task = asyncio.create_task(
         run_bridge(
@@ -170,6 +177,7 @@ async def stack(cluster: Stack) -> AsyncIterator[Stack]:
             database=DatabaseAccess(cluster.database_url),
             topics=cluster.endpoints.topics,
             cluster="default",
+            signer=bridge_signer,
         )
     )
     try:
@@ -245,7 +253,12 @@ async def test_a_lone_pod_of_ours_is_bound_and_runs(stack: Stack) -> None:
 
 
 def _vcjob(
-    name: str, replicas: int, *, priority_class: str | None = None, min_available: int | None = None
+    name: str,
+    replicas: int,
+    *,
+    priority_class: str | None = None,
+    min_available: int | None = None,
+    queue: str = "default",
 ) -> str:
     priority = f"\n  priorityClassName: {priority_class}" if priority_class else ""
     return f"""\
@@ -256,7 +269,7 @@ metadata:
 spec:
   minAvailable: {replicas if min_available is None else min_available}
   schedulerName: tephra{priority}
-  queue: default
+  queue: {queue}
   tasks:
     - replicas: {replicas}
       name: worker

@@ -16,6 +16,7 @@ pytestmark = pytest.mark.integration
 # The bridge's stack, as tests/kube/test_bridge.py runs it.
 endpoints, services_settings = test_bridge.endpoints, test_bridge.services_settings
 services, cluster, stack = test_bridge.services, test_bridge.cluster, test_bridge.stack
+bridge_signer = test_bridge.bridge_signer
 
 
 async def _group(stack: Stack, name: str, min_member: int) -> None:

@@ -12,11 +12,12 @@ import yaml
 
 from kube.rest import JsonObject, json_object, resource_path
 from tests.kube import test_bridge
-from tests.kube.test_bridge import Stack, eventually
+from tests.kube.test_bridge import Stack, _vcjob, eventually
 
 # The bridge's stack, as tests/kube/test_bridge.py runs it.
 endpoints, services_settings = test_bridge.endpoints, test_bridge.services_settings
 services, cluster, stack = test_bridge.services, test_bridge.cluster, test_bridge.stack
+bridge_signer = test_bridge.bridge_signer
 
 pytestmark = pytest.mark.integration
 
@@ -32,34 +33,12 @@ spec:
 """
 
 
-def _job(name: str, queue: str, replicas: int) -> str:
-    return f"""\
-apiVersion: batch.volcano.sh/v1alpha1
-kind: Job
-metadata:
-  name: {name}
-spec:
-  minAvailable: {replicas}
-  schedulerName: tephra
-  queue: {queue}
-  tasks:
-    - replicas: {replicas}
-      name: worker
-      template:
-        spec:
-          containers:
-            - name: main
-              image: demo/trainer:latest
-              resources:
-                limits:
-                  nvidia.com/gpu: 1
-"""
-
-
 async def test_a_queue_shows_its_state_its_jobs_and_what_they_hold(stack: Stack, tmp_path: Path) -> None:
     queue = f"{stack.namespace}-research"
     manifest = tmp_path / "objects.yaml"
-    manifest.write_text("---\n".join((_queue(queue), _job("fits", queue, 2), _job("waits", queue, 1))))
+    # Two GPU nodes of one GPU each: "fits" runs on both, "waits" waits.
+    objects = (_queue(queue), _vcjob("fits", 2, queue=queue), _vcjob("waits", 1, queue=queue))
+    manifest.write_text("---\n".join(objects))
     stack.kubectl("apply", "-f", str(manifest))
     path = resource_path("scheduling.volcano.sh/v1beta1", "queues", name=queue)
 

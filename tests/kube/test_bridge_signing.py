@@ -7,31 +7,25 @@ exactly :data:`kube.bridge.signing.BRIDGE_TYPES`.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-
 import asyncpg
 import pytest
 
-from api.kube_bridge import object_parser
+from api.endpoints import Endpoints
 from api.settings import TephraSettings
 from events.signing import EventSigner, SigningKey
 from kube.bridge.door import BRIDGE_SOURCE
-from kube.bridge.service import run_bridge
-from kube.bridge.settings import KubeBridgeSettings
 from kube.bridge.signing import BRIDGE_PRODUCER, BRIDGE_TYPES
 from kube.rest import JsonObject, json_str, resource_path
-from projector.connections import DatabaseAccess, KafkaAccess
 from projector.keyring import add_producer
 from projector.trust import KeyringEntry
 from tests.kube import test_bridge
 from tests.kube.test_bridge import Stack, eventually
-from tests.service.helpers import stopped
 
 pytestmark = pytest.mark.integration
 
 # The bridge's stack, as tests/kube/test_bridge.py runs it (with the services_settings below).
-endpoints, services, cluster = test_bridge.endpoints, test_bridge.services, test_bridge.cluster
+endpoints, services = test_bridge.endpoints, test_bridge.services
+cluster, stack = test_bridge.cluster, test_bridge.stack
 
 
 @pytest.fixture
@@ -43,34 +37,18 @@ def services_settings() -> TephraSettings:
 
 
 @pytest.fixture
-async def signed_stack(cluster: Stack) -> AsyncIterator[Stack]:
-    """:func:`cluster` with the bridge's key in the keyring and the bridge signing with it."""
+async def bridge_signer(endpoints: Endpoints) -> EventSigner:
+    """A key of the bridge's own, in the keyring as an operator enrols it."""
     key = SigningKey.generate()
-    conn = await asyncpg.connect(cluster.database_url)
+    conn = await asyncpg.connect(endpoints.database_url)
     try:
         await add_producer(conn, KeyringEntry(BRIDGE_PRODUCER, key.public_key, frozenset(BRIDGE_TYPES)))
     finally:
         await conn.close()
-    bridge_task = asyncio.create_task(
-        run_bridge(
-            KubeBridgeSettings(kubeconfig=cluster.bridge_kubeconfig),
-            object_parser("default"),
-            kafka=KafkaAccess(cluster.endpoints.kafka_bootstrap),
-            database=DatabaseAccess(cluster.database_url),
-            topics=cluster.endpoints.topics,
-            cluster="default",
-            signer=EventSigner(key, BRIDGE_PRODUCER).on_behalf_of("default"),
-        )
-    )
-    try:
-        yield cluster
-    finally:
-        bridge_task.cancel()
-        await stopped(bridge_task)
+    return EventSigner(key, BRIDGE_PRODUCER).on_behalf_of("default")
 
 
-async def test_a_projector_refusing_unsigned_events_takes_the_signed_bridges(signed_stack: Stack) -> None:
-    stack = signed_stack
+async def test_a_projector_refusing_unsigned_events_takes_the_signed_bridges(stack: Stack) -> None:
     body: JsonObject = {
         "apiVersion": "v1",
         "kind": "Pod",

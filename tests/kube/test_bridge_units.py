@@ -115,6 +115,14 @@ VCJOB: JsonObject = {
 }
 
 
+GANG: JsonObject = {
+    "apiVersion": "scheduling.volcano.sh/v1beta1",
+    "kind": "PodGroup",
+    "metadata": {"name": "gang", "namespace": "team", "uid": "uid-gang"},
+    "spec": {"minMember": 2, "queue": "research"},
+}
+
+
 def door() -> Door:
     return Door(object_parser("default"), cluster="default")
 
@@ -229,12 +237,7 @@ def test_a_volcano_job_the_model_refuses_is_kept_with_its_reason() -> None:
 
 def test_a_podgroup_waits_for_min_member_pods_then_submits_one_task_each() -> None:
     d = door()
-    group: JsonObject = {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": "gang", "namespace": "team", "uid": "uid-gang"},
-        "spec": {"minMember": 2, "queue": "research"},
-    }
+    group = GANG
     members = [pod(f"m{i}", annotations={GROUP_ANNOTATION: "gang"}) for i in range(2)]
     assert d.group_job(group, members[:1], NOW) is None
     event = d.group_job(group, members, NOW)
@@ -247,12 +250,7 @@ def test_a_podgroup_waits_for_min_member_pods_then_submits_one_task_each() -> No
 
 def test_pods_that_join_a_submitted_podgroup_are_added_to_its_job_once_each() -> None:
     d = door()
-    group: JsonObject = {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": "gang", "namespace": "team", "uid": "uid-gang"},
-        "spec": {"minMember": 2, "queue": "research"},
-    }
+    group = GANG
     members = [pod(f"m{i}", annotations={GROUP_ANNOTATION: "gang"}) for i in range(4)]
     assert d.group_tasks(group, members[:2], NOW) is None  # not submitted yet
     assert d.group_job(group, members[:2], NOW) is not None
