@@ -53,6 +53,15 @@ async def test_a_queue_shows_its_state_its_jobs_and_what_they_hold(stack: Stack,
         assert status["state"] == "Open"
         assert (status["running"], status["pending"] + status["inqueue"], status["completed"]) == (1, 1, 0)
         assert status["allocated"] == {"nvidia.com/gpu": "2", "pods": "2"}
+        header, row = (line.split() for line in stack.kubectl("get", "queue", queue).splitlines())
+        assert dict(zip(header, row, strict=True)) | {"AGE": ""} == {
+            "NAME": queue,
+            "WEIGHT": "1",
+            "STATE": "Open",
+            "PENDING": str(status["pending"]),
+            "RUNNING": "1",
+            "AGE": "",
+        }
     finally:
         stack.kubectl("delete", "-f", str(manifest), "--wait=false")
 
