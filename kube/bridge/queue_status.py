@@ -38,8 +38,9 @@ __all__ = ["QueueStatusWriter", "queue_status", "status_patch"]
 
 log = logging.getLogger(__name__)
 
-#: Seconds between two readings of the queues' counts (each reads every occupying task).
-_EVERY: Final = 1.0
+#: Seconds between two readings of the queues' counts: each reads every occupying task, so the
+#: bridge's own work (bindings) is not slowed by a view; a Queue's status lags by about this.
+_EVERY: Final = 5.0
 _UNFINISHED: Final = ("Pending", "Inqueue", "Running")
 _PHASES: Final = "SELECT queue, phase, count(*) AS n FROM jobs GROUP BY queue, phase"
 _WRITTEN: Final = ("state", "pending", "inqueue", "running", "completed", "allocated")
