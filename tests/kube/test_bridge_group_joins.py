@@ -8,6 +8,7 @@ import pytest
 
 from kube.bridge.store import GROUP_ROLES_QUERY
 from kube.rest import JsonObject, json_str, resource_path
+from projector.state import TERMINAL_JOB_PHASES
 from tests.kube import test_bridge
 from tests.kube.test_bridge import Stack, eventually
 
@@ -86,7 +87,8 @@ async def test_a_third_pod_of_a_gang_of_two_joins_its_job_and_runs(stack: Stack)
     # The job's row holds the added spec: a restarted bridge reads the group's roles from it.
     conn = await asyncpg.connect(stack.database_url)
     try:
-        roles = {row["id"]: sorted(row["roles"]) for row in await conn.fetch(GROUP_ROLES_QUERY)}
+        rows = await conn.fetch(GROUP_ROLES_QUERY, sorted(TERMINAL_JOB_PHASES))
+        roles = {row["id"]: sorted(row["roles"]) for row in rows}
     finally:
         await conn.close()
     assert roles[f"{ns}/trio"] == ["a", "b", "c"]
