@@ -14,16 +14,19 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from api.endpoints import Endpoints
+from api.identity import producer_signer
 from api.manifests import parse_object
 from api.settings import KubeBridgeCommandSettings
 from api.stack import ensure_topics, run_until_signalled
 from api.telemetry import observability
 from events.models import Event
+from events.signing import EventSigner, SigningKeyError
 from kube.bridge.door import BRIDGE_SOURCE, ObjectParser
 from kube.bridge.service import Bridge, run_bridge
+from kube.bridge.signing import BRIDGE_PRODUCER
 from kube.rest import JsonObject
 
-__all__ = ["kube_bridge_command", "object_parser"]
+__all__ = ["bridge_signer", "kube_bridge_command", "object_parser"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +62,23 @@ def object_parser(cluster: str) -> ObjectParser:
     return parse
 
 
+def bridge_signer(settings: KubeBridgeCommandSettings, cluster: str) -> EventSigner | None:
+    """The bridge's signer, ``kube-bridge:<cluster>`` (TEPHRA_PRODUCER_KEY_FILE, else
+    ``<data dir>/keys/kube-bridge.pem`` when it exists); None, and a warning, without a key."""
+    signer = producer_signer(settings, BRIDGE_PRODUCER)
+    if signer is None:
+        if not settings.embedded:  # a deployment's projector refuses unsigned events
+            log.warning(
+                "kube bridge: no producer key (TEPHRA_PRODUCER_KEY_FILE, or keys/%s.pem in the data dir):"
+                " its events go unsigned, and a projector that refuses unsigned intents and observations"
+                ' rejects them (`unsigned`; docs/kubernetes.md, "Signing")',
+                settings.producer_name or BRIDGE_PRODUCER,
+            )
+        return None
+    log.info("kube bridge: signing as %s:%s", signer.principal, cluster)
+    return signer.on_behalf_of(cluster)
+
+
 def kube_bridge_command(
     settings: KubeBridgeCommandSettings,
     endpoints: Endpoints,
@@ -80,8 +100,14 @@ def kube_bridge_command(
             topics=endpoints.topics,
             cluster=endpoints.cluster,
             install=install_crds,
+            signer=signer,
             on_ready=on_ready,
         )
 
     with observability(settings, "tephra-kube-bridge", ("kube-bridge",), sys.stdout):
+        try:
+            signer = bridge_signer(settings, endpoints.cluster)
+        except SigningKeyError as exc:  # a key file named that cannot be used
+            log.error("kube bridge: %s", exc)  # noqa: TRY400 - the message says it all
+            return 2
         return run_until_signalled(main)

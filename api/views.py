@@ -25,6 +25,7 @@ from api.endpoints import Endpoints
 from events.display import printable, redact
 from events.quantity import CPU, MEMORY, PODS, format_resources, parse_resources
 from projector.connections import DatabaseAccess, connect
+from projector.occupancy import occupancy
 from projector.state import OCCUPYING, TASK_STATUSES
 
 __all__ = [
@@ -59,28 +60,6 @@ def _iso(value: datetime | None) -> str | None:
 
 
 # --------------------------------------------------------------------------- read models
-
-
-async def _occupancy(con: asyncpg.Connection) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
-    """Resources held per node and per queue by tasks that occupy a node (each also one ``pods``)."""
-    rows = await con.fetch(
-        """
-        SELECT t.node, t.role, j.queue, j.spec -> 'task_specs' AS specs
-          FROM tasks t JOIN jobs j ON j.id = t.job_id
-         WHERE t.status = ANY($1::text[]) AND t.node IS NOT NULL
-        """,
-        sorted(OCCUPYING),
-    )
-    per_node: dict[str, dict[str, int]] = {}
-    per_queue: dict[str, dict[str, int]] = {}
-    for row in rows:
-        spec = next((s for s in _json(row["specs"]) if s["name"] == row["role"]), None)
-        request = parse_resources(spec.get("resources") if spec else None)
-        request[PODS] = request.get(PODS, 0) + 1
-        for bucket in (per_node.setdefault(row["node"], {}), per_queue.setdefault(row["queue"], {})):
-            for name, amount in request.items():
-                bucket[name] = bucket.get(name, 0) + amount
-    return per_node, per_queue
 
 
 async def _pending_reasons(
@@ -222,7 +201,7 @@ async def job_tasks(con: asyncpg.Connection, job_id: str) -> list[Item]:
 
 
 async def list_queues(con: asyncpg.Connection) -> list[Item]:
-    _, used = await _occupancy(con)
+    _, used = await occupancy(con)
     phases: dict[str, dict[str, int]] = {}
     for row in await con.fetch("SELECT queue, phase, count(*) AS n FROM jobs GROUP BY queue, phase"):
         phases.setdefault(row["queue"], {})[row["phase"]] = row["n"]
@@ -247,7 +226,7 @@ async def list_queues(con: asyncpg.Connection) -> list[Item]:
 
 
 async def list_nodes(con: asyncpg.Connection) -> list[Item]:
-    used, _ = await _occupancy(con)
+    used, _ = await occupancy(con)
     tasks = {
         r["node"]: r["n"]
         for r in await con.fetch(

@@ -32,6 +32,7 @@ from events.models import (
     SessionCommitted,
     SessionPart,
     TaskFinished,
+    TasksAdded,
     TaskStarted,
 )
 from events.serde import EventDecodeError, canonical_json, decode, encode
@@ -63,6 +64,7 @@ __all__ = [
     "SessionPart",
     "TaskFinished",
     "TaskStarted",
+    "TasksAdded",
     "Topics",
     "canonical_json",
     "compiled",

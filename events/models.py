@@ -100,6 +100,8 @@ __all__ = [
     "TaskSpec",
     "TaskStarted",
     "TaskStartedData",
+    "TasksAdded",
+    "TasksAddedData",
     "TierSpec",
     "Toleration",
     "changed_pending",
@@ -394,6 +396,15 @@ class JobSubmittedData(EventData):
     @property
     def job_id(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+class TasksAddedData(EventData):
+    """Tasks joining a job already submitted, as pods that join a PodGroup after Volcano's
+    scheduler has its job: each spec is a new role of the job (its name unused by the job),
+    its tasks exist (Pending) from this event on.  The job's gang minimum stays as submitted."""
+
+    job_id: str = Field(min_length=1)
+    tasks: list[TaskSpec] = Field(min_length=1)
 
 
 class JobCancelledData(EventData):
@@ -704,6 +715,11 @@ class JobSubmitted(_Envelope):
     data: JobSubmittedData
 
 
+class TasksAdded(_Envelope):
+    type: Literal["tephra.job.tasks-added.v1"] = "tephra.job.tasks-added.v1"
+    data: TasksAddedData
+
+
 class JobCancelled(_Envelope):
     type: Literal["tephra.job.cancelled.v1"] = "tephra.job.cancelled.v1"
     data: JobCancelledData
@@ -776,6 +792,7 @@ _EVENT_CLASSES = (
     LeaderElected,
     HyperNodeUpserted,
     HyperNodeDeleted,
+    TasksAdded,
 )
 
 Event: TypeAlias = Annotated[
@@ -794,7 +811,8 @@ Event: TypeAlias = Annotated[
     | SessionPart
     | LeaderElected
     | HyperNodeUpserted
-    | HyperNodeDeleted,
+    | HyperNodeDeleted
+    | TasksAdded,
     Field(discriminator="type"),
 ]
 

@@ -39,6 +39,7 @@ from events.models import (
     SessionCommitted,
     SessionPart,
     TaskFinished,
+    TasksAdded,
     TaskStarted,
 )
 
@@ -92,6 +93,7 @@ def topic_for(event: Event, topics: Topics) -> str:
             | PriorityClassUpserted()
             | SchedulerConfigured()
             | JobSubmitted()
+            | TasksAdded()
             | JobCancelled()
             | JobRejected()
         ):

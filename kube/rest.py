@@ -11,7 +11,9 @@ token), and exchanges plain JSON: requests are mappings, replies are
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +40,12 @@ __all__ = [
 JsonValue: TypeAlias = str | int | float | bool | list["JsonValue"] | dict[str, "JsonValue"] | None
 JsonObject: TypeAlias = dict[str, JsonValue]
 
+log = logging.getLogger(__name__)
+
 MERGE_PATCH = "application/merge-patch+json"
+#: A watch cut short (the connection broke, was refused, or a line came truncated): resumed.
+_INTERRUPTED = (aiohttp.ClientError, OSError, TimeoutError, json.JSONDecodeError)
+_RESUME_AFTER = (0.2, 0.5, 1.0, 2.0, 5.0)
 JSON = "application/json"
 
 
@@ -229,9 +236,11 @@ class KubeClient:
     ) -> AsyncIterator[WatchEvent]:
         """Every object of ``path`` as ``ADDED``, then its changes, for ever.
 
-        A watch the server ends resumes from the last version seen; after a ``410 Gone`` (or any
-        watch error) the objects are listed again (as ``ADDED``, the ones deleted meanwhile as
-        ``DELETED``): handlers must be idempotent.
+        A watch the server ends, or whose connection breaks or is refused (an apiserver
+        restarting), resumes from the last version seen, after a pause that grows while it keeps
+        failing; after a ``410 Gone`` (that version is out of the server's window) or any watch
+        error the objects are listed again (as ``ADDED``, the ones deleted meanwhile as
+        ``DELETED``): handlers must be idempotent.  A listing that fails raises.
         ``SYNCED`` (with an empty object) follows each complete listing.
         """
         known: dict[str, JsonObject] = {}
@@ -249,12 +258,22 @@ class KubeClient:
             for item in listed.values():
                 yield WatchEvent("ADDED", item)
             yield WatchEvent("SYNCED", {})
-            gone = False
-            while not gone:  # a watch the server ended in time resumes where it was
+            async for event in self._watch_from(path, query, version, known):
+                yield event
+
+    async def _watch_from(
+        self, path: str, query: Mapping[str, str] | None, version: str, known: dict[str, JsonObject]
+    ) -> AsyncIterator[WatchEvent]:
+        """The watch of :meth:`list_and_watch` after a listing at ``version``, ``known`` kept up to
+        date; it ends when the objects must be listed again."""
+        failures = 0
+        while True:  # a watch that ended or broke resumes where it was
+            try:
                 async for event in self.watch(path, resource_version=version, query=query):
-                    if event.type == "ERROR":
-                        gone = True  # 410 Gone (too old a version) or another error: list again
-                        break
+                    failures = 0
+                    if event.type == "ERROR":  # 410 Gone (too old a version) or another error
+                        log.info("watch %s: %s; listing again", path, json_str(event.object, "message"))
+                        return
                     version = json_str(event.object, "metadata", "resourceVersion") or version
                     if event.type == "BOOKMARK":
                         continue
@@ -264,6 +283,11 @@ class KubeClient:
                     else:
                         known[key] = event.object
                     yield event
+            except _INTERRUPTED as exc:
+                delay = _RESUME_AFTER[min(failures, len(_RESUME_AFTER) - 1)]
+                failures += 1
+                log.warning("watch %s: %s; resuming from version %s in %.1fs", path, exc, version, delay)
+                await asyncio.sleep(delay)
 
 
 def _object_key(item: JsonObject) -> str:

@@ -11,7 +11,9 @@ their kubelet and node-lifecycle controller:
 * finishes a deleted pod at once (delete with grace period 0), as a kubelet does once its
   containers have stopped.
 
-Every write is idempotent, so a restart or a relist repeats nothing harmful.
+Every write is idempotent, so a restart or a relist repeats nothing harmful.  An apiserver
+that goes away (a restart, an outage) stops nothing: each watch lists again once it answers,
+and what failed meanwhile is done then.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import aiohttp
 
 from kube.rest import JsonObject, KubeApiError, KubeClient, json_list, json_str, resource_path
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
@@ -45,6 +49,9 @@ SIM_NODE_LABEL = "tephra.dev/sim-kubelet"
 NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
 DEFAULT_RESOURCES: Mapping[str, str] = {"cpu": "8", "memory": "32Gi", "pods": "110"}
 KUBELET_VERSION = "v1.20.2-tephra-sim"
+#: What an apiserver away (restarting, unreachable) raises: the watch lists again after a pause.
+_UNREACHABLE = (aiohttp.ClientError, OSError, TimeoutError)
+_RELIST_AFTER = 1.0
 
 
 @dataclass(frozen=True)
@@ -188,13 +195,26 @@ class SimKubelet:
 
         try:
             async with asyncio.TaskGroup() as group:
-                group.create_task(self._watch_nodes(nodes_synced))
-                group.create_task(self._watch_pods(pods_synced))
+                group.create_task(self._keep_watching("Node", lambda: self._watch_nodes(nodes_synced)))
+                group.create_task(self._keep_watching("Pod", lambda: self._watch_pods(pods_synced)))
                 group.create_task(self._heartbeats())
                 group.create_task(synced())
         finally:
             for task in self._finishing.values():
                 task.cancel()
+
+    async def _keep_watching(self, kind: str, watch: Callable[[], Awaitable[None]]) -> None:
+        """``watch`` (a list + watch), listed again whenever the apiserver is away or failing."""
+        while True:
+            try:
+                await watch()
+            except KubeApiError as exc:
+                if exc.status < 500 and exc.status != 429:
+                    raise
+                log.warning("%s watch: %s; listing again in %.0fs", kind, exc, _RELIST_AFTER)
+            except _UNREACHABLE as exc:
+                log.warning("%s watch: %s; listing again in %.0fs", kind, exc, _RELIST_AFTER)
+            await asyncio.sleep(_RELIST_AFTER)
 
     # ------------------------------------------------------------------ nodes
 
@@ -237,7 +257,10 @@ class SimKubelet:
         while True:
             await asyncio.sleep(self._heartbeat)
             for name in sorted(self._nodes):
-                await self._post_ready(name)
+                try:
+                    await self._post_ready(name)
+                except _UNREACHABLE as exc:  # the next beat tries again
+                    log.debug("node %s heartbeat: %s", name, exc)
 
     # ------------------------------------------------------------------ pods
 
@@ -363,6 +386,8 @@ class SimKubelet:
         except KubeApiError as exc:  # logged, not raised: nobody awaits this task
             if exc.status != 404:
                 log.warning("pod %s: could not mark it Succeeded: %s", _pod_key(pod), exc)
+        except _UNREACHABLE as exc:  # the pod's watch lists it again, Running: finished then
+            log.warning("pod %s: could not mark it Succeeded: %s", _pod_key(pod), exc)
         self._finishing.pop(_pod_key(pod), None)
 
     def _stop_finishing(self, key: str) -> None:

@@ -29,6 +29,7 @@ from events.models import (
     JobSubmitted,
     SessionCommitted,
     TaskFinished,
+    TasksAdded,
     TaskStarted,
 )
 
@@ -179,7 +180,7 @@ def stdlib_utc(value: datetime) -> datetime:
 #: as the fold names it; migration 0004 and ``replay explain`` use the same types).
 JOB_EVENT_TYPES: Final = frozenset(
     model.model_fields["type"].default
-    for model in (JobSubmitted, JobCancelled, JobRejected, TaskStarted, TaskFinished)
+    for model in (JobSubmitted, JobCancelled, JobRejected, TaskStarted, TaskFinished, TasksAdded)
 )
 #: The type of a job's submission (its job id is a property of the data, not a field).
 JOB_SUBMITTED: Final = JobSubmitted.model_fields["type"].default
@@ -210,7 +211,7 @@ def job_of_event(event: Event) -> str | None:
     type: the class patterns below cost an isinstance each).
     """
     match event:
-        case JobSubmitted() | JobCancelled() | JobRejected() | TaskStarted() | TaskFinished():
+        case JobSubmitted() | JobCancelled() | JobRejected() | TaskStarted() | TaskFinished() | TasksAdded():
             return event.data.job_id
         case _:
             return None

@@ -7,9 +7,11 @@ are refused whatever they hold:
 
 * a record over ``max_record_bytes`` is refused before it is decoded
   (``record-too-large``; the first :data:`KEPT_BYTES` are kept);
-* a JobSubmitted with a task of more than ``max_replicas_per_task`` replicas
-  (``too-many-replicas``) or more than ``max_tasks_per_job`` tasks in all
-  (``too-many-tasks``): each task is state the projector and the scheduler keep;
+* a JobSubmitted (or a TasksAdded) with a task of more than ``max_replicas_per_task``
+  replicas (``too-many-replicas``) or more than ``max_tasks_per_job`` tasks in all
+  (``too-many-tasks``): each task is state the projector and the scheduler keep.
+  (The door keeps no state: a TasksAdded is bounded on its own, not with the job's
+  tasks so far.);
 * a SchedulerConfigured that ``config_check`` finds no session could run with
   (``invalid-config``): in force, it would fail every session.  The check is the
   scheduler's (``scheduler.core.config.config_problem``), given by whoever composes
@@ -30,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from events.models import Event, JobSubmitted, SchedulerConfigSpec, SchedulerConfigured
+from events.models import Event, JobSubmitted, SchedulerConfigSpec, SchedulerConfigured, TasksAdded
 from projector.trust import Trust
 
 __all__ = [
@@ -77,7 +79,7 @@ def refusal(door: Door, event: Event) -> tuple[str, str] | None:
         if problem is None:
             return None
         return ("invalid-config", f"no session can run with this configuration: {problem}")
-    if not isinstance(event, JobSubmitted):
+    if not isinstance(event, JobSubmitted | TasksAdded):
         return None
     total = 0
     for task in event.data.tasks:

@@ -23,6 +23,9 @@ Lifecycle rules (Volcano's, simplified where noted):
 
 * JobSubmitted creates the job (Pending) and one Pending task per replica.
   Its archive seq is the job's identity, ``submitted_seq`` (Kubernetes' uid).
+* TasksAdded gives an unfinished job more task specs (roles it does not have)
+  and their Pending tasks, as Volcano's scheduler takes pods that join a
+  PodGroup after its job exists; the phase and the gang minimum stay.
 * SessionCommitted: ``enqueue`` Pending -> Inqueue; ``bind`` Pending task ->
   Bound on a node with enough free allocatable (Bound, Running and Releasing
   tasks occupy, each plus one ``pods``); ``evict`` Bound/Running -> Releasing
@@ -128,6 +131,7 @@ states from one archive.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, TypeAlias, assert_never
@@ -156,6 +160,8 @@ from events.models import (
     SessionCommittedData,
     SessionPart,
     TaskFinished,
+    TasksAdded,
+    TaskSpec,
     TaskStarted,
     changed_pending,
 )
@@ -212,7 +218,8 @@ __all__ = [
 ]
 
 #: What an applied event changed, for the projection writer: (kind, key) with
-#: kind in queue, priority_class, node, hypernode, new_job (created), job (phase changed),
+#: kind in queue, priority_class, node, hypernode, new_job (created, or tasks added: its row
+#: is written whole), job (phase changed),
 #: task, session, early (a job's buffered observations), parts (a session's
 #: buffered parts), meta (config, leader epoch).
 Touched: TypeAlias = tuple[tuple[str, str], ...]
@@ -283,6 +290,7 @@ EVENT_ROLES: Final[dict[type[Event], int]] = {
     PriorityClassUpserted: INTENTS,
     SchedulerConfigured: INTENTS,
     JobSubmitted: INTENTS,
+    TasksAdded: INTENTS,
     JobCancelled: INTENTS,
     JobRejected: INTENTS,
     NodeReported: OBSERVATIONS,
@@ -550,6 +558,8 @@ def _dispatch(state: ClusterState, seq: int, event: Event) -> FoldOutcome:  # no
             return _node_reported(state, event)
         case JobCancelled():
             return _job_cancelled(state, event)
+        case TasksAdded():
+            return _tasks_added(state, event)
         case JobRejected():
             return _job_rejected(state, event)
         case NodeRemoved():
@@ -638,26 +648,10 @@ def _job_submitted(state: ClusterState, seq: int, event: JobSubmitted) -> FoldOu
         # Kubernetes' AlreadyExists: the name is taken until its job has finished (a
         # cancelled job's Releasing tasks included: they still hold their nodes and ids).
         return _invalid("duplicate-job", f"job {job_id} was already submitted and has not finished")
-    misnamed = next((s for s in specs if s.pod_names and len(s.pod_names) != s.replicas), None)
+    misnamed = _misnamed(job_id, specs)
     if misnamed is not None:
-        return _invalid(
-            "pod-names-mismatch",
-            f"job {job_id} task {misnamed.name} names {len(misnamed.pod_names)} pods for "
-            f"{misnamed.replicas} replicas",
-        )
-    # (index, task id) of every pod, per spec.
-    pods = [
-        [
-            (
-                index,
-                f"{namespace}/{spec.pod_names[index]}"
-                if spec.pod_names
-                else task_id_of(namespace, name, spec.name, index),
-            )
-            for index in range(spec.replicas)
-        ]
-        for spec in specs
-    ]
+        return misnamed
+    pods = _pod_ids(namespace, name, specs)
     ids = [task_id for spec_pods in pods for _, task_id in spec_pods]
     if len(set(ids)) != len(ids):
         return _invalid("duplicate-task", f"job {job_id} names the same task twice")
@@ -722,6 +716,65 @@ def _supersede(state: ClusterState, earlier: JobState, touched: list[tuple[str, 
     if finished_at is not None:  # always: only a finished job is superseded
         heapq.heappush(state.retiring, (_deadline(earlier, finished_at), earlier.id))
     touched.append(("new_job", earlier.id))
+
+
+def _misnamed(job_id: str, specs: Sequence[TaskSpec]) -> FoldOutcome | None:
+    """``pod-names-mismatch`` when a spec names its pods but not one name per replica."""
+    misnamed = next((s for s in specs if s.pod_names and len(s.pod_names) != s.replicas), None)
+    if misnamed is None:
+        return None
+    return _invalid(
+        "pod-names-mismatch",
+        f"job {job_id} task {misnamed.name} names {len(misnamed.pod_names)} pods for "
+        f"{misnamed.replicas} replicas",
+    )
+
+
+def _pod_ids(namespace: str, name: str, specs: Sequence[TaskSpec]) -> list[list[tuple[int, str]]]:
+    """(index, task id) of every pod, per spec: the pod's own name when the spec lists them."""
+    return [
+        [
+            (
+                index,
+                f"{namespace}/{spec.pod_names[index]}"
+                if spec.pod_names
+                else task_id_of(namespace, name, spec.name, index),
+            )
+            for index in range(spec.replicas)
+        ]
+        for spec in specs
+    ]
+
+
+def _tasks_added(state: ClusterState, event: TasksAdded) -> FoldOutcome:
+    d = event.data
+    job = state.jobs.get(d.job_id)
+    if job is None:
+        return _invalid("job-missing", f"cannot add tasks to job {d.job_id}: it does not exist")
+    if job.phase in TERMINAL_JOB_PHASES:
+        return _invalid("job-finished", f"cannot add tasks to job {job.id}: it is already {job.phase}")
+    roles = [spec.name for spec in d.tasks]
+    taken = {spec.name for spec in job.task_specs}
+    if len(set(roles)) != len(roles) or taken.intersection(roles):
+        return _invalid("duplicate-task", f"job {job.id} has a task named as one of {roles} already")
+    misnamed = _misnamed(job.id, d.tasks)
+    if misnamed is not None:
+        return misnamed
+    pods = _pod_ids(job.namespace, job.name, d.tasks)
+    ids = [task_id for spec_pods in pods for _, task_id in spec_pods]
+    clash = next((tid for tid in ids if tid in state.tasks), None)
+    if clash is not None or len(set(ids)) != len(ids):
+        return _invalid("duplicate-task", f"job {job.id} would get task {clash or ids}, which exists")
+    job.task_specs = (*job.task_specs, *d.tasks)
+    job.tasks.extend(ids)
+    # new_job: the writer writes the job's row whole, its spec with the new tasks.
+    touched: list[tuple[str, str]] = [("new_job", job.id), ("job", job.id)]
+    tasks = state.tasks
+    for spec, spec_pods in zip(d.tasks, pods, strict=True):
+        for task in new_tasks(job, spec, spec_pods):
+            tasks[task.id] = task
+            touched.append(("task", task.id))
+    return FoldOutcome(touched=tuple(touched))
 
 
 def _job_cancelled(state: ClusterState, event: JobCancelled) -> FoldOutcome:

@@ -47,6 +47,7 @@ from events.models import (
     SessionCommitted,
     SessionPart,
     TaskFinished,
+    TasksAdded,
     TaskStarted,
 )
 from events.signing import public_key_of, verify
@@ -170,7 +171,13 @@ def _scope(state: ClusterState, event: Event) -> tuple[str | None, str | None]:
     match event:
         case JobSubmitted(data=job):
             return job.queue, job.namespace
-        case JobCancelled(data=d) | JobRejected(data=d) | TaskStarted(data=d) | TaskFinished(data=d):
+        case (
+            JobCancelled(data=d)
+            | JobRejected(data=d)
+            | TasksAdded(data=d)
+            | TaskStarted(data=d)
+            | TaskFinished(data=d)
+        ):
             known = state.jobs.get(d.job_id)
             return (None if known is None else known.queue), d.job_id.partition("/")[0]
         case QueueUpserted(data=queue) | QueueDeleted(data=queue):

@@ -33,6 +33,7 @@ from events.models import (
     SchedulerConfigured,
     SessionCommitted,
     SessionPart,
+    TasksAdded,
 )
 from replay.archive import ArchivedEvent
 
@@ -86,10 +87,12 @@ def _about(obj: str, detail: str, job: str) -> bool:
     return obj == f"job/{job}" or f"job {job} " in f"{detail} " or obj.startswith(f"task/{job}-")
 
 
-def _acts(event: Event) -> Iterator[tuple[str, str, str]]:
+def _acts(event: Event) -> Iterator[tuple[str, str, str]]:  # noqa: PLR0912 - one case per event type
     match event:
         case JobSubmitted(data=d):
             yield "submit", f"job/{d.job_id}", f"queue {d.queue}"
+        case TasksAdded(data=d):
+            yield "add-tasks", f"job/{d.job_id}", ", ".join(f"{t.name} x{t.replicas}" for t in d.tasks)
         case JobCancelled(data=d):
             yield "cancel", f"job/{d.job_id}", d.reason
         case JobRejected(data=d):

@@ -37,6 +37,7 @@ from events.models import (
     SessionPart,
     SessionPartData,
     TaskFinished,
+    TasksAdded,
     TaskStarted,
 )
 from projector.state import VoidedDecision
@@ -219,7 +220,7 @@ def _voided_text(v: VoidedDecision) -> str:
     return f"{v.kind} of {what}{where} voided by the fold: {v.reason}"
 
 
-def timeline(
+def timeline(  # noqa: PLR0912 - one branch per event type of a job
     job: str,
     history: Sequence[ArchivedEvent],
     voided: Mapping[str, Sequence[VoidedDecision]] | None = None,
@@ -254,6 +255,9 @@ def timeline(
             incarnations += 1
             text = f"{again} to queue {d.queue}: {tasks} task(s){gang}"
             entries.append(TimelineEntry("submitted", seq, event.time, text))
+        elif isinstance(event, TasksAdded) and event.data.job_id == job:
+            added = ", ".join(f"{t.name} x{t.replicas}" for t in event.data.tasks)
+            entries.append(TimelineEntry("tasks-added", seq, event.time, f"tasks added: {added}"))
         elif seq in sessions:
             m = sessions[seq]
             last = entries[-1] if entries else None

@@ -33,6 +33,8 @@ from events.models import (
     PriorityClassUpserted,
     QueueDeleted,
     QueueDeletedData,
+    TasksAdded,
+    TasksAddedData,
 )
 from events.quantity import format_resources
 from kube.bridge.objects import (
@@ -41,6 +43,7 @@ from kube.bridge.objects import (
     PodRef,
     bridge_event_id,
     creation_time,
+    dns_label,
     group_job_document,
     lone_job_document,
 )
@@ -80,6 +83,8 @@ class ProjectedState:
     queues: dict[str, JsonObject] = field(default_factory=dict)
     priority_classes: dict[str, JsonObject] = field(default_factory=dict)
     jobs: set[str] = field(default_factory=set)
+    #: The PodGroups' jobs the bridge submitted -> the names of their task specs (one per pod).
+    group_roles: dict[str, set[str]] = field(default_factory=dict)
 
 
 def _resources_doc(doc: JsonObject, *keys: str) -> dict[str, JsonValue]:
@@ -109,6 +114,8 @@ class Door:
         self.submitted: set[str] = set()
         #: object key -> why the manifest model refused it.
         self.refused: dict[str, str] = {}
+        #: A PodGroup's job -> its task specs' names (one per member pod): who joined later.
+        self.group_roles: dict[str, set[str]] = {}
         self.priority_values: dict[str, int] = {}
 
     def seed(self, state: ProjectedState) -> None:
@@ -121,6 +128,8 @@ class Door:
         for name, doc in state.priority_classes.items():
             self._known[f"priorityclass/{name}"] = _canonical(_resources_doc(doc))
         self.submitted |= state.jobs
+        for job_id, roles in state.group_roles.items():
+            self.group_roles.setdefault(job_id, set()).update(roles)
 
     def known_nodes(self) -> set[str]:
         return {key.removeprefix("node/") for key in self._known if key.startswith("node/")}
@@ -241,7 +250,52 @@ class Door:
             f"podgroup/{json_str(podgroup, 'metadata', 'namespace')}/{json_str(podgroup, 'metadata', 'name')}"
         )
         uid = json_str(podgroup, "metadata", "uid") or ""
-        return self._job_event(key, doc, uid, creation_time(podgroup) or now)
+        event = self._job_event(key, doc, uid, creation_time(podgroup) or now)
+        if event is not None:
+            self.group_roles[job_id] = {task.name for task in event.data.tasks}
+        return event
+
+    def group_tasks(
+        self, podgroup: JsonObject, pods: list[JsonObject], now: datetime
+    ) -> list[TasksAdded] | None:
+        """The pods of ours that joined a PodGroup after its job was submitted, one TasksAdded each
+        (as Volcano's scheduler takes them into the job); None while the group's job is not submitted.
+
+        Each pod is read with the manifest model as the job's first pods were (its task spec is
+        the one the job document of that pod alone gives); the event's id comes from the group's
+        and the pod's uids and its time is the pod's ``creationTimestamp``, so a restart produces
+        the same event, which the archive keeps once.
+        """
+        meta = json_object(podgroup, "metadata")
+        namespace = json_str(meta, "namespace") or ""
+        job_id = f"{namespace}/{dns_label(json_str(meta, 'name') or '')}"
+        roles = self.group_roles.get(job_id)
+        if roles is None:
+            return None
+        added: list[TasksAdded] = []
+        for pod in sorted(pods, key=lambda p: json_str(p, "metadata", "name") or ""):
+            pod_meta = json_object(pod, "metadata")
+            name, uid = json_str(pod_meta, "name") or "", json_str(pod_meta, "uid") or ""
+            if dns_label(name) in roles:
+                continue
+            time = creation_time(pod) or now
+            event_id = bridge_event_id(self.cluster, "tasks", json_str(meta, "uid") or "", uid)
+            alone = group_job_document(podgroup, [pod])
+            joined = self._job_event(f"pod/{namespace}/{name}", alone, uid, time)
+            if joined is None:
+                continue  # refused: kept in refused, logged
+            roles.update(task.name for task in joined.data.tasks)
+            added.append(
+                TasksAdded(
+                    id=event_id,
+                    source=self.source,
+                    time=time,
+                    subject=f"job/{job_id}",
+                    cluster=self.cluster,
+                    data=TasksAddedData(job_id=job_id, tasks=joined.data.tasks),
+                )
+            )
+        return added
 
     def lone_job(self, pod: JsonObject, ref: PodRef, now: datetime) -> JobSubmitted | None:
         if ref.kind is not PodKind.LONE or ref.job_id in self.submitted:

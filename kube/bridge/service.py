@@ -41,6 +41,7 @@ from aiokafka.errors import KafkaError
 
 from events.models import Event, JobCancelled, JobCancelledData
 from events.serde import encode
+from events.signing import EventSigner
 from events.topics import Topics, kafka_key, topic_for
 from kube.bridge.calls import BindOutcome, bind_pod, create_if_absent, evict_pod, eviction_version
 from kube.bridge.door import BRIDGE_SOURCE, Door, ObjectParser, utc_now
@@ -52,8 +53,10 @@ from kube.bridge.objects import (
     pod_ref,
     volcano_job_pods,
 )
+from kube.bridge.outage import Outage
 from kube.bridge.plan import Bind, CreatePod, Evict, ProjectedTask, plan_tasks
 from kube.bridge.settings import KubeBridgeSettings
+from kube.bridge.signing import signing
 from kube.bridge.status import StatusWriter
 from kube.bridge.store import BridgeLock, projection_seq, read_projected_state, read_tasks
 from kube.crds import install_crds
@@ -175,6 +178,7 @@ class Bridge:
         self._in_flight: set[str] = set()  # task ids with a call under way
         self._bound: dict[str, tuple[str, str]] = {}  # task id -> (pod uid, node) bound by us
         self._calls: set[asyncio.Task[None]] = set()
+        self.outage = Outage()
         self._eviction_version = "policy/v1beta1"
         self._emitted: dict[str, int] = {}  # event id -> seq of the task state it records
         self.bindings = 0
@@ -216,7 +220,13 @@ class Bridge:
             podgroup = self.podgroups.objects.get(f"{namespace}/{group}")
             members = self.pods.groups.get((namespace, group), set())
             pods = [self.pods.by_task[self.pods.by_key[k].task_id][1] for k in sorted(members)]
-            if podgroup is None or not pods or not all(_unbound_live(p) for p in pods):
+            if podgroup is None or not pods:
+                continue
+            joined = self.door.group_tasks(podgroup, [p for p in pods if _unbound_live(p)], now)
+            if joined is not None:  # submitted before: the pods that joined since are added to it
+                events.extend(joined)
+                continue
+            if not all(_unbound_live(p) for p in pods):
                 continue
             if (e := self.door.group_job(podgroup, pods, now)) is not None:
                 events.append(e)
@@ -319,10 +329,17 @@ class Bridge:
             try:
                 async with self._slots:
                     await call
-            except (KubeApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                self.outage.failed(exc)  # the apiserver is away: calls pause
+                if task_id is not None:
+                    self.pods.dirty_tasks.add(task_id)  # look at it again
+            except KubeApiError as exc:
+                self.outage.answered()
                 log.warning("kube bridge: %s", exc)
                 if task_id is not None:
                     self.pods.dirty_tasks.add(task_id)  # look at it again
+            else:
+                self.outage.answered()
             finally:
                 if task_id is not None:
                     self._in_flight.discard(task_id)
@@ -368,6 +385,9 @@ class Bridge:
                 elif task.status == "Bound":
                     continue
             waiting.append(task)
+        if self.outage.away():
+            self.pods.dirty_tasks.update(task.task_id for task in waiting)  # planned once it answers
+            return
         plan = plan_tasks(
             waiting,
             self.pods.by_task,
@@ -473,11 +493,13 @@ async def run_bridge(
     topics: Topics,
     cluster: str,
     install: bool = False,
+    signer: EventSigner | None = None,
     on_ready: Callable[[Bridge], None] | None = None,
 ) -> None:
     """Run the bridge until cancelled; outages of Kafka, PostgreSQL or the apiserver are retried.
 
     ``install``: first create or update Tephra's Volcano CRDs (``--install-crds``).
+    ``signer``: who signs what it publishes (:mod:`kube.bridge.signing`); None: unsigned.
     """
     failures = 0
     while True:
@@ -502,7 +524,7 @@ async def run_bridge(
                         settings,
                         client,
                         parse,
-                        publish=functools.partial(_publish, producer, topics),
+                        publish=signing(functools.partial(_publish, producer, topics), signer),
                         pool=pool,
                         cluster=cluster,
                         check_lock=lock.check,

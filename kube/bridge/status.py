@@ -9,6 +9,8 @@
 * A Volcano Job's ``status``: its pods counted by phase (pending, running,
   succeeded, failed) and ``state.phase`` (Pending, Running, Completed, Failed)
   from those counts and ``minAvailable``, as Volcano's job controller writes it.
+* A Volcano Queue's ``status`` (:mod:`kube.bridge.queue_status`): its state,
+  its jobs counted by phase, what its tasks hold.
 * The PodGroup of a pending job: ``status.phase`` Pending with an
   ``Unschedulable`` condition carrying the same text, as Volcano writes it;
   ``Running`` once the job runs.
@@ -30,6 +32,7 @@ import asyncpg
 import orjson
 
 from kube.bridge.objects import PodKind, PodRef
+from kube.bridge.queue_status import QueueStatusWriter
 from kube.rest import JsonObject, KubeApiError, KubeClient, json_int, json_str, resource_path
 
 if TYPE_CHECKING:
@@ -86,6 +89,7 @@ class StatusWriter:
         self._said: dict[str, str] = {}  # job id -> the FailedScheduling text last written
         self._job_status: dict[str, JsonObject] = {}  # Volcano Job -> the status last written
         self._counted = 0.0
+        self._queues = QueueStatusWriter(client, pool)
 
     async def _event(self, pod: PodRef, reason: str, message: str, kind: str = "Normal") -> None:
         if not self.enabled:
@@ -141,13 +145,14 @@ class StatusWriter:
             status = volcano_job_status(counts[job_id], json_int(vcjob, "spec", "minAvailable"))
             if self._job_status.get(job_id) == status:
                 continue
-            self._job_status[job_id] = status
             namespace, _, name = job_id.partition("/")
             path = resource_path("batch.volcano.sh/v1alpha1", "jobs", namespace=namespace, name=name)
             try:
                 await self.client.merge_patch(f"{path}/status", {"status": status})
-            except KubeApiError as exc:
-                log.warning("Volcano Job %s status: %s", job_id, exc)
+            except (KubeApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+                log.warning("Volcano Job %s status: %s", job_id, exc)  # written at the next count
+            else:
+                self._job_status[job_id] = status
 
     async def _podgroup_status(self, namespace: str, name: str, status: JsonObject) -> None:
         path = resource_path("scheduling.volcano.sh/v1beta1", "podgroups", namespace=namespace, name=name)
@@ -156,15 +161,18 @@ class StatusWriter:
         except KubeApiError as exc:
             if exc.status != 404:
                 log.warning("PodGroup %s/%s status: %s", namespace, name, exc)
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            log.warning("PodGroup %s/%s status: %s", namespace, name, exc)
 
     async def update(self, bridge: Bridge) -> None:
-        """Volcano Jobs' counts when their pods moved; after each new session, FailedScheduling and the
-        PodGroup status of the bridge's pending jobs."""
-        if not self.enabled:
+        """Volcano Jobs' counts when their pods moved; the Queues' status (:mod:`kube.bridge.queue_status`);
+        after each new session, FailedScheduling and the PodGroup status of the bridge's pending jobs."""
+        if not self.enabled or bridge.outage.away():  # the apiserver is away: written once it answers
             return
         if time.monotonic() - self._counted >= _COUNT_EVERY:
             self._counted = time.monotonic()
             await self._volcano_jobs(bridge)
+        await self._queues.update(bridge.queues.objects)
         await self._pending(bridge)
 
     async def _pending(self, bridge: Bridge) -> None:

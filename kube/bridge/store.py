@@ -19,6 +19,7 @@ from kube.bridge.door import ProjectedState
 from kube.bridge.plan import ProjectedTask
 from kube.rest import JsonObject
 from projector.connections import DatabaseAccess, connect
+from projector.state import TERMINAL_JOB_PHASES
 
 __all__ = ["BridgeLock", "projection_seq", "read_projected_state", "read_tasks"]
 
@@ -55,6 +56,16 @@ GIVEN_QUERY: Final = _SELECT + "  FROM tasks t" + _JOIN + "   AND t.id = ANY($1:
 UNFINISHED_QUERY: Final = (
     _SELECT + "  FROM tasks t" + _JOIN + "   AND t.status IN ('Pending', 'Bound', 'Running', 'Releasing')"
 )
+
+
+# The task specs' names of the unfinished PodGroups' jobs the bridge submitted (one spec per member
+# pod): pods may join them.  (A finished job takes none: the fold would refuse it, job-finished.)
+GROUP_ROLES_QUERY: Final = """
+SELECT id, ARRAY(SELECT s ->> 'name' FROM jsonb_array_elements(spec -> 'task_specs') AS s) AS roles
+  FROM jobs
+ WHERE spec -> 'annotations' ->> 'tephra.dev/kube-source' = 'podgroup'
+   AND phase <> ALL($1::text[])
+"""
 
 
 def _task(row: asyncpg.Record) -> ProjectedTask:
@@ -107,6 +118,8 @@ async def read_projected_state(pool: asyncpg.Pool) -> ProjectedState:
     for row in await pool.fetch("SELECT name, doc FROM priority_classes"):
         state.priority_classes[row["name"]] = _doc(row["doc"])
     state.jobs = {row["id"] for row in await pool.fetch("SELECT id FROM jobs")}
+    for row in await pool.fetch(GROUP_ROLES_QUERY, sorted(TERMINAL_JOB_PHASES)):
+        state.group_roles[row["id"]] = set(row["roles"] or ())
     return state
 
 

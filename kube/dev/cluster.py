@@ -96,7 +96,7 @@ class _Server:
     def __init__(self, name: str, argv: list[str], log_path: Path) -> None:
         self.name = name
         self.log_path = log_path
-        self._log: IO[bytes] = log_path.open("wb")
+        self._log: IO[bytes] = log_path.open("ab")  # a restarted server appends
         self.process = subprocess.Popen(  # noqa: S603 (our own binaries, arguments we built)
             argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
         )
@@ -146,6 +146,7 @@ class DevCluster:
         self._servers: list[_Server] = []
         self.api_port = 0
         self.admin_token = ""
+        self._apiserver_argv: list[str] = []
 
     @property
     def server(self) -> str:
@@ -202,34 +203,48 @@ class DevCluster:
         tokens = self.directory / "tokens.csv"
         with os.fdopen(os.open(tokens, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
             out.write(f"{self.admin_token},admin,admin-uid,system:masters\n")
-        signing_key, verifying_key = self.directory / "sa.key", self.directory / "sa.pub"
-        _write_signing_key(signing_key, verifying_key)
+        _write_signing_key(self.directory / "sa.key", self.directory / "sa.pub")
         self.api_port = free_port()
-        apiserver = _Server(
-            "kube-apiserver",
-            [
-                str(binaries.kube_apiserver),
-                f"--etcd-servers={etcd_url}",
-                f"--bind-address={LOOPBACK}",
-                f"--advertise-address={LOOPBACK}",
-                f"--secure-port={self.api_port}",
-                "--insecure-port=0",
-                f"--cert-dir={self.directory / 'certs'}",
-                "--service-cluster-ip-range=10.0.0.0/24",
-                f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
-                f"--service-account-key-file={verifying_key}",
-                f"--service-account-signing-key-file={signing_key}",
-                f"--token-auth-file={tokens}",
-                "--authorization-mode=RBAC",
-                # No controller-manager makes the default ServiceAccount this plugin requires.
-                "--disable-admission-plugins=ServiceAccount",
-            ],
-            self.directory / "kube-apiserver.log",
-        )
+        self._apiserver_argv = [
+            str(binaries.kube_apiserver),
+            f"--etcd-servers={etcd_url}",
+            f"--bind-address={LOOPBACK}",
+            f"--advertise-address={LOOPBACK}",
+            f"--secure-port={self.api_port}",
+            "--insecure-port=0",
+            f"--cert-dir={self.directory / 'certs'}",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+            f"--service-account-key-file={self.directory / 'sa.pub'}",
+            f"--service-account-signing-key-file={self.directory / 'sa.key'}",
+            f"--token-auth-file={tokens}",
+            "--authorization-mode=RBAC",
+            # No controller-manager makes the default ServiceAccount this plugin requires.
+            "--disable-admission-plugins=ServiceAccount",
+        ]
+        self._run_apiserver()
+
+    def _run_apiserver(self) -> None:
+        apiserver = _Server("kube-apiserver", self._apiserver_argv, self.directory / "kube-apiserver.log")
         self._servers.append(apiserver)
         self._wait_until(
             apiserver, lambda: self.ca_file.exists() and self._http_ok(f"{self.server}/readyz", self.ca_file)
         )
+
+    def stop_apiserver(self) -> None:
+        """Stop kube-apiserver, keep etcd (an apiserver outage: clients see connections refused)."""
+        apiserver = self._servers.pop()
+        if apiserver.name != "kube-apiserver":
+            self._servers.append(apiserver)
+            raise ClusterStartError("the apiserver is not running")
+        apiserver.stop()
+
+    def start_apiserver(self) -> None:
+        """Start kube-apiserver again after :meth:`stop_apiserver`, on the same port, with the same
+        certificate, tokens and ServiceAccount signing key: every kubeconfig stays valid."""
+        if self._servers and self._servers[-1].name == "kube-apiserver":
+            raise ClusterStartError("the apiserver is running already")
+        self._run_apiserver()
 
     def _http_ok(self, url: str, ca_file: Path | None) -> bool:
         context = ssl.create_default_context(cafile=str(ca_file)) if ca_file is not None else None

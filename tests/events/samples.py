@@ -59,6 +59,8 @@ from events.models import (
     Taint,
     TaskFinished,
     TaskFinishedData,
+    TasksAdded,
+    TasksAddedData,
     TaskSpec,
     TaskStarted,
     TaskStartedData,
@@ -209,6 +211,20 @@ def job_submitted(name: str = "llm-pretrain-7b", *, event_id: str | None = None)
             ],
             labels={"team": "nlp"},
             annotations={"tephra.io/runtime-seconds": "3600"},
+        ),
+    )
+
+
+def tasks_added() -> TasksAdded:
+    return TasksAdded(
+        id="evt-tasks-added-1",
+        source="tephra://kube/bridge",
+        time=_at(15),
+        cluster=CLUSTER,
+        subject=f"job/{_JOB}",
+        data=TasksAddedData(
+            job_id=_JOB,
+            tasks=[TaskSpec(name="evaluator", replicas=1, min_available=0, resources={"cpu": "2"})],
         ),
     )
 
@@ -417,4 +433,5 @@ def sample_events() -> list[Event]:
         leader_elected(),
         hypernode_upserted(),
         hypernode_deleted(),
+        tasks_added(),
     ]

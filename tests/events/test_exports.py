@@ -26,6 +26,7 @@ def test_all_is_pinned() -> None:
         "SessionPart",
         "TaskFinished",
         "TaskStarted",
+        "TasksAdded",
         "Topics",
         "canonical_json",
         "compiled",  # whether events.quantity runs as its mypyc extension (setup.py)

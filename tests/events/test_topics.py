@@ -26,6 +26,7 @@ ROUTES = {
     "tephra.session.committed.v1": "decisions",
     "tephra.session.part.v1": "decisions",
     "tephra.leader.elected.v1": "decisions",
+    "tephra.job.tasks-added.v1": "intents",
 }
 
 

@@ -26,6 +26,7 @@ from api.kube_bridge import object_parser
 from api.settings import TephraSettings
 from api.stack import run_services
 from api.submit import load_submission, produce_manifests
+from events.signing import EventSigner
 from events.topics import Topics
 from kube.bridge.service import run_bridge
 from kube.bridge.settings import KubeBridgeSettings
@@ -120,11 +121,28 @@ async def endpoints(kafka_bootstrap: str, database_url: str, kube_name: str) -> 
 
 
 @pytest.fixture
+def services_settings() -> TephraSettings:
+    """What the projector and the scheduler run with (a module overrides it: production trust)."""
+    return TephraSettings(schedule_period=0.2)
+
+
+@pytest.fixture
+async def services(endpoints: Endpoints, services_settings: TephraSettings) -> AsyncIterator[Endpoints]:
+    """Projector and scheduler on :func:`endpoints`, running."""
+    task = asyncio.create_task(run_services(services_settings, endpoints, ("projector", "scheduler")))
+    try:
+        yield endpoints
+    finally:
+        task.cancel()
+        await stopped(task)
+
+
+@pytest.fixture
 async def cluster(
     kube_cluster: DevCluster,
     volcano_crds: KubeClient,
     kube_namespace: str,
-    endpoints: Endpoints,
+    services: Endpoints,
     tmp_path: Path,
 ) -> AsyncIterator[Stack]:
     """Two 1-GPU nodes (sim kubelet), projector and scheduler; the bridge's kubeconfig, no bridge."""
@@ -133,20 +151,23 @@ async def cluster(
     nodes = [f"{kube_namespace}-gpu-{i}" for i in range(2)]
     shapes = [parse_node_shape(f"{n}:nvidia.com/gpu=1,pods=300") for n in nodes]
     kubelet_task = asyncio.create_task(SimKubelet(kube, shapes, heartbeat=1).run())
-    settings = TephraSettings(schedule_period=0.2)
-    services = asyncio.create_task(run_services(settings, endpoints, ("projector", "scheduler")))
     kubeconfig = await bridge_kubeconfig(kube, kube_cluster, tmp_path / "bridge.kubeconfig")
     try:
-        yield Stack(kube, kube_namespace, nodes, endpoints, kube_cluster.kubeconfig, kubeconfig)
+        yield Stack(kube, kube_namespace, nodes, services, kube_cluster.kubeconfig, kubeconfig)
     finally:
-        for task in (services, kubelet_task):
-            task.cancel()
-            await stopped(task)
+        kubelet_task.cancel()
+        await stopped(kubelet_task)
         await _clear_nodes(kube)
 
 
 @pytest.fixture
-async def stack(cluster: Stack) -> AsyncIterator[Stack]:
+def bridge_signer() -> EventSigner | None:
+    """Who the bridge signs as (a module overrides it: a key in the keyring); None: unsigned."""
+    return None
+
+
+@pytest.fixture
+async def stack(cluster: Stack, bridge_signer: EventSigner | None) -> AsyncIterator[Stack]:
     """:func:`cluster` with the bridge running in this process."""
     bridge_task = asyncio.create_task(
         run_bridge(
@@ -156,6 +177,7 @@ async def stack(cluster: Stack) -> AsyncIterator[Stack]:
             database=DatabaseAccess(cluster.database_url),
             topics=cluster.endpoints.topics,
             cluster="default",
+            signer=bridge_signer,
         )
     )
     try:
@@ -231,7 +253,12 @@ async def test_a_lone_pod_of_ours_is_bound_and_runs(stack: Stack) -> None:
 
 
 def _vcjob(
-    name: str, replicas: int, *, priority_class: str | None = None, min_available: int | None = None
+    name: str,
+    replicas: int,
+    *,
+    priority_class: str | None = None,
+    min_available: int | None = None,
+    queue: str = "default",
 ) -> str:
     priority = f"\n  priorityClassName: {priority_class}" if priority_class else ""
     return f"""\
@@ -242,7 +269,7 @@ metadata:
 spec:
   minAvailable: {replicas if min_available is None else min_available}
   schedulerName: tephra{priority}
-  queue: default
+  queue: {queue}
   tasks:
     - replicas: {replicas}
       name: worker

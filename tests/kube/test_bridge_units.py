@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import logging
+import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
-from api.kube_bridge import object_parser
-from events.models import JobCancelled, JobSubmitted, NodeRemoved, NodeReported, TaskFinished, TaskStarted
+from api.kube_bridge import bridge_signer, object_parser
+from api.settings import KubeBridgeCommandSettings
+from events.models import (
+    Event,
+    JobCancelled,
+    JobSubmitted,
+    NodeRemoved,
+    NodeReported,
+    TaskFinished,
+    TaskStarted,
+)
+from events.signing import EventSigner, SigningKey, SigningKeyError, event_signed_by, parse_public_key
 from kube.bridge.door import Door, ProjectedState
 from kube.bridge.objects import (
     GROUP_ANNOTATION,
@@ -20,8 +34,11 @@ from kube.bridge.objects import (
     pod_ref,
     volcano_job_pods,
 )
+from kube.bridge.outage import Outage
 from kube.bridge.plan import Plan, ProjectedTask, plan_tasks
+from kube.bridge.queue_status import queue_status, status_patch
 from kube.bridge.settings import KubeBridgeSettings
+from kube.bridge.signing import BRIDGE_PRODUCER, BRIDGE_TYPES, signing
 from kube.bridge.status import failed_scheduling_message, volcano_job_status
 from kube.rest import JsonObject
 
@@ -95,6 +112,14 @@ VCJOB: JsonObject = {
             }
         ],
     },
+}
+
+
+GANG: JsonObject = {
+    "apiVersion": "scheduling.volcano.sh/v1beta1",
+    "kind": "PodGroup",
+    "metadata": {"name": "gang", "namespace": "team", "uid": "uid-gang"},
+    "spec": {"minMember": 2, "queue": "research"},
 }
 
 
@@ -212,12 +237,7 @@ def test_a_volcano_job_the_model_refuses_is_kept_with_its_reason() -> None:
 
 def test_a_podgroup_waits_for_min_member_pods_then_submits_one_task_each() -> None:
     d = door()
-    group: JsonObject = {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": "gang", "namespace": "team", "uid": "uid-gang"},
-        "spec": {"minMember": 2, "queue": "research"},
-    }
+    group = GANG
     members = [pod(f"m{i}", annotations={GROUP_ANNOTATION: "gang"}) for i in range(2)]
     assert d.group_job(group, members[:1], NOW) is None
     event = d.group_job(group, members, NOW)
@@ -226,6 +246,26 @@ def test_a_podgroup_waits_for_min_member_pods_then_submits_one_task_each() -> No
     assert event.data.min_available == 2
     assert [(t.name, t.replicas) for t in event.data.tasks] == [("m0", 1), ("m1", 1)]
     assert d.group_job(group, members, NOW) is None
+
+
+def test_pods_that_join_a_submitted_podgroup_are_added_to_its_job_once_each() -> None:
+    d = door()
+    group = GANG
+    members = [pod(f"m{i}", annotations={GROUP_ANNOTATION: "gang"}) for i in range(4)]
+    assert d.group_tasks(group, members[:2], NOW) is None  # not submitted yet
+    assert d.group_job(group, members[:2], NOW) is not None
+    assert d.group_tasks(group, members[:2], NOW) == []
+    added = d.group_tasks(group, members, NOW)
+    assert added is not None
+    tasks = [(e.data.job_id, [(t.name, t.replicas, t.min_available) for t in e.data.tasks]) for e in added]
+    assert tasks == [("team/gang", [("m2", 1, 0)]), ("team/gang", [("m3", 1, 0)])]
+    assert added[0].data.tasks[0].resources == {"nvidia.com/gpu": 1}
+    assert added[0].time == datetime(2026, 12, 5, 0, 59, tzinfo=UTC)  # the pod's creation
+    assert d.group_tasks(group, members, NOW) == []
+    # A restarted bridge seeded from the projection, which holds m0..m2, adds m3 alone, as the same event.
+    again = door()
+    again.seed(ProjectedState(jobs={"team/gang"}, group_roles={"team/gang": {"m0", "m1", "m2"}}))
+    assert again.group_tasks(group, members, NOW) == added[1:]
 
 
 def test_a_lone_pod_is_a_one_pod_gang_in_its_annotated_queue() -> None:
@@ -348,3 +388,112 @@ def test_scheduler_names_are_a_comma_separated_list() -> None:
     assert KubeBridgeSettings(kube_scheduler_names=" tephra ").scheduler_names == frozenset({"tephra"})
     with pytest.raises(ValueError, match="scheduler names"):
         KubeBridgeSettings(kube_scheduler_names="Bad Name")
+
+
+# ---------------------------------------------------------------------- signing
+
+
+def _may_in_docs() -> list[str]:
+    """The ``--may`` types of the enrolment command in docs/kubernetes.md, "Signing"."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "kubernetes.md").read_text()
+    section = text.split("### Signing", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    return re.findall(r"--may (\S+)", section)
+
+
+def test_the_documented_enrolment_permits_exactly_the_types_the_bridge_produces() -> None:
+    assert sorted(_may_in_docs()) == list(BRIDGE_TYPES)
+
+
+async def test_the_bridge_publishes_each_event_signed_as_its_principal() -> None:
+    key = SigningKey.generate()
+    published: list[Event] = []
+
+    async def publish(events: Sequence[Event]) -> None:
+        published.extend(events)
+
+    event = Door(object_parser("default"), cluster="default").node("gpu-1", node("gpu-1"), NOW)
+    assert event is not None
+    await signing(publish, EventSigner(key, BRIDGE_PRODUCER).on_behalf_of("default"))([event])
+    (signed,) = published
+    assert signed.principal == "kube-bridge:default"
+    assert event_signed_by(signed, parse_public_key(key.public_key))
+    assert signed.model_copy(update={"principal": None, "signature": None}) == event
+    assert signing(publish, None) is publish  # no key: as given
+
+
+def test_the_bridges_signer_is_its_key_file_as_kube_bridge_of_its_cluster(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    key_file = tmp_path / "bridge.pem"
+    key = SigningKey.generate()
+    key_file.write_bytes(key.pem())
+    deployed = {
+        "kafka_bootstrap": "kafka:9092",
+        "database_url": "postgresql://pg/tephra",
+        "data_dir": tmp_path,
+    }
+    signer = bridge_signer(KubeBridgeCommandSettings(producer_key_file=key_file, **deployed), "east")
+    assert signer is not None
+    assert (signer.principal, signer.key.public_key) == ("kube-bridge:east", key.public_key)
+    with caplog.at_level(logging.WARNING):
+        assert bridge_signer(KubeBridgeCommandSettings(**deployed), "east") is None
+    assert "no producer key" in caplog.text
+    with pytest.raises(SigningKeyError):
+        bridge_signer(
+            KubeBridgeCommandSettings(producer_key_file=tmp_path / "missing.pem", **deployed), "east"
+        )
+
+
+# ---------------------------------------------------------------------- queue status
+
+
+def test_a_queue_status_counts_its_jobs_and_closes_a_closing_queue_once_nothing_is_unfinished() -> None:
+    phases = {"Pending": 2, "Inqueue": 1, "Running": 3, "Completed": 4, "Failed": 1, "Cancelled": 7}
+    held = {"nvidia.com/gpu": 2, "cpu": 1500, "pods": 3}
+    assert queue_status(None, phases, held) == {
+        "state": "Open",
+        "pending": 2,
+        "inqueue": 1,
+        "running": 3,
+        "completed": 5,
+        "allocated": {"cpu": "1500m", "nvidia.com/gpu": "2", "pods": "3"},
+    }
+    assert queue_status("Closing", phases, held)["state"] == "Closing"
+    assert queue_status("Closing", {"Completed": 1}, {})["state"] == "Closed"
+    assert queue_status("Closed", {"Running": 1}, {})["state"] == "Closed"  # the operator's word
+
+
+def test_a_queue_status_patch_removes_resources_no_longer_held_and_is_none_when_shown() -> None:
+    wanted = queue_status("Open", {"Running": 1}, {"pods": 1})
+    assert status_patch({**wanted, "reservation": {}}, wanted) is None
+    shown = {**wanted, "allocated": {"nvidia.com/gpu": "1", "pods": "2"}}
+    assert status_patch(shown, wanted) == {**wanted, "allocated": {"nvidia.com/gpu": None, "pods": "1"}}
+
+
+# ---------------------------------------------------------------------- outage
+
+
+def test_calls_pause_while_the_apiserver_is_away_longer_each_failure_until_it_answers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [100.0]
+    outage = Outage(clock=lambda: now[0])
+    assert not outage.away()
+    with caplog.at_level(logging.INFO):
+        outage.failed(ConnectionRefusedError("refused"))
+        outage.failed(ConnectionRefusedError("refused"))  # under way when it began: no longer pause
+        assert outage.away()
+        now[0] += 0.2
+        assert not outage.away()
+        outage.failed(ConnectionRefusedError("refused"))
+        now[0] += 0.2
+        assert outage.away()  # the second pause is longer
+        now[0] += 0.3
+        assert not outage.away()
+        outage.answered()
+        outage.failed(ConnectionRefusedError("refused"))
+        now[0] += 0.2
+        assert not outage.away()  # a new outage starts short again
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("does not answer" in line for line in said) == 2
+    assert sum("answers again" in line for line in said) == 1

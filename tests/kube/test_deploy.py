@@ -64,22 +64,20 @@ def test_the_deployments_run_tephra_commands_and_only_the_bridge_holds_a_token()
         assert json_str(deployment, "spec", "strategy", "type") == "Recreate"  # one active at a time
 
 
-# (verb, group, resource, subresource) the bridge is granted; everything else is denied.
+# (group, resource, subresource, verb) the bridge is granted, exactly: each a call it makes.
 GRANTED = [
-    *[("", "nodes", "", verb) for verb in ("get", "list", "watch")],
-    *[("", "pods", "", verb) for verb in ("get", "list", "watch", "create", "delete", "patch")],
+    *[("", "nodes", "", verb) for verb in ("list", "watch")],
+    *[("", "pods", "", verb) for verb in ("get", "list", "watch", "create", "delete")],
     ("", "pods", "binding", "create"),
     ("", "pods", "eviction", "create"),
     ("", "events", "", "create"),
-    ("", "events", "", "patch"),
-    *[("scheduling.k8s.io", "priorityclasses", "", verb) for verb in ("get", "list", "watch")],
-    *[("batch.volcano.sh", "jobs", "", verb) for verb in ("get", "list", "watch")],
+    *[("scheduling.k8s.io", "priorityclasses", "", verb) for verb in ("list", "watch")],
+    *[("batch.volcano.sh", "jobs", "", verb) for verb in ("list", "watch")],
     ("batch.volcano.sh", "jobs", "status", "patch"),
-    ("batch.volcano.sh", "jobs", "status", "update"),
-    *[("scheduling.volcano.sh", "queues", "", verb) for verb in ("get", "list", "watch")],
-    *[("scheduling.volcano.sh", "podgroups", "", verb) for verb in ("get", "list", "watch", "create")],
+    *[("scheduling.volcano.sh", "queues", "", verb) for verb in ("list", "watch")],
+    *[("scheduling.volcano.sh", "podgroups", "", verb) for verb in ("list", "watch", "create")],
     ("scheduling.volcano.sh", "podgroups", "status", "patch"),
-    ("scheduling.volcano.sh", "queues", "status", "update"),
+    ("scheduling.volcano.sh", "queues", "status", "patch"),
     *[
         ("apiextensions.k8s.io", "customresourcedefinitions", "", verb)
         for verb in ("create", "get", "update")
@@ -87,16 +85,35 @@ GRANTED = [
 ]
 DENIED = [
     ("", "secrets", "", "get"),
+    ("", "nodes", "", "get"),
     ("", "nodes", "", "delete"),
     ("", "nodes", "", "patch"),
     ("", "pods", "", "update"),
+    ("", "pods", "", "patch"),
     ("", "pods", "exec", "create"),
+    ("", "events", "", "patch"),
     ("", "configmaps", "", "list"),
     ("batch.volcano.sh", "jobs", "", "delete"),
+    ("batch.volcano.sh", "jobs", "status", "update"),
     ("scheduling.volcano.sh", "queues", "", "create"),
+    ("scheduling.volcano.sh", "queues", "", "get"),
+    ("scheduling.volcano.sh", "queues", "status", "update"),
+    ("scheduling.volcano.sh", "podgroups", "status", "update"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "", "delete"),
     ("rbac.authorization.k8s.io", "clusterroles", "", "create"),
 ]
+
+
+def test_the_cluster_role_lists_exactly_the_granted_verbs() -> None:
+    (role,) = [d for d in load_manifests("rbac.yaml") if d.get("kind") == "ClusterRole"]
+    expanded = []
+    for rule in json_list(role, "rules"):
+        assert isinstance(rule, dict)
+        for group in json_list(rule, "apiGroups"):
+            for name in json_list(rule, "resources"):
+                resource, _, subresource = str(name).partition("/")
+                expanded.extend((group, resource, subresource, verb) for verb in json_list(rule, "verbs"))
+    assert sorted(expanded) == sorted(GRANTED)  # no verb twice, none the bridge does not use
 
 
 async def allowed(kube: KubeClient, group: str, resource: str, subresource: str, verb: str) -> bool:

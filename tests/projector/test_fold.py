@@ -32,6 +32,8 @@ from events.models import (
     SessionPartData,
     TaskFinished,
     TaskFinishedData,
+    TasksAdded,
+    TasksAddedData,
     TaskSpec,
     TaskStarted,
     TaskStartedData,
@@ -237,6 +239,57 @@ def test_cancel_withdraws_pending_tasks_and_releases_running_ones() -> None:
     fold(state, finished("ns/j-w-0", "evicted"))
     assert state.tasks == {}
     assert state.nodes["n1"].used == {}
+
+
+def added(*roles: str, job_id: str = "ns/j", replicas: int = 1) -> TasksAdded:
+    specs = [TaskSpec(name=r, replicas=replicas, min_available=0, resources={"cpu": "500m"}) for r in roles]
+    return TasksAdded(**_env(), data=TasksAddedData(job_id=job_id, tasks=specs))  # type: ignore[arg-type]
+
+
+def test_tasks_added_to_a_running_job_are_pending_tasks_of_it_and_the_gang_stays() -> None:
+    state = ClusterState()
+    fold(state, node(), job(replicas=2), session(bind("ns/j-w-0"), bind("ns/j-w-1")))
+    fold(state, started("ns/j-w-0"), started("ns/j-w-1"))
+    [outcome] = fold(state, added("late", replicas=2))
+    assert outcome.applied
+    j = state.jobs["ns/j"]
+    assert (j.phase, j.min_available) == ("Running", 2)
+    assert [s.name for s in j.task_specs] == ["w", "late"]
+    assert j.tasks == ["ns/j-w-0", "ns/j-w-1", "ns/j-late-0", "ns/j-late-1"]
+    assert state.tasks["ns/j-late-1"].status == "Pending"
+    assert state.tasks["ns/j-late-1"].resources == {"cpu": 500}
+    assert ("new_job", "ns/j") in outcome.touched
+    assert ("task", "ns/j-late-0") in outcome.touched
+    fold(state, session(bind("ns/j-late-0")), started("ns/j-late-0"))
+    assert state.tasks["ns/j-late-0"].status == "Running"
+    # The snapshot form keeps the added specs: a projector started again folds on from the same state.
+    assert state_from_jsonable(state_to_jsonable(state)) == state
+
+
+@pytest.mark.parametrize(
+    ("event", "code"),
+    [
+        (added("w"), "duplicate-task"),
+        (added("x", "x"), "duplicate-task"),
+        (added("x", job_id="ns/none"), "job-missing"),
+    ],
+)
+def test_tasks_added_that_contradict_the_job_are_invalid_and_change_nothing(
+    event: TasksAdded, code: str
+) -> None:
+    state = ClusterState()
+    fold(state, job(replicas=1))
+    before = state_to_jsonable(state)
+    [outcome] = fold(state, event)
+    assert outcome.invalid == code
+    assert state_to_jsonable(state) == before
+
+
+def test_tasks_added_to_a_finished_job_are_invalid() -> None:
+    state = ClusterState()
+    fold(state, job(replicas=1), JobCancelled(**_env(), data=JobCancelledData(job_id="ns/j")))  # type: ignore[arg-type]
+    [outcome] = fold(state, added("late"))
+    assert outcome.invalid == "job-finished"
 
 
 def test_node_removed_sends_its_tasks_back_to_pending() -> None:
