@@ -48,6 +48,8 @@ from typing import Final, Protocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's packages, whatever is installed
 
+import asyncpg
+
 from api.embedded import EmbeddedBroker, EmbeddedPostgres
 from bench.host import cpu_loop_seconds, memory_walk_seconds
 from kube.dev.accounts import ensure_namespace
@@ -55,6 +57,7 @@ from kube.dev.binaries import find_binaries
 from kube.dev.cluster import DevCluster, free_port
 from kube.rest import KubeClient, json_str, resource_path
 from kube.sim_kubelet import NodeShape, create_sim_node, remove_not_ready_taints
+from projector.migrate import apply_migrations
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 NODE_RESOURCES: Final = {"cpu": "32", "memory": "128Gi", "pods": "110"}
@@ -136,13 +139,25 @@ class TephraSide:
             EmbeddedPostgres(logs / "postgres", durable=False) as postgres,
             EmbeddedBroker(log_path=logs / "broker.log") as broker,
         ):
+            conn = await asyncpg.connect(postgres.dsn)
+            try:
+                await apply_migrations(conn)  # as `tephra migrate` does before a deployment's services
+            finally:
+                await conn.close()
             env = {
                 **os.environ,
                 "PYTHONPATH": str(ROOT),
+                "OTEL_SDK_DISABLED": "true",
+                "TEPHRA_DATA_DIR": str(logs / "data"),  # the services' keys: this run's own
                 "TEPHRA_KAFKA_BOOTSTRAP": broker.bootstrap,
                 "TEPHRA_DATABASE_URL": postgres.dsn,
                 "TEPHRA_KUBECONFIG": str(cluster.kubeconfig),
                 "TEPHRA_SCHEDULE_PERIOD": str(self.schedule_period),
+                # A development deployment, as compose.yaml's: the bridge does not sign its events,
+                # the scheduler enrols its own key.
+                "TEPHRA_ALLOW_UNSIGNED_INTENTS": "true",
+                "TEPHRA_ALLOW_UNSIGNED_OBSERVATIONS": "true",
+                "TEPHRA_SCHEDULER_ENROL": "true",
             }
             processes: list[asyncio.subprocess.Process] = []
             try:
