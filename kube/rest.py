@@ -6,8 +6,9 @@ deserialise).  Tephra therefore uses only its configuration loading
 (kubeconfig, in-cluster service account: server, TLS files, the bearer token
 and its refresh) and sends plain JSON over an aiohttp session of its own:
 requests are mappings, replies are :data:`JsonObject`, read with the accessors
-below.  Every non-2xx reply raises :class:`KubeApiError` with the apiserver's
-status, reason and message.
+below (orjson reads and writes them: a watch line of a pod is a few KiB).
+Every non-2xx reply raises :class:`KubeApiError` with the apiserver's status,
+reason and message.
 
 The session does not read the environment per request (aiohttp's
 ``trust_env``, which kubernetes-asyncio's client sets, looks up ``.netrc`` and
@@ -18,7 +19,6 @@ resolved once at :meth:`KubeClient.connect`.
 
 from __future__ import annotations
 
-import json
 import ssl
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import Final, Self, TypeAlias
 
 import aiohttp
+import orjson
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
@@ -186,7 +187,7 @@ class KubeClient:
             method,
             self._server + path,
             params=list((query or {}).items()),
-            data=json.dumps(body) if body is not None else None,
+            data=orjson.dumps(dict(body)) if body is not None else None,
             headers=headers,
             proxy=self._proxy,
             server_hostname=self._server_hostname,
@@ -198,7 +199,7 @@ class KubeClient:
             response.release()
             reason, message = response.reason or "", text
             try:
-                status = _as_object(json.loads(text))
+                status = _as_object(orjson.loads(text))
             except (ValueError, TypeError):
                 pass
             else:
@@ -219,7 +220,7 @@ class KubeClient:
         """One call; the reply's JSON object."""
         response = await self._send(method, path, query=query, body=body, content_type=content_type)
         try:
-            return _as_object(json.loads(await response.read()))
+            return _as_object(orjson.loads(await response.read()))
         finally:
             response.release()
 
@@ -248,7 +249,7 @@ class KubeClient:
         response = await self._send("GET", path, query=params, streaming=True)
         try:
             while line := await response.content.readline():
-                event = _as_object(json.loads(line))
+                event = _as_object(orjson.loads(line))
                 kind = json_str(event, "type") or ""
                 yield WatchEvent(kind, json_object(event, "object"))
         finally:
