@@ -71,6 +71,10 @@ log = logging.getLogger(__name__)
 _RETRY_AFTER: Final = (0.2, 0.5, 1.0, 2.0, 5.0)
 #: Seconds between two checks that the lock's connection is alive.
 _LOCK_CHECK: Final = 5.0
+#: Seconds between two reads of every task in transition; in between, only those whose rows changed
+#: (and those whose pods moved).  The full read retries what nothing else brings back: a binding
+#: refused for a conflict, an eviction a disruption budget blocked.
+_FULL_READ_EVERY: Final = 5.0
 
 QUEUES_PATH: Final = "/apis/scheduling.volcano.sh/v1beta1/queues"
 PODGROUPS_PATH: Final = "/apis/scheduling.volcano.sh/v1beta1/podgroups"
@@ -176,6 +180,8 @@ class Bridge:
         #: Kubernetes Events are a view: a few at a time, so they never hold bindings back.
         self._event_slots = asyncio.Semaphore(8)
         self._in_flight: set[str] = set()  # task ids with a call under way
+        #: Tasks passed over while their call was under way: read again once it returns.
+        self._passed_over: set[str] = set()
         self._bound: dict[str, tuple[str, str]] = {}  # task id -> (pod uid, node) bound by us
         self._calls: set[asyncio.Task[None]] = set()
         self.outage = Outage()
@@ -343,6 +349,9 @@ class Bridge:
             finally:
                 if task_id is not None:
                     self._in_flight.discard(task_id)
+                    if task_id in self._passed_over:  # its row moved meanwhile: plan it again
+                        self._passed_over.discard(task_id)
+                        self.pods.dirty_tasks.add(task_id)
                 self.changed.set()
 
         handle = asyncio.create_task(run())
@@ -376,6 +385,7 @@ class Bridge:
         waiting = []
         for task in tasks:
             if task.task_id in self._in_flight:
+                self._passed_over.add(task.task_id)
                 continue
             bound = self._bound.get(task.task_id)
             found = self.pods.by_task.get(task.task_id)
@@ -448,7 +458,8 @@ class Bridge:
         everything = True
         last_seq = -1
         relists = sum(i.relists for i in self.pod_informers)
-        last_check = time.monotonic()
+        last_check = last_full = time.monotonic()
+        nodes = frozenset(self.nodes.objects)
         while True:
             self.changed.clear()
             events, created = self._in_events()
@@ -460,12 +471,22 @@ class Bridge:
             now_relists = sum(i.relists for i in self.pod_informers)
             if now_relists != relists:
                 relists, everything = now_relists, True  # pods may have gone while the watch was down
-            # The tasks in transition change only with the projection; in between, only the tasks
-            # whose pods moved or whose calls failed need a look (a backlog of Bound tasks would
-            # otherwise be read again at every pod event).
+            # The tasks in transition change only with the projection: after a new seq, those whose
+            # rows changed since the last read; in between, only the tasks whose pods moved or whose
+            # calls failed need a look (a backlog of Bound tasks would otherwise be read and planned
+            # again at every pod event or seq).  All of them now and then, after a rebuilt
+            # projection, and when the nodes changed (a task bound to a node not yet listed).
             seq = await projection_seq(self.pool)
+            now_nodes = frozenset(self.nodes.objects)
+            full = seq < last_seq or now_nodes != nodes or time.monotonic() - last_full > _FULL_READ_EVERY
+            if full:
+                last_full, nodes = time.monotonic(), now_nodes
             tasks = await read_tasks(
-                self.pool, sorted(dirty), everything=everything, transitional=seq != last_seq
+                self.pool,
+                sorted(dirty),
+                everything=everything,
+                transitional=seq != last_seq or full,
+                changed_after=None if full or last_seq < 0 else last_seq,
             )
             everything, last_seq = False, seq
             await self._out(tasks)
