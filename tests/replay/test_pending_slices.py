@@ -87,6 +87,10 @@ def test_every_sessions_list_is_rebuilt_from_the_sessions_before_it(max_message_
         restated = {p.job for p in entries if pending_slice_of(p.job, _SLICES) == data.pending_slice}
         assert restated == {j for j in listed if pending_slice_of(j, _SLICES) == data.pending_slice}
 
+    # The fold reads the restated entries as any change: the same newest list as the whole run's.
+    folded = [(s.session_id, s.pending) for s in sliced.state.sessions.values()]
+    assert folded == [(s.session_id, s.pending) for s in whole.state.sessions.values()]
+
     walked: list[int] = []
     for index, sid in enumerate(sliced.sessions):
         rebuilt = ListFromNewest()
