@@ -8,7 +8,10 @@ broker and PostgreSQL.  ``--nodes`` nodes (64 cpu, 110 pods each) and
 ``--jobs`` single-task jobs of 8 cpu are projected first, so 8 jobs run on
 each node and the rest wait; then the scheduler starts, and ``--rate`` more
 jobs per second are submitted for ``--seconds``: every session sees new
-input, so none is skipped, and each one considers the whole backlog.
+input, so none is skipped, and each one considers the whole backlog.  With
+``--cancel`` each submission comes with the cancellation of a pending backlog
+job (the newest first), so the backlog keeps its size and the services' RSS
+should stay flat; without it the backlog (and the state) grows by the rate.
 
 It prints, asserting nothing:
 
@@ -20,7 +23,9 @@ It prints, asserting nothing:
 * the CPU seconds each service used per live session (``/proc/<pid>/stat``):
   steadier than the wall clock on a shared machine;
 * the bytes archived per session (``event_log.data`` of its SessionCommitted
-  and SessionParts) and of its ``sessions`` row.
+  and SessionParts): p50 / p99 / max over all sessions and over those after
+  the term's first (which carries the whole pending list), and of its
+  ``sessions`` row.
 
 Goal (issue 22): 100k pending jobs on 1,000 nodes, 1 s period: p99 <= 2 s,
 RSS flat within 10 %, bytes per session bounded.  For a quick look:
@@ -48,6 +53,7 @@ from api.embedded import create_topics
 from bench.e2e import (
     _cluster_events,
     _database,
+    _envelope,
     _job,
     _leader_at,
     _percentile,
@@ -60,6 +66,7 @@ from bench.e2e import (
 )
 from bench.host import cpu_loop_seconds, memory_walk_seconds
 from bench.projector_throughput import _child_cpu, memory_mb
+from events.models import Event, JobCancelled, JobCancelledData
 from events.topics import Topics
 
 #: Each job asks for 8 of a node's 64 cpu: 8 run per node, the rest of the backlog waits.
@@ -72,8 +79,8 @@ _WARM: Final = 60.0
 _SESSION_TYPES: Final = ("tephra.session.committed.v1", "tephra.session.part.v1")
 _BYTES_PER_SESSION: Final = """
 SELECT coalesce(data ->> 'session_id', '') AS session_id, count(*) AS events,
-       sum(octet_length(data::text)) AS bytes
-  FROM event_log WHERE type = ANY($1::text[]) GROUP BY 1
+       sum(octet_length(data::text)) AS bytes, min(seq) AS first_seq
+  FROM event_log WHERE type = ANY($1::text[]) GROUP BY 1 ORDER BY first_seq
 """
 
 
@@ -95,9 +102,10 @@ async def _steady(
     while (elapsed := time.monotonic() - began) < opts.seconds:
         due = int(elapsed * opts.rate) + 1
         if due > submitted:
-            await _produce(
-                producer, topics, [_job(f"steady-{i:07d}", 1, _JOB_CPU) for i in range(submitted, due)]
-            )
+            events: list[Event] = [_job(f"steady-{i:07d}", 1, _JOB_CPU) for i in range(submitted, due)]
+            if opts.cancel:
+                events.extend(_cancel(opts.jobs - 1 - i) for i in range(submitted, min(due, opts.jobs)))
+            await _produce(producer, topics, events)
             submitted = due
         if elapsed >= next_sample:
             samples.append((elapsed, {name: memory_mb(pid) for name, pid in pids.items()}))
@@ -105,6 +113,15 @@ async def _steady(
         await asyncio.sleep(max(0.0, (submitted / opts.rate) - (time.monotonic() - began)))
     samples.append((time.monotonic() - began, {name: memory_mb(pid) for name, pid in pids.items()}))
     return samples
+
+
+def _cancel(index: int) -> JobCancelled:
+    """The cancellation of backlog job ``index`` (the newest first: they are the ones still pending)."""
+    name = f"backlog-{index:07d}"
+    return JobCancelled(
+        data=JobCancelledData(job_id=f"bench/{name}", reason="bench: the backlog keeps its size"),
+        **_envelope(f"job/bench/{name}"),
+    )
 
 
 async def _session_times(conn: asyncpg.Connection, after_session: str | None) -> list[float]:
@@ -126,10 +143,16 @@ async def _archive_figures(conn: asyncpg.Connection) -> str:
     events = [int(r["events"]) for r in rows]
     row_sizes = [int(r[0]) for r in await conn.fetch("SELECT octet_length(doc::text) FROM sessions")]
     mib = 1024 * 1024
+    # The term's first session carries the whole pending list; every later one a change and a slice.
+    later = sizes[1:] or sizes
     return (
         f"archived per session (SessionCommitted + parts, {len(sizes)} sessions):"
-        f" p50 {_percentile(sizes, 0.5) / mib:.3f} MiB, max {max(sizes) / mib:.3f} MiB,"
-        f" total {sum(sizes) / mib:.1f} MiB; events per session max {max(events)}\n"
+        f" p50 {_percentile(sizes, 0.5) / mib:.3f} MiB, p99 {_percentile(sizes, 0.99) / mib:.3f} MiB,"
+        f" max {max(sizes) / mib:.3f} MiB, total {sum(sizes) / mib:.1f} MiB;"
+        f" events per session max {max(events)}\n"
+        f"  after the term's first session ({sizes[0] / mib:.3f} MiB, the whole list):"
+        f" p50 {_percentile(later, 0.5) / mib:.3f} MiB, p99 {_percentile(later, 0.99) / mib:.3f} MiB,"
+        f" max {max(later) / mib:.3f} MiB\n"
         f"  sessions rows (the projection's doc): p50 {_percentile(row_sizes, 0.5) / mib:.3f} MiB,"
         f" max {max(row_sizes) / mib:.3f} MiB"
     )
@@ -190,7 +213,8 @@ async def backlog(bootstrap: str, admin_dsn: str, logs: Path, opts: argparse.Nam
             await conn.close()
             await producer.stop()
     pending = opts.jobs - running
-    print(f"steady phase: {opts.rate:g} jobs/s for {opts.seconds:g} s over {pending:,}+ pending jobs")
+    kept = " (as many cancelled: the backlog keeps its size)" if opts.cancel else ""
+    print(f"steady phase: {opts.rate:g} jobs/s for {opts.seconds:g} s over {pending:,}+ pending jobs{kept}")
     if times:
         print(
             f"  live sessions: {len(times)}; seconds p50 {statistics.median(times):.3f},"
@@ -224,6 +248,12 @@ def _options() -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=600.0, help="how long the steady phase lasts")
     parser.add_argument("--period", type=float, default=1.0, help="TEPHRA_SCHEDULE_PERIOD of the scheduler")
     parser.add_argument("--sample", type=float, default=30.0, help="seconds between two RSS samples")
+    parser.add_argument(
+        "--cancel",
+        action="store_true",
+        help="cancel one pending backlog job per submission: the backlog keeps its size, so RSS growth"
+        " is not the state's",
+    )
     parser.add_argument("--logs", default="", help="keep the services' logs in this directory")
     return parser.parse_args()
 

@@ -68,7 +68,7 @@ def _compute(
         times,
         "pending",
         lambda: session_pending(
-            state, result.pending, texts, whole_list=False, max_cleared_bytes=_MAX_MESSAGE_BYTES // 2
+            state, result.pending, texts, restate=1, max_cleared_bytes=_MAX_MESSAGE_BYTES // 2
         ),
     )
     change = pending.change

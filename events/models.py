@@ -42,6 +42,7 @@ __all__ = [
     "INT32_MAX",
     "LATEST_TIME",
     "MAX_LEADER_EPOCH",
+    "MAX_PENDING_SLICES",
     "MAX_PRINCIPAL",
     "MAX_SEQ",
     "MAX_SESSION_PARTS",
@@ -129,6 +130,8 @@ MAX_PRINCIPAL: Final = 256
 #: Parts of one split session (each up to the broker's message limit: 100k parts
 #: are 100 GB of decisions at 1 MB each).
 MAX_SESSION_PARTS: Final = 100_000
+#: Slices a session's pending list may be cut into (``SessionCommittedData.pending_slices``).
+MAX_PENDING_SLICES: Final = 4_096
 #: Event times: 1970-01-01T00:00:00Z inclusive to 9900-01-01T00:00:00Z exclusive,
 #: compared in UTC (the offset applied).  The upper end leaves room for a TTL
 #: (at most INT32_MAX seconds, ~68 years) to be added before year 9999 ends.
@@ -601,6 +604,13 @@ class SessionCommittedData(EventData):
     newest session the scheduler's input held): ``pending`` the jobs whose
     reasons are new or different, ``pending_cleared`` the jobs no longer
     pending.  ``pending_digest`` is always the whole list's.
+
+    A change may also restate one slice of the list (added later): with
+    ``pending_slices`` > 0, ``pending`` holds every pending job of slice
+    ``pending_slice`` (a stable hash of the job id modulo ``pending_slices``,
+    scheduler.service.session_events), changed or not.  A reader of one session
+    walks back until it has met every slice of the same count (or a whole
+    list), newest entry first, instead of back to a whole list.
     """
 
     session_id: str = Field(min_length=1)
@@ -616,16 +626,33 @@ class SessionCommittedData(EventData):
     pending_digest: str = ""
     pending_base: str = ""
     pending_cleared: list[str] = Field(default_factory=list)
+    pending_slice: int = Field(default=0, ge=0, lt=MAX_PENDING_SLICES)
+    pending_slices: int = Field(default=0, ge=0, le=MAX_PENDING_SLICES)
+
+    @model_validator(mode="after")
+    def _slice_within_count(self) -> SessionCommittedData:
+        if self.pending_slices and (not self.pending_base or self.pending_slice >= self.pending_slices):
+            raise ValueError(
+                f"pending_slice {self.pending_slice} of {self.pending_slices} needs a pending_base"
+                " and a slice below the count"
+            )
+        if not self.pending_slices and self.pending_slice:
+            raise ValueError(f"pending_slice {self.pending_slice} without pending_slices")
+        return self
 
     @model_serializer(mode="wrap")
     def _omit_whole_list_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # A session with its whole pending list serialises exactly as before the change fields
-        # existed: one form (and one hash in the archive) for markers archived earlier and now.
+        # existed: one form (and one hash in the archive) for markers archived earlier and now;
+        # a change without a restated slice as before the slice fields existed.
         data: dict[str, Any] = handler(self)
         if not self.pending_base:
             data.pop("pending_base", None)
         if not self.pending_cleared:
             data.pop("pending_cleared", None)
+        if not self.pending_slices:
+            data.pop("pending_slice", None)
+            data.pop("pending_slices", None)
         return data
 
 

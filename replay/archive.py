@@ -6,12 +6,15 @@ from its :class:`~events.models.SessionPart` events, so everything downstream
 sees one :class:`RecordedSession` with its decisions in order, and with its
 whole pending list: a session that recorded only the change from an earlier
 session's list (``pending_base``) is read against that list
-(:class:`PendingLists` keeps the recent ones).
+(:class:`PendingLists` keeps the recent ones).  A reader that starts in the
+middle rebuilds a base list from the sessions before it, newest first
+(:class:`ListFromNewest`): back to a whole list, or to where the slices those
+changes restate cover every job.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -33,6 +36,7 @@ from replay.errors import PartsMissing, PendingBaseMissing
 
 __all__ = [
     "ArchivedEvent",
+    "ListFromNewest",
     "PendingLists",
     "RecordedSession",
     "describe_decision",
@@ -103,9 +107,61 @@ class PendingLists:
         return base
 
     def remember(self, session: RecordedSession) -> None:
-        self.lists[session.session_id] = tuple(session.data.pending)
+        self.keep_list(session.session_id, tuple(session.data.pending))
+
+    def keep_list(self, session_id: str, pending: tuple[PendingJob, ...]) -> None:
+        """Remember session ``session_id``'s whole list (rebuilt by :class:`ListFromNewest`, say)."""
+        self.lists[session_id] = pending
         if len(self.lists) > self.keep:
             del self.lists[next(iter(self.lists))]
+
+
+@dataclass(slots=True)
+class ListFromNewest:
+    """One session's whole pending list, rebuilt from it and the sessions before it, given newest
+    first along their ``pending_base`` links (:meth:`add`, until it returns True).
+
+    A job's entry is the newest any of them carries; a job cleared before any newer entry is
+    not pending.  The walk ends at a whole list, or once the changes met restate every slice of
+    one count (``pending_slices``): each restates every job of its slice that was pending then,
+    so a job pending in the newest session that no newer session names was restated (or
+    listed whole) in one of them, and a job none of them carries was not pending.
+    """
+
+    #: Job -> its newest entry; None: cleared first.
+    entries: dict[str, PendingJob | None] = field(default_factory=dict)
+    #: Slice count -> the slices of it restated so far.
+    restated: dict[int, set[int]] = field(default_factory=dict)
+    complete: bool = False
+
+    def add(self, data: SessionCommittedData, carried: Sequence[PendingJob]) -> bool:
+        """Take the next older session: ``carried``, its pending entries (the parts', then the
+        marker's).  Returns whether the list is complete (read it with :meth:`whole`)."""
+        if self.complete:
+            raise ValueError(f"the list is complete: session {data.session_id} is one too many")
+        for entry in carried:
+            self.entries.setdefault(entry.job, entry)
+        if not data.pending_base:
+            self.complete = True
+            return True
+        # Within one session an entry wins over the job's id among the cleared (changed_pending).
+        for job in data.pending_cleared:
+            self.entries.setdefault(job, None)
+        if data.pending_slices:
+            met = self.restated.setdefault(data.pending_slices, set())
+            met.add(data.pending_slice)
+            self.complete = len(met) == data.pending_slices
+        return self.complete
+
+    def whole(self) -> tuple[PendingJob, ...]:
+        """The rebuilt list, in job order.
+
+        Raises:
+            ValueError: the walk is not complete.
+        """
+        if not self.complete:
+            raise ValueError("the walk has not reached a whole list or every slice yet")
+        return tuple(entry for job in sorted(self.entries) if (entry := self.entries[job]) is not None)
 
 
 def recorded_sessions(events: Iterable[ArchivedEvent]) -> Iterator[RecordedSession]:

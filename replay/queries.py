@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from events.models import JobSubmitted, SessionCommitted, SessionCommittedData
+from events.models import JobSubmitted, PendingJob, SessionCommitted, SessionCommittedData
 from projector.state import ClusterState, VoidedDecision
 from replay import engine
-from replay.archive import ArchivedEvent, PendingLists, RecordedSession, session_of
+from replay.archive import ArchivedEvent, ListFromNewest, PendingLists, RecordedSession, session_of
 from replay.audit import EvictionRow, audit_session
 from replay.blockers import find_blockers, ranked
 from replay.chain import ChainChecker, CheckpointAnchor
@@ -66,28 +66,56 @@ async def _recorded(
 ) -> RecordedSession:
     """The session of ``marker``, whole; ``lists``: the sessions assembled just before (a pass
     in seq order shares them).  A change whose base is not among them is read against its
-    base, assembled first from the archive (at most WHOLE_PENDING_EVERY sessions back).
+    base's list, rebuilt from the archive first (:func:`_rebuilt_list`).
 
     Raises:
-        PendingBaseMissing: the change's base is not in the archive.
+        PendingBaseMissing: the change's base, or a session before it that the list needs, is
+            not in the archive.
     """
     lists = PendingLists() if lists is None else lists
     event = marker.event
     assert isinstance(event, SessionCommitted)  # noqa: S101  (markers are SessionCommitted by query)
     base_id = event.data.pending_base
     if base_id and base_id not in lists.lists:
-        try:
-            base_marker = await reader.session(base_id)
-        except UnknownSession:
-            raise PendingBaseMissing(event.data.session_id, marker.seq, base_id) from None
-        await _recorded(reader, base_marker, lists)
-    parts: dict[int, Any] = {}
-    if event.data.parts:
-        for part in await reader.session_parts(event.data.session_id):
-            parts[part.event.data.index] = part.event.data  # type: ignore[union-attr]
+        lists.keep_list(base_id, await _rebuilt_list(reader, event.data.session_id, marker.seq, base_id))
+    parts = await _parts(reader, event.data)
     session = session_of(marker.seq, event, parts, lists.base_of(marker.seq, event.data))
     lists.remember(session)
     return session
+
+
+async def _parts(reader: ArchiveReader, data: SessionCommittedData) -> dict[int, Any]:
+    parts: dict[int, Any] = {}
+    if data.parts:
+        for part in await reader.session_parts(data.session_id):
+            parts[part.event.data.index] = part.event.data  # type: ignore[union-attr]
+    return parts
+
+
+async def _rebuilt_list(
+    reader: ArchiveReader, session_id: str, seq: int, base_id: str
+) -> tuple[PendingJob, ...]:
+    """The whole pending list of session ``base_id`` (the base of ``session_id``, at ``seq``),
+    from it and the sessions before it along their bases, newest first (:class:`ListFromNewest`):
+    back to a whole list, or at most as many sessions as the slices the changes restate.
+
+    Raises:
+        PendingBaseMissing: a session the list needs is not in the archive.
+    """
+    rebuilt = ListFromNewest()
+    wanted, named_by, named_at = base_id, session_id, seq
+    while True:
+        try:
+            older = await reader.session(wanted)
+        except UnknownSession:
+            raise PendingBaseMissing(named_by, named_at, wanted) from None
+        data = older.event.data
+        assert isinstance(data, SessionCommittedData)  # noqa: S101  (markers are SessionCommitted by query)
+        parts = await _parts(reader, data)
+        carried = [p for index in sorted(parts) for p in parts[index].pending]
+        if rebuilt.add(data, [*carried, *data.pending]):
+            return rebuilt.whole()
+        wanted, named_by, named_at = data.pending_base, data.session_id, older.seq
 
 
 async def _input_at(reader: ArchiveReader, seq: int) -> SessionInput:

@@ -67,7 +67,7 @@ from scheduler.service.publisher import SessionPublisher
 from scheduler.service.records import SessionTiming, record_session
 from scheduler.service.runner import SessionRunner
 from scheduler.service.session_events import (
-    WHOLE_PENDING_EVERY,
+    PENDING_SLICES,
     PendingTexts,
     SessionHeader,
     session_events,
@@ -195,7 +195,8 @@ class SessionLoop:
         """One session: read, compute, publish, wait until applied; returns the seq it was applied at."""
         epoch = self.leadership.epoch
         session_id = session_id_for(self.cluster, epoch, self._counter)
-        whole_pending = self._counter % WHOLE_PENDING_EVERY == 0
+        # A term's first session publishes its whole pending list; each later one restates a slice.
+        restate = self._counter % PENDING_SLICES if self._counter else None
         self._counter += 1
         began = time.perf_counter()
         state = await self.reader.state()
@@ -213,7 +214,7 @@ class SessionLoop:
         ) as span:
             try:
                 computed = await self.runner.run(
-                    session_id, lambda: self._compute(state, session_id, now, whole_pending=whole_pending)
+                    session_id, lambda: self._compute(state, session_id, now, restate=restate)
                 )
             except SessionOverrun as exc:
                 span.record_exception(exc)
@@ -306,12 +307,12 @@ class SessionLoop:
         return applied.seq
 
     def _compute(
-        self, state: ClusterState, session_id: str, now: datetime, *, whole_pending: bool
+        self, state: ClusterState, session_id: str, now: datetime, *, restate: int | None
     ) -> _Computed:
         """Runs in the worker thread: everything CPU-bound, nothing that touches the loop.
 
-        ``whole_pending``: publish the whole pending list, not the change from the newest
-        session's (see :mod:`scheduler.service.session_events`)."""
+        ``restate``: the slice of the pending list the change from the newest session's restates;
+        None: publish the whole list (see :mod:`scheduler.service.session_events`)."""
         began = time.perf_counter()
         snapshot, digest = self.reader.snapshots.build(state)
         # The state and the snapshot cache are long-lived; the session's objects are not.
@@ -329,7 +330,7 @@ class SessionLoop:
             state,
             result.pending,
             self._pending_texts,
-            whole_list=whole_pending,
+            restate=restate,
             max_cleared_bytes=self.settings.scheduler_max_message_bytes // 2,
         )
         change = pending.change
@@ -346,6 +347,8 @@ class SessionLoop:
             pending_digest=pending.digest,
             pending_base=change.base,
             pending_cleared=change.cleared,
+            pending_slice=change.slice,
+            pending_slices=change.slices,
         )
         events = [
             self.signer.sign(event)

@@ -12,10 +12,14 @@ in job order), and the fold reassembles them in part order.
 A big backlog leaves the same jobs pending with the same reasons session
 after session, so the reasons normally travel as the change from the newest
 session the input held (:func:`pending_change`): the jobs whose reasons are
-new or different, and the ids of the jobs no longer pending.  The whole list
-travels when there is no such session, when the change would be no smaller,
-and every :data:`WHOLE_PENDING_EVERY` sessions, which bounds how far back a
-reader of one session walks to rebuild its list.
+new or different, and the ids of the jobs no longer pending.  Each change also
+restates one slice of the list (:func:`pending_slice_of`): every pending job of
+that slice, changed or not.  The ``n``-th session of a term restates slice
+``n mod PENDING_SLICES``, so any :data:`PENDING_SLICES` consecutive sessions
+together restate every job: a reader of one session walks at most that many
+back to rebuild its list, and no session carries more than a slice of it
+besides its change.  The whole list travels on a term's first session, when
+there is no base, and when the change would be no smaller.
 
 Sizes are exact, not estimated: :func:`events.serde.encode` writes compact
 JSON, so a part's size is the size of the empty part plus each decision's
@@ -27,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -48,8 +53,8 @@ from projector.state import ClusterState
 from scheduler.service.errors import SessionTooLarge
 
 __all__ = [
+    "PENDING_SLICES",
     "SCHEDULER_SOURCE",
-    "WHOLE_PENDING_EVERY",
     "PendingChange",
     "PendingTexts",
     "SessionHeader",
@@ -57,6 +62,7 @@ __all__ = [
     "digest_pending",
     "pending_change",
     "pending_jobs",
+    "pending_slice_of",
     "session_events",
     "session_id_for",
     "session_pending",
@@ -65,8 +71,8 @@ __all__ = [
 SCHEDULER_SOURCE: Final = "tephra://scheduler"
 # The namespace of session ids (a fixed, arbitrary UUID owned by this module).
 _SESSION_NAMESPACE: Final = uuid.UUID("0b6c2f9e-4a51-4d7e-8f3a-2c9d5e1a7b60")
-#: One session in this many carries its whole pending list (the first of a term always does).
-WHOLE_PENDING_EVERY: Final = 64
+#: The slices a pending list is cut into: a change restates one of them (see the module).
+PENDING_SLICES: Final = 64
 
 
 class _HasCodeAndMessage(Protocol):
@@ -94,15 +100,27 @@ class SessionHeader:
     #: With a base: ``pending`` is the change from session ``pending_base``'s list (see the module).
     pending_base: str = ""
     pending_cleared: tuple[str, ...] = ()
+    #: With a base and ``pending_slices`` > 0: ``pending`` also restates slice ``pending_slice``.
+    pending_slice: int = 0
+    pending_slices: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class PendingChange:
-    """What a session carries of its pending list: the whole list (``base`` empty) or the change."""
+    """What a session carries of its pending list: the whole list (``base`` empty) or the change,
+    restating every entry of slice ``slice`` of ``slices`` (none when ``slices`` is 0)."""
 
     base: str
     pending: tuple[PendingJob, ...]
     cleared: tuple[str, ...]
+    slice: int = 0
+    slices: int = 0
+
+
+def pending_slice_of(job: str, slices: int) -> int:
+    """The slice of a pending list that ``job``'s entry belongs to: a stable hash (CRC-32 of the id's
+    UTF-8, the same in every process and release) modulo ``slices``."""
+    return zlib.crc32(job.encode()) % slices
 
 
 def session_id_for(cluster: str, epoch: int, counter: int) -> str:
@@ -155,19 +173,23 @@ def session_pending(
     reasons: Mapping[str, Sequence[_HasCodeAndMessage]],
     texts: PendingTexts,
     *,
-    whole_list: bool,
+    restate: int | None,
     max_cleared_bytes: int,
+    slices: int = PENDING_SLICES,
 ) -> SessionPending:
     """The core's pending ``reasons`` for a session on ``state``: the whole list (reusing the newest
     session's unchanged entries, see :func:`pending_jobs`), its digest, and what travels: the change
-    from the newest session's list, or the whole list when ``whole_list`` or no change applies."""
+    from the newest session's list restating slice ``restate`` of ``slices``, or the whole list when
+    ``restate`` is None or no change applies."""
     newest = next(reversed(state.sessions.values()), None)
     before = newest.pending if newest is not None and newest.pending is not None else ()
     whole = pending_jobs(reasons, reuse={p.job: p for p in before})
     change = pending_change(
         whole,
-        "" if newest is None or whole_list else newest.session_id,
-        None if newest is None or whole_list else newest.pending,
+        "" if newest is None or restate is None else newest.session_id,
+        None if newest is None or restate is None else newest.pending,
+        restate=restate or 0,
+        slices=slices,
         max_cleared_bytes=max_cleared_bytes,
     )
     return SessionPending(whole=whole, digest=texts.digest(whole), change=change)
@@ -178,9 +200,13 @@ def pending_change(
     base_id: str,
     base: Sequence[PendingJob] | None,
     *,
+    restate: int,
+    slices: int,
     max_cleared_bytes: int,
 ) -> PendingChange:
-    """The change from ``base`` (session ``base_id``'s whole list, None when unknown) to ``pending``.
+    """The change from ``base`` (session ``base_id``'s whole list, None when unknown) to ``pending``,
+    with every entry of slice ``restate`` of ``slices`` (:func:`pending_slice_of`) whether it
+    changed or not; ``slices`` 0: the change alone.
 
     The whole list instead when there is no base, when the change holds as many entries, or when
     its cleared ids would take more than ``max_cleared_bytes`` of the marker (they travel in it).
@@ -188,15 +214,22 @@ def pending_change(
     whole = PendingChange(base="", pending=pending, cleared=())
     if base is None or not base_id:
         return whole
+    if slices and not 0 <= restate < slices:
+        raise ValueError(f"slice {restate} is not one of {slices}")
     before = {p.job: p for p in base}
-    changed = tuple(p for p in pending if (b := before.get(p.job)) is not p and b != p)
+    changed = tuple(
+        p
+        for p in pending
+        if ((b := before.get(p.job)) is not p and b != p)
+        or (slices and pending_slice_of(p.job, slices) == restate)
+    )
     now = {p.job for p in pending}
     cleared = tuple(sorted(job for job in before if job not in now))
     if len(changed) + len(cleared) >= len(pending):
         return whole
     if sum(len(json.dumps(job)) + 1 for job in cleared) > max_cleared_bytes:
         return whole
-    return PendingChange(base=base_id, pending=changed, cleared=cleared)
+    return PendingChange(base=base_id, pending=changed, cleared=cleared, slice=restate, slices=slices)
 
 
 def digest_pending(pending: Sequence[PendingJob]) -> str:
@@ -317,6 +350,8 @@ def _marker(
             pending_digest=header.pending_digest,
             pending_base=header.pending_base,
             pending_cleared=list(header.pending_cleared),
+            pending_slice=header.pending_slice,
+            pending_slices=header.pending_slices,
         ),
     )
 

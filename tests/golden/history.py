@@ -55,6 +55,7 @@ from scheduler.core.config import DEFAULT_CONFIG
 from scheduler.core.session import SessionResult, run_session
 from scheduler.core.snapshot import snapshot_digest
 from scheduler.service.session_events import (
+    PENDING_SLICES,
     PendingTexts,
     SessionHeader,
     session_events,
@@ -166,6 +167,9 @@ class LiveRun:
     #: Publish pending reasons as the change from the newest session's list, as the live
     #: scheduler does (the golden archives keep the whole lists they were recorded with).
     pending_changes: bool = False
+    #: With ``pending_changes``: each change restates one slice of this many, as the live scheduler
+    #: does (0: the change alone, as archives recorded before slices hold).
+    pending_slices: int = PENDING_SLICES
     #: Rewrites a session's decisions before it is published: how the divergent
     #: golden log records a session that a different core would have decided.
     tamper: Callable[[int, list[Decision]], list[Decision]] | None = None
@@ -270,8 +274,9 @@ class LiveRun:
             self.state,
             result.pending,
             PendingTexts(),
-            whole_list=not self.pending_changes,
+            restate=self._restate(),
             max_cleared_bytes=self.max_message_bytes // 2,
+            slices=self.pending_slices,
         )
         change = pending.change
         input_seq = self.state.seq
@@ -290,6 +295,8 @@ class LiveRun:
             pending_digest=pending.digest,
             pending_base=change.base,
             pending_cleared=change.cleared,
+            pending_slice=change.slice,
+            pending_slices=change.slices,
         )
         for event in session_events(
             header, decisions, time=self._now, max_message_bytes=self.max_message_bytes
@@ -298,6 +305,12 @@ class LiveRun:
         self.sessions.append(session_id)
         self.results[session_id] = result
         return session_id
+
+    def _restate(self) -> int | None:
+        """The slice the next session's change restates; None: it publishes its whole list."""
+        if not self.pending_changes:
+            return None
+        return len(self.sessions) % self.pending_slices if self.pending_slices else 0
 
     # ------------------------------------------------------------------ the simulated cluster
 

@@ -14,17 +14,19 @@ from replay.archive import ArchivedEvent, recorded_sessions
 from replay.explain import timeline
 from replay.queries import explain_job, show_session, verify_archive
 from replay.store import open_archive
+from scheduler.service.session_events import PENDING_SLICES
 from tests.golden.archive import load_rows
 from tests.golden.history import LiveRun, gpu_node, job
 
 pytestmark = pytest.mark.integration
 
 
-def _backlog(*, pending_changes: bool, max_message_bytes: int) -> LiveRun:
+def _backlog(*, pending_changes: bool, max_message_bytes: int, slices: int = PENDING_SLICES) -> LiveRun:
     """Jobs wait behind a busy node session after session; one more joins them; the busy job
     finishes and the first of them takes its place (it leaves the list); a new node changes
-    every reason (the whole list travels again)."""
-    run = LiveRun(pending_changes=pending_changes, max_message_bytes=max_message_bytes)
+    every reason (the whole list travels again).  ``slices`` 0: changes restate no slice, as
+    archives written before slices existed hold them."""
+    run = LiveRun(pending_changes=pending_changes, max_message_bytes=max_message_bytes, pending_slices=slices)
     run.queue("research")
     run.node(gpu_node("n1", 8))
     run.submit(job("busy", queue="research", replicas=1, gpu=8))
@@ -76,9 +78,12 @@ def test_changes_assemble_to_the_whole_lists(max_message_bytes: int) -> None:
     assert [s.pending is None for s in changes.state.sessions.values()][-2:] == [True, False]
 
 
+@pytest.mark.parametrize("slices", [0, PENDING_SLICES])
 @pytest.mark.parametrize("target", ["ml/wait-0", "ml/wait-5", "ml/late"])
-async def test_explain_show_and_verify_read_changes_exactly(database_url: str, target: str) -> None:
-    changes = _backlog(pending_changes=True, max_message_bytes=1_000_000)
+async def test_explain_show_and_verify_read_changes_exactly(
+    database_url: str, target: str, slices: int
+) -> None:
+    changes = _backlog(pending_changes=True, max_message_bytes=1_000_000, slices=slices)
     whole = _backlog(pending_changes=False, max_message_bytes=1_000_000)
     await load_rows(database_url, [r.to_json() for r in changes.rows])
     async with open_archive(database_url) as reader:

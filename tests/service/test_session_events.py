@@ -14,6 +14,7 @@ from events.models import (
     PendingJob,
     PendingReason,
     SessionCommitted,
+    SessionCommittedData,
     SessionPart,
 )
 from events.serde import decode, encode
@@ -27,6 +28,7 @@ from scheduler.service.session_events import (
     digest_pending,
     pending_change,
     pending_jobs,
+    pending_slice_of,
     session_events,
     session_id_for,
 )
@@ -213,7 +215,7 @@ def _entries(**reasons: str) -> tuple[PendingJob, ...]:
 def test_a_change_names_the_entries_that_changed_and_the_jobs_that_left() -> None:
     base = _entries(a="0/3 nodes", b="0/3 nodes", c="0/3 nodes", d="0/3 nodes")
     now = _entries(a="0/3 nodes", b="0/4 nodes", d="0/3 nodes", e="0/3 nodes")
-    change = pending_change(now, "s1", base, max_cleared_bytes=1_000)
+    change = pending_change(now, "s1", base, restate=0, slices=0, max_cleared_bytes=1_000)
     assert change.base == "s1"
     assert [p.job for p in change.pending] == ["ns/b", "ns/e"]
     assert change.cleared == ("ns/c",)
@@ -221,14 +223,56 @@ def test_a_change_names_the_entries_that_changed_and_the_jobs_that_left() -> Non
 
 def test_the_whole_list_travels_without_a_base_when_no_smaller_or_when_the_cleared_ids_are_too_many() -> None:
     base = _entries(a="x", b="x", c="x")
-    assert pending_change(base, "", None, max_cleared_bytes=1_000).base == ""
+    assert pending_change(base, "", None, restate=0, slices=0, max_cleared_bytes=1_000).base == ""
     # Every entry changed: the change is no smaller than the list.
-    assert pending_change(_entries(a="y", b="y", c="y"), "s1", base, max_cleared_bytes=1_000).base == ""
+    assert (
+        pending_change(
+            _entries(a="y", b="y", c="y"), "s1", base, restate=0, slices=0, max_cleared_bytes=1_000
+        ).base
+        == ""
+    )
     # Two of three left the list: their ids would take more than the marker may give them.
     many = _entries(a="x", b="x", c="x", d="x", e="x")
-    change = pending_change(_entries(a="x", b="x", c="x"), "s1", many, max_cleared_bytes=8)
+    change = pending_change(
+        _entries(a="x", b="x", c="x"), "s1", many, restate=0, slices=0, max_cleared_bytes=8
+    )
     assert change.base == ""
     assert len(change.pending) == 3
+
+
+def test_a_change_restates_every_entry_of_its_slice_changed_or_not() -> None:
+    base = _entries(**dict.fromkeys("abcdefgh", "0/3 nodes"))
+    now = _entries(**dict.fromkeys("acdfghz", "0/3 nodes"), b="0/4 nodes")
+    # The slices are CRC-32 of the id modulo the count: the same in every process (not hash()).
+    assert [pending_slice_of(f"ns/{n}", 4) for n in "abcdefghz"] == [2, 0, 2, 1, 3, 1, 3, 2, 2]
+    change = pending_change(now, "s1", base, restate=2, slices=4, max_cleared_bytes=1_000)
+    assert (change.base, change.slice, change.slices) == ("s1", 2, 4)
+    # b changed, z is new (and slice 2's), e left; a, c and h are slice 2's, restated unchanged.
+    assert [p.job for p in change.pending] == ["ns/a", "ns/b", "ns/c", "ns/h", "ns/z"]
+    assert change.cleared == ("ns/e",)
+    assert pending_change(now, "s1", base, restate=3, slices=4, max_cleared_bytes=1_000).pending == (
+        now[1],
+        now[5],
+        now[7],
+    )
+    with pytest.raises(ValueError, match="slice 4 is not one of 4"):
+        pending_change(now, "s1", base, restate=4, slices=4, max_cleared_bytes=1_000)
+
+
+def test_a_restated_slice_needs_a_base_and_a_slice_below_the_count() -> None:
+    fields = {"session_id": "s2", "leader_epoch": 1, "input_seq": 3, "config_version": 0, "now": NOW}
+    fields |= {"input_digest": "sha256:0"}
+    data = SessionCommittedData(**fields, pending_base="s1", pending_slice=3, pending_slices=4)
+    assert '"pending_slice":3,"pending_slices":4' in data.model_dump_json()
+    # No slice restated: the members are left out, as before they existed.
+    assert "pending_slice" not in SessionCommittedData(**fields, pending_base="s1").model_dump_json()
+    for bad in (
+        {"pending_slice": 1, "pending_slices": 4},
+        {"pending_base": "s1", "pending_slice": 4, "pending_slices": 4},
+        {"pending_base": "s1", "pending_slice": 1},
+    ):
+        with pytest.raises(ValueError, match="pending_slice"):
+            SessionCommittedData(**fields, **bad)
 
 
 def test_entries_are_reused_unchanged_and_the_digest_is_the_whole_lists() -> None:
