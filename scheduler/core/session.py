@@ -207,7 +207,11 @@ def _not_evaluated(ssn: Session, job: JobState) -> Reason:
 def _phase(job: JobState, gang: bool) -> PodGroupPhase:
     """Volcano's PodGroup phase at session close (semantics.md §3.3)."""
     running = job.count(TaskStatus.RUNNING)
-    releasing_placed = sum(1 for t in job.tasks if t.status is TaskStatus.RELEASING and t.node >= 0)
+    releasing_placed = (
+        sum(1 for t in job.tasks if t.status is TaskStatus.RELEASING and t.node >= 0)
+        if job.count(TaskStatus.RELEASING)  # most jobs have none: no walk over their tasks
+        else 0
+    )
     scheduled = job.count(*SCHEDULED_STATUSES) + releasing_placed
     completed = job.count(TaskStatus.FAILED, TaskStatus.SUCCEEDED)
     unschedulable = False

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 from scheduler.core.framework import Session
@@ -178,6 +178,9 @@ def total_guarantee(queues: Iterable[QueueState]) -> dict[str, int]:
     return out
 
 
+# Memoised (a pure function of its arguments): a full queue's refusals repeat the same
+# few amounts in every pending job's reason, 100,000 texts at session close.
+@lru_cache(maxsize=4096, typed=True)
 def describe(value: Fraction | int, name: str) -> str:
     if isinstance(value, Fraction) and value.denominator != 1:
         return format_amount(name, float(value))
