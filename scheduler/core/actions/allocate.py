@@ -109,7 +109,10 @@ class AllocateAction:
             job = heap.pop()
             tasks, cursor = worksheets[job.uid]
             stmt = Statement(ssn)
-            if self._visit(ssn, index, job, tasks=tasks, cursor=cursor, stmt=stmt):
+            ready = self._visit(ssn, index, job, tasks=tasks, cursor=cursor, stmt=stmt)
+            # A visit that placed nothing (its queue refused the job) changed no allocation.
+            moved = len(stmt) > 0
+            if ready:
                 placed = len(stmt)
                 stmt.commit()
                 ssn.step(StatementClosed(self.name, job.uid, "committed", placed))
@@ -129,8 +132,8 @@ class AllocateAction:
                 )
                 ssn.step(StatementClosed(self.name, job.uid, "discarded", len(stmt)))
                 stmt.discard()
-            # The visit moved only this queue's allocation.
-            rotation.refresh(queue)
+            if moved:  # the visit moved only this queue's allocation
+                rotation.refresh(queue)
 
     def _visit(
         self,

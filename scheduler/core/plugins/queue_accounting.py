@@ -142,7 +142,8 @@ def build_attrs(ssn: Session) -> dict[str, QueueAttr]:
                 job.phase is PodGroupPhase.RUNNING and allocated_task_num(job) >= job.min_member
             ):
                 add_into(attr.inqueue, sub_positive(job.min_resources, job.allocated))
-        add_into(attr.elastic, sub_positive(job.allocated, job.min_resources or {}))
+        if job.allocated:  # nothing allocated has no elastic part (a backlog's pending jobs)
+            add_into(attr.elastic, sub_positive(job.allocated, job.min_resources or {}))
     return dict(sorted(attrs.items()))
 
 
