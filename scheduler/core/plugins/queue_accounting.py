@@ -179,10 +179,14 @@ def total_guarantee(queues: Iterable[QueueState]) -> dict[str, int]:
     return out
 
 
+def describe(value: Fraction | int, name: str) -> str:
+    return _describe(value, name)
+
+
 # Memoised (a pure function of its arguments): a full queue's refusals repeat the same
 # few amounts in every pending job's reason, 100,000 texts at session close.
 @lru_cache(maxsize=4096, typed=True)
-def describe(value: Fraction | int, name: str) -> str:
+def _describe(value: Fraction | int, name: str) -> str:
     if isinstance(value, Fraction) and value.denominator != 1:
         return format_amount(name, float(value))
     return format_amount(name, int(value))
