@@ -47,7 +47,7 @@ import numpy.typing as npt
 from scheduler.core.config import PluginOption, SchedulerConfig
 from scheduler.core.decisions import Bind, Decision
 from scheduler.core.reasons import Reason
-from scheduler.core.snapshot import ClusterSnapshot, PodGroupPhase, Task, TaskStatus
+from scheduler.core.snapshot import ClusterSnapshot, Job, PodGroupPhase, Task, TaskStatus
 from scheduler.core.state import (
     JobState,
     NodeTable,
@@ -261,6 +261,7 @@ class Session:
             job.tasks.clear()
         self.jobs.clear()
         self.tasks.clear()
+        self.snapshot_jobs.clear()
         self.reasons.clear()
         self.decisions.clear()
         self.trace.clear()
@@ -297,6 +298,8 @@ class Session:
         self.pod_terms: dict[str, Task] = {}
         # Job.uid is a property that formats a string: read once per job.
         by_uid = [(job.uid, job) for job in snapshot.jobs]
+        #: (uid, job) in the snapshot's order (the session's close lists phases in it).
+        self.snapshot_jobs: list[tuple[str, Job]] = list(by_uid)
         by_uid.sort(key=_first)
         for job_uid, job in by_uid:
             if job.queue not in self.queues:

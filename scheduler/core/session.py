@@ -114,10 +114,10 @@ def _close(ssn: Session, snapshot: ClusterSnapshot, allocated: dict[str, dict[st
     phases: dict[str, str] = {}
     # str() of a StrEnum member is its value; ``.value`` is a Python-level property
     # (enum.property), a function call per job in compiled code.
-    for job in snapshot.jobs:
-        phases[job.uid] = str(job.phase)
-    for uid, state in ssn.jobs.items():
-        phases[uid] = str(_phase(state, gang))
+    jobs = ssn.jobs
+    for uid, job in ssn.snapshot_jobs:  # the snapshot's order, each uid formatted once
+        state = jobs.get(uid)
+        phases[uid] = str(job.phase) if state is None else str(_phase(state, gang))
     pipelined = sorted(
         (
             t
