@@ -101,7 +101,7 @@ def run_session(
             ended()
     for plugin in plugins:
         plugin.on_session_close(ssn)
-    result = _close(ssn, snapshot, allocated)
+    result = _close(ssn, allocated)
     ssn.release()
     return result
 
@@ -109,7 +109,7 @@ def run_session(
 _PENDING: Final = str(PodGroupPhase.PENDING)
 
 
-def _close(ssn: Session, snapshot: ClusterSnapshot, allocated: dict[str, dict[str, int]]) -> SessionResult:
+def _close(ssn: Session, allocated: dict[str, dict[str, int]]) -> SessionResult:
     gang = PluginName.GANG in ssn.config.plugin_names()
     phases: dict[str, str] = {}
     # str() of a StrEnum member is its value; ``.value`` is a Python-level property
