@@ -180,16 +180,17 @@ def total_guarantee(queues: Iterable[QueueState]) -> dict[str, int]:
 
 
 def describe(value: Fraction | int, name: str) -> str:
-    return _describe(value, name)
-
-
-# Memoised (a pure function of its arguments): a full queue's refusals repeat the same
-# few amounts in every pending job's reason, 100,000 texts at session close.
-@lru_cache(maxsize=4096, typed=True)
-def _describe(value: Fraction | int, name: str) -> str:
     if isinstance(value, Fraction) and value.denominator != 1:
-        return format_amount(name, float(value))
-    return format_amount(name, int(value))
+        return _formatted(name, float(value))
+    return _formatted(name, int(value))
+
+
+# Memoised (a pure function of its arguments) on the plain number, which hashes at once where
+# a Fraction does not: a full queue's refusals repeat the same few amounts in every pending
+# job's reason, 100,000 texts at session close.
+@lru_cache(maxsize=4096, typed=True)
+def _formatted(name: str, amount: int | float) -> str:
+    return format_amount(name, amount)
 
 
 def on_task_change(attrs: Mapping[str, QueueAttr], task: TaskState, sign: int) -> QueueAttr | None:
