@@ -33,6 +33,7 @@ from projector.fold import apply
 from projector.heap import tune_gc
 from projector.state import ClusterState
 from scheduler.core.session import run_session
+from scheduler.service.heap import HeapGuard
 from scheduler.service.session_events import (
     PendingTexts,
     SessionHeader,
@@ -44,6 +45,7 @@ from scheduler.service.snapshot_cache import SnapshotCache
 from scheduler.snapshot_builder import config_in_force
 
 T = TypeVar("T")
+_HEAP = HeapGuard()  # the loop's collector policy
 Event = SessionPart | SessionCommitted
 _MAX_MESSAGE_BYTES = 1_048_576
 
@@ -61,9 +63,10 @@ def _compute(
     """Everything the scheduler's worker thread does for one session; its garbage is left behind."""
     now = datetime.now(UTC)
     snapshot, digest = _stage(times, "snapshot", lambda: cache.build(state))
-    gc.freeze()  # as scheduler.service.heap does before each session
+    _HEAP.before_session()  # as the scheduler's loop does (scheduler.service.heap)
     config, version = config_in_force(state)
-    result = _stage(times, "core", lambda: run_session(snapshot, config, now))
+    with _HEAP.paused():
+        result = _stage(times, "core", lambda: run_session(snapshot, config, now))
     pending = _stage(
         times,
         "pending",

@@ -50,6 +50,7 @@ from scheduler.core.reasons import Reason
 from scheduler.core.snapshot import (
     ClusterSnapshot,
     HyperNode,
+    Job,
     NetworkTopology,
     PodGroupPhase,
     Task,
@@ -269,7 +270,7 @@ class Session:
         self._deallocate_handlers: list[Callable[[TaskState], None]] = []
         self.predicate_reasons: list[PredicateReason] = [PredicateReason("", False)]
         self._reason_ids: dict[str, int] = {}
-        self.annotations: dict[str, dict[str, str]] = {}
+        self.annotations: dict[str, Mapping[str, str]] = {}
         #: queue -> dimension -> deserved amount, as the first quota plugin computed it
         #: (:meth:`set_deserved`); None while no plugin has.
         self.deserved: dict[str, dict[str, Fraction]] | None = None
@@ -291,6 +292,7 @@ class Session:
             job.tasks.clear()
         self.jobs.clear()
         self.tasks.clear()
+        self.snapshot_jobs.clear()
         self.reasons.clear()
         self.decisions.clear()
         self.trace.clear()
@@ -325,11 +327,16 @@ class Session:
         self.pod_labels: dict[str, Mapping[str, str]] = {}
         #: task uid -> the snapshot's task, for tasks with pod (anti-)affinity or spread constraints.
         self.pod_terms: dict[str, Task] = {}
-        for job in sorted(snapshot.jobs, key=lambda j: j.uid):
+        # Job.uid is a property that formats a string: read once per job.
+        by_uid = [(job.uid, job) for job in snapshot.jobs]
+        #: (uid, job) in the snapshot's order (the session's close lists phases in it).
+        self.snapshot_jobs: list[tuple[str, Job]] = list(by_uid)
+        by_uid.sort(key=_first)
+        for job_uid, job in by_uid:
             if job.queue not in self.queues:
-                self.orphans.append(job.uid)
+                self.orphans.append(job_uid)
                 self.explain(
-                    job.uid,
+                    job_uid,
                     Reason(
                         "queue-missing",
                         f"queue {job.queue} does not exist; Volcano ignores the job until it does",
@@ -337,10 +344,11 @@ class Session:
                     ),
                 )
                 continue
-            self.annotations[job.uid] = dict(job.annotations)
+            if job.annotations:  # read with .get(uid, {}); most jobs have none
+                self.annotations[job_uid] = job.annotations
             pc = classes.get(job.priority_class) if job.priority_class else None
             state = JobState(
-                uid=job.uid,
+                uid=job_uid,
                 namespace=job.namespace,
                 name=job.name,
                 queue=job.queue,
@@ -825,19 +833,20 @@ def _dimension_names(snapshot: ClusterSnapshot) -> set[str]:
     names: set[str] = {"cpu", "memory", "pods"}
     for node in snapshot.nodes:
         names.update(node.allocatable)
-    seen: set[int] = set()  # ids of resource maps already read (tasks often share one)
     for job in snapshot.jobs:
-        names.update(job.min_resources or {})
+        if job.min_resources:
+            names.update(job.min_resources)
         for task in job.tasks:
-            if id(task.resources) not in seen:
-                seen.add(id(task.resources))
+            # A task's request names a subset of its resource names (and ``pods``, already
+            # in): when all of those are known, building the request adds nothing.
+            if not names.issuperset(task.resources):
                 names.update(task.request)
     for queue in snapshot.queues:
         names.update(queue.capability, queue.deserved, queue.guarantee)
     return names
 
 
-def _first(pair: tuple[str, Task]) -> str:
+def _first(pair: tuple[str, object]) -> str:
     return pair[0]
 
 

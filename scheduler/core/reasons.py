@@ -84,6 +84,8 @@ class Reason:
 
 def rank(reasons: list[Reason]) -> tuple[Reason, ...]:
     """Order by code rank; stable for reasons of the same code."""
+    if len(reasons) < 2:  # most pending jobs have one reason: nothing to order
+        return tuple(reasons)
     return tuple(sorted(reasons, key=lambda r: _RANK.get(r.code, len(_RANK))))
 
 

@@ -101,7 +101,7 @@ def run_session(
             ended()
     for plugin in plugins:
         plugin.on_session_close(ssn)
-    result = _close(ssn, snapshot, allocated)
+    result = _close(ssn, allocated)
     ssn.release()
     return result
 
@@ -109,15 +109,15 @@ def run_session(
 _PENDING: Final = str(PodGroupPhase.PENDING)
 
 
-def _close(ssn: Session, snapshot: ClusterSnapshot, allocated: dict[str, dict[str, int]]) -> SessionResult:
+def _close(ssn: Session, allocated: dict[str, dict[str, int]]) -> SessionResult:
     gang = PluginName.GANG in ssn.config.plugin_names()
     phases: dict[str, str] = {}
     # str() of a StrEnum member is its value; ``.value`` is a Python-level property
     # (enum.property), a function call per job in compiled code.
-    for job in snapshot.jobs:
-        phases[job.uid] = str(job.phase)
-    for uid, state in ssn.jobs.items():
-        phases[uid] = str(_phase(state, gang))
+    jobs = ssn.jobs
+    for uid, job in ssn.snapshot_jobs:  # the snapshot's order, each uid formatted once
+        state = jobs.get(uid)
+        phases[uid] = str(job.phase) if state is None else str(_phase(state, gang))
     pipelined = sorted(
         (
             t
@@ -207,7 +207,11 @@ def _not_evaluated(ssn: Session, job: JobState) -> Reason:
 def _phase(job: JobState, gang: bool) -> PodGroupPhase:
     """Volcano's PodGroup phase at session close (semantics.md §3.3)."""
     running = job.count(TaskStatus.RUNNING)
-    releasing_placed = sum(1 for t in job.tasks if t.status is TaskStatus.RELEASING and t.node >= 0)
+    releasing_placed = (
+        sum(1 for t in job.tasks if t.status is TaskStatus.RELEASING and t.node >= 0)
+        if job.count(TaskStatus.RELEASING)  # most jobs have none: no walk over their tasks
+        else 0
+    )
     scheduled = job.count(*SCHEDULED_STATUSES) + releasing_placed
     completed = job.count(TaskStatus.FAILED, TaskStatus.SUCCEEDED)
     unschedulable = False

@@ -306,6 +306,11 @@ class JobState:
     _valid: int = 0
     #: position in (created, uid) order among the session's jobs (Session._build).
     rank: int = 0
+    #: ``min_task_member`` as sorted pairs, their total, and whether the per-role minimums
+    #: apply: fixed for the session (the map is never changed), read at every job visit.
+    _roles: tuple[tuple[str, int], ...] = ()
+    _task_min_total: int = 0
+    _roles_check: bool = False
 
     # Spelled out: one JobState per job of the snapshot (see scheduler/core/trace.py).
     def __init__(
@@ -343,6 +348,9 @@ class JobState:
         self._ready = 0
         self._valid = 0
         self.rank = 0
+        self._roles = tuple(sorted(min_task_member.items()))
+        self._task_min_total = sum(min_task_member.values())
+        self._roles_check = bool(min_task_member) and min_member >= self._task_min_total
 
     # ---------------------------------------------------------------- bookkeeping
 
@@ -401,7 +409,10 @@ class JobState:
 
     def count(self, *statuses: TaskStatus) -> int:
         counts = self.counts
-        return sum(counts[_STATUS_CODE[s]] for s in statuses)
+        total = 0
+        for status in statuses:  # a plain loop: this runs for every job at session close
+            total += counts[_STATUS_CODE[status]]
+        return total
 
     def role_count(self, role: str, statuses: Iterable[TaskStatus]) -> int:
         per_role = self.role_counts.get(role)
@@ -432,20 +443,19 @@ class JobState:
 
     @property
     def task_min_total(self) -> int:
-        return sum(self.min_task_member.values())
+        return self._task_min_total
 
     def _roles_apply(self) -> bool:
         # Volcano checks per-role minimums only when minMember covers them all.
-        return bool(self.min_task_member) and self.min_member >= self.task_min_total
+        return self._roles_check
 
     def check_task_valid(self) -> bool:
-        if not self._roles_apply():
+        if not self._roles_check:
             return True
-        return all(
-            self._role_total(role, _VALID_CODES) >= need
-            for role, need in sorted(self.min_task_member.items())
-            if need > 0
-        )
+        for role, need in self._roles:
+            if need > 0 and self._role_total(role, _VALID_CODES) < need:
+                return False
+        return True
 
     def _role_total(self, role: str, codes: tuple[int, ...]) -> int:
         """:meth:`role_count` of the statuses with these codes."""
@@ -458,10 +468,11 @@ class JobState:
         return total
 
     def _check_roles(self, codes: tuple[int, ...]) -> bool:
-        if not self._roles_apply():
+        if not self._roles_check:
             return True
-        for role, need in sorted(self.min_task_member.items()):
-            have = self._role_total(role, codes) + self.role_pending_best_effort.get(role, 0)
+        best_effort = self.role_pending_best_effort
+        for role, need in self._roles:
+            have = self._role_total(role, codes) + best_effort.get(role, 0)
             if have < need:
                 return False
         return True

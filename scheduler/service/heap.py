@@ -14,6 +14,11 @@ So, per session:
   (the state just read, the caches) moves to the permanent generation, which
   the collector does not walk; collections during the session see only the
   session's own objects;
+* :meth:`HeapGuard.paused` — the collector is off while the core runs: the
+  session builds ~6 objects per pending job (its working state, reasons,
+  trace) and the young generations' collections walked them again and again
+  for nothing (measured at 100k pending jobs: 0.6 s of a 5 s core); nearly
+  all of it is acyclic, and what is cyclic :meth:`after_session` frees;
 * :meth:`HeapGuard.after_session` — ``gc.collect()`` once the session is
   published, while the projector applies it: it walks only what was
   allocated since the freeze and frees the session's reference cycles, so
@@ -35,6 +40,8 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 __all__ = ["HeapGuard"]
 
@@ -50,6 +57,18 @@ class HeapGuard:
     def before_session(self) -> None:
         if self.enabled:
             gc.freeze()
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """The collector off for the block (when it was on), back on however the block ends."""
+        if not self.enabled or not gc.isenabled():
+            yield
+            return
+        gc.disable()
+        try:
+            yield
+        finally:
+            gc.enable()
 
     def after_session(self) -> None:
         if not self.enabled:

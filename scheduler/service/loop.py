@@ -324,7 +324,8 @@ class SessionLoop:
             start = time.time_ns()
             return lambda: actions.append((action, start, time.time_ns()))
 
-        result = run_session(snapshot, config, now, logic_flags=self.logic_flags, observe_action=timed)
+        with self.heap.paused():
+            result = run_session(snapshot, config, now, logic_flags=self.logic_flags, observe_action=timed)
         decisions = tuple(result.events())
         pending = session_pending(
             state,

@@ -58,8 +58,8 @@ class SchedulerSettings(BaseSettings):
     )
     scheduler_freeze_heap: bool = Field(
         default=True,
-        description="freeze the long-lived heap out of the collector before each session"
-        " (scheduler.service.heap)",
+        description="freeze the long-lived heap out of the collector before each session and pause"
+        " the collector while the core runs (scheduler.service.heap)",
     )
 
     scheduler_kafka_username: str = Field(

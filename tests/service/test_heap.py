@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import weakref
 
+import pytest
+
 from scheduler.service.heap import HeapGuard
 from tests.cycles import Node, cycle
 
@@ -50,3 +52,26 @@ def test_disabled_it_leaves_the_collector_alone() -> None:
     guard.after_session()
     guard.thaw()
     assert gc.get_freeze_count() == 0
+
+
+def test_the_collector_is_paused_while_the_core_runs_and_back_on_however_it_ends() -> None:
+    guard = HeapGuard()
+    assert gc.isenabled()
+    with guard.paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), guard.paused():
+        raise RuntimeError("the core failed")
+    assert gc.isenabled()
+
+
+def test_a_disabled_guard_or_a_collector_already_off_is_left_as_it_was() -> None:
+    with HeapGuard(enabled=False).paused():
+        assert gc.isenabled()
+    gc.disable()
+    try:
+        with HeapGuard().paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -30,7 +30,7 @@ import numpy.typing as npt
 from scheduler.core.actions.common import JobHeap, QueueRotation
 from scheduler.core.actions.hypernode_allocate import visit_in_hypernodes
 from scheduler.core.config import ActionName
-from scheduler.core.framework import Session
+from scheduler.core.framework import Session, SortKey
 from scheduler.core.hypernodes import CLUSTER_TOP
 from scheduler.core.placement import PlacementIndex
 from scheduler.core.reasons import Reason
@@ -84,27 +84,9 @@ def gang_reason(job: JobState) -> Reason:
 class AllocateAction:
     name = ActionName.ALLOCATE
 
-    def execute(self, ssn: Session) -> None:  # noqa: PLR0912 - Volcano's loop, phases kept in one place
+    def execute(self, ssn: Session) -> None:
         index = ssn.placement
-        enqueue_configured = ActionName.ENQUEUE in ssn.config.actions
-        heaps: dict[str, JobHeap] = {}
-        worksheets: dict[str, tuple[list[TaskState], list[int]]] = {}
-        for job in ssn.jobs.values():
-            if job.phase is PodGroupPhase.PENDING:
-                if enqueue_configured:
-                    continue
-                ssn.set_phase(job, PodGroupPhase.INQUEUE)
-            invalid = ssn.job_valid(job)
-            if invalid is not None:
-                ssn.explain(job.uid, invalid)
-                ssn.step(JobSkipped(self.name, job.uid, invalid.code, invalid.message))
-                continue
-            tasks = [t for t in job.tasks if t.placeable and not t.best_effort]
-            if not tasks:
-                continue
-            tasks.sort(key=ssn.task_key)
-            worksheets[job.uid] = (tasks, [0])
-            heaps.setdefault(job.queue, JobHeap(ssn)).push(job)
+        heaps, worksheets = self._queued(ssn)
         rotation = QueueRotation(ssn, [ssn.queues[name] for name in sorted(heaps)], cache_keys=True)
         while rotation:
             queue = rotation.best()
@@ -120,7 +102,10 @@ class AllocateAction:
             job = heap.pop()
             tasks, cursor = worksheets[job.uid]
             stmt = Statement(ssn)
-            if self._visit_job(ssn, index, job, tasks=tasks, cursor=cursor, stmt=stmt):
+            ready = self._visit_job(ssn, index, job, tasks=tasks, cursor=cursor, stmt=stmt)
+            # A visit that placed nothing (its queue refused the job) changed no allocation.
+            moved = len(stmt) > 0
+            if ready:
                 placed = len(stmt)
                 stmt.commit()
                 ssn.step(StatementClosed(self.name, job.uid, "committed", placed))
@@ -140,8 +125,33 @@ class AllocateAction:
                 )
                 ssn.step(StatementClosed(self.name, job.uid, "discarded", len(stmt)))
                 stmt.discard()
-            # The visit moved only this queue's allocation.
-            rotation.refresh(queue)
+            if moved:  # the visit moved only this queue's allocation
+                rotation.refresh(queue)
+
+    def _queued(
+        self, ssn: Session
+    ) -> tuple[dict[str, JobHeap], dict[str, tuple[list[TaskState], list[int]]]]:
+        """Step 1: each queue's heap of the jobs to visit, and each job's sorted tasks with a cursor."""
+        enqueue_configured = ActionName.ENQUEUE in ssn.config.actions
+        waiting: dict[str, list[tuple[SortKey, JobState]]] = {}
+        worksheets: dict[str, tuple[list[TaskState], list[int]]] = {}
+        for job in ssn.jobs.values():
+            if job.phase is PodGroupPhase.PENDING:
+                if enqueue_configured:
+                    continue
+                ssn.set_phase(job, PodGroupPhase.INQUEUE)
+            invalid = ssn.job_valid(job)
+            if invalid is not None:
+                ssn.explain(job.uid, invalid)
+                ssn.step(JobSkipped(self.name, job.uid, invalid.code, invalid.message))
+                continue
+            tasks = [t for t in job.tasks if t.placeable and not t.best_effort]
+            if not tasks:
+                continue
+            tasks.sort(key=ssn.task_key)
+            worksheets[job.uid] = (tasks, [0])
+            waiting.setdefault(job.queue, []).append((ssn.job_key(job), job))
+        return {name: JobHeap(ssn, keyed) for name, keyed in waiting.items()}, worksheets
 
     def _visit_job(
         self,

@@ -27,7 +27,10 @@ class BackfillAction:
         jobs = [
             j
             for j in ssn.jobs.values()
-            if j.phase is not PodGroupPhase.PENDING and any(t.best_effort and t.placeable for t in j.tasks)
+            # pending_best_effort counts the Pending BestEffort tasks: no walk for jobs with none.
+            if j.phase is not PodGroupPhase.PENDING
+            and j.pending_best_effort
+            and any(t.best_effort and t.placeable for t in j.tasks)
         ]
         if not jobs:
             return

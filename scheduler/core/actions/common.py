@@ -17,9 +17,12 @@ class JobHeap:
     job's state changes, so keys of jobs waiting in the heap stay current.
     """
 
-    def __init__(self, ssn: Session) -> None:
+    def __init__(self, ssn: Session, keyed: list[tuple[SortKey, JobState]] | None = None) -> None:
+        """``keyed``: the first jobs with their keys, heapified at once (one push each costs
+        log n comparisons; keys end in the job's unique rank, so pops come in the same order)."""
         self.ssn = ssn
-        self._heap: list[tuple[SortKey, JobState]] = []
+        self._heap: list[tuple[SortKey, JobState]] = keyed if keyed is not None else []
+        heapq.heapify(self._heap)
 
     def push(self, job: JobState) -> None:
         heapq.heappush(self._heap, (self.ssn.job_key(job), job))

@@ -35,7 +35,9 @@ class DrfPlugin(PluginBase):
         self.total = dict(ssn.total)
         self._capacities = tuple((n, self.total[n]) for n in sorted(self.total) if self.total[n] > 0)
         self.shares: dict[str, float] = {
-            uid: _share(job.allocated, self.total) for uid, job in ssn.jobs.items()
+            # Nothing allocated is a share of 0.0 (most of a backlog): no walk of the dimensions.
+            uid: _share(job.allocated, self.total) if job.allocated else 0.0
+            for uid, job in ssn.jobs.items()
         }
         ssn.add_job_order(self, self._job_key)
         ssn.add_preemptable(self, self._victims)

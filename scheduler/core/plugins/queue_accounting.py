@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 from scheduler.core.framework import Session
@@ -142,7 +142,8 @@ def build_attrs(ssn: Session) -> dict[str, QueueAttr]:
                 job.phase is PodGroupPhase.RUNNING and allocated_task_num(job) >= job.min_member
             ):
                 add_into(attr.inqueue, sub_positive(job.min_resources, job.allocated))
-        add_into(attr.elastic, sub_positive(job.allocated, job.min_resources or {}))
+        if job.allocated:  # nothing allocated has no elastic part (a backlog's pending jobs)
+            add_into(attr.elastic, sub_positive(job.allocated, job.min_resources or {}))
     return dict(sorted(attrs.items()))
 
 
@@ -180,8 +181,16 @@ def total_guarantee(queues: Iterable[QueueState]) -> dict[str, int]:
 
 def describe(value: Fraction | int, name: str) -> str:
     if isinstance(value, Fraction) and value.denominator != 1:
-        return format_amount(name, float(value))
-    return format_amount(name, int(value))
+        return _formatted(name, float(value))
+    return _formatted(name, int(value))
+
+
+# Memoised (a pure function of its arguments) on the plain number, which hashes at once where
+# a Fraction does not: a full queue's refusals repeat the same few amounts in every pending
+# job's reason, 100,000 texts at session close.
+@lru_cache(maxsize=4096, typed=True)
+def _formatted(name: str, amount: int | float) -> str:
+    return format_amount(name, amount)
 
 
 def on_task_change(attrs: Mapping[str, QueueAttr], task: TaskState, sign: int) -> QueueAttr | None:
