@@ -131,7 +131,6 @@ states from one archive.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, TypeAlias, assert_never
@@ -718,7 +717,7 @@ def _supersede(state: ClusterState, earlier: JobState, touched: list[tuple[str, 
     touched.append(("new_job", earlier.id))
 
 
-def _misnamed(job_id: str, specs: Sequence[TaskSpec]) -> FoldOutcome | None:
+def _misnamed(job_id: str, specs: list[TaskSpec]) -> FoldOutcome | None:
     """``pod-names-mismatch`` when a spec names its pods but not one name per replica."""
     misnamed = next((s for s in specs if s.pod_names and len(s.pod_names) != s.replicas), None)
     if misnamed is None:
@@ -730,7 +729,7 @@ def _misnamed(job_id: str, specs: Sequence[TaskSpec]) -> FoldOutcome | None:
     )
 
 
-def _pod_ids(namespace: str, name: str, specs: Sequence[TaskSpec]) -> list[list[tuple[int, str]]]:
+def _pod_ids(namespace: str, name: str, specs: list[TaskSpec]) -> list[list[tuple[int, str]]]:
     """(index, task id) of every pod, per spec: the pod's own name when the spec lists them."""
     return [
         [
