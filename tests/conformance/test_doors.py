@@ -50,8 +50,6 @@ SUBMIT_REFUSES: dict[str, tuple[str, str]] = {
     # admission refuses a pod whose priority is not its PriorityClass's value, and so does submit.
     "PRE-07": ("spec.priority", "pods give spec.priority without a PriorityClass of that value"),
     "SEED-04": ("spec.priority", "pods give spec.priority without a PriorityClass of that value"),
-    # The simulator holds gated pods back; a submission has no event that could lift a gate.
-    "FID-05": ("spec.schedulingGates", "pods carry schedulingGates, which nothing submitted can remove"),
 }
 
 
