@@ -288,9 +288,8 @@ def _task(
 
 
 def _has_pod_terms(spec: TaskSpec) -> bool:
-    return bool(
-        spec.labels or spec.pod_affinity or spec.pod_anti_affinity or spec.topology_spread or spec.scheduling_gates
-    )
+    terms = spec.labels or spec.pod_affinity or spec.pod_anti_affinity or spec.topology_spread
+    return bool(terms or spec.scheduling_gates)
 
 
 def _gates(spec: TaskSpec | None) -> tuple[str, ...]:
