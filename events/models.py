@@ -356,6 +356,14 @@ class TaskSpec(EventData):
         default_factory=list, exclude_if=lambda v: not v
     )
 
+    @field_validator("scheduling_gates")
+    @classmethod
+    def _unique_gates(cls, value: list[str]) -> list[str]:
+        # As Kubernetes' API validation: a gate is named once (removing it must lift it).
+        if len(set(value)) != len(value):
+            raise ValueError("scheduling_gates must name each gate once")
+        return value
+
 
 class NetworkTopologySpec(EventData):
     """A job's ``spec.networkTopology``: keep the gang inside one HyperNode of tier <=
