@@ -23,9 +23,9 @@ kind is read by the shared manifest model (:mod:`scheduler.manifest`, which
 ==============================================  =======================
 
 What is particular to a submission stays here: the annotations' size limit and
-the simulated runtime, the names the projector would refuse, and refusing what
-no later event could undo (``schedulingGates``, a Pod's hand-set
-``spec.priority``).
+the simulated runtime, the names the projector would refuse, refusing what
+no later event could undo (a Pod's hand-set ``spec.priority``), and warning
+that ``schedulingGates`` (kept and honoured) are removed by nothing in Tephra yet.
 
 A VolcanoJob's ``spec.networkTopology`` and HyperNode documents are read by
 :mod:`scheduler.topology_spec`, as ``tephra simulate`` reads them.
@@ -428,14 +428,14 @@ def _volcano_job(
 
 
 def _pod_fields(doc: _Doc, pod: PodSpecManifest, pod_path: str) -> dict[str, Any]:
-    """The TaskSpec fields a pod spec gives (read by the shared model); gates are refused."""
+    """The TaskSpec fields a pod spec gives (read by the shared model); gates are kept, with a warning."""
     if pod.scheduling_gates:
-        # Honoured by `tephra simulate`; here no event could ever remove a gate, so the pods
-        # would wait for ever: refused rather than accepted and never scheduled.
-        doc.fail(
+        # Honoured as Kubernetes does (and `tephra simulate`): a gated pod waits until a
+        # controller removes its gates.  Nothing in Tephra removes one yet, so say so.
+        doc.warn(
             f"{pod_path}.schedulingGates",
-            "not supported by tephra submit (nothing can remove a gate, so the pods would never "
-            "be scheduled); remove them",
+            "the pods are not placed while they have gates (reason scheduling-gated), and nothing "
+            "in Tephra removes a gate yet: the job waits until it is cancelled",
         )
     return {
         # resources as quantity strings: an integer given to the model is read as a quantity
@@ -448,6 +448,7 @@ def _pod_fields(doc: _Doc, pod: PodSpecManifest, pod_path: str) -> dict[str, Any
         "pod_affinity": list(pod.pod_affinity),
         "pod_anti_affinity": list(pod.pod_anti_affinity),
         "topology_spread": list(pod.topology_spread),
+        "scheduling_gates": list(pod.scheduling_gates),
     }
 
 

@@ -321,7 +321,8 @@ class TaskSpec(EventData):
     ``labels``, ``pod_affinity``, ``pod_anti_affinity`` and ``topology_spread`` were added
     later: left out while empty, so a spec without them serialises as before they existed.
     So were ``pod_names``, ``role`` and ``inherits_job_priority_class``, which let a
-    PodGroup's own pods be submitted as they are (a VolcanoJob's never need them).
+    PodGroup's own pods be submitted as they are (a VolcanoJob's never need them), and
+    ``scheduling_gates``.
     """
 
     name: str = Field(min_length=1)
@@ -349,6 +350,19 @@ class TaskSpec(EventData):
     #: Whether pods without their own PriorityClass take the job's, as Volcano's job
     #: controller copies it onto a VolcanoJob's pods; a PodGroup's pods keep their own.
     inherits_job_priority_class: bool = Field(default=True, exclude_if=lambda v: v)
+    #: The pods' ``schedulingGates`` names, in order: while any remains a pod is not placed
+    #: (reason ``scheduling-gated``).  Added later, left out while empty.
+    scheduling_gates: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, exclude_if=lambda v: not v
+    )
+
+    @field_validator("scheduling_gates")
+    @classmethod
+    def _unique_gates(cls, value: list[str]) -> list[str]:
+        # As Kubernetes' API validation: a gate is named once (removing it must lift it).
+        if len(set(value)) != len(value):
+            raise ValueError("scheduling_gates must name each gate once")
+        return value
 
 
 class NetworkTopologySpec(EventData):

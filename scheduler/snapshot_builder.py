@@ -181,7 +181,7 @@ def job_snapshot(state: ClusterState, job: JobState, default_class: PriorityClas
     """
     terminal = job.phase in TERMINAL_JOB_PHASES
     classes = state.priority_classes
-    # Only specs with pod-level fields (labels, pod affinity, spread): most jobs have none.
+    # Only specs with pod-level fields (labels, pod affinity, spread, gates): most jobs have none.
     specs = {s.name: s for s in job.task_specs if _has_pod_terms(s)}
     # A PodGroup's pods may carry a role other than their spec's name (most jobs: none do).
     roles = {s.name: s.role for s in job.task_specs if s.role is not None}
@@ -283,11 +283,18 @@ def _task(
         pod_affinity=affinity,
         pod_anti_affinity=anti_affinity,
         topology_spread=spread,
+        scheduling_gates=_gates(specs.get(task.role)),
     )
 
 
 def _has_pod_terms(spec: TaskSpec) -> bool:
-    return bool(spec.labels or spec.pod_affinity or spec.pod_anti_affinity or spec.topology_spread)
+    terms = spec.labels or spec.pod_affinity or spec.pod_anti_affinity or spec.topology_spread
+    return bool(terms or spec.scheduling_gates)
+
+
+def _gates(spec: TaskSpec | None) -> tuple[str, ...]:
+    """The pod's ``schedulingGates``, as ``tephra simulate`` gives them: not placed while any remain."""
+    return () if spec is None else tuple(spec.scheduling_gates)
 
 
 #: A task's labels, required pod affinity and anti-affinity terms, and spread constraints.

@@ -85,6 +85,13 @@ async def submit(endpoints: Endpoints, text: str) -> None:
 PHASE = "SELECT phase FROM jobs WHERE id = $1"
 
 
+async def set_up(endpoints: Endpoints, conn: asyncpg.Connection, *nodes: str) -> None:
+    """SETUP and ``nodes``, submitted and projected (the configuration too)."""
+    await submit(endpoints, "---\n".join([SETUP, *(NODE.format(name=n) for n in nodes)]))
+    await wait_for(conn, "SELECT count(*) FROM nodes", len(nodes))
+    await wait_for(conn, "SELECT config_version FROM projection_meta", 1)
+
+
 async def wait_left_pending(conn: asyncpg.Connection, job: str, sessions: int, within: float = 30) -> None:
     """Until at least ``sessions`` archived sessions left ``job`` pending with a reason: their whole
     pending lists as replay reads them (a session may record only the change from the one before)."""
@@ -109,11 +116,7 @@ async def test_gang_waits_with_a_reason_binds_after_new_capacity_and_a_higher_pr
     async with live_stack(endpoints):
         conn = await asyncpg.connect(database_url)
         try:
-            await submit(
-                endpoints, SETUP + "---\n" + NODE.format(name="n1") + "---\n" + NODE.format(name="n2")
-            )
-            await wait_for(conn, "SELECT count(*) FROM nodes", 2)
-            await wait_for(conn, "SELECT config_version FROM projection_meta", 1)
+            await set_up(endpoints, conn, "n1", "n2")
 
             # 3 x 3 GPU as one gang on 2 x 4 GPU: it cannot fit, and stays Pending with a reason...
             await submit(endpoints, vcjob("gang", replicas=3, gpu=3, priority="low"))
@@ -197,3 +200,50 @@ async def _assert_every_decision_is_archived_and_executed_once(conn: asyncpg.Con
         assert row["started"] <= row["bound"], dict(row)
         assert row["stopped"] <= row["evicted"], dict(row)
     assert await conn.fetchval("SELECT count(*) FROM rejected_events") == 0
+
+
+GATED = """\
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: gated}
+spec:
+  minAvailable: 1
+  tasks:
+    - name: worker
+      replicas: 1
+      template:
+        spec:
+          schedulingGates: [{name: example.com/quota-check}]
+          containers: [{name: c, resources: {requests: {cpu: "1"}}}]
+"""
+
+
+async def test_a_submitted_gated_job_stays_pending_with_scheduling_gated(
+    kafka_bootstrap: str, database_url: str, topics: Topics
+) -> None:
+    endpoints = Endpoints(kafka_bootstrap, database_url, topics, "default")
+    async with live_stack(endpoints):
+        conn = await asyncpg.connect(database_url)
+        try:
+            await set_up(endpoints, conn, "n1")
+            await submit(endpoints, GATED)
+            # An ungated job submitted after it runs: the scheduler has seen the gated one.
+            await submit(endpoints, vcjob("open", replicas=1, gpu=0, priority="low"))
+            await wait_for(conn, PHASE, "Running", "default/open")
+            await wait_left_pending(conn, "default/gated", 1)
+            archived = [row async for row in ArchiveReader(conn).rows()]
+            codes = {
+                r.code
+                for s in recorded_sessions(archived)
+                for p in s.data.pending
+                if p.job == "default/gated"
+                for r in p.reasons
+            }
+            assert "scheduling-gated" in codes, codes
+            # Admitted by enqueue as Volcano admits it (Inqueue), but its pod is not placed.
+            assert await conn.fetchval(PHASE, "default/gated") in ("Pending", "Inqueue")
+            statuses = await conn.fetch("SELECT status FROM tasks WHERE job_id = 'default/gated'")
+            assert [r["status"] for r in statuses] == ["Pending"]
+            assert await conn.fetchval("SELECT count(*) FROM bindings WHERE job_id = 'default/gated'") == 0
+        finally:
+            await conn.close()

@@ -123,6 +123,33 @@ def test_cluster_state_in_the_documents_is_warned_about_by_path() -> None:
     assert warned == [(1, "status.phase"), (2, "spec.nodeName"), (2, "status.phase")]
 
 
+def test_gated_pods_are_kept_gated_through_the_fold_and_the_snapshot_with_a_warning_each() -> None:
+    gated = "containers:", "schedulingGates: [{name: example.com/quota}]\n  containers:"
+    # The running pod made pending: a gated pod cannot have been placed.
+    group = GROUP.replace("  nodeName: n1\n", "").replace("status: {phase: Running}\n", "")
+    text = group.replace(*gated) + "---\n" + LONE.replace(*gated)
+    parsed = parse(text)
+    gate_warnings = [(w.document, w.field) for w in parsed.warnings if "gate" in w.message]
+    assert gate_warnings == [
+        (2, "spec.schedulingGates"),
+        (3, "spec.schedulingGates"),
+        (4, "spec.schedulingGates"),
+    ]
+    state = ClusterState()
+    for seq, event in enumerate(parsed.events, start=1):
+        assert apply(state, seq, event).invalid is None
+    gates = {t.uid: t.scheduling_gates for j in build_snapshot(state).jobs for t in j.tasks}
+    assert gates == {
+        "ml/ps-a": ("example.com/quota",),
+        "ml/worker-b": ("example.com/quota",),
+        "ml/solo": ("example.com/quota",),
+    }
+    # A restarted projector reads the specs back from their JSON form with the gates.
+    for job_id in ("ml/train", "ml/solo"):
+        job = job_from_json(job_to_json(state.jobs[job_id]))
+        assert [s.scheduling_gates for s in job.task_specs] == [["example.com/quota"]] * len(job.task_specs)
+
+
 def test_a_bare_pod_is_a_one_pod_gang_in_its_annotated_queue() -> None:
     [obj] = parse(LONE).objects
     assert obj.ref == "job/ml/solo"

@@ -82,6 +82,23 @@ def test_the_seed_demo_training_job_becomes_one_job_submitted_with_requests_from
     assert parsed.warnings == ()
 
 
+def test_scheduling_gates_travel_in_the_event_with_a_warning_that_nothing_removes_them() -> None:
+    parsed = parse(DEMO_TRAINING.replace("restartPolicy: Never", "schedulingGates: [{name: b}, {name: a}]"))
+    [obj] = parsed.objects
+    assert isinstance(obj.event, JobSubmitted)
+    [task] = obj.event.data.tasks
+    assert task.scheduling_gates == ["b", "a"]
+    assert task.model_dump(mode="json")["scheduling_gates"] == ["b", "a"]
+    [warning] = parsed.warnings
+    assert (warning.document, warning.field) == (1, "spec.tasks[0].template.spec.schedulingGates")
+    assert "nothing in Tephra removes a gate" in warning.message
+    assert "until it is cancelled" in warning.message
+    # Without gates the field is left out: events written before it keep their bytes.
+    [plain] = parse(DEMO_TRAINING).objects
+    assert isinstance(plain.event, JobSubmitted)
+    assert "scheduling_gates" not in plain.event.data.tasks[0].model_dump(mode="json")
+
+
 def test_vcjob_defaults_queue_task_names_and_min_available() -> None:
     [obj] = parse(
         """
@@ -415,11 +432,6 @@ def test_the_conformance_seed_documents_parse(tmp_path: Path) -> None:
             "spec.tiers[0].plugins[0].enableTeleport: unknown plugin option",
         ),
         ("a: [unclosed\n", "jobs.yaml, document 1: (yaml): not valid YAML"),
-        (
-            DEMO_TRAINING.replace("restartPolicy: Never", "schedulingGates: [{name: g}]"),
-            "jobs.yaml, document 1 (Job default/demo-training): spec.tasks[0].template.spec.schedulingGates: "
-            "not supported by tephra submit",
-        ),
         (
             DEMO_TRAINING.replace(
                 "restartPolicy: Never",

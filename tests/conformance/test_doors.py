@@ -36,6 +36,8 @@ import yaml
 from api.manifests import InvalidManifests, Manifests, parse_manifests
 from projector.fold import apply
 from projector.state import ClusterState
+from scheduler.core.decisions import Bind
+from scheduler.core.session import run_session
 from scheduler.core.snapshot import ClusterSnapshot, Job, PodGroupPhase, TaskStatus
 from scheduler.scenario import load_scenario
 from scheduler.service.default_queue import default_queue_event
@@ -50,8 +52,6 @@ SUBMIT_REFUSES: dict[str, tuple[str, str]] = {
     # admission refuses a pod whose priority is not its PriorityClass's value, and so does submit.
     "PRE-07": ("spec.priority", "pods give spec.priority without a PriorityClass of that value"),
     "SEED-04": ("spec.priority", "pods give spec.priority without a PriorityClass of that value"),
-    # The simulator holds gated pods back; a submission has no event that could lift a gate.
-    "FID-05": ("spec.schedulingGates", "pods carry schedulingGates, which nothing submitted can remove"),
 }
 
 
@@ -149,6 +149,20 @@ def test_submit_and_simulate_agree(path: Path) -> None:
     # Cluster state is set aside above only because the submit door says it ignored it.
     warned = {(w.document, w.field) for w in manifests.warnings if "cluster state" in w.message}
     assert warned == _cluster_state_fields(path)
+
+
+def test_gated_pods_go_through_submit_with_a_warning_each_and_the_live_snapshot_holds_them_back() -> None:
+    path = next(p for p in FILES if p.stem == "FID-05")
+    manifests = _submitted(path)
+    gated = sorted((w.document, w.field) for w in manifests.warnings if "schedulingGates" in w.field)
+    assert gated == [(5, "spec.schedulingGates"), (7, "spec.schedulingGates")]
+    # One session over what the live scheduler would see: the ungated pod binds, the gated wait.
+    scenario = load_scenario(path)
+    result = run_session(_through_submit(manifests), scenario.config, NOW)
+    binds = [(d.task, d.node) for d in result.decisions if isinstance(d, Bind)]
+    assert binds == [("c1/p1", "n1")]
+    assert "scheduling-gated" in {r.code for r in result.pending["c1/pg2"]}
+    assert "scheduling-gated" in {r.code for r in result.pending["c1/pg1"]}
 
 
 @pytest.mark.parametrize("path", REFUSED_FILES, ids=[p.stem for p in REFUSED_FILES])

@@ -287,6 +287,17 @@ def test_extra_field_message() -> None:
     assert str(error) == "invalid event: field data.tasks.0.gpus: extra inputs are not permitted"
 
 
+def test_scheduling_gates_round_trip_and_each_gate_is_named_once() -> None:
+    gated = decode(_raw(_with(_job(), "data.tasks.0.scheduling_gates", ["example.com/quota", "b"])))
+    assert isinstance(gated, JobSubmitted)
+    assert gated.data.tasks[0].scheduling_gates == ["example.com/quota", "b"]
+    assert decode(encode(gated)) == gated
+
+    error = _decode_error(_raw(_with(_job(), "data.tasks.0.scheduling_gates", ["a", "a"])))
+    assert (error.code, error.field) == ("invalid-field", "data.tasks.0.scheduling_gates")
+    assert "each gate once" in error.detail
+
+
 def test_several_problems_report_the_first_and_count_the_rest() -> None:
     obj = _with(_with(_job(), "data.tasks.0.replicas", "four"), "data.tasks.1.gpus", 1)
 
