@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
@@ -56,7 +56,9 @@ from events.models import (
 )
 from events.signing import EventSigner
 from projector.state import ClusterState
+from scheduler.core.config import SchedulerConfig
 from scheduler.core.session import run_session
+from scheduler.core.snapshot import Job
 from scheduler.core.trace import TraceStep
 from scheduler.service.errors import ProjectionStalled, SessionOverrun
 from scheduler.service.heap import HeapGuard
@@ -82,6 +84,7 @@ from scheduler.service.telemetry import (
     jobs_decided,
     set_session_attributes,
 )
+from scheduler.service.topology_check import unenforced_topologies
 from scheduler.snapshot_builder import config_in_force
 
 __all__ = ["TIME_DEPENDENT_PLUGINS", "SessionLoop"]
@@ -154,6 +157,8 @@ class SessionLoop:
         self._last: _Last | None = None
         self.heap = HeapGuard(enabled=settings.scheduler_freeze_heap)
         self._pending_texts = PendingTexts()
+        # (config version, job count) last logged by _warn_unenforced_topologies.
+        self._topology_warned: tuple[int, int] | None = None
 
     async def run(self) -> None:
         """Schedule until cancelled (the term ends) or a non-retriable error."""
@@ -306,6 +311,24 @@ class SessionLoop:
                 )
         return applied.seq
 
+    def _warn_unenforced_topologies(
+        self, jobs: Iterable[Job], config: SchedulerConfig, config_version: int
+    ) -> None:
+        """Logs, once per configuration and number of such jobs, the jobs whose networkTopology
+        the configuration does not enforce (no network-topology-aware plugin)."""
+        unenforced = unenforced_topologies(jobs, config)
+        if not unenforced or self._topology_warned == (config_version, len(unenforced)):
+            return
+        self._topology_warned = (config_version, len(unenforced))
+        log.warning(
+            "%d job(s) ask for a networkTopology, but the scheduler configuration (version %d) does not "
+            "enable the network-topology-aware plugin: they are placed without it, as Volcano does "
+            "(e.g. %s); add the plugin to a tier of the SchedulerConfiguration to enforce it",
+            len(unenforced),
+            config_version,
+            ", ".join(unenforced[:3]),
+        )
+
     def _compute(
         self, state: ClusterState, session_id: str, now: datetime, *, restate: int | None
     ) -> _Computed:
@@ -318,6 +341,7 @@ class SessionLoop:
         # The state and the snapshot cache are long-lived; the session's objects are not.
         self.heap.before_session()
         config, config_version = config_in_force(state)
+        self._warn_unenforced_topologies(snapshot.jobs, config, config_version)
         actions: list[tuple[str, int, int]] = []
 
         def timed(action: str) -> Callable[[], None]:
