@@ -22,20 +22,24 @@ import pytest
 
 from kube.crds import install_crds
 from kube.dev.accounts import ensure_namespace
-from kube.dev.binaries import BinaryMissingError, find_binaries
+from kube.dev.binaries import BinaryMissingError, DevBinaries, find_binaries
 from kube.dev.cluster import DevCluster
 from kube.rest import KubeClient, json_list, json_str, resource_path
 
 
-@pytest.fixture(scope="session")
-def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+def kube_binaries() -> DevBinaries:
+    """The apiserver binaries; missing, a local run skips (saying how to build them) and CI fails."""
     try:
-        binaries = find_binaries()
+        return find_binaries()
     except BinaryMissingError as exc:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI must run the kube tests: {exc}")
         pytest.skip(str(exc))
-    with DevCluster(tmp_path_factory.mktemp("kube"), binaries=binaries) as cluster:
+
+
+@pytest.fixture(scope="session")
+def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    with DevCluster(tmp_path_factory.mktemp("kube"), binaries=kube_binaries()) as cluster:
         yield cluster
 
 

@@ -18,10 +18,10 @@ import aiohttp
 import asyncpg
 import pytest
 
-from kube.dev.binaries import BinaryMissingError, find_binaries
 from kube.dev.cluster import DevCluster
 from kube.rest import JsonObject, KubeApiError, KubeClient, json_str, resource_path
 from tests.kube import test_bridge
+from tests.kube.conftest import kube_binaries
 from tests.kube.test_bridge import Stack, eventually
 
 pytestmark = pytest.mark.integration
@@ -37,11 +37,7 @@ PODS = 300
 @pytest.fixture(scope="module")
 def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
     """A dev cluster of this module's own: its apiserver is stopped and started again."""
-    try:
-        binaries = find_binaries()
-    except BinaryMissingError as exc:
-        pytest.skip(str(exc))
-    with DevCluster(tmp_path_factory.mktemp("kube-restart"), binaries=binaries) as dev:
+    with DevCluster(tmp_path_factory.mktemp("kube-restart"), binaries=kube_binaries()) as dev:
         yield dev
 
 
