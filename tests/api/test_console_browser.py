@@ -66,7 +66,7 @@ async def test_an_auditor_logs_in_reads_the_queues_and_an_explanation_and_downlo
             assert await browser.url() == f"{url}/login"
             await browser.type("input[name=token]", auditor)
             await browser.click("form.login button")
-            assert await browser.url() == f"{url}/"
+            assert await browser.arrives_at(f"{url}/") == f"{url}/"
             cookies = {c["name"]: c for c in await browser.cookies()}
             assert cookies[TOKEN_COOKIE]["httpOnly"]
             assert cookies[TOKEN_COOKIE]["sameSite"] == "Strict"

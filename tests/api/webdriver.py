@@ -61,6 +61,20 @@ class Browser:
     async def url(self) -> str:
         return str(await self._call("GET", "/url"))
 
+    async def arrives_at(self, url: str, within: float = 30.0) -> str:
+        """The page's URL once it is ``url``, or the last one seen after ``within`` seconds.
+
+        A click that submits a form returns before the navigation it starts
+        may have begun (chromedriver waits only for a load already under
+        way), so reading the URL at once races the browser.
+        """
+        deadline = asyncio.get_running_loop().time() + within
+        seen = await self.url()
+        while seen != url and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+            seen = await self.url()
+        return seen
+
     async def find(self, css: str) -> str:
         found = await self._call("POST", "/element", {"using": "css selector", "value": css})
         return str(found[_ELEMENT])
