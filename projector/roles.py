@@ -16,12 +16,14 @@ changes nothing.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
 import asyncpg
+import scramp
 
 __all__ = [
     "APPEND",
@@ -33,6 +35,7 @@ __all__ = [
     "apply_grants",
     "default_logins",
     "schema_tables",
+    "scram_verifier",
 ]
 
 
@@ -150,7 +153,8 @@ async def apply_grants(conn: asyncpg.Connection, logins: Mapping[Role, Login]) -
             conn, f"{verb} ROLE %I WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE", login.name
         )
         if login.password is not None:
-            await _execute_formatted(conn, "ALTER ROLE %I WITH PASSWORD %L", login.name, login.password)
+            verifier = scram_verifier(login.password)
+            await _execute_formatted(conn, "ALTER ROLE %I WITH PASSWORD %L", login.name, verifier)
         await _execute_formatted(conn, "GRANT CONNECT ON DATABASE %I TO %I", database, login.name)
         temp = "GRANT" if role in _TEMP_ROLES else "REVOKE"
         await _execute_formatted(
@@ -167,6 +171,28 @@ async def apply_grants(conn: asyncpg.Connection, logins: Mapping[Role, Login]) -
             await _execute_formatted(conn, "REVOKE ALL ON TABLE %I FROM %I", table, login.name)
             privileges = ", ".join(TABLE_GRANTS[table][role])
             await _execute_formatted(conn, f"GRANT {privileges} ON TABLE %I TO %I", table, login.name)
+
+
+#: PostgreSQL's default ``scram_iterations``.
+SCRAM_ITERATIONS: Final = 4096
+
+
+def scram_verifier(password: str, salt: bytes | None = None) -> str:
+    """The SCRAM-SHA-256 verifier PostgreSQL stores for ``password`` (its ``rolpassword`` form).
+
+    Given a verifier, ``ALTER ROLE ... PASSWORD`` stores it as it is, so the password
+    itself never reaches the server, nor any statement log it keeps (what psql's
+    ``\\password`` does).
+    """
+    mechanism = scramp.ScramMechanism("SCRAM-SHA-256")
+    salt, stored_key, server_key, iterations = mechanism.make_auth_info(
+        password, iteration_count=SCRAM_ITERATIONS, salt=salt
+    )
+    b64 = base64.b64encode
+    return (
+        f"SCRAM-SHA-256${iterations}:{b64(salt).decode()}"
+        f"${b64(stored_key).decode()}:{b64(server_key).decode()}"
+    )
 
 
 def _to_from(verb: str) -> str:

@@ -7,19 +7,23 @@ by naming it; the privileges checked are the server's own.
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import asyncpg
 import pytest
 
+from api.embedded import EmbeddedPostgres
 from events.topics import Topics
 from projector.connections import DatabaseAccess, connect
 from projector.migrate import migrate_database, require_schema
 from projector.reconstruct import verify_chain
-from projector.roles import TABLE_GRANTS, Login, Role, default_logins, schema_tables
+from projector.roles import TABLE_GRANTS, Login, Role, default_logins, schema_tables, scram_verifier
 from projector.settings import ProjectorSettings
 from tests.service.helpers import job, node, produce, queue, running_projector, running_scheduler, wait_for
 
@@ -220,3 +224,52 @@ async def test_tephra_migrate_sets_roles_from_password_files_and_services_refuse
     )
     assert missing.returncode == 2
     assert "TEPHRA_API_DATABASE_PASSWORD_FILE: cannot read" in missing.stderr
+
+
+async def test_a_password_set_by_migrate_authenticates_over_scram_and_never_reaches_the_servers_log() -> None:
+    # A server of its own: the shared one trusts every loopback login, this one asks the roles
+    # for a SCRAM-SHA-256 password and logs every statement it runs.  Its folder is one the
+    # server's unprivileged account can enter when the tests run as root.
+    base = await asyncio.to_thread(_enterable_scratch)
+    server = EmbeddedPostgres(base / "data", durable=False, server_settings=["log_statement=all"])
+    await asyncio.to_thread(server.start)
+    phrase = "s3cret-audit"
+    try:
+        await asyncio.to_thread(_ask_passwords_of_roles, server.data_dir / "pg_hba.conf")
+        conn = await asyncpg.connect(server.dsn)
+        try:
+            await conn.execute("SELECT pg_reload_conf()")
+            logins = {**default_logins(), Role.AUDITOR: Login("tephra_auditor", phrase)}
+            await migrate_database(conn, logins)
+            stored = await conn.fetchval("SELECT rolpassword FROM pg_authid WHERE rolname = 'tephra_auditor'")
+        finally:
+            await conn.close()
+        # The verifier stored is the one computed here from the password and the stored salt.
+        salt = base64.b64decode(stored.split("$")[1].split(":")[1])
+        assert stored == scram_verifier(phrase, salt=salt)
+        auditor = await asyncpg.connect(server.dsn, user="tephra_auditor", password=phrase)
+        try:
+            assert await auditor.fetchval("SELECT current_user") == "tephra_auditor"
+        finally:
+            await auditor.close()
+        with pytest.raises(asyncpg.InvalidPasswordError):
+            await asyncpg.connect(server.dsn, user="tephra_auditor", password=phrase + "x")
+        log = await asyncio.to_thread(server.log_path.read_text, encoding="utf-8")
+        assert "ALTER ROLE" in log  # the statements were logged ...
+        assert phrase not in log  # ... without the password in them
+    finally:
+        await asyncio.to_thread(server.stop)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _enterable_scratch() -> Path:
+    """A scratch folder the server's unprivileged account can enter (tests may run as root)."""
+    base = Path(tempfile.mkdtemp(prefix="tephra-test-scram-"))
+    base.chmod(0o711)
+    return base
+
+
+def _ask_passwords_of_roles(hba: Path) -> None:
+    hba.write_text(
+        "host all postgres 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 scram-sha-256\n", encoding="utf-8"
+    )
