@@ -1,13 +1,16 @@
 """``tephra submit``: validate manifests, then produce their events.
 
 Every file is parsed and checked before the first connection is made, so an
-invalid file produces nothing; then every event is sized against the
-broker's ``max.message.bytes`` (:func:`message_limit`, :func:`too_large`)
-before the first is produced.  Should producing still fail part way (the
-broker gone), :class:`PartlyProducedError` names what was produced.  Each event
-is produced inside its own OpenTelemetry span, whose context travels in the
-W3C ``traceparent`` header: the scheduler links the session that places a
-job to that span.
+invalid file produces nothing; then the projection is asked whether every
+job's queue exists (:func:`check_queues`) and no job's name is held by an
+unfinished job (:func:`check_live_jobs`), as Kubernetes' admission would;
+then every event is sized against the broker's ``max.message.bytes``
+(:func:`message_limit`, :func:`too_large`) before the first is produced.
+Should producing still fail part way (the broker gone),
+:class:`PartlyProducedError` names what was produced.  Each event is produced
+inside its own OpenTelemetry span, whose context travels in the W3C
+``traceparent`` header: the scheduler links the session that places a job
+to that span.
 """
 
 from __future__ import annotations

@@ -209,6 +209,11 @@ async def check_audit_and_cancel(api: httpx.AsyncClient) -> None:
     # What the projector refuses comes back with its code: a second cancellation.
     again = await api.delete("/v1/jobs/default/llm-pretrain", params={"wait": "archived"})
     assert again.json()["objects"][0]["rejected"]["error"] == "job-finished"
+    await check_name_reuse(api, after["uid"])
+
+
+async def check_name_reuse(api: httpx.AsyncClient, cancelled_uid: int) -> None:
+    """The demo's workloads, llm-pretrain cancelled (``cancelled_uid``), the others unfinished."""
     # A second submission of jobs that have not finished is refused whole before anything is
     # produced (409), each named with its phase and the way out, as Kubernetes' AlreadyExists.
     twice = await api.post("/v1/manifests?wait=archived", content=WORKLOADS, headers=YAML)
@@ -230,7 +235,7 @@ async def check_audit_and_cancel(api: httpx.AsyncClient) -> None:
     reused = (await api.get("/v1/jobs/default/llm-pretrain", params={"min_seq": alone.json()["seq"]})).json()
     assert (reused["phase"], reused["uid"]) == ("Pending", alone.json()["seq"])
     assert [(i["id"], i["phase"]) for i in reused["earlierIncarnations"]] == [
-        (f"default/llm-pretrain#{after['uid']}", "Cancelled")
+        (f"default/llm-pretrain#{cancelled_uid}", "Cancelled")
     ]
     page = await api.get("/jobs/default/llm-pretrain")
     assert page.status_code == 200, page.text
