@@ -275,10 +275,7 @@ def submit(
     with _setup_errors():
         provider = configure_tracing("tephra-submit", without_exporter=True)
     try:
-        if not allow_missing_queue:
-            asyncio.run(_check_queues(endpoints, manifests))
-        if not skip_live_check:
-            asyncio.run(_check_live_jobs(endpoints, manifests))
+        _check_on_projection(endpoints, manifests, queues=not allow_missing_queue, names=not skip_live_check)
         produced = asyncio.run(_size_and_produce(settings, endpoints, manifests))
     finally:
         if provider is not None:
@@ -299,47 +296,52 @@ def _report_produced(produced: list[ManifestObject], output: str) -> None:
         typer.echo(f"submitted {_counted(obj.ref for obj in produced)}")
 
 
-async def _check_queues(endpoints: Endpoints, manifests: Manifests) -> None:
-    """The queue check of every door (api.submit.check_queues), on the projection; exit 1 when it fails."""
-    from api.manifests import InvalidManifests
-    from api.submit import check_queues, projection_queues
-    from api.views import ViewError, read_projection
+def _check_on_projection(endpoints: Endpoints, manifests: Manifests, *, queues: bool, names: bool) -> None:
+    """The checks of every door on the projection (api.submit): every job's queue exists
+    (``queues``), no job's name is held by an unfinished job (``names``); exit 1 when one fails."""
+    import asyncio
+
+    from api.submit import check_live_jobs, check_queues, projection_live_jobs, projection_queues
+    from api.views import read_projection
+
+    database = endpoints.database()
 
     async def known() -> set[str]:
-        return await read_projection(endpoints.database(), projection_queues)
-
-    try:
-        await check_queues(manifests, known)
-    except InvalidManifests as exc:
-        for error in exc.errors:
-            typer.echo(f"error: {error}", err=True)
-        _fail("nothing was submitted (--allow-missing-queue submits jobs for missing queues)")
-    except ViewError as exc:
-        _fail(
-            f"error: cannot check that the jobs' queues exist: {exc}; nothing was submitted"
-            " (--allow-missing-queue submits without the check)"
-        )
-
-
-async def _check_live_jobs(endpoints: Endpoints, manifests: Manifests) -> None:
-    """No job's name is held by an unfinished job (api.submit.check_live_jobs); exit 1 when one is."""
-    from api.submit import LiveJobsError, check_live_jobs, projection_live_jobs
-    from api.views import ViewError, read_projection
+        return await read_projection(database, projection_queues)
 
     async def live(job_ids: list[str]) -> dict[str, str]:
-        return await read_projection(endpoints.database(), lambda conn: projection_live_jobs(conn, job_ids))
+        return await read_projection(database, lambda conn: projection_live_jobs(conn, job_ids))
+
+    if queues:
+        refused = "nothing was submitted (--allow-missing-queue submits jobs for missing queues)"
+        asyncio.run(
+            _refuse_unless(
+                check_queues(manifests, known), "the jobs' queues exist", "--allow-missing-queue", refused
+            )
+        )
+    if names:
+        check = check_live_jobs(manifests, live, how_to_cancel=lambda job_id: f"`tephra cancel job {job_id}`")
+        asyncio.run(
+            _refuse_unless(check, "the jobs' names are free", "--skip-live-check", "nothing was submitted")
+        )
+
+
+async def _refuse_unless(check: Awaitable[None], what: str, skip: str, refused: str) -> None:
+    """Run one check: each problem on stderr then ``refused``, exit 1; a projection that cannot be
+    read says so, naming the flag that ``skip``s the check."""
+    from api.manifests import InvalidManifests
+    from api.submit import LiveJobsError
+    from api.views import ViewError
 
     try:
-        await check_live_jobs(manifests, live, how_to_cancel=lambda job_id: f"`tephra cancel job {job_id}`")
-    except LiveJobsError as exc:
+        await check
+    except (InvalidManifests, LiveJobsError) as exc:
         for error in exc.errors:
             typer.echo(f"error: {error}", err=True)
-        _fail("nothing was submitted")
+        _fail(refused)
     except ViewError as exc:
-        _fail(
-            f"error: cannot check that the jobs' names are free: {exc}; nothing was submitted"
-            " (--skip-live-check submits without the check)"
-        )
+        unchecked = f"{skip} submits without the check"
+        _fail(f"error: cannot check that {what}: {exc}; nothing was submitted ({unchecked})")
 
 
 def _report_fates(endpoints: Endpoints, produced: list[ManifestObject], output: str, timeout: float) -> None:
