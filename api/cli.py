@@ -212,6 +212,7 @@ def submit(
             "HyperNode, SchedulerConfiguration manifests (YAML or JSON, multi-document)."
         ),
     ],
+    *,
     flags: dict[str, str],
     output: Annotated[
         str,
@@ -226,8 +227,28 @@ def submit(
             help="Submit jobs for queues that do not exist yet (they wait, Pending with queue-missing).",
         ),
     ] = False,
+    skip_live_check: Annotated[
+        bool,
+        typer.Option(
+            "--skip-live-check",
+            help="Submit jobs whose name an unfinished job holds in the projection (the projector"
+            " rejects each one still unfinished when it comes to it: duplicate-job; --wait says so).",
+        ),
+    ] = False,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="Wait until the projector has taken or rejected each object; one line per object"
+            " (exit 1 if any was rejected, or not folded within --timeout).",
+        ),
+    ] = False,
+    timeout: Annotated[
+        float | None,
+        typer.Option(min=0.1, help="--wait: seconds to wait for the projector in all (default: 30)"),
+    ] = None,
 ) -> None:
-    """Validate, check the queues and size every object, then produce them all or none; one summary line."""
+    """Validate, check queues and job names, size every object, produce all or none; one summary line."""
     import asyncio
 
     from api.manifests import InvalidManifests
@@ -236,6 +257,9 @@ def submit(
 
     if output not in ("summary", "name"):
         typer.echo(f"error: -o {output}: expected summary or name", err=True)
+        raise typer.Exit(2)
+    if timeout is not None and not wait:
+        typer.echo("error: --timeout is how long --wait waits: give --wait too", err=True)
         raise typer.Exit(2)
     settings = _settings(CommonSettings, flags)
     try:
@@ -251,12 +275,20 @@ def submit(
     with _setup_errors():
         provider = configure_tracing("tephra-submit", without_exporter=True)
     try:
-        if not allow_missing_queue:
-            asyncio.run(_check_queues(endpoints, manifests))
+        _check_on_projection(endpoints, manifests, queues=not allow_missing_queue, names=not skip_live_check)
         produced = asyncio.run(_size_and_produce(settings, endpoints, manifests))
     finally:
         if provider is not None:
             provider.shutdown()
+    if wait:
+        from api.submit_wait import DEFAULT_WAIT_TIMEOUT
+
+        _report_fates(endpoints, produced, output, DEFAULT_WAIT_TIMEOUT if timeout is None else timeout)
+    else:
+        _report_produced(produced, output)
+
+
+def _report_produced(produced: list[ManifestObject], output: str) -> None:
     if output == "name":
         for obj in produced:
             typer.echo(obj.ref)
@@ -264,26 +296,89 @@ def submit(
         typer.echo(f"submitted {_counted(obj.ref for obj in produced)}")
 
 
-async def _check_queues(endpoints: Endpoints, manifests: Manifests) -> None:
-    """The queue check of every door (api.submit.check_queues), on the projection; exit 1 when it fails."""
-    from api.manifests import InvalidManifests
-    from api.submit import check_queues, projection_queues
-    from api.views import ViewError, read_projection
+def _check_on_projection(endpoints: Endpoints, manifests: Manifests, *, queues: bool, names: bool) -> None:
+    """The checks of every door on the projection (api.submit): every job's queue exists
+    (``queues``), no job's name is held by an unfinished job (``names``); exit 1 when one fails."""
+    import asyncio
+
+    from api.submit import check_live_jobs, check_queues, projection_live_jobs, projection_queues
+    from api.views import read_projection
+
+    database = endpoints.database()
 
     async def known() -> set[str]:
-        return await read_projection(endpoints.database(), projection_queues)
+        return await read_projection(database, projection_queues)
+
+    async def live(job_ids: list[str]) -> dict[str, str]:
+        return await read_projection(database, lambda conn: projection_live_jobs(conn, job_ids))
+
+    if queues:
+        refused = "nothing was submitted (--allow-missing-queue submits jobs for missing queues)"
+        asyncio.run(
+            _refuse_unless(
+                check_queues(manifests, known), "the jobs' queues exist", "--allow-missing-queue", refused
+            )
+        )
+    if names:
+        check = check_live_jobs(manifests, live, how_to_cancel=lambda job_id: f"`tephra cancel job {job_id}`")
+        asyncio.run(
+            _refuse_unless(check, "the jobs' names are free", "--skip-live-check", "nothing was submitted")
+        )
+
+
+async def _refuse_unless(check: Awaitable[None], what: str, skip: str, refused: str) -> None:
+    """Run one check: each problem on stderr then ``refused``, exit 1; a projection that cannot be
+    read says so, naming the flag that ``skip``s the check."""
+    from api.manifests import InvalidManifests
+    from api.submit import LiveJobsError
+    from api.views import ViewError
 
     try:
-        await check_queues(manifests, known)
-    except InvalidManifests as exc:
+        await check
+    except (InvalidManifests, LiveJobsError) as exc:
         for error in exc.errors:
             typer.echo(f"error: {error}", err=True)
-        _fail("nothing was submitted (--allow-missing-queue submits jobs for missing queues)")
+        _fail(refused)
     except ViewError as exc:
+        unchecked = f"{skip} submits without the check"
+        _fail(f"error: cannot check that {what}: {exc}; nothing was submitted ({unchecked})")
+
+
+def _report_fates(endpoints: Endpoints, produced: list[ManifestObject], output: str, timeout: float) -> None:
+    """``--wait``: one line per object, accepted (stdout) or rejected (stderr); exit 1 unless all
+    were accepted."""
+    import asyncio
+
+    from api.submit_wait import ProjectionUnreachable, fates_of, rejection_text
+
+    try:
+        fates = asyncio.run(fates_of(endpoints.database(), produced, timeout))
+    except ProjectionUnreachable as exc:
         _fail(
-            f"error: cannot check that the jobs' queues exist: {exc}; nothing was submitted"
-            " (--allow-missing-queue submits without the check)"
+            f"error: submitted {_counted(obj.ref for obj in produced)}, but cannot wait for the"
+            f" projector: {exc}"
         )
+    accepted = rejected = unknown = 0
+    for obj in produced:
+        fate = fates.get(obj.event.id)
+        if fate is None:
+            unknown += 1
+            typer.echo(
+                f"error: {obj.ref}: not taken by the projector within {timeout:g} s (is it running?"
+                " `tephra get` shows the object once it is taken)",
+                err=True,
+            )
+        elif fate.seq is None:
+            rejected += 1
+            typer.echo(f"error: {obj.ref} rejected: {rejection_text(obj, fate)}", err=True)
+        else:
+            accepted += 1
+            typer.echo(obj.ref if output == "name" else f"{obj.ref} accepted (seq {fate.seq})")
+    if output != "name":
+        outcome = f"{accepted} accepted, {rejected} rejected" + (f", {unknown} unknown" if unknown else "")
+        typer.echo(f"submitted {_counted(obj.ref for obj in produced)}: {outcome}")
+    if rejected or unknown:
+        raise typer.Exit(1)
 
 
 async def _size_and_produce(

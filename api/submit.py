@@ -1,13 +1,16 @@
 """``tephra submit``: validate manifests, then produce their events.
 
 Every file is parsed and checked before the first connection is made, so an
-invalid file produces nothing; then every event is sized against the
-broker's ``max.message.bytes`` (:func:`message_limit`, :func:`too_large`)
-before the first is produced.  Should producing still fail part way (the
-broker gone), :class:`PartlyProducedError` names what was produced.  Each event
-is produced inside its own OpenTelemetry span, whose context travels in the
-W3C ``traceparent`` header: the scheduler links the session that places a
-job to that span.
+invalid file produces nothing; then the projection is asked whether every
+job's queue exists (:func:`check_queues`) and no job's name is held by an
+unfinished job (:func:`check_live_jobs`), as Kubernetes' admission would;
+then every event is sized against the broker's ``max.message.bytes``
+(:func:`message_limit`, :func:`too_large`) before the first is produced.
+Should producing still fail part way (the broker gone),
+:class:`PartlyProducedError` names what was produced.  Each event is produced
+inside its own OpenTelemetry span, whose context travels in the W3C
+``traceparent`` header: the scheduler links the session that places a job
+to that span.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -42,18 +45,22 @@ from events.signing import EventSigner
 from events.topics import Topics, kafka_key, topic_for
 from events.tracing import headers_from_carrier
 from projector.connections import KafkaAccess, new_admin, new_producer, start_client
+from projector.state import TERMINAL_JOB_PHASES
 
 __all__ = [
     "CANCEL_SOURCE",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DELETE_SOURCE",
     "SUBMIT_SOURCE",
+    "LiveJobsError",
     "PartlyProducedError",
+    "check_live_jobs",
     "check_queues",
     "job_cancellation",
     "load_submission",
     "message_limit",
     "produce_manifests",
+    "projection_live_jobs",
     "projection_queues",
     "queue_deletion",
     "too_large",
@@ -128,6 +135,78 @@ async def check_queues(manifests: Manifests, known_queues: Callable[[], Awaitabl
 async def projection_queues(conn: asyncpg.Connection) -> set[str]:
     """The queues the projection holds."""
     return {r["name"] for r in await conn.fetch("SELECT name FROM queues")}
+
+
+class LiveJobsError(Exception):
+    """Jobs whose name a live (unfinished) job holds: nothing of the submission is to be produced.
+
+    A conflict, not an invalid document (the HTTP API answers 409, not 422); ``errors`` are
+    :class:`ManifestError` all the same, so each door prints them as it prints those.
+    """
+
+    def __init__(self, errors: Sequence[ManifestError]) -> None:
+        self.errors = tuple(errors)
+        super().__init__("\n".join(str(e) for e in self.errors))
+
+
+async def check_live_jobs(
+    manifests: Manifests,
+    live_jobs: Callable[[list[str]], Awaitable[Mapping[str, str]]],
+    *,
+    how_to_cancel: Callable[[str], str],
+) -> None:
+    """No job's name is held by a live job, as Kubernetes refuses a create (AlreadyExists).
+
+    The projector would reject such a JobSubmitted (``duplicate-job``) after it was produced, and
+    the submitter would learn it from ``rejected_events`` only; this check refuses the whole
+    submission first with :class:`LiveJobsError`, one error per such job naming its phase and the
+    way out.  ``live_jobs`` maps the ids asked about (sorted) to the phase of those live in the
+    projection (:func:`projection_live_jobs`); ``how_to_cancel`` says how this door cancels a job.
+    A job submitted since the projection last folded escapes the check: ``tephra submit --wait``
+    (``?wait=archived``) reports the projector's verdict.
+    """
+    jobs = [(o, o.event) for o in manifests.objects if isinstance(o.event, JobSubmitted)]
+    if not jobs:
+        return
+    live = await live_jobs(sorted({job.data.job_id for _, job in jobs}))
+    errors = [
+        ManifestError(
+            obj.file,
+            obj.document,
+            "metadata.name",
+            _still_live(job.data.job_id, live[job.data.job_id], how_to_cancel),
+            "Job",
+            job.data.name,
+        )
+        for obj, job in jobs
+        if job.data.job_id in live
+    ]
+    if errors:
+        raise LiveJobsError(errors)
+
+
+def _still_live(job_id: str, phase: str, how_to_cancel: Callable[[str], str]) -> str:
+    """Why ``job_id``'s name is taken and what frees it (a name is free once its job has finished)."""
+    if phase in TERMINAL_JOB_PHASES:
+        # Cancelled (or failed) while some of its tasks still hold their nodes: it finishes when
+        # they have been released, with nothing more to do.
+        return (
+            f"job {job_id} is {phase} but has not finished (its tasks are still releasing their"
+            " nodes): wait until it has, then submit again, or pick another name"
+        )
+    return (
+        f"job {job_id} is {phase}: its name is taken until it finishes; cancel it with"
+        f" {how_to_cancel(job_id)} and submit again once it has finished, wait for it to finish,"
+        " or pick another name"
+    )
+
+
+async def projection_live_jobs(conn: asyncpg.Connection, job_ids: list[str]) -> dict[str, str]:
+    """The phase of each job of ``job_ids`` that the projection holds unfinished (its name is taken)."""
+    rows = await conn.fetch(
+        "SELECT id, phase FROM jobs WHERE id = ANY($1::text[]) AND finished_at IS NULL", job_ids
+    )
+    return {r["id"]: r["phase"] for r in rows}
 
 
 async def message_limit(kafka: KafkaAccess, topics: Sequence[str]) -> int:

@@ -170,28 +170,31 @@ async def wait_for_events(
     timeout_s: float,
     *,
     poll: float = 0.5,
+    fates: dict[str, EventFate] | None = None,
 ) -> dict[str, EventFate]:
     """Wait until every event of ``event_ids`` is archived or rejected; their fates by id.
 
     Two queries per wake-up whatever the number of events (a submission of
     hundreds), where :func:`wait_for_event` per event would take two each.
+    ``fates``, when given, is filled in as they are learnt: what was known when
+    a :class:`~projector.errors.WaitTimeoutError` is raised stays in it.
     """
-    fates: dict[str, EventFate] = {}
+    learnt: dict[str, EventFate] = {} if fates is None else fates
 
     async def check() -> dict[str, EventFate] | None:
-        left = [i for i in event_ids if i not in fates]
+        left = [i for i in event_ids if i not in learnt]
         for row in await conn.fetch(
             "SELECT event_id, seq FROM event_log WHERE event_id = ANY($1::text[])", left
         ):
-            fates[row["event_id"]] = EventFate(row["event_id"], int(row["seq"]))
-        left = [i for i in left if i not in fates]
+            learnt[row["event_id"]] = EventFate(row["event_id"], int(row["seq"]))
+        left = [i for i in left if i not in learnt]
         if left:
             for row in await conn.fetch(
                 "SELECT DISTINCT ON (event_id) event_id, error, detail FROM rejected_events"
                 " WHERE event_id = ANY($1::text[]) ORDER BY event_id, id DESC",
                 left,
             ):
-                fates[row["event_id"]] = EventFate(row["event_id"], None, row["error"], row["detail"])
-        return fates if len(fates) == len(set(event_ids)) else None
+                learnt[row["event_id"]] = EventFate(row["event_id"], None, row["error"], row["detail"])
+        return learnt if len(learnt) == len(set(event_ids)) else None
 
     return await _wait(conn, check, f"{len(event_ids)} events", timeout_s, poll)

@@ -46,6 +46,7 @@ class Code(StrEnum):
     FORBIDDEN = "forbidden"
     WRITES_NEED_LOOPBACK = "writes-need-loopback"
     NOT_FOUND = "not-found"
+    DUPLICATE_JOB = "duplicate-job"
     METHOD_NOT_ALLOWED = "method-not-allowed"
     SEQ_NOT_ARCHIVED = "seq-not-archived"
     PROJECTION_BEHIND = "projection-behind"
@@ -68,6 +69,7 @@ STATUS: dict[Code, tuple[int, str]] = {
     Code.FORBIDDEN: (403, "Not allowed for this token"),
     Code.WRITES_NEED_LOOPBACK: (403, "Writes are refused from this address"),
     Code.NOT_FOUND: (404, "Not found"),
+    Code.DUPLICATE_JOB: (409, "A job of that name has not finished: nothing was submitted"),
     Code.METHOD_NOT_ALLOWED: (405, "Method not allowed"),
     Code.SEQ_NOT_ARCHIVED: (409, "No event has the requested seq yet"),
     Code.PROJECTION_BEHIND: (503, "The projection has not reached the requested seq"),

@@ -4,7 +4,9 @@ A submission is checked whole by :func:`api.manifests.parse_manifests`, the
 validator ``tephra submit`` uses (the same error texts), and by its queue
 check (:func:`api.submit.check_queues`): every job's queue must exist in the
 projection or in the submission.  Any
-problem refuses all of it (422) and nothing is produced.  Accepted objects
+problem refuses all of it (422) and nothing is produced.  A job whose name an
+unfinished job holds in the projection refuses it too (409 ``duplicate-job``,
+:func:`api.submit.check_live_jobs`), as Kubernetes refuses a create.  Accepted objects
 are produced in document order and answered 202 with their event ids;
 ``?wait=archived`` also waits (bounded) until the projector archived each
 one (its seq, or the projector's rejection), ``?wait=decided`` until a
@@ -19,6 +21,7 @@ clients only.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -32,12 +35,15 @@ from api.http.context import ApiContext, connection, context, kafka_problem
 from api.http.models import Submission
 from api.http.problems import Code, Problem, ProblemError, problem_responses
 from api.http.tokens import Role
-from api.manifests import InvalidManifests, Manifests, parse_manifests
+from api.manifests import InvalidManifests, ManifestError, Manifests, parse_manifests
 from api.submit import (
+    LiveJobsError,
     PartlyProducedError,
+    check_live_jobs,
     check_queues,
     job_cancellation,
     produce_manifests,
+    projection_live_jobs,
     projection_queues,
 )
 from events.models import JobSubmitted
@@ -81,8 +87,8 @@ def _authorize(who: Principal, manifests: Manifests) -> None:
         raise forbidden(who, f"submit {', '.join(refused)}; nothing was submitted")
 
 
-def _errors(exc: InvalidManifests) -> list[ProblemError]:
-    return [ProblemError(message=str(e), **asdict(e)) for e in exc.errors]
+def _errors(errors: Iterable[ManifestError]) -> list[ProblemError]:
+    return [ProblemError(message=str(e), **asdict(e)) for e in errors]
 
 
 async def _check_queues(ctx: ApiContext, manifests: Manifests) -> None:
@@ -93,6 +99,23 @@ async def _check_queues(ctx: ApiContext, manifests: Manifests) -> None:
             return await projection_queues(conn)
 
     await check_queues(manifests, known)
+
+
+async def _check_live_jobs(ctx: ApiContext, manifests: Manifests) -> None:
+    """No job's name is held by an unfinished job in the projection; else 409, nothing produced."""
+
+    async def live(job_ids: list[str]) -> dict[str, str]:
+        async with connection(ctx) as conn:
+            return await projection_live_jobs(conn, job_ids)
+
+    try:
+        await check_live_jobs(manifests, live, how_to_cancel=lambda job_id: f"DELETE /v1/jobs/{job_id}")
+    except LiveJobsError as exc:
+        # The detail says it all for one job (the usual case); errors place each in the body.
+        detail = "; ".join(e.expected for e in exc.errors)
+        raise Problem(
+            Code.DUPLICATE_JOB, f"{detail}; nothing was submitted", errors=_errors(exc.errors)
+        ) from None
 
 
 async def _produce(ctx: ApiContext, manifests: Manifests, who: Principal) -> None:
@@ -175,6 +198,7 @@ _WAIT = Query(description="none; archived: until the projector archived each obj
     responses=problem_responses(
         *_WRITE_PROBLEMS,
         Code.INVALID_MANIFESTS,
+        Code.DUPLICATE_JOB,
         Code.UNSUPPORTED_MEDIA_TYPE,
         Code.BODY_TOO_LARGE,
         Code.BAD_REQUEST,
@@ -210,10 +234,11 @@ async def post_manifests(
         await _check_queues(ctx, manifests)
     except InvalidManifests as exc:
         detail = f"{len(exc.errors)} problem(s); nothing was submitted"
-        raise Problem(Code.INVALID_MANIFESTS, detail, errors=_errors(exc)) from None
+        raise Problem(Code.INVALID_MANIFESTS, detail, errors=_errors(exc.errors)) from None
     if not manifests.objects:
         raise Problem(Code.INVALID_MANIFESTS, "the request body holds no manifests; nothing was submitted")
     _authorize(who, manifests)
+    await _check_live_jobs(ctx, manifests)
     await _produce(ctx, manifests, who)
     return await _answer(ctx, manifests, wait)
 

@@ -206,22 +206,36 @@ async def check_audit_and_cancel(api: httpx.AsyncClient) -> None:
     after = (await api.get("/v1/jobs/default/llm-pretrain", params={"min_seq": obj["seq"]})).json()
     assert after["phase"] == "Cancelled"
 
-    # What the projector refuses comes back with its code: a second cancellation, a second submission
-    # of a job that has not finished.  The cancelled one (its tasks were all Pending: it has finished)
-    # takes its name again, as a new incarnation.
+    # What the projector refuses comes back with its code: a second cancellation.
     again = await api.delete("/v1/jobs/default/llm-pretrain", params={"wait": "archived"})
     assert again.json()["objects"][0]["rejected"]["error"] == "job-finished"
+    await check_name_reuse(api, after["uid"])
+
+
+async def check_name_reuse(api: httpx.AsyncClient, cancelled_uid: int) -> None:
+    """The demo's workloads, llm-pretrain cancelled (``cancelled_uid``), the others unfinished."""
+    # A second submission of jobs that have not finished is refused whole before anything is
+    # produced (409), each named with its phase and the way out, as Kubernetes' AlreadyExists.
     twice = await api.post("/v1/manifests?wait=archived", content=WORKLOADS, headers=YAML)
-    outcomes = {o["ref"]: o["rejected"] and o["rejected"]["error"] for o in twice.json()["objects"]}
-    assert outcomes == {
-        "job/default/demo-training": "duplicate-job",
-        "job/default/batch-inference": "duplicate-job",
-        "job/default/llm-pretrain": None,
-    }
-    reused = (await api.get("/v1/jobs/default/llm-pretrain", params={"min_seq": twice.json()["seq"]})).json()
-    assert (reused["phase"], reused["uid"]) == ("Pending", twice.json()["seq"])
+    body = problem(twice, 409, "duplicate-job")
+    errors: list[dict[str, Any]] = body["errors"]  # type: ignore[assignment]
+    assert [(e["kind"], e["name"], e["field"]) for e in errors] == [
+        ("Job", "demo-training", "metadata.name"),
+        ("Job", "batch-inference", "metadata.name"),
+    ]
+    assert errors[0]["message"].startswith("request.yaml, document 1 (Job demo-training): metadata.name: job")
+    assert "cancel it with DELETE /v1/jobs/default/demo-training" in body["detail"]  # type: ignore[operator]
+    assert str(body["detail"]).endswith("; nothing was submitted")
+    # The cancelled one (its tasks were all Pending: it has finished) takes its name again, as a
+    # new incarnation.
+    (llm,) = [doc for doc in WORKLOADS.split("---\n") if "name: llm-pretrain" in doc]
+    alone = await api.post("/v1/manifests?wait=archived", content=llm, headers=YAML)
+    assert alone.status_code == 202, alone.text
+    assert alone.json()["objects"][0]["rejected"] is None
+    reused = (await api.get("/v1/jobs/default/llm-pretrain", params={"min_seq": alone.json()["seq"]})).json()
+    assert (reused["phase"], reused["uid"]) == ("Pending", alone.json()["seq"])
     assert [(i["id"], i["phase"]) for i in reused["earlierIncarnations"]] == [
-        (f"default/llm-pretrain#{after['uid']}", "Cancelled")
+        (f"default/llm-pretrain#{cancelled_uid}", "Cancelled")
     ]
     page = await api.get("/jobs/default/llm-pretrain")
     assert page.status_code == 200, page.text
