@@ -102,9 +102,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 # ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(autouse=True)
 def _state_home_in_a_temporary_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The default TEPHRA_DATA_DIR is the user's state directory: no test may use the real one."""
+    """The default TEPHRA_DATA_DIR is the user's state directory: no test may use the real one,
+    nor one an earlier test left keys in (a `keys/cli.pem` made by one test's stack would sign the
+    next test's `tephra submit` as a principal that test's projector does not know)."""
     saved = os.environ.get("XDG_STATE_HOME")
     os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("xdg-state"))
     yield
