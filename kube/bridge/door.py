@@ -10,16 +10,21 @@ Jobs are submitted once: a Volcano Job of ours, a PodGroup once it holds
 comes from the object's uid and its time from the object's
 ``creationTimestamp``, so the same object always gives the same event.  The
 objects go through the same manifest model as ``tephra submit``
-(:class:`ObjectParser`, injected by ``api``, which owns that model): a job it
-refuses is not produced; its message is kept in :attr:`Door.refused` for the
-status written back.
+(:class:`ObjectParser`, injected by ``api``, which owns that model; a PodGroup
+with its pods, as a submission of them together), the pods as their author
+gave them (:func:`~kube.bridge.objects.as_authored`), so a PodGroup's job,
+its tasks' ids and its ``minTaskMember`` are the same whichever door it comes
+through; only the provenance differs (the envelope, and the
+``tephra.dev/kube-source`` annotation).  A job the model refuses is not
+produced; its message is kept in :attr:`Door.refused` for the status written
+back.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -41,11 +46,10 @@ from kube.bridge.objects import (
     KUBE_SOURCE_ANNOTATION,
     PodKind,
     PodRef,
+    as_authored,
     bridge_event_id,
     creation_time,
     dns_label,
-    group_job_document,
-    lone_job_document,
 )
 from kube.rest import JsonObject, JsonValue, json_int, json_object, json_str
 
@@ -62,7 +66,8 @@ class ParseError(ValueError):
 
 
 class ObjectParser(Protocol):
-    """One Kubernetes object -> its event, as ``tephra submit`` reads a document; raises ValueError."""
+    """One Kubernetes object -> its event, as ``tephra submit`` reads a document (a PodGroup
+    with its ``members``, the pods naming it, as a submission of them together); raises ValueError."""
 
     def __call__(
         self,
@@ -72,6 +77,7 @@ class ObjectParser(Protocol):
         event_id: str,
         now: datetime,
         priority_values: Mapping[str, int],
+        members: Sequence[JsonObject] = (),
     ) -> Event: ...
 
 
@@ -203,7 +209,16 @@ class Door:
 
     # ------------------------------------------------------------------ jobs
 
-    def _job_event(self, key: str, doc: JsonObject, uid: str, created: datetime) -> JobSubmitted | None:
+    def _job_event(
+        self,
+        key: str,
+        doc: JsonObject,
+        uid: str,
+        created: datetime,
+        *,
+        kind: PodKind,
+        members: Sequence[JsonObject] = (),
+    ) -> JobSubmitted | None:
         try:
             event = self._parse(
                 doc,
@@ -211,6 +226,7 @@ class Door:
                 event_id=bridge_event_id(self.cluster, "job", uid),
                 now=created,
                 priority_values=self.priority_values,
+                members=members,
             )
         except ValueError as exc:
             if self.refused.get(key) != str(exc):
@@ -220,6 +236,9 @@ class Door:
         self.refused.pop(key, None)
         if not isinstance(event, JobSubmitted):
             return None
+        # Marked as the bridge's: a restarted bridge knows its jobs in the projection by it.
+        annotations = {**event.data.annotations, KUBE_SOURCE_ANNOTATION: kind.value}
+        event = event.model_copy(update={"data": event.data.model_copy(update={"annotations": annotations})})
         self.submitted.add(event.data.job_id)
         return event
 
@@ -232,25 +251,29 @@ class Door:
             return None
         spec = dict(json_object(job, "spec"))
         spec.pop("schedulerName", None)  # chosen by the bridge already: no warning about it
-        annotations = {**json_object(meta, "annotations"), KUBE_SOURCE_ANNOTATION: PodKind.VOLCANO_JOB.value}
-        annotations.pop(LAST_APPLIED, None)  # the whole manifest again, as kubectl apply keeps it
-        doc: JsonObject = {**job, "metadata": {**meta, "annotations": annotations}, "spec": spec}
-        return self._job_event(key, doc, json_str(meta, "uid") or "", creation_time(job) or now)
+        doc: JsonObject = {**job, "metadata": _without_last_applied(meta), "spec": spec}
+        uid = json_str(meta, "uid") or ""
+        return self._job_event(key, doc, uid, creation_time(job) or now, kind=PodKind.VOLCANO_JOB)
 
     def group_job(self, podgroup: JsonObject, pods: list[JsonObject], now: datetime) -> JobSubmitted | None:
-        """A PodGroup's job once it holds ``minMember`` pods of ours (None before, and once submitted)."""
-        doc = group_job_document(podgroup, pods)
-        meta = json_object(doc, "metadata")
-        job_id = f"{json_str(meta, 'namespace')}/{json_str(meta, 'name')}"
+        """A PodGroup's job once it holds ``minMember`` pods of ours (None before, and once submitted):
+        the PodGroup read with its pods by the manifest model, as ``tephra submit`` reads them."""
+        meta = json_object(podgroup, "metadata")
+        namespace, name = json_str(meta, "namespace") or "default", json_str(meta, "name") or ""
+        job_id = f"{namespace}/{dns_label(name)}"
         if job_id in self.submitted:
             return None
         if len(pods) < (json_int(podgroup, "spec", "minMember") or 1):
             return None
-        key = (
-            f"podgroup/{json_str(podgroup, 'metadata', 'namespace')}/{json_str(podgroup, 'metadata', 'name')}"
+        doc: JsonObject = {**podgroup, "metadata": _without_last_applied(meta)}
+        event = self._job_event(
+            f"podgroup/{namespace}/{name}",
+            doc,
+            json_str(meta, "uid") or "",
+            creation_time(podgroup) or now,
+            kind=PodKind.GROUP,
+            members=[as_authored(pod) for pod in pods],
         )
-        uid = json_str(podgroup, "metadata", "uid") or ""
-        event = self._job_event(key, doc, uid, creation_time(podgroup) or now)
         if event is not None:
             self.group_roles[job_id] = {task.name for task in event.data.tasks}
         return event
@@ -262,7 +285,7 @@ class Door:
         (as Volcano's scheduler takes them into the job); None while the group's job is not submitted.
 
         Each pod is read with the manifest model as the job's first pods were (its task spec is
-        the one the job document of that pod alone gives); the event's id comes from the group's
+        the one the PodGroup read with that pod alone gives); the event's id comes from the group's
         and the pod's uids and its time is the pod's ``creationTimestamp``, so a restart produces
         the same event, which the archive keeps once.
         """
@@ -272,6 +295,12 @@ class Door:
         roles = self.group_roles.get(job_id)
         if roles is None:
             return None
+        # The job's gang minimum stays as submitted: the group read with one pod needs no more.
+        alone: JsonObject = {
+            **podgroup,
+            "metadata": _without_last_applied(meta),
+            "spec": {**json_object(podgroup, "spec"), "minMember": 1},
+        }
         added: list[TasksAdded] = []
         for pod in sorted(pods, key=lambda p: json_str(p, "metadata", "name") or ""):
             pod_meta = json_object(pod, "metadata")
@@ -280,8 +309,8 @@ class Door:
                 continue
             time = creation_time(pod) or now
             event_id = bridge_event_id(self.cluster, "tasks", json_str(meta, "uid") or "", uid)
-            alone = group_job_document(podgroup, [pod])
-            joined = self._job_event(f"pod/{namespace}/{name}", alone, uid, time)
+            key = f"pod/{namespace}/{name}"
+            joined = self._job_event(key, alone, uid, time, kind=PodKind.GROUP, members=[as_authored(pod)])
             if joined is None:
                 continue  # refused: kept in refused, logged
             roles.update(task.name for task in joined.data.tasks)
@@ -298,10 +327,19 @@ class Door:
         return added
 
     def lone_job(self, pod: JsonObject, ref: PodRef, now: datetime) -> JobSubmitted | None:
+        """A pod of ours in no PodGroup: the one-pod gang ``tephra submit`` reads it as."""
         if ref.kind is not PodKind.LONE or ref.job_id in self.submitted:
             return None
         key = f"pod/{ref.namespace}/{ref.name}"
-        return self._job_event(key, lone_job_document(pod), ref.uid, creation_time(pod) or now)
+        return self._job_event(key, as_authored(pod), ref.uid, creation_time(pod) or now, kind=PodKind.LONE)
+
+
+def _without_last_applied(meta: JsonObject) -> JsonObject:
+    """``metadata`` without the whole manifest again, as ``kubectl apply`` keeps it in an annotation."""
+    annotations = dict(json_object(meta, "annotations"))
+    if annotations.pop(LAST_APPLIED, None) is None:
+        return meta
+    return {**meta, "annotations": annotations}
 
 
 def utc_now() -> datetime:

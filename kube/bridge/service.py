@@ -50,6 +50,7 @@ from kube.bridge.objects import (
     PodKind,
     PodRef,
     bridge_event_id,
+    gated,
     pod_ref,
     volcano_job_pods,
 )
@@ -116,12 +117,18 @@ class _Pods:
         if ref.kind is PodKind.GROUP:
             self.groups.setdefault((ref.namespace, ref.group), set()).add(key)
             self.dirty_groups.add((ref.namespace, ref.group))
-        elif ref.kind is PodKind.LONE and previous is None:
-            self.new_lone.add(key)
+        elif ref.kind is PodKind.LONE and (previous is None or (old is not None and gated(old))):
+            self.new_lone.add(key)  # new, or its last scheduling gate just went
 
 
 def _unbound_live(pod: JsonObject) -> bool:
     return not json_str(pod, "spec", "nodeName") and json_str(pod, "status", "phase") in (None, "Pending")
+
+
+def _schedulable(pod: JsonObject) -> bool:
+    """Unbound, live, and without scheduling gates: as kube-scheduler, a gated pod is not taken
+    until its gates are gone (then submitted without them: nothing in Tephra lifts a gate)."""
+    return _unbound_live(pod) and not gated(pod)
 
 
 class Bridge:
@@ -228,13 +235,15 @@ class Bridge:
             pods = [self.pods.by_task[self.pods.by_key[k].task_id][1] for k in sorted(members)]
             if podgroup is None or not pods:
                 continue
-            joined = self.door.group_tasks(podgroup, [p for p in pods if _unbound_live(p)], now)
+            joined = self.door.group_tasks(podgroup, [p for p in pods if _schedulable(p)], now)
             if joined is not None:  # submitted before: the pods that joined since are added to it
                 events.extend(joined)
                 continue
             if not all(_unbound_live(p) for p in pods):
                 continue
-            if (e := self.door.group_job(podgroup, pods, now)) is not None:
+            # Gated pods join the job (TasksAdded) once their gates are gone.
+            ungated = [p for p in pods if not gated(p)]
+            if (e := self.door.group_job(podgroup, ungated, now)) is not None:
                 events.append(e)
         lone, self.pods.new_lone = self.pods.new_lone, set()
         for key in sorted(lone):
@@ -242,7 +251,7 @@ class Bridge:
             if ref is None:
                 continue
             pod = self.pods.by_task[ref.task_id][1]
-            if _unbound_live(pod) and (e := self.door.lone_job(pod, ref, now)) is not None:
+            if _schedulable(pod) and (e := self.door.lone_job(pod, ref, now)) is not None:
                 events.append(e)
         return events, created
 
