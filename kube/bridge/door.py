@@ -1,6 +1,6 @@
 """In: cluster objects -> Tephra events, each produced once.
 
-Nodes, PriorityClasses and Queues are states: an object's event is produced
+Nodes, PriorityClasses, Queues and HyperNodes are states: an object's event is produced
 when what Tephra knows of it (the event's data) differs from what was
 produced last, or, after a start, from what the projection holds, so a relist
 or a restart produces nothing new.  Its id is ``uuid5(uid, resourceVersion)``.
@@ -32,6 +32,9 @@ from typing import Any, Protocol
 from events.jsonform import json_form
 from events.models import (
     Event,
+    HyperNodeDeleted,
+    HyperNodeDeletedData,
+    HyperNodeUpsertedData,
     JobSubmitted,
     NodeRemoved,
     NodeRemovedData,
@@ -88,6 +91,7 @@ class ProjectedState:
     nodes: dict[str, JsonObject] = field(default_factory=dict)
     queues: dict[str, JsonObject] = field(default_factory=dict)
     priority_classes: dict[str, JsonObject] = field(default_factory=dict)
+    hypernodes: dict[str, JsonObject] = field(default_factory=dict)
     jobs: set[str] = field(default_factory=set)
     #: The PodGroups' jobs the bridge submitted -> the names of their task specs (one per pod).
     group_roles: dict[str, set[str]] = field(default_factory=dict)
@@ -133,6 +137,11 @@ class Door:
             )
         for name, doc in state.priority_classes.items():
             self._known[f"priorityclass/{name}"] = _canonical(_resources_doc(doc))
+        for name, doc in state.hypernodes.items():
+            # The projection keeps the event's data: in the events' JSON form, as compared.
+            self._known[f"hypernode/{name}"] = _canonical(
+                json_form(HyperNodeUpsertedData.model_validate(doc))
+            )
         self.submitted |= state.jobs
         for job_id, roles in state.group_roles.items():
             self.group_roles.setdefault(job_id, set()).update(roles)
@@ -196,6 +205,16 @@ class Door:
         if self._known.pop(ref, None) is None:
             return None
         return QueueDeleted(**self._gone(ref, now), data=QueueDeletedData(name=name))
+
+    def hypernode(self, name: str, obj: JsonObject | None, now: datetime) -> Event | None:
+        """A HyperNode read by the manifest model (:mod:`scheduler.topology_spec`, as ``tephra
+        submit`` reads one): HyperNodeUpserted when it changed, HyperNodeDeleted once gone."""
+        ref = f"hypernode/{name}"
+        if obj is not None:
+            return self._state_event(ref, obj, now)
+        if self._known.pop(ref, None) is None:
+            return None
+        return HyperNodeDeleted(**self._gone(ref, now), data=HyperNodeDeletedData(name=name))
 
     def priority_class(self, name: str, obj: JsonObject | None, now: datetime) -> Event | None:
         if obj is None:

@@ -3,8 +3,8 @@
 One loop reconciles, level-triggered, whenever a watched object moved or the
 poll interval passed:
 
-1. **In** (:mod:`kube.bridge.door`): the changed Nodes, PriorityClasses and
-   Queues, the Volcano Jobs, PodGroups and pods of our schedulers -> events,
+1. **In** (:mod:`kube.bridge.door`): the changed Nodes, PriorityClasses,
+   Queues and HyperNodes, the Volcano Jobs, PodGroups and pods of our schedulers -> events,
    produced and acknowledged before anything depends on them.  For a newly
    submitted Volcano Job the bridge then creates its PodGroup and pods, as
    Volcano's job controller does.
@@ -80,6 +80,7 @@ _FULL_READ_EVERY: Final = 5.0
 QUEUES_PATH: Final = "/apis/scheduling.volcano.sh/v1beta1/queues"
 PODGROUPS_PATH: Final = "/apis/scheduling.volcano.sh/v1beta1/podgroups"
 VCJOBS_PATH: Final = "/apis/batch.volcano.sh/v1alpha1/jobs"
+HYPERNODES_PATH: Final = "/apis/topology.volcano.sh/v1alpha1/hypernodes"
 
 
 @dataclass
@@ -169,6 +170,7 @@ class Bridge:
         self.queues = informer(QUEUES_PATH, "scheduling.volcano.sh/v1beta1", "Queue")
         self.podgroups = informer(PODGROUPS_PATH, "scheduling.volcano.sh/v1beta1", "PodGroup")
         self.vcjobs = informer(VCJOBS_PATH, "batch.volcano.sh/v1alpha1", "Job")
+        self.hypernodes = informer(HYPERNODES_PATH, "topology.volcano.sh/v1alpha1", "HyperNode")
         # One watch per scheduler name: the apiserver filters pods by spec.schedulerName.
         self.pod_informers = [
             Informer(
@@ -204,6 +206,7 @@ class Bridge:
             self.queues,
             self.podgroups,
             self.vcjobs,
+            self.hypernodes,
             *self.pod_informers,
         ]
 
@@ -261,6 +264,7 @@ class Bridge:
             (self.priority_classes, self.door.priority_class),
             (self.nodes, self.door.node),
             (self.queues, self.door.queue),
+            (self.hypernodes, self.door.hypernode),
         ):
             for key in self._take(informer):
                 if (e := read(key, informer.objects.get(key), now)) is not None:

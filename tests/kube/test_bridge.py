@@ -483,7 +483,7 @@ async def test_a_sigkilled_bridge_restarted_binds_every_pod_of_a_stream_exactly_
     assert len(decided) == count
     assert all(len(bindings) == 1 for bindings in decided.values())
     for name, node in nodes.items():
-        assert decided[f"{cluster.namespace}/{name}-pod-0"] == [node]
+        assert decided[f"{cluster.namespace}/{name}"] == [node]
     assert [(r["error"], r["detail"]) for r in rejected] == []
 
 
@@ -529,4 +529,4 @@ async def test_plain_pods_of_a_podgroup_are_bound_as_one_gang(stack: Stack) -> N
         )
     finally:
         await conn.close()
-    assert [r["id"] for r in tasks] == [f"{stack.namespace}/pair-left-0", f"{stack.namespace}/pair-right-0"]
+    assert [r["id"] for r in tasks] == [f"{stack.namespace}/left", f"{stack.namespace}/right"]
