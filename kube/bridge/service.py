@@ -231,6 +231,10 @@ class Bridge:
         now = utc_now()
         events = self._state_events(now)
         created = self._volcano_job_events(now, events) if self.settings.kube_job_controller else []
+        for key in self._take(self.podgroups):  # a PodGroup seen after its pods: look at them now
+            namespace, _, group = key.partition("/")
+            if (namespace, group) in self.pods.groups:
+                self.pods.dirty_groups.add((namespace, group))
         groups, self.pods.dirty_groups = self.pods.dirty_groups, set()
         for namespace, group in sorted(groups):
             podgroup = self.podgroups.objects.get(f"{namespace}/{group}")

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
@@ -23,11 +24,14 @@ import pytest
 from api.embedded import create_topics
 from api.endpoints import Endpoints
 from api.kube_bridge import object_parser
+from api.manifests import parse_manifests
 from api.settings import TephraSettings
 from api.stack import run_services
 from api.submit import load_submission, produce_manifests
+from events.models import JobSubmitted, JobSubmittedData
 from events.signing import EventSigner
 from events.topics import Topics
+from kube.bridge.door import BRIDGE_SOURCE
 from kube.bridge.service import run_bridge
 from kube.bridge.settings import KubeBridgeSettings
 from kube.dev.cluster import DevCluster
@@ -530,3 +534,129 @@ async def test_plain_pods_of_a_podgroup_are_bound_as_one_gang(stack: Stack) -> N
     finally:
         await conn.close()
     assert [r["id"] for r in tasks] == [f"{stack.namespace}/left", f"{stack.namespace}/right"]
+
+
+PODGROUP_AND_PODS = """\
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: mixed, namespace: NS}
+spec:
+  minMember: 2
+  minTaskMember: {ps: 1, worker: 1}
+  minResources: {nvidia.com/gpu: "2"}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: ps-0
+  namespace: NS
+  annotations: {scheduling.k8s.io/group-name: mixed}
+  labels: {volcano.sh/task-spec: ps, volcano.sh/preemptable: "false"}
+spec:
+  schedulerName: volcano
+  containers: [{name: main, image: demo/x, resources: {limits: {nvidia.com/gpu: "1"}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: worker.0
+  namespace: NS
+  annotations: {scheduling.k8s.io/group-name: mixed}
+  labels: {volcano.sh/task-spec: worker}
+spec:
+  schedulerName: volcano
+  tolerations: [{key: dedicated, operator: Exists, effect: NoSchedule}]
+  containers: [{name: main, image: demo/x, resources: {requests: {cpu: 100m}, limits: {nvidia.com/gpu: "1"}}}]
+"""
+
+
+async def test_a_podgroup_through_the_bridge_is_the_job_tephra_submit_makes_of_it(
+    stack: Stack, tmp_path: Path
+) -> None:
+    text = PODGROUP_AND_PODS.replace("NS", stack.namespace)
+    manifest = tmp_path / "mixed.yaml"
+    manifest.write_text(text)
+    stack.kubectl("apply", "-f", str(manifest))
+
+    def running(value: object) -> bool:
+        pods = value if isinstance(value, list) else []
+        return len(pods) == 2 and all(_phase(p) == "Running" for p in pods)
+
+    pods = await eventually(stack.pods, running)
+    assert isinstance(pods, list)
+    job_id = f"{stack.namespace}/mixed"
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        row = await conn.fetchrow(
+            "SELECT source, data FROM event_log WHERE type = 'tephra.job.submitted.v1' AND subject = $1",
+            f"job/{job_id}",
+        )
+        tasks = await conn.fetch("SELECT id, node FROM tasks WHERE job_id = $1 ORDER BY id", job_id)
+        rejected = await conn.fetch("SELECT error, detail FROM rejected_events")
+    finally:
+        await conn.close()
+    assert row is not None
+    assert row["source"] == BRIDGE_SOURCE
+    bridged = JobSubmittedData.model_validate(json.loads(row["data"]))
+    [submitted] = parse_manifests([(manifest.name, text)], now=datetime.now(UTC)).events
+    assert isinstance(submitted, JobSubmitted)
+    # The same job, tasks and gang whichever door; only the provenance annotation differs.
+    assert bridged.annotations == {"tephra.dev/kube-source": "podgroup"}
+    assert bridged.model_copy(update={"annotations": {}}) == submitted.data
+    assert bridged.min_task_member == {"ps": 1, "worker": 1}
+    assert [(t.pod_names, t.role) for t in bridged.tasks] == [(["ps-0"], "ps"), (["worker.0"], "worker")]
+    # Each task is its pod, bound by name to the node the projection holds.
+    on = {json_str(p, "metadata", "name"): json_str(p, "spec", "nodeName") for p in pods}
+    assert [(r["id"], r["node"]) for r in tasks] == [
+        (f"{stack.namespace}/ps-0", on["ps-0"]),
+        (f"{stack.namespace}/worker.0", on["worker.0"]),
+    ]
+    assert [(r["error"], r["detail"]) for r in rejected] == []
+
+
+def _hypernode(name: str, tier: int, *members: JsonObject) -> JsonObject:
+    return {
+        "apiVersion": "topology.volcano.sh/v1alpha1",
+        "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": {"tier": tier, "members": list(members)},
+    }
+
+
+async def _hypernodes(stack: Stack) -> dict[str, JsonObject]:
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        rows = await conn.fetch("SELECT name, doc FROM hypernodes")
+    finally:
+        await conn.close()
+    return {r["name"]: json.loads(r["doc"]) for r in rows}
+
+
+async def test_hypernodes_come_in_changed_and_go_as_the_cluster_holds_them(stack: Stack) -> None:
+    path = resource_path("topology.volcano.sh/v1alpha1", "hypernodes")
+    leaf, spine = f"{stack.namespace}-leaf", f"{stack.namespace}-spine"
+    nodes = [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in stack.nodes]
+    await stack.kube.create(path, _hypernode(leaf, 1, *nodes))
+    await stack.kube.create(
+        path, _hypernode(spine, 2, {"type": "HyperNode", "selector": {"exactMatch": {"name": leaf}}})
+    )
+    held = await eventually(lambda: _hypernodes(stack), lambda h: isinstance(h, dict) and spine in h)
+    assert isinstance(held, dict)
+    assert held[leaf]["tier"] == 1
+    assert [m["exact_match"] for m in held[leaf]["members"]] == stack.nodes
+    # A change the model reads (the tier name) comes in; a deletion goes out.
+    current = await stack.kube.get(resource_path("topology.volcano.sh/v1alpha1", "hypernodes", name=leaf))
+    changed = {**current, "spec": {**json_object(current, "spec"), "tierName": "leaf"}}
+    await stack.kube.request(
+        "PUT", resource_path("topology.volcano.sh/v1alpha1", "hypernodes", name=leaf), body=changed
+    )
+    await stack.kube.delete(resource_path("topology.volcano.sh/v1alpha1", "hypernodes", name=spine))
+
+    def settled(value: object) -> bool:
+        return (
+            isinstance(value, dict) and spine not in value and value.get(leaf, {}).get("tier_name") == "leaf"
+        )
+
+    await eventually(lambda: _hypernodes(stack), settled)
+    await stack.kube.delete(resource_path("topology.volcano.sh/v1alpha1", "hypernodes", name=leaf))
+    await eventually(lambda: _hypernodes(stack), lambda h: isinstance(h, dict) and leaf not in h)

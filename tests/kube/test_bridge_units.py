@@ -16,6 +16,8 @@ from api.manifests import parse_manifests
 from api.settings import KubeBridgeCommandSettings
 from events.models import (
     Event,
+    HyperNodeDeleted,
+    HyperNodeUpserted,
     JobCancelled,
     JobSubmitted,
     NodeRemoved,
@@ -218,6 +220,41 @@ def test_after_a_restart_what_the_projection_holds_is_not_reported_again() -> No
     d.seed(ProjectedState(nodes={"n1": projected}, jobs={"team/done"}))
     assert d.node("n1", node("n1"), NOW) is None
     assert "team/done" in d.submitted
+
+
+HYPERNODE: JsonObject = {
+    "apiVersion": "topology.volcano.sh/v1alpha1",
+    "kind": "HyperNode",
+    "metadata": {"name": "s0", "uid": "uid-s0", "resourceVersion": "1"},
+    "spec": {
+        "tier": 1,
+        "members": [
+            {"type": "Node", "selector": {"exactMatch": {"name": "n1"}}},
+            {"type": "Node", "selector": {"regexMatch": {"pattern": "^gpu-"}}},
+        ],
+    },
+}
+
+
+def test_a_hypernode_is_reported_once_per_change_read_as_tephra_submit_reads_it() -> None:
+    d = door()
+    event = d.hypernode("s0", HYPERNODE, NOW)
+    assert isinstance(event, HyperNodeUpserted)
+    [submitted] = parse_manifests([("hn.yaml", yaml.safe_dump(HYPERNODE))], now=NOW).events
+    assert event.data == submitted.data
+    assert d.hypernode("s0", {**HYPERNODE, "metadata": {"name": "s0", "resourceVersion": "2"}}, NOW) is None
+    bad = {
+        **HYPERNODE,
+        "spec": {"tier": 1, "members": [{"type": "HyperNode", "selector": {"regexMatch": {}}}]},
+    }
+    assert d.hypernode("s0", bad, NOW) is None  # refused: kept with its reason, nothing produced
+    assert "spec.members[0].selector" in d.refused["hypernode/s0"]
+    assert isinstance(d.hypernode("s0", None, NOW), HyperNodeDeleted)
+    assert d.hypernode("s0", None, NOW) is None
+    # After a restart, what the projection holds (the event's data) is not produced again.
+    again = door()
+    again.seed(ProjectedState(hypernodes={"s0": event.data.model_dump(mode="json")}))
+    assert again.hypernode("s0", HYPERNODE, NOW) is None
 
 
 def test_a_volcano_job_is_submitted_once_through_the_manifest_model() -> None:
