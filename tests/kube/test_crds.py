@@ -59,7 +59,8 @@ def test_the_crds_are_structural_v1_with_a_status_subresource() -> None:
         (version,) = json_list(document, "spec", "versions")
         assert isinstance(version, dict)
         assert json_object(version, "subresources") == {"status": {}}
-    assert [json_str(d, "spec", "scope") for d in documents] == ["Namespaced", "Cluster", "Namespaced", "Cluster"]
+    scopes = [json_str(d, "spec", "scope") for d in documents]
+    assert scopes == ["Namespaced", "Cluster", "Namespaced", "Cluster"]
     assert json_list(documents[0], "spec", "names", "shortNames")[0] == "vcjob"
 
 
