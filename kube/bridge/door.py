@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -190,31 +190,36 @@ class Door:
             "cluster": self.cluster,
         }
 
-    def node(self, name: str, obj: JsonObject | None, now: datetime) -> Event | None:
-        ref = f"node/{name}"
+    def _state(
+        self, ref: str, obj: JsonObject | None, now: datetime, deleted: Callable[[dict[str, Any]], Event]
+    ) -> Event | None:
+        """``obj``'s event when what Tephra reads of it changed; once it is gone (None), the
+        event ``deleted`` makes of the envelope, when it was produced or projected."""
         if obj is not None:
             return self._state_event(ref, obj, now)
         if self._known.pop(ref, None) is None:
             return None
-        return NodeRemoved(**self._gone(ref, now), data=NodeRemovedData(name=name))
+        return deleted(self._gone(ref, now))
+
+    def node(self, name: str, obj: JsonObject | None, now: datetime) -> Event | None:
+        return self._state(
+            f"node/{name}", obj, now, lambda env: NodeRemoved(**env, data=NodeRemovedData(name=name))
+        )
 
     def queue(self, name: str, obj: JsonObject | None, now: datetime) -> Event | None:
-        ref = f"queue/{name}"
-        if obj is not None:
-            return self._state_event(ref, obj, now)
-        if self._known.pop(ref, None) is None:
-            return None
-        return QueueDeleted(**self._gone(ref, now), data=QueueDeletedData(name=name))
+        return self._state(
+            f"queue/{name}", obj, now, lambda env: QueueDeleted(**env, data=QueueDeletedData(name=name))
+        )
 
     def hypernode(self, name: str, obj: JsonObject | None, now: datetime) -> Event | None:
         """A HyperNode read by the manifest model (:mod:`scheduler.topology_spec`, as ``tephra
         submit`` reads one): HyperNodeUpserted when it changed, HyperNodeDeleted once gone."""
-        ref = f"hypernode/{name}"
-        if obj is not None:
-            return self._state_event(ref, obj, now)
-        if self._known.pop(ref, None) is None:
-            return None
-        return HyperNodeDeleted(**self._gone(ref, now), data=HyperNodeDeletedData(name=name))
+        return self._state(
+            f"hypernode/{name}",
+            obj,
+            now,
+            lambda env: HyperNodeDeleted(**env, data=HyperNodeDeletedData(name=name)),
+        )
 
     def priority_class(self, name: str, obj: JsonObject | None, now: datetime) -> Event | None:
         if obj is None:

@@ -46,6 +46,7 @@ from kube.bridge.settings import KubeBridgeSettings
 from kube.bridge.signing import BRIDGE_PRODUCER, BRIDGE_TYPES, signing
 from kube.bridge.status import failed_scheduling_message, volcano_job_status
 from kube.rest import JsonObject
+from tests.kube.test_bridge import PODGROUP_AND_PODS
 
 NOW = datetime(2026, 12, 5, 1, 0, tzinfo=UTC)
 
@@ -323,37 +324,6 @@ def test_a_lone_pod_is_a_one_pod_gang_in_its_annotated_queue() -> None:
     assert event.data.annotations == {KUBE_SOURCE_ANNOTATION: "pod"}
 
 
-PODGROUP_AND_PODS = """
-apiVersion: scheduling.volcano.sh/v1beta1
-kind: PodGroup
-metadata: {name: train, namespace: team, uid: uid-train-pg, creationTimestamp: "2026-12-05T00:58:00Z"}
-spec: {queue: research, minMember: 2, minTaskMember: {ps: 1, worker: 1}, minResources: {cpu: "3"}}
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: worker-0
-  namespace: team
-  annotations: {scheduling.k8s.io/group-name: train}
-  labels: {volcano.sh/task-spec: worker}
-spec:
-  schedulerName: volcano
-  tolerations: [{key: dedicated, operator: Exists, effect: NoSchedule}]
-  containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: ps.0
-  namespace: team
-  annotations: {scheduling.k8s.io/group-name: train}
-  labels: {volcano.sh/task-spec: ps, volcano.sh/preemptable: "false"}
-spec:
-  schedulerName: volcano
-  containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}, requests: {cpu: "2"}}}]
-"""
-
-
 def _admitted(pod: JsonObject) -> JsonObject:
     """``pod`` as a v1.20 apiserver stores it: Priority and DefaultTolerationSeconds admission."""
     spec = dict(pod["spec"])  # type: ignore[call-overload]
@@ -369,23 +339,24 @@ def _admitted(pod: JsonObject) -> JsonObject:
 
 
 def test_a_podgroup_through_the_bridge_is_the_job_tephra_submit_makes_of_it() -> None:
-    submitted = parse_manifests([("pg.yaml", PODGROUP_AND_PODS)], now=NOW).events
+    text = PODGROUP_AND_PODS.replace("NS", "team")  # as on the real apiserver in test_bridge
+    submitted = parse_manifests([("pg.yaml", text)], now=NOW).events
     assert len(submitted) == 1
     expected = submitted[0]
     assert isinstance(expected, JobSubmitted)
-    group, *members = yaml.safe_load_all(PODGROUP_AND_PODS)
+    group, *members = yaml.safe_load_all(text)
     event = door().group_job(group, [_admitted(m) for m in members], NOW)
     assert isinstance(event, JobSubmitted)
     # The same job, tasks (the pods' own names, roles) and minTaskMember; only the provenance differs.
     assert event.data.annotations == {KUBE_SOURCE_ANNOTATION: "podgroup"}
     assert event.data.model_copy(update={"annotations": {}}) == expected.data
-    assert [(t.pod_names, t.role) for t in event.data.tasks] == [(["ps.0"], "ps"), (["worker-0"], "worker")]
+    assert [(t.pod_names, t.role) for t in event.data.tasks] == [(["ps-0"], "ps"), (["worker.0"], "worker")]
     assert event.data.min_task_member == {"ps": 1, "worker": 1}
     # Each pod is the task of its own name, which the bridge binds.
     refs = [pod_ref(_admitted(m), job_controller=True) for m in members]
     assert [(r.task_id, r.job_id) for r in refs if r is not None] == [
-        ("team/worker-0", "team/train"),
-        ("team/ps.0", "team/train"),
+        ("team/ps-0", "team/mixed"),
+        ("team/worker.0", "team/mixed"),
     ]
 
 
