@@ -41,6 +41,7 @@ __all__ = [
     "creation_time",
     "dns_label",
     "gated",
+    "legacy_pod_task",
     "pod_ref",
     "volcano_job_pods",
 ]
@@ -120,6 +121,19 @@ def pod_ref(pod: JsonObject, *, job_controller: bool) -> PodRef | None:
     if isinstance(group, str) and group:
         return PodRef(namespace, name, uid, PodKind.GROUP, group, task, f"{namespace}/{dns_label(group)}")
     return PodRef(namespace, name, uid, PodKind.LONE, name, task, f"{namespace}/{dns_label(name)}")
+
+
+def legacy_pod_task(task_id: str, job_id: str, kind: str) -> str | None:
+    """The pod's task id (``ns/<pod>``) for a task id a bridge gave before tasks were named
+    after their pods: ``ns/<group>-<pod>-0`` (a PodGroup's pod), ``ns/<pod>-pod-0`` (a lone
+    pod); None for an id of another form.  The jobs it submitted keep those ids until they end."""
+    if not task_id.endswith("-0") or not task_id.startswith(f"{job_id}-"):
+        return None
+    if kind == PodKind.LONE:
+        return job_id if task_id == f"{job_id}-pod-0" else None
+    if kind == PodKind.GROUP:
+        return f"{job_id.partition('/')[0]}/{task_id[len(job_id) + 1 : -2]}"
+    return None
 
 
 #: The tolerations Kubernetes' DefaultTolerationSeconds admission gives every pod without its own.

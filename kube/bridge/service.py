@@ -25,11 +25,12 @@ Only one bridge of a cluster is active: it holds a PostgreSQL advisory lock.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -51,6 +52,7 @@ from kube.bridge.objects import (
     PodRef,
     bridge_event_id,
     gated,
+    legacy_pod_task,
     pod_ref,
     volcano_job_pods,
 )
@@ -196,6 +198,10 @@ class Bridge:
         self.outage = Outage()
         self._eviction_version = "policy/v1beta1"
         self._emitted: dict[str, int] = {}  # event id -> seq of the task state it records
+        #: Tasks of jobs an earlier bridge submitted, named ``ns/<group>-<pod>-0`` or ``ns/<pod>-pod-0``
+        #: (kube.bridge.objects.legacy_pod_task) -> their pods' task ids; and back.
+        self._legacy: dict[str, str] = {}
+        self._legacy_of: dict[str, str] = {}
         self.bindings = 0
 
     @property
@@ -397,15 +403,43 @@ class Bridge:
         await self.status.preempted(evict.pod, evict.task.preemptor)
         await evict_pod(self.client, evict.pod, self._eviction_version)
 
+    def _find_legacy(self, tasks: list[ProjectedTask]) -> None:
+        """Match the tasks an earlier bridge named ``ns/<group>-<pod>-0`` or ``ns/<pod>-pod-0``
+        to their pods, so a bridge upgraded under running jobs neither cancels nor loses them."""
+        for task in tasks:
+            if task.task_id in self.pods.by_task:
+                continue
+            pod_task = legacy_pod_task(task.task_id, task.job_id, task.kind)
+            found = self.pods.by_task.get(pod_task) if pod_task is not None else None
+            if pod_task is not None and found is not None and found[0].job_id == task.job_id:
+                self._legacy[task.task_id] = pod_task
+                self._legacy_of[pod_task] = task.task_id
+
+    def _take_dirty_tasks(self) -> set[str]:
+        """The tasks whose pods moved or whose calls failed, by the ids the projection holds."""
+        dirty, self.pods.dirty_tasks = self.pods.dirty_tasks, set()
+        if self._legacy_of:  # a pod of an earlier bridge's task moved: read that task
+            dirty.update(self._legacy_of[t] for t in list(dirty) if t in self._legacy_of)
+        return dirty
+
+    def _pods_by_task(self) -> Mapping[str, tuple[PodRef, JsonObject]]:
+        """The pods by the task ids the projection holds (an earlier bridge's names too)."""
+        by_task = self.pods.by_task
+        if not self._legacy:
+            return by_task
+        legacy = {old: by_task[new] for old, new in self._legacy.items() if new in by_task}
+        return collections.ChainMap(legacy, by_task)
+
     async def _out(self, tasks: list[ProjectedTask]) -> None:
         # Tasks whose calls are under way wait for them; pods we bound wait for the watch to show it.
         waiting = []
+        pods = self._pods_by_task()
         for task in tasks:
             if task.task_id in self._in_flight:
                 self._passed_over.add(task.task_id)
                 continue
             bound = self._bound.get(task.task_id)
-            found = self.pods.by_task.get(task.task_id)
+            found = pods.get(task.task_id)
             if bound is not None and found is not None:
                 if json_str(found[1], "spec", "nodeName") or found[0].uid != bound[0]:
                     del self._bound[task.task_id]
@@ -417,7 +451,7 @@ class Bridge:
             return
         plan = plan_tasks(
             waiting,
-            self.pods.by_task,
+            pods,
             nodes=frozenset(self.nodes.objects),
             volcano_jobs=self.volcano_job_ids(),
             cluster=self.cluster,
@@ -484,7 +518,7 @@ class Bridge:
                 await self.publish(events)
             for job in created:
                 await self._create_job_objects(job)
-            dirty, self.pods.dirty_tasks = self.pods.dirty_tasks, set()
+            dirty = self._take_dirty_tasks()
             now_relists = sum(i.relists for i in self.pod_informers)
             if now_relists != relists:
                 relists, everything = now_relists, True  # pods may have gone while the watch was down
@@ -505,6 +539,8 @@ class Bridge:
                 transitional=seq != last_seq or full,
                 changed_after=None if full or last_seq < 0 else last_seq,
             )
+            if everything:
+                self._find_legacy(tasks)
             everything, last_seq = False, seq
             await self._out(tasks)
             await self.status.update(self)

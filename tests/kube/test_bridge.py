@@ -170,9 +170,9 @@ def bridge_signer() -> EventSigner | None:
     return None
 
 
-@pytest.fixture
-async def stack(cluster: Stack, bridge_signer: EventSigner | None) -> AsyncIterator[Stack]:
-    """:func:`cluster` with the bridge running in this process."""
+@contextlib.asynccontextmanager
+async def running_bridge(cluster: Stack, signer: EventSigner | None = None) -> AsyncIterator[Stack]:
+    """The bridge running in this process on ``cluster`` until the block ends."""
     bridge_task = asyncio.create_task(
         run_bridge(
             KubeBridgeSettings(kubeconfig=cluster.bridge_kubeconfig),
@@ -181,7 +181,7 @@ async def stack(cluster: Stack, bridge_signer: EventSigner | None) -> AsyncItera
             database=DatabaseAccess(cluster.database_url),
             topics=cluster.endpoints.topics,
             cluster="default",
-            signer=bridge_signer,
+            signer=signer,
         )
     )
     try:
@@ -189,6 +189,13 @@ async def stack(cluster: Stack, bridge_signer: EventSigner | None) -> AsyncItera
     finally:
         bridge_task.cancel()
         await stopped(bridge_task)
+
+
+@pytest.fixture
+async def stack(cluster: Stack, bridge_signer: EventSigner | None) -> AsyncIterator[Stack]:
+    """:func:`cluster` with the bridge running in this process."""
+    async with running_bridge(cluster, bridge_signer) as running:
+        yield running
 
 
 def _phase(pod: JsonObject) -> str | None:
@@ -660,3 +667,71 @@ async def test_hypernodes_come_in_changed_and_go_as_the_cluster_holds_them(stack
     await eventually(lambda: _hypernodes(stack), settled)
     await stack.kube.delete(resource_path("topology.volcano.sh/v1alpha1", "hypernodes", name=leaf))
     await eventually(lambda: _hypernodes(stack), lambda h: isinstance(h, dict) and leaf not in h)
+
+
+# A PodGroup's job as the bridge submitted it before its tasks were named after their pods: a
+# Volcano Job document of one task per pod (``<group>-<pod>-0``), marked as the bridge's.
+LEGACY_GROUP_JOB = """\
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata:
+  name: old
+  namespace: NS
+  annotations: {tephra.dev/kube-source: podgroup}
+spec:
+  minAvailable: 2
+  tasks:
+    - {name: a, replicas: 1, minAvailable: 0, template: {spec: {containers: [{name: main, image: demo/x}]}}}
+    - {name: b, replicas: 1, minAvailable: 0, template: {spec: {containers: [{name: main, image: demo/x}]}}}
+"""
+
+
+async def test_an_upgraded_bridge_runs_the_podgroup_jobs_an_earlier_one_submitted(
+    cluster: Stack, tmp_path: Path
+) -> None:
+    ns = cluster.namespace
+    legacy = tmp_path / "legacy.yaml"
+    legacy.write_text(LEGACY_GROUP_JOB.replace("NS", ns))
+    await produce_manifests(load_submission([legacy], cluster="default"), cluster.endpoints)
+    conn = await asyncpg.connect(cluster.database_url)
+    try:
+        await eventually(
+            lambda: conn.fetch("SELECT id FROM tasks WHERE job_id = $1", f"{ns}/old"),
+            lambda rows: isinstance(rows, list) and len(rows) == 2,
+        )
+    finally:
+        await conn.close()
+    await cluster.kube.create(
+        resource_path("scheduling.volcano.sh/v1beta1", "podgroups", namespace=ns),
+        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "old"}},
+    )
+    for name in ("a", "b"):
+        member: JsonObject = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "annotations": {"scheduling.k8s.io/group-name": "old"}},
+            "spec": {"schedulerName": "volcano", "containers": [{"name": "main", "image": "demo/x"}]},
+        }
+        await cluster.kube.create(resource_path("v1", "pods", namespace=ns), member)
+
+    def running(value: object) -> bool:
+        pods = value if isinstance(value, list) else []
+        return len(pods) == 2 and all(_phase(p) == "Running" for p in pods)
+
+    async with running_bridge(cluster) as stack:
+        await eventually(stack.pods, running)
+        conn = await asyncpg.connect(stack.database_url)
+        try:
+            rows = await eventually(
+                lambda: conn.fetch("SELECT id, status FROM tasks WHERE job_id = $1 ORDER BY id", f"{ns}/old"),
+                lambda rows: isinstance(rows, list) and all(r["status"] == "Running" for r in rows),
+            )
+            types = await conn.fetch("SELECT type FROM event_log WHERE subject = $1", f"job/{ns}/old")
+            rejected = await conn.fetch("SELECT error, detail FROM rejected_events")
+        finally:
+            await conn.close()
+    # The earlier bridge's task ids, each bound to its pod; not submitted again, not cancelled.
+    assert isinstance(rows, list)
+    assert [r["id"] for r in rows] == [f"{ns}/old-a-0", f"{ns}/old-b-0"]
+    assert [r["type"] for r in types] == ["tephra.job.submitted.v1"]
+    assert [(r["error"], r["detail"]) for r in rejected] == []

@@ -35,6 +35,7 @@ from kube.bridge.objects import (
     PodRef,
     bridge_event_id,
     dns_label,
+    legacy_pod_task,
     pod_ref,
     volcano_job_pods,
 )
@@ -158,6 +159,14 @@ def test_a_pod_maps_to_one_task_by_its_names_alone() -> None:
     theirs = pod_ref(pod("train-worker-1", annotations=volcano), job_controller=False)
     assert theirs is not None
     assert theirs.kind is PodKind.GROUP
+
+
+def test_an_earlier_bridges_task_ids_lead_to_their_pods() -> None:
+    assert legacy_pod_task("team/gang-m0-0", "team/gang", PodKind.GROUP) == "team/m0"
+    assert legacy_pod_task("team/web-pod-0", "team/web", PodKind.LONE) == "team/web"
+    assert legacy_pod_task("team/web", "team/web", PodKind.LONE) is None  # today's name
+    assert legacy_pod_task("team/m0", "team/gang", PodKind.GROUP) is None
+    assert legacy_pod_task("team/train-worker-0", "team/train", PodKind.VOLCANO_JOB) is None
 
 
 def test_a_name_that_is_no_dns_label_is_shortened_with_a_digest() -> None:
