@@ -2,15 +2,15 @@
 
 ``kube`` may not import ``api`` (design §2), yet the bridge must read Volcano
 Jobs, Queues, PriorityClasses and Nodes exactly as ``tephra submit`` reads
-their manifests.  So the reading is handed to it here:
-:func:`object_parser` wraps :func:`api.manifests.parse_object`.
+their manifests (a PodGroup with its Pods as ``tephra submit`` reads them together).  So
+the reading is handed to it here: :func:`object_parser` wraps :func:`api.manifests.parse_object`.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from api.endpoints import Endpoints
@@ -43,6 +43,7 @@ def object_parser(cluster: str) -> ObjectParser:
         event_id: str,
         now: datetime,
         priority_values: Mapping[str, int],
+        members: Sequence[JsonObject] = (),
     ) -> Event:
         obj, warnings = parse_object(
             value,
@@ -52,6 +53,7 @@ def object_parser(cluster: str) -> ObjectParser:
             now=now,
             event_id=event_id,
             priority_values=priority_values,
+            members=members,
         )
         # A job is read once; nodes and queues at each change: their warnings would repeat.
         level = logging.INFO if origin.startswith(_JOB_ORIGINS) else logging.DEBUG

@@ -5,12 +5,6 @@ kind is read by the shared manifest model (:mod:`scheduler.manifest`, which
 ``tephra simulate`` reads it with too: the Volcano Job defaults, the derived
 ``minResources``, the pod spec) and turned here into its event:
 
-``batch.volcano.sh/v1alpha1 Job``      JobSubmitted
-``scheduling.volcano.sh/v1beta1 Queue`` QueueUpserted
-``scheduling.k8s.io/v1 PriorityClass`` PriorityClassUpserted
-``v1 Node``                            NodeReported
-``topology.volcano.sh/v1alpha1 HyperNode``  HyperNodeUpserted
-=======
 ==============================================  =======================
 ``batch.volcano.sh/v1alpha1 Job``               JobSubmitted
 ``scheduling.volcano.sh/v1beta1 PodGroup``      JobSubmitted, with the Pods that name it
@@ -542,7 +536,8 @@ def _pod_group_job(
         JobSubmittedData,
         {
             "namespace": group.namespace,
-            "name": group.name,
+            # A job name is a DNS label; a PodGroup's or a Pod's may be a subdomain: as the task's.
+            "name": dns_label(group.name),
             "queue": group.queue,
             "priority_class": group.priority_class,
             "min_available": group.min_member,
@@ -821,20 +816,59 @@ def parse_object(
     now: datetime,
     event_id: str,
     priority_values: Mapping[str, int] | None = None,
+    members: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[ManifestObject, tuple[ManifestWarning, ...]]:
     """One object already decoded (read from a Kubernetes apiserver) -> its event, as a document is.
 
     ``origin`` stands for the file name in errors and warnings (``vcjob team-a/train``);
     ``priority_values`` are the PriorityClass values known to the caller (a job's tasks are
-    ordered by them when deriving minResources).  Raises :class:`InvalidManifests`.
+    ordered by them when deriving minResources).  A PodGroup comes with its ``members``, the
+    Pods that name it (documents 2, 3 ... in errors), and is read as a submission of them
+    all is.  Raises :class:`InvalidManifests`.
     """
     env = _Envelope(cluster=cluster, source=source, now=now, new_id=lambda: event_id)
     doc = _Doc(origin, 1)
     try:
-        obj = _convert(doc, _kind_of(doc, value), value, env, priority_values or {})
+        kind = _kind_of(doc, value)
+        if kind == "podgroup" and members:
+            obj, read_from = _pod_group_object(doc, value, members, env, priority_values or {})
+        else:
+            if members:
+                doc.fail("kind", "only a PodGroup is read with member pods")
+            obj, read_from = _convert(doc, kind, value, env, priority_values or {}), [doc]
     except _DocumentInvalid as exc:
         raise InvalidManifests([exc.error]) from None
-    return obj, tuple(doc.warnings)
+    return obj, tuple(w for read in read_from for w in read.warnings)
+
+
+def _pod_group_object(
+    doc: _Doc,
+    value: Mapping[str, Any],
+    members: Sequence[Mapping[str, Any]],
+    env: _Envelope,
+    priority_values: Mapping[str, int],
+) -> tuple[ManifestObject, list[_Doc]]:
+    """A PodGroup and its member Pods as one job, read as ``tephra submit`` reads them together."""
+    documents: list[tuple[_Doc, str, dict[str, Any]]] = [(doc, "podgroup", dict(value))]
+    for index, member in enumerate(members, start=2):
+        member_doc = _Doc(doc.file, index)
+        documents.append((member_doc, _kind_of(member_doc, member), dict(member)))
+    errors: list[ManifestError] = []
+    pods = _PodDocuments.read(documents, errors)
+    if errors:
+        raise _DocumentInvalid(errors[0])
+    for position, (member_doc, _kind, _value) in enumerate(documents[1:], start=1):
+        model = pods.models.get(position)
+        if not isinstance(model, PodManifest) or model.group is None:
+            member_doc.fail(
+                _at("metadata.annotations", GROUP_ANNOTATION), f"expected a Pod naming PodGroup {doc.name}"
+            )
+    found = pods.job(0, doc, env, priority_values)
+    if found is None:  # not reached: document 0 is a PodGroup read without error
+        doc.fail("kind", "expected a PodGroup")
+    obj, read_from = found
+    _check_names(doc, obj)
+    return obj, read_from
 
 
 def load_manifest_files(

@@ -1,6 +1,6 @@
 """In: cluster objects -> Tephra events, each produced once.
 
-Nodes, PriorityClasses and Queues are states: an object's event is produced
+Nodes, PriorityClasses, Queues and HyperNodes are states: an object's event is produced
 when what Tephra knows of it (the event's data) differs from what was
 produced last, or, after a start, from what the projection holds, so a relist
 or a restart produces nothing new.  Its id is ``uuid5(uid, resourceVersion)``.
@@ -10,16 +10,21 @@ Jobs are submitted once: a Volcano Job of ours, a PodGroup once it holds
 comes from the object's uid and its time from the object's
 ``creationTimestamp``, so the same object always gives the same event.  The
 objects go through the same manifest model as ``tephra submit``
-(:class:`ObjectParser`, injected by ``api``, which owns that model): a job it
-refuses is not produced; its message is kept in :attr:`Door.refused` for the
-status written back.
+(:class:`ObjectParser`, injected by ``api``, which owns that model; a PodGroup
+with its pods, as a submission of them together), the pods as their author
+gave them (:func:`~kube.bridge.objects.as_authored`), so a PodGroup's job,
+its tasks' ids and its ``minTaskMember`` are the same whichever door it comes
+through; only the provenance differs (the envelope, and the
+``tephra.dev/kube-source`` annotation).  A job the model refuses is not
+produced; its message is kept in :attr:`Door.refused` for the status written
+back.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -27,6 +32,9 @@ from typing import Any, Protocol
 from events.jsonform import json_form
 from events.models import (
     Event,
+    HyperNodeDeleted,
+    HyperNodeDeletedData,
+    HyperNodeUpsertedData,
     JobSubmitted,
     NodeRemoved,
     NodeRemovedData,
@@ -41,11 +49,10 @@ from kube.bridge.objects import (
     KUBE_SOURCE_ANNOTATION,
     PodKind,
     PodRef,
+    as_authored,
     bridge_event_id,
     creation_time,
     dns_label,
-    group_job_document,
-    lone_job_document,
 )
 from kube.rest import JsonObject, JsonValue, json_int, json_object, json_str
 
@@ -62,7 +69,8 @@ class ParseError(ValueError):
 
 
 class ObjectParser(Protocol):
-    """One Kubernetes object -> its event, as ``tephra submit`` reads a document; raises ValueError."""
+    """One Kubernetes object -> its event, as ``tephra submit`` reads a document (a PodGroup
+    with its ``members``, the pods naming it, as a submission of them together); raises ValueError."""
 
     def __call__(
         self,
@@ -72,6 +80,7 @@ class ObjectParser(Protocol):
         event_id: str,
         now: datetime,
         priority_values: Mapping[str, int],
+        members: Sequence[JsonObject] = (),
     ) -> Event: ...
 
 
@@ -82,6 +91,7 @@ class ProjectedState:
     nodes: dict[str, JsonObject] = field(default_factory=dict)
     queues: dict[str, JsonObject] = field(default_factory=dict)
     priority_classes: dict[str, JsonObject] = field(default_factory=dict)
+    hypernodes: dict[str, JsonObject] = field(default_factory=dict)
     jobs: set[str] = field(default_factory=set)
     #: The PodGroups' jobs the bridge submitted -> the names of their task specs (one per pod).
     group_roles: dict[str, set[str]] = field(default_factory=dict)
@@ -127,6 +137,11 @@ class Door:
             )
         for name, doc in state.priority_classes.items():
             self._known[f"priorityclass/{name}"] = _canonical(_resources_doc(doc))
+        for name, doc in state.hypernodes.items():
+            # The projection keeps the event's data: in the events' JSON form, as compared.
+            self._known[f"hypernode/{name}"] = _canonical(
+                json_form(HyperNodeUpsertedData.model_validate(doc))
+            )
         self.submitted |= state.jobs
         for job_id, roles in state.group_roles.items():
             self.group_roles.setdefault(job_id, set()).update(roles)
@@ -175,21 +190,36 @@ class Door:
             "cluster": self.cluster,
         }
 
-    def node(self, name: str, obj: JsonObject | None, now: datetime) -> Event | None:
-        ref = f"node/{name}"
+    def _state(
+        self, ref: str, obj: JsonObject | None, now: datetime, deleted: Callable[[dict[str, Any]], Event]
+    ) -> Event | None:
+        """``obj``'s event when what Tephra reads of it changed; once it is gone (None), the
+        event ``deleted`` makes of the envelope, when it was produced or projected."""
         if obj is not None:
             return self._state_event(ref, obj, now)
         if self._known.pop(ref, None) is None:
             return None
-        return NodeRemoved(**self._gone(ref, now), data=NodeRemovedData(name=name))
+        return deleted(self._gone(ref, now))
+
+    def node(self, name: str, obj: JsonObject | None, now: datetime) -> Event | None:
+        return self._state(
+            f"node/{name}", obj, now, lambda env: NodeRemoved(**env, data=NodeRemovedData(name=name))
+        )
 
     def queue(self, name: str, obj: JsonObject | None, now: datetime) -> Event | None:
-        ref = f"queue/{name}"
-        if obj is not None:
-            return self._state_event(ref, obj, now)
-        if self._known.pop(ref, None) is None:
-            return None
-        return QueueDeleted(**self._gone(ref, now), data=QueueDeletedData(name=name))
+        return self._state(
+            f"queue/{name}", obj, now, lambda env: QueueDeleted(**env, data=QueueDeletedData(name=name))
+        )
+
+    def hypernode(self, name: str, obj: JsonObject | None, now: datetime) -> Event | None:
+        """A HyperNode read by the manifest model (:mod:`scheduler.topology_spec`, as ``tephra
+        submit`` reads one): HyperNodeUpserted when it changed, HyperNodeDeleted once gone."""
+        return self._state(
+            f"hypernode/{name}",
+            obj,
+            now,
+            lambda env: HyperNodeDeleted(**env, data=HyperNodeDeletedData(name=name)),
+        )
 
     def priority_class(self, name: str, obj: JsonObject | None, now: datetime) -> Event | None:
         if obj is None:
@@ -203,7 +233,16 @@ class Door:
 
     # ------------------------------------------------------------------ jobs
 
-    def _job_event(self, key: str, doc: JsonObject, uid: str, created: datetime) -> JobSubmitted | None:
+    def _job_event(
+        self,
+        key: str,
+        doc: JsonObject,
+        uid: str,
+        created: datetime,
+        *,
+        kind: PodKind,
+        members: Sequence[JsonObject] = (),
+    ) -> JobSubmitted | None:
         try:
             event = self._parse(
                 doc,
@@ -211,6 +250,7 @@ class Door:
                 event_id=bridge_event_id(self.cluster, "job", uid),
                 now=created,
                 priority_values=self.priority_values,
+                members=members,
             )
         except ValueError as exc:
             if self.refused.get(key) != str(exc):
@@ -220,6 +260,9 @@ class Door:
         self.refused.pop(key, None)
         if not isinstance(event, JobSubmitted):
             return None
+        # Marked as the bridge's: a restarted bridge knows its jobs in the projection by it.
+        annotations = {**event.data.annotations, KUBE_SOURCE_ANNOTATION: kind.value}
+        event = event.model_copy(update={"data": event.data.model_copy(update={"annotations": annotations})})
         self.submitted.add(event.data.job_id)
         return event
 
@@ -232,25 +275,29 @@ class Door:
             return None
         spec = dict(json_object(job, "spec"))
         spec.pop("schedulerName", None)  # chosen by the bridge already: no warning about it
-        annotations = {**json_object(meta, "annotations"), KUBE_SOURCE_ANNOTATION: PodKind.VOLCANO_JOB.value}
-        annotations.pop(LAST_APPLIED, None)  # the whole manifest again, as kubectl apply keeps it
-        doc: JsonObject = {**job, "metadata": {**meta, "annotations": annotations}, "spec": spec}
-        return self._job_event(key, doc, json_str(meta, "uid") or "", creation_time(job) or now)
+        doc: JsonObject = {**job, "metadata": _without_last_applied(meta), "spec": spec}
+        uid = json_str(meta, "uid") or ""
+        return self._job_event(key, doc, uid, creation_time(job) or now, kind=PodKind.VOLCANO_JOB)
 
     def group_job(self, podgroup: JsonObject, pods: list[JsonObject], now: datetime) -> JobSubmitted | None:
-        """A PodGroup's job once it holds ``minMember`` pods of ours (None before, and once submitted)."""
-        doc = group_job_document(podgroup, pods)
-        meta = json_object(doc, "metadata")
-        job_id = f"{json_str(meta, 'namespace')}/{json_str(meta, 'name')}"
+        """A PodGroup's job once it holds ``minMember`` pods of ours (None before, and once submitted):
+        the PodGroup read with its pods by the manifest model, as ``tephra submit`` reads them."""
+        meta = json_object(podgroup, "metadata")
+        namespace, name = json_str(meta, "namespace") or "default", json_str(meta, "name") or ""
+        job_id = f"{namespace}/{dns_label(name)}"
         if job_id in self.submitted:
             return None
         if len(pods) < (json_int(podgroup, "spec", "minMember") or 1):
             return None
-        key = (
-            f"podgroup/{json_str(podgroup, 'metadata', 'namespace')}/{json_str(podgroup, 'metadata', 'name')}"
+        doc: JsonObject = {**podgroup, "metadata": _without_last_applied(meta)}
+        event = self._job_event(
+            f"podgroup/{namespace}/{name}",
+            doc,
+            json_str(meta, "uid") or "",
+            creation_time(podgroup) or now,
+            kind=PodKind.GROUP,
+            members=[as_authored(pod) for pod in pods],
         )
-        uid = json_str(podgroup, "metadata", "uid") or ""
-        event = self._job_event(key, doc, uid, creation_time(podgroup) or now)
         if event is not None:
             self.group_roles[job_id] = {task.name for task in event.data.tasks}
         return event
@@ -262,7 +309,7 @@ class Door:
         (as Volcano's scheduler takes them into the job); None while the group's job is not submitted.
 
         Each pod is read with the manifest model as the job's first pods were (its task spec is
-        the one the job document of that pod alone gives); the event's id comes from the group's
+        the one the PodGroup read with that pod alone gives); the event's id comes from the group's
         and the pod's uids and its time is the pod's ``creationTimestamp``, so a restart produces
         the same event, which the archive keeps once.
         """
@@ -272,6 +319,12 @@ class Door:
         roles = self.group_roles.get(job_id)
         if roles is None:
             return None
+        # The job's gang minimum stays as submitted: the group read with one pod needs no more.
+        alone: JsonObject = {
+            **podgroup,
+            "metadata": _without_last_applied(meta),
+            "spec": {**json_object(podgroup, "spec"), "minMember": 1},
+        }
         added: list[TasksAdded] = []
         for pod in sorted(pods, key=lambda p: json_str(p, "metadata", "name") or ""):
             pod_meta = json_object(pod, "metadata")
@@ -280,8 +333,8 @@ class Door:
                 continue
             time = creation_time(pod) or now
             event_id = bridge_event_id(self.cluster, "tasks", json_str(meta, "uid") or "", uid)
-            alone = group_job_document(podgroup, [pod])
-            joined = self._job_event(f"pod/{namespace}/{name}", alone, uid, time)
+            key = f"pod/{namespace}/{name}"
+            joined = self._job_event(key, alone, uid, time, kind=PodKind.GROUP, members=[as_authored(pod)])
             if joined is None:
                 continue  # refused: kept in refused, logged
             roles.update(task.name for task in joined.data.tasks)
@@ -298,10 +351,19 @@ class Door:
         return added
 
     def lone_job(self, pod: JsonObject, ref: PodRef, now: datetime) -> JobSubmitted | None:
+        """A pod of ours in no PodGroup: the one-pod gang ``tephra submit`` reads it as."""
         if ref.kind is not PodKind.LONE or ref.job_id in self.submitted:
             return None
         key = f"pod/{ref.namespace}/{ref.name}"
-        return self._job_event(key, lone_job_document(pod), ref.uid, creation_time(pod) or now)
+        return self._job_event(key, as_authored(pod), ref.uid, creation_time(pod) or now, kind=PodKind.LONE)
+
+
+def _without_last_applied(meta: JsonObject) -> JsonObject:
+    """``metadata`` without the whole manifest again, as ``kubectl apply`` keeps it in an annotation."""
+    annotations = dict(json_object(meta, "annotations"))
+    if annotations.pop(LAST_APPLIED, None) is None:
+        return meta
+    return {**meta, "annotations": annotations}
 
 
 def utc_now() -> datetime:

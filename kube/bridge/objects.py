@@ -1,13 +1,14 @@
 """What the bridge reads in Kubernetes objects: pure functions of their JSON, no I/O.
 
-Identity.  A Volcano Job ``ns/name`` is the Tephra job ``ns/name``; its pods are
-``<job>-<task>-<index>`` as Volcano's job controller names them, so a pod's task
-id is ``ns/<pod name>``.  Pods of our schedulers outside a Volcano Job form a
-job each PodGroup (``scheduling.k8s.io/group-name``) holds, one task per pod
-(``ns/<group>-<pod>-0``), or a job of their own (``ns/<pod>-pod-0``).  Names
-that are no DNS label (longer than 63, or with dots) are shortened with a
-digest, so the mapping is a function of the names alone: a restarted bridge
-finds the same task for the same pod without storing anything.
+Identity.  A pod of ours is the task ``ns/<pod name>`` whatever made it: a
+Volcano Job ``ns/name`` is the Tephra job ``ns/name`` and its pods are
+``<job>-<task>-<index>`` as Volcano's job controller names them; the pods
+naming a PodGroup (``scheduling.k8s.io/group-name``) are the tasks of its job
+``ns/<group>``, and a pod in no group is the job ``ns/<pod>`` of its own, as
+``tephra submit`` reads the same objects (:mod:`scheduler.manifest.pods`).  A
+job name that is no DNS label (longer than 63, or with dots) is shortened
+with a digest, so the mapping is a function of the names alone: a restarted
+bridge finds the same task for the same pod without storing anything.
 
 Event ids are ``uuid5`` of the cluster and what the event records (an
 object's uid and resourceVersion, a task and the seq of the state it leaves),
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -32,15 +33,15 @@ __all__ = [
     "GROUP_ANNOTATION",
     "JOB_ANNOTATION",
     "KUBE_SOURCE_ANNOTATION",
-    "QUEUE_ANNOTATION",
     "TASK_ANNOTATION",
     "PodKind",
     "PodRef",
+    "as_authored",
     "bridge_event_id",
     "creation_time",
     "dns_label",
-    "group_job_document",
-    "lone_job_document",
+    "gated",
+    "legacy_pod_task",
     "pod_ref",
     "volcano_job_pods",
 ]
@@ -53,10 +54,7 @@ TASK_ANNOTATION: Final = "volcano.sh/task-spec"
 #: On every job the bridge submits: what it was made from (``vcjob``, ``podgroup``, ``pod``), so a
 #: restarted bridge knows its jobs in the projection and what to do when their pods are gone.
 KUBE_SOURCE_ANNOTATION: Final = "tephra.dev/kube-source"
-#: The queue of a plain pod or PodGroup without one in its spec (Volcano's annotation).
-QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
 VOLCANO_JOB_API: Final = "batch.volcano.sh/v1alpha1"
-LONE_TASK: Final = "pod"
 
 # Fixed namespace of the bridge's event ids (any constant UUID works; this one is ours).
 _ID_NAMESPACE: Final = uuid.UUID("0b6d0f7e-2c59-4e0e-8f3a-5b1c9e7d4a26")
@@ -114,91 +112,63 @@ def pod_ref(pod: JsonObject, *, job_controller: bool) -> PodRef | None:
     if not namespace or not name:
         return None
     uid = json_str(meta, "uid") or ""
+    task = f"{namespace}/{name}"
     annotations = json_object(meta, "annotations")
     vcjob = annotations.get(JOB_ANNOTATION)
     if job_controller and isinstance(vcjob, str) and vcjob:
-        return PodRef(
-            namespace, name, uid, PodKind.VOLCANO_JOB, vcjob, f"{namespace}/{name}", f"{namespace}/{vcjob}"
-        )
+        return PodRef(namespace, name, uid, PodKind.VOLCANO_JOB, vcjob, task, f"{namespace}/{vcjob}")
     group = annotations.get(GROUP_ANNOTATION)
     if isinstance(group, str) and group:
-        job = dns_label(group)
-        task = f"{namespace}/{job}-{dns_label(name)}-0"
-        return PodRef(namespace, name, uid, PodKind.GROUP, group, task, f"{namespace}/{job}")
-    job = dns_label(name)
-    return PodRef(
-        namespace, name, uid, PodKind.LONE, name, f"{namespace}/{job}-{LONE_TASK}-0", f"{namespace}/{job}"
-    )
+        return PodRef(namespace, name, uid, PodKind.GROUP, group, task, f"{namespace}/{dns_label(group)}")
+    return PodRef(namespace, name, uid, PodKind.LONE, name, task, f"{namespace}/{dns_label(name)}")
 
 
-def _template(pod: JsonObject) -> JsonObject:
-    """A pod as a Volcano task template: its labels, annotations and spec."""
-    meta = json_object(pod, "metadata")
+def legacy_pod_task(task_id: str, job_id: str, kind: str) -> str | None:
+    """The pod's task id (``ns/<pod>``) for a task id a bridge gave before tasks were named
+    after their pods: ``ns/<group>-<pod>-0`` (a PodGroup's pod), ``ns/<pod>-pod-0`` (a lone
+    pod); None for an id of another form.  The jobs it submitted keep those ids until they end."""
+    if not task_id.endswith("-0") or not task_id.startswith(f"{job_id}-"):
+        return None
+    if kind == PodKind.LONE:
+        return job_id if task_id == f"{job_id}-pod-0" else None
+    if kind == PodKind.GROUP:
+        return f"{job_id.partition('/')[0]}/{task_id[len(job_id) + 1 : -2]}"
+    return None
+
+
+#: The tolerations Kubernetes' DefaultTolerationSeconds admission gives every pod without its own.
+_ADMISSION_TOLERATIONS: Final[tuple[JsonObject, ...]] = tuple(
+    {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+)
+
+
+def as_authored(pod: JsonObject) -> JsonObject:
+    """A pod as its author gave it, as far as scheduling reads it, so the bridge reads what
+    ``tephra submit`` of the same manifest reads: without what admission computed.
+
+    * ``spec.priority`` and ``spec.preemptionPolicy``: Priority admission sets both from the
+      pod's PriorityClass (and refuses a pod giving other values); Tephra reads the class.
+    * The ``not-ready`` and ``unreachable`` NoExecute tolerations (300 s) DefaultTolerationSeconds
+      adds: they delay the eviction of a running pod; placement never depends on them, as a
+      node tainted NoExecute for either condition carries its NoSchedule taint too.
+    """
     spec = dict(json_object(pod, "spec"))
-    spec.pop("nodeName", None)
-    return {
-        "metadata": {"labels": json_object(meta, "labels"), "annotations": json_object(meta, "annotations")},
-        "spec": spec,
-    }
+    spec.pop("priority", None)
+    spec.pop("preemptionPolicy", None)
+    tolerations = json_list(spec, "tolerations")
+    if tolerations:
+        kept = [t for t in tolerations if t not in _ADMISSION_TOLERATIONS]
+        if kept:
+            spec["tolerations"] = kept
+        else:
+            spec.pop("tolerations")
+    return {**pod, "spec": spec}
 
 
-def _queue_of(spec_queue: str | None, annotations: JsonObject) -> str:
-    annotated = annotations.get(QUEUE_ANNOTATION)
-    return spec_queue or (annotated if isinstance(annotated, str) and annotated else "default")
-
-
-def _job_document(
-    meta: JsonObject, kind: PodKind, spec: JsonObject, priority_class: str | None, labels: JsonObject
-) -> JsonObject:
-    """The Volcano Job document a PodGroup or a lone pod (``meta``, its metadata) is read as."""
-    if priority_class:
-        spec = {**spec, "priorityClassName": priority_class}
-    return {
-        "apiVersion": VOLCANO_JOB_API,
-        "kind": "Job",
-        "metadata": {
-            "name": dns_label(json_str(meta, "name") or ""),
-            "namespace": json_str(meta, "namespace"),
-            "labels": labels,
-            "annotations": {KUBE_SOURCE_ANNOTATION: kind.value},
-        },
-        "spec": spec,
-    }
-
-
-def lone_job_document(pod: JsonObject) -> JsonObject:
-    """A pod without a PodGroup as the Volcano Job of one task, one replica (a one-pod gang)."""
-    meta = json_object(pod, "metadata")
-    spec: JsonObject = {
-        "queue": _queue_of(None, json_object(meta, "annotations")),
-        "minAvailable": 1,
-        "tasks": [{"name": LONE_TASK, "replicas": 1, "template": _template(pod)}],
-    }
-    return _job_document(meta, PodKind.LONE, spec, json_str(pod, "spec", "priorityClassName"), {})
-
-
-def group_job_document(podgroup: JsonObject, pods: Sequence[JsonObject]) -> JsonObject:
-    """A PodGroup and its pods (in name order) as a Volcano Job: one task each, ``minMember`` of them."""
-    meta = json_object(podgroup, "metadata")
-    pg_spec = json_object(podgroup, "spec")
-    ordered = sorted(pods, key=lambda p: json_str(p, "metadata", "name") or "")
-    min_member = max(1, min(json_int(pg_spec, "minMember") or 1, len(ordered)))
-    tasks: list[JsonValue] = [
-        {
-            "name": dns_label(json_str(pod, "metadata", "name") or ""),
-            "replicas": 1,
-            "minAvailable": 0,
-            "template": _template(pod),
-        }
-        for pod in ordered
-    ]
-    spec: JsonObject = {
-        "queue": _queue_of(json_str(pg_spec, "queue"), json_object(meta, "annotations")),
-        "minAvailable": min_member,
-        "tasks": tasks,
-    }
-    labels = json_object(meta, "labels")
-    return _job_document(meta, PodKind.GROUP, spec, json_str(pg_spec, "priorityClassName"), labels)
+def gated(pod: JsonObject) -> bool:
+    """Whether the pod has ``spec.schedulingGates`` left (Kubernetes >= 1.26; v1.20 drops the field)."""
+    return bool(json_list(pod, "spec", "schedulingGates"))
 
 
 @dataclass(frozen=True, slots=True)

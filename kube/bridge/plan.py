@@ -15,7 +15,11 @@ job controller does.
 
 Event ids are ``uuid5(task, kind, seq)`` where ``seq`` is the seq of the event
 that put the task in its projected state, as the simulated cluster's, so a
-restarted bridge produces the same ids.
+restarted bridge produces the same ids.  That seq is also the observations'
+``observed_seq``: a job's name is reused once it finished, and a pod's
+observation planned from a row of the finished incarnation (published after
+the new one was submitted, whose seq is higher) is moot in the fold rather
+than taken for the new incarnation's task of the same id.
 """
 
 from __future__ import annotations
@@ -140,6 +144,7 @@ class _Planner:
             outcome=outcome,
             exit_code=code,
             reason=reason,
+            observed_seq=task.seq,
         )
         self.plan.events.append(TaskFinished(**self._about(task, "finished"), data=data))
 
@@ -181,7 +186,9 @@ class _Planner:
                 else:
                     self.plan.gone_nodes.append(task)
             elif phase == RUNNING:
-                data = TaskStartedData(job_id=task.job_id, task_id=task.task_id, node=pod_node)
+                data = TaskStartedData(
+                    job_id=task.job_id, task_id=task.task_id, node=pod_node, observed_seq=task.seq
+                )
                 self.plan.events.append(TaskStarted(**self._about(task, "started"), data=data))
         elif task.status == RELEASING and json_object(pod, "metadata").get("deletionTimestamp") is None:
             if pod_node:

@@ -3,8 +3,8 @@
 One loop reconciles, level-triggered, whenever a watched object moved or the
 poll interval passed:
 
-1. **In** (:mod:`kube.bridge.door`): the changed Nodes, PriorityClasses and
-   Queues, the Volcano Jobs, PodGroups and pods of our schedulers -> events,
+1. **In** (:mod:`kube.bridge.door`): the changed Nodes, PriorityClasses,
+   Queues and HyperNodes, the Volcano Jobs, PodGroups and pods of our schedulers -> events,
    produced and acknowledged before anything depends on them.  For a newly
    submitted Volcano Job the bridge then creates its PodGroup and pods, as
    Volcano's job controller does.
@@ -25,11 +25,12 @@ Only one bridge of a cluster is active: it holds a PostgreSQL advisory lock.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -50,6 +51,8 @@ from kube.bridge.objects import (
     PodKind,
     PodRef,
     bridge_event_id,
+    gated,
+    legacy_pod_task,
     pod_ref,
     volcano_job_pods,
 )
@@ -79,6 +82,7 @@ _FULL_READ_EVERY: Final = 5.0
 QUEUES_PATH: Final = "/apis/scheduling.volcano.sh/v1beta1/queues"
 PODGROUPS_PATH: Final = "/apis/scheduling.volcano.sh/v1beta1/podgroups"
 VCJOBS_PATH: Final = "/apis/batch.volcano.sh/v1alpha1/jobs"
+HYPERNODES_PATH: Final = "/apis/topology.volcano.sh/v1alpha1/hypernodes"
 
 
 @dataclass
@@ -116,12 +120,18 @@ class _Pods:
         if ref.kind is PodKind.GROUP:
             self.groups.setdefault((ref.namespace, ref.group), set()).add(key)
             self.dirty_groups.add((ref.namespace, ref.group))
-        elif ref.kind is PodKind.LONE and previous is None:
-            self.new_lone.add(key)
+        elif ref.kind is PodKind.LONE and (previous is None or (old is not None and gated(old))):
+            self.new_lone.add(key)  # new, or its last scheduling gate just went
 
 
 def _unbound_live(pod: JsonObject) -> bool:
     return not json_str(pod, "spec", "nodeName") and json_str(pod, "status", "phase") in (None, "Pending")
+
+
+def _schedulable(pod: JsonObject) -> bool:
+    """Unbound, live, and without scheduling gates: as kube-scheduler, a gated pod is not taken
+    until its gates are gone (then submitted without them: nothing in Tephra lifts a gate)."""
+    return _unbound_live(pod) and not gated(pod)
 
 
 class Bridge:
@@ -162,6 +172,7 @@ class Bridge:
         self.queues = informer(QUEUES_PATH, "scheduling.volcano.sh/v1beta1", "Queue")
         self.podgroups = informer(PODGROUPS_PATH, "scheduling.volcano.sh/v1beta1", "PodGroup")
         self.vcjobs = informer(VCJOBS_PATH, "batch.volcano.sh/v1alpha1", "Job")
+        self.hypernodes = informer(HYPERNODES_PATH, "topology.volcano.sh/v1alpha1", "HyperNode")
         # One watch per scheduler name: the apiserver filters pods by spec.schedulerName.
         self.pod_informers = [
             Informer(
@@ -187,6 +198,10 @@ class Bridge:
         self.outage = Outage()
         self._eviction_version = "policy/v1beta1"
         self._emitted: dict[str, int] = {}  # event id -> seq of the task state it records
+        #: Tasks of jobs an earlier bridge submitted, named ``ns/<group>-<pod>-0`` or ``ns/<pod>-pod-0``
+        #: (kube.bridge.objects.legacy_pod_task) -> their pods' task ids; and back.
+        self._legacy: dict[str, str] = {}
+        self._legacy_of: dict[str, str] = {}
         self.bindings = 0
 
     @property
@@ -197,6 +212,7 @@ class Bridge:
             self.queues,
             self.podgroups,
             self.vcjobs,
+            self.hypernodes,
             *self.pod_informers,
         ]
 
@@ -221,6 +237,10 @@ class Bridge:
         now = utc_now()
         events = self._state_events(now)
         created = self._volcano_job_events(now, events) if self.settings.kube_job_controller else []
+        for key in self._take(self.podgroups):  # a PodGroup seen after its pods: look at them now
+            namespace, _, group = key.partition("/")
+            if (namespace, group) in self.pods.groups:
+                self.pods.dirty_groups.add((namespace, group))
         groups, self.pods.dirty_groups = self.pods.dirty_groups, set()
         for namespace, group in sorted(groups):
             podgroup = self.podgroups.objects.get(f"{namespace}/{group}")
@@ -228,13 +248,15 @@ class Bridge:
             pods = [self.pods.by_task[self.pods.by_key[k].task_id][1] for k in sorted(members)]
             if podgroup is None or not pods:
                 continue
-            joined = self.door.group_tasks(podgroup, [p for p in pods if _unbound_live(p)], now)
+            joined = self.door.group_tasks(podgroup, [p for p in pods if _schedulable(p)], now)
             if joined is not None:  # submitted before: the pods that joined since are added to it
                 events.extend(joined)
                 continue
             if not all(_unbound_live(p) for p in pods):
                 continue
-            if (e := self.door.group_job(podgroup, pods, now)) is not None:
+            # Gated pods join the job (TasksAdded) once their gates are gone.
+            ungated = [p for p in pods if not gated(p)]
+            if (e := self.door.group_job(podgroup, ungated, now)) is not None:
                 events.append(e)
         lone, self.pods.new_lone = self.pods.new_lone, set()
         for key in sorted(lone):
@@ -242,7 +264,7 @@ class Bridge:
             if ref is None:
                 continue
             pod = self.pods.by_task[ref.task_id][1]
-            if _unbound_live(pod) and (e := self.door.lone_job(pod, ref, now)) is not None:
+            if _schedulable(pod) and (e := self.door.lone_job(pod, ref, now)) is not None:
                 events.append(e)
         return events, created
 
@@ -252,6 +274,7 @@ class Bridge:
             (self.priority_classes, self.door.priority_class),
             (self.nodes, self.door.node),
             (self.queues, self.door.queue),
+            (self.hypernodes, self.door.hypernode),
         ):
             for key in self._take(informer):
                 if (e := read(key, informer.objects.get(key), now)) is not None:
@@ -380,15 +403,43 @@ class Bridge:
         await self.status.preempted(evict.pod, evict.task.preemptor)
         await evict_pod(self.client, evict.pod, self._eviction_version)
 
+    def _find_legacy(self, tasks: list[ProjectedTask]) -> None:
+        """Match the tasks an earlier bridge named ``ns/<group>-<pod>-0`` or ``ns/<pod>-pod-0``
+        to their pods, so a bridge upgraded under running jobs neither cancels nor loses them."""
+        for task in tasks:
+            if task.task_id in self.pods.by_task:
+                continue
+            pod_task = legacy_pod_task(task.task_id, task.job_id, task.kind)
+            found = self.pods.by_task.get(pod_task) if pod_task is not None else None
+            if pod_task is not None and found is not None and found[0].job_id == task.job_id:
+                self._legacy[task.task_id] = pod_task
+                self._legacy_of[pod_task] = task.task_id
+
+    def _take_dirty_tasks(self) -> set[str]:
+        """The tasks whose pods moved or whose calls failed, by the ids the projection holds."""
+        dirty, self.pods.dirty_tasks = self.pods.dirty_tasks, set()
+        if self._legacy_of:  # a pod of an earlier bridge's task moved: read that task
+            dirty.update(self._legacy_of[t] for t in list(dirty) if t in self._legacy_of)
+        return dirty
+
+    def _pods_by_task(self) -> Mapping[str, tuple[PodRef, JsonObject]]:
+        """The pods by the task ids the projection holds (an earlier bridge's names too)."""
+        by_task = self.pods.by_task
+        if not self._legacy:
+            return by_task
+        legacy = {old: by_task[new] for old, new in self._legacy.items() if new in by_task}
+        return collections.ChainMap(legacy, by_task)
+
     async def _out(self, tasks: list[ProjectedTask]) -> None:
         # Tasks whose calls are under way wait for them; pods we bound wait for the watch to show it.
         waiting = []
+        pods = self._pods_by_task()
         for task in tasks:
             if task.task_id in self._in_flight:
                 self._passed_over.add(task.task_id)
                 continue
             bound = self._bound.get(task.task_id)
-            found = self.pods.by_task.get(task.task_id)
+            found = pods.get(task.task_id)
             if bound is not None and found is not None:
                 if json_str(found[1], "spec", "nodeName") or found[0].uid != bound[0]:
                     del self._bound[task.task_id]
@@ -400,7 +451,7 @@ class Bridge:
             return
         plan = plan_tasks(
             waiting,
-            self.pods.by_task,
+            pods,
             nodes=frozenset(self.nodes.objects),
             volcano_jobs=self.volcano_job_ids(),
             cluster=self.cluster,
@@ -467,7 +518,7 @@ class Bridge:
                 await self.publish(events)
             for job in created:
                 await self._create_job_objects(job)
-            dirty, self.pods.dirty_tasks = self.pods.dirty_tasks, set()
+            dirty = self._take_dirty_tasks()
             now_relists = sum(i.relists for i in self.pod_informers)
             if now_relists != relists:
                 relists, everything = now_relists, True  # pods may have gone while the watch was down
@@ -488,6 +539,8 @@ class Bridge:
                 transitional=seq != last_seq or full,
                 changed_after=None if full or last_seq < 0 else last_seq,
             )
+            if everything:
+                self._find_legacy(tasks)
             everything, last_seq = False, seq
             await self._out(tasks)
             await self.status.update(self)

@@ -14,6 +14,8 @@ from typing import Final
 
 from events.models import (
     Event,
+    HyperNodeDeleted,
+    HyperNodeUpserted,
     JobCancelled,
     JobSubmitted,
     NodeRemoved,
@@ -41,6 +43,8 @@ BRIDGE_TYPES: Final = tuple(
             PriorityClassUpserted,
             QueueUpserted,
             QueueDeleted,
+            HyperNodeUpserted,
+            HyperNodeDeleted,
             JobSubmitted,
             TasksAdded,
             JobCancelled,

@@ -129,7 +129,7 @@ def _doc(value: object) -> JsonObject:
 
 
 async def read_projected_state(pool: asyncpg.Pool) -> ProjectedState:
-    """Nodes, queues and priority classes as projected, and every job id."""
+    """Nodes, queues, priority classes and HyperNodes as projected, and every job id."""
     state = ProjectedState()
     for row in await pool.fetch("SELECT name, doc FROM nodes"):
         state.nodes[row["name"]] = _doc(row["doc"])
@@ -137,6 +137,8 @@ async def read_projected_state(pool: asyncpg.Pool) -> ProjectedState:
         state.queues[row["name"]] = _doc(row["doc"])
     for row in await pool.fetch("SELECT name, doc FROM priority_classes"):
         state.priority_classes[row["name"]] = _doc(row["doc"])
+    for row in await pool.fetch("SELECT name, doc FROM hypernodes"):
+        state.hypernodes[row["name"]] = _doc(row["doc"])
     state.jobs = {row["id"] for row in await pool.fetch("SELECT id FROM jobs")}
     for row in await pool.fetch(GROUP_ROLES_QUERY, sorted(TERMINAL_JOB_PHASES)):
         state.group_roles[row["id"]] = set(row["roles"] or ())

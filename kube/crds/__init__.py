@@ -1,9 +1,10 @@
-"""Volcano's CRDs as Tephra defines them (Job, Queue, PodGroup) and installing them.
+"""Volcano's CRDs as Tephra defines them (Job, Queue, PodGroup, HyperNode) and installing them.
 
 The YAML files beside this module are structural ``apiextensions.k8s.io/v1`` CRDs written for
-Tephra from Volcano's API semantics, so ``kubectl apply`` of a Volcano Job, Queue or PodGroup
-works on a cluster without Volcano.  :func:`install_crds` (``tephra kube-bridge
---install-crds``) creates or updates them and waits until the apiserver serves them.
+Tephra from Volcano's API semantics, so ``kubectl apply`` of a Volcano Job, Queue, PodGroup or
+HyperNode works on a cluster without Volcano (or with one older than its HyperNodes).
+:func:`install_crds` (``tephra kube-bridge --install-crds``) creates or updates them and waits
+until the apiserver serves them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from kube.rest import JsonObject, KubeApiError, KubeClient, json_list, json_str,
 
 __all__ = ["CRD_FILES", "crd_documents", "install_crds"]
 
-CRD_FILES = ("jobs.yaml", "queues.yaml", "podgroups.yaml")
+CRD_FILES = ("jobs.yaml", "queues.yaml", "podgroups.yaml", "hypernodes.yaml")
 _CRDS = "apiextensions.k8s.io/v1"
 # An apiserver establishes a CRD within a second; a minute means something is wrong.
 ESTABLISH_SECONDS = 60
@@ -62,7 +63,7 @@ async def _apply(client: KubeClient, crd: JsonObject) -> str:
 
 
 async def install_crds(client: KubeClient) -> list[str]:
-    """Create or update the three CRDs, then wait until each is Established; their names.
+    """Create or update the CRDs, then wait until each is Established; their names.
 
     Needs ``customresourcedefinitions`` create, get and update.  Raises :class:`TimeoutError`
     naming the CRDs not established after :data:`ESTABLISH_SECONDS`.

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from datetime import UTC, datetime
 
 import pytest
+import yaml
 
 from api.manifests import InvalidManifests, Manifests, parse_manifests, parse_object
 from events.models import JobSubmitted
+from kube.bridge.objects import dns_label
 from projector.fold import apply
 from projector.state import ClusterState
 from projector.state_json import job_from_json, job_to_json
@@ -181,6 +184,29 @@ def test_parse_object_reads_a_bare_pod_and_refuses_a_podgroup_alone() -> None:
             now=NOW,
             event_id="e2",
         )
+
+
+def test_parse_object_reads_a_podgroup_with_its_members_as_a_submission_of_them() -> None:
+    group, *members = yaml.safe_load_all(GROUP)
+    read = functools.partial(
+        parse_object, group, origin="podgroup ml/train", source="t", now=NOW, event_id="e"
+    )
+    obj, warnings = read(members=members)
+    [submitted] = parse(GROUP).objects
+    assert obj.event.data == submitted.event.data
+    warned = [(w.document, w.field) for w in warnings]
+    assert warned == [(1, "status.phase"), (2, "spec.nodeName"), (2, "status.phase")]
+    stray = {**members[0], "metadata": {"name": "x", "namespace": "ml"}}
+    with pytest.raises(InvalidManifests, match=r"document 3 .*expected a Pod naming PodGroup ml/train"):
+        read(members=[members[0], stray])
+
+
+def test_a_pod_name_that_is_no_dns_label_names_its_job_as_its_task_is_named() -> None:
+    [obj] = parse(LONE.replace("name: solo", "name: solo.v2")).objects
+    assert isinstance(obj.event, JobSubmitted)
+    data = obj.event.data
+    assert data.name == data.tasks[0].name == dns_label("solo.v2")
+    assert data.tasks[0].pod_names == ["solo.v2"]
 
 
 @pytest.mark.parametrize(

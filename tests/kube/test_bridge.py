@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
@@ -23,11 +24,14 @@ import pytest
 from api.embedded import create_topics
 from api.endpoints import Endpoints
 from api.kube_bridge import object_parser
+from api.manifests import parse_manifests
 from api.settings import TephraSettings
 from api.stack import run_services
 from api.submit import load_submission, produce_manifests
+from events.models import JobSubmitted, JobSubmittedData
 from events.signing import EventSigner
 from events.topics import Topics
+from kube.bridge.door import BRIDGE_SOURCE
 from kube.bridge.service import run_bridge
 from kube.bridge.settings import KubeBridgeSettings
 from kube.dev.cluster import DevCluster
@@ -166,9 +170,9 @@ def bridge_signer() -> EventSigner | None:
     return None
 
 
-@pytest.fixture
-async def stack(cluster: Stack, bridge_signer: EventSigner | None) -> AsyncIterator[Stack]:
-    """:func:`cluster` with the bridge running in this process."""
+@contextlib.asynccontextmanager
+async def running_bridge(cluster: Stack, signer: EventSigner | None = None) -> AsyncIterator[Stack]:
+    """The bridge running in this process on ``cluster`` until the block ends."""
     bridge_task = asyncio.create_task(
         run_bridge(
             KubeBridgeSettings(kubeconfig=cluster.bridge_kubeconfig),
@@ -177,7 +181,7 @@ async def stack(cluster: Stack, bridge_signer: EventSigner | None) -> AsyncItera
             database=DatabaseAccess(cluster.database_url),
             topics=cluster.endpoints.topics,
             cluster="default",
-            signer=bridge_signer,
+            signer=signer,
         )
     )
     try:
@@ -185,6 +189,13 @@ async def stack(cluster: Stack, bridge_signer: EventSigner | None) -> AsyncItera
     finally:
         bridge_task.cancel()
         await stopped(bridge_task)
+
+
+@pytest.fixture
+async def stack(cluster: Stack, bridge_signer: EventSigner | None) -> AsyncIterator[Stack]:
+    """:func:`cluster` with the bridge running in this process."""
+    async with running_bridge(cluster, bridge_signer) as running:
+        yield running
 
 
 def _phase(pod: JsonObject) -> str | None:
@@ -483,7 +494,7 @@ async def test_a_sigkilled_bridge_restarted_binds_every_pod_of_a_stream_exactly_
     assert len(decided) == count
     assert all(len(bindings) == 1 for bindings in decided.values())
     for name, node in nodes.items():
-        assert decided[f"{cluster.namespace}/{name}-pod-0"] == [node]
+        assert decided[f"{cluster.namespace}/{name}"] == [node]
     assert [(r["error"], r["detail"]) for r in rejected] == []
 
 
@@ -529,4 +540,198 @@ async def test_plain_pods_of_a_podgroup_are_bound_as_one_gang(stack: Stack) -> N
         )
     finally:
         await conn.close()
-    assert [r["id"] for r in tasks] == [f"{stack.namespace}/pair-left-0", f"{stack.namespace}/pair-right-0"]
+    assert [r["id"] for r in tasks] == [f"{stack.namespace}/left", f"{stack.namespace}/right"]
+
+
+PODGROUP_AND_PODS = """\
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: mixed, namespace: NS}
+spec:
+  minMember: 2
+  minTaskMember: {ps: 1, worker: 1}
+  minResources: {nvidia.com/gpu: "2"}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: ps-0
+  namespace: NS
+  annotations: {scheduling.k8s.io/group-name: mixed}
+  labels: {volcano.sh/task-spec: ps, volcano.sh/preemptable: "false"}
+spec:
+  schedulerName: volcano
+  containers: [{name: main, image: demo/x, resources: {limits: {nvidia.com/gpu: "1"}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: worker.0
+  namespace: NS
+  annotations: {scheduling.k8s.io/group-name: mixed}
+  labels: {volcano.sh/task-spec: worker}
+spec:
+  schedulerName: volcano
+  tolerations: [{key: dedicated, operator: Exists, effect: NoSchedule}]
+  containers: [{name: main, image: demo/x, resources: {requests: {cpu: 100m}, limits: {nvidia.com/gpu: "1"}}}]
+"""
+
+
+async def test_a_podgroup_through_the_bridge_is_the_job_tephra_submit_makes_of_it(
+    stack: Stack, tmp_path: Path
+) -> None:
+    text = PODGROUP_AND_PODS.replace("NS", stack.namespace)
+    manifest = tmp_path / "mixed.yaml"
+    manifest.write_text(text)
+    stack.kubectl("apply", "-f", str(manifest))
+
+    def running(value: object) -> bool:
+        pods = value if isinstance(value, list) else []
+        return len(pods) == 2 and all(_phase(p) == "Running" for p in pods)
+
+    pods = await eventually(stack.pods, running)
+    assert isinstance(pods, list)
+    job_id = f"{stack.namespace}/mixed"
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        row = await conn.fetchrow(
+            "SELECT source, data FROM event_log WHERE type = 'tephra.job.submitted.v1' AND subject = $1",
+            f"job/{job_id}",
+        )
+        tasks = await conn.fetch("SELECT id, node FROM tasks WHERE job_id = $1 ORDER BY id", job_id)
+        rejected = await conn.fetch("SELECT error, detail FROM rejected_events")
+    finally:
+        await conn.close()
+    assert row is not None
+    assert row["source"] == BRIDGE_SOURCE
+    bridged = JobSubmittedData.model_validate(json.loads(row["data"]))
+    [submitted] = parse_manifests([(manifest.name, text)], now=datetime.now(UTC)).events
+    assert isinstance(submitted, JobSubmitted)
+    # The same job, tasks and gang whichever door; only the provenance annotation differs.
+    assert bridged.annotations == {"tephra.dev/kube-source": "podgroup"}
+    assert bridged.model_copy(update={"annotations": {}}) == submitted.data
+    assert bridged.min_task_member == {"ps": 1, "worker": 1}
+    assert [(t.pod_names, t.role) for t in bridged.tasks] == [(["ps-0"], "ps"), (["worker.0"], "worker")]
+    # Each task is its pod, bound by name to the node the projection holds.
+    on = {json_str(p, "metadata", "name"): json_str(p, "spec", "nodeName") for p in pods}
+    assert [(r["id"], r["node"]) for r in tasks] == [
+        (f"{stack.namespace}/ps-0", on["ps-0"]),
+        (f"{stack.namespace}/worker.0", on["worker.0"]),
+    ]
+    assert [(r["error"], r["detail"]) for r in rejected] == []
+
+
+def _hypernode(name: str, tier: int, *members: JsonObject) -> JsonObject:
+    return {
+        "apiVersion": "topology.volcano.sh/v1alpha1",
+        "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": {"tier": tier, "members": list(members)},
+    }
+
+
+async def _hypernodes(stack: Stack) -> dict[str, JsonObject]:
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        rows = await conn.fetch("SELECT name, doc FROM hypernodes")
+    finally:
+        await conn.close()
+    return {r["name"]: json.loads(r["doc"]) for r in rows}
+
+
+async def test_hypernodes_come_in_changed_and_go_as_the_cluster_holds_them(stack: Stack) -> None:
+    path = resource_path("topology.volcano.sh/v1alpha1", "hypernodes")
+    leaf, spine = f"{stack.namespace}-leaf", f"{stack.namespace}-spine"
+    nodes = [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in stack.nodes]
+    await stack.kube.create(path, _hypernode(leaf, 1, *nodes))
+    await stack.kube.create(
+        path, _hypernode(spine, 2, {"type": "HyperNode", "selector": {"exactMatch": {"name": leaf}}})
+    )
+    held = await eventually(lambda: _hypernodes(stack), lambda h: isinstance(h, dict) and spine in h)
+    assert isinstance(held, dict)
+    assert held[leaf]["tier"] == 1
+    assert [m["exact_match"] for m in held[leaf]["members"]] == stack.nodes
+    # A change the model reads (the tier name) comes in; a deletion goes out.
+    current = await stack.kube.get(resource_path("topology.volcano.sh/v1alpha1", "hypernodes", name=leaf))
+    changed = {**current, "spec": {**json_object(current, "spec"), "tierName": "leaf"}}
+    await stack.kube.request(
+        "PUT", resource_path("topology.volcano.sh/v1alpha1", "hypernodes", name=leaf), body=changed
+    )
+    await stack.kube.delete(resource_path("topology.volcano.sh/v1alpha1", "hypernodes", name=spine))
+
+    def settled(value: object) -> bool:
+        return (
+            isinstance(value, dict) and spine not in value and value.get(leaf, {}).get("tier_name") == "leaf"
+        )
+
+    await eventually(lambda: _hypernodes(stack), settled)
+    await stack.kube.delete(resource_path("topology.volcano.sh/v1alpha1", "hypernodes", name=leaf))
+    await eventually(lambda: _hypernodes(stack), lambda h: isinstance(h, dict) and leaf not in h)
+
+
+# A PodGroup's job as the bridge submitted it before its tasks were named after their pods: a
+# Volcano Job document of one task per pod (``<group>-<pod>-0``), marked as the bridge's.
+LEGACY_GROUP_JOB = """\
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata:
+  name: old
+  namespace: NS
+  annotations: {tephra.dev/kube-source: podgroup}
+spec:
+  minAvailable: 2
+  tasks:
+    - {name: a, replicas: 1, minAvailable: 0, template: {spec: {containers: [{name: main, image: demo/x}]}}}
+    - {name: b, replicas: 1, minAvailable: 0, template: {spec: {containers: [{name: main, image: demo/x}]}}}
+"""
+
+
+async def test_an_upgraded_bridge_runs_the_podgroup_jobs_an_earlier_one_submitted(
+    cluster: Stack, tmp_path: Path
+) -> None:
+    ns = cluster.namespace
+    legacy = tmp_path / "legacy.yaml"
+    legacy.write_text(LEGACY_GROUP_JOB.replace("NS", ns))
+    await produce_manifests(load_submission([legacy], cluster="default"), cluster.endpoints)
+    conn = await asyncpg.connect(cluster.database_url)
+    try:
+        await eventually(
+            lambda: conn.fetch("SELECT id FROM tasks WHERE job_id = $1", f"{ns}/old"),
+            lambda rows: isinstance(rows, list) and len(rows) == 2,
+        )
+    finally:
+        await conn.close()
+    await cluster.kube.create(
+        resource_path("scheduling.volcano.sh/v1beta1", "podgroups", namespace=ns),
+        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "old"}},
+    )
+    for name in ("a", "b"):
+        member: JsonObject = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "annotations": {"scheduling.k8s.io/group-name": "old"}},
+            "spec": {"schedulerName": "volcano", "containers": [{"name": "main", "image": "demo/x"}]},
+        }
+        await cluster.kube.create(resource_path("v1", "pods", namespace=ns), member)
+
+    def running(value: object) -> bool:
+        pods = value if isinstance(value, list) else []
+        return len(pods) == 2 and all(_phase(p) == "Running" for p in pods)
+
+    async with running_bridge(cluster) as stack:
+        await eventually(stack.pods, running)
+        conn = await asyncpg.connect(stack.database_url)
+        try:
+            rows = await eventually(
+                lambda: conn.fetch("SELECT id, status FROM tasks WHERE job_id = $1 ORDER BY id", f"{ns}/old"),
+                lambda rows: isinstance(rows, list) and all(r["status"] == "Running" for r in rows),
+            )
+            types = await conn.fetch("SELECT type FROM event_log WHERE subject = $1", f"job/{ns}/old")
+            rejected = await conn.fetch("SELECT error, detail FROM rejected_events")
+        finally:
+            await conn.close()
+    # The earlier bridge's task ids, each bound to its pod; not submitted again, not cancelled.
+    assert isinstance(rows, list)
+    assert [r["id"] for r in rows] == [f"{ns}/old-a-0", f"{ns}/old-b-0"]
+    assert [r["type"] for r in types] == ["tephra.job.submitted.v1"]
+    assert [(r["error"], r["detail"]) for r in rejected] == []

@@ -132,10 +132,10 @@ async def test_an_apiserver_restarted_mid_stream_loses_nothing_and_binds_each_po
     decided: dict[str, list[str]] = {}
     for row in bindings:
         decided.setdefault(row["task_id"], []).append(row["node"])
-    assert sorted(decided) == sorted(f"{stack.namespace}/{name}-pod-0" for name in nodes)
+    assert sorted(decided) == sorted(f"{stack.namespace}/{name}" for name in nodes)
     assert all(len(on) == 1 for on in decided.values())
     for name, node in nodes.items():
-        assert decided[f"{stack.namespace}/{name}-pod-0"] == [node]
+        assert decided[f"{stack.namespace}/{name}"] == [node]
     assert [(r["error"], r["detail"]) for r in rejected] == []
     # Nothing recorded twice: one submission per pod, and no object's state recorded again unchanged.
     submitted = [r["subject"] for r in archived if r["type"] == "tephra.job.submitted.v1"]

@@ -78,9 +78,9 @@ async def test_a_third_pod_of_a_gang_of_two_joins_its_job_and_runs(stack: Stack)
     await _running(stack, "c")
     ns = stack.namespace
     expected = [
-        (f"{ns}/trio-a-0", "Running"),
-        (f"{ns}/trio-b-0", "Running"),
-        (f"{ns}/trio-c-0", "Running"),
+        (f"{ns}/a", "Running"),
+        (f"{ns}/b", "Running"),
+        (f"{ns}/c", "Running"),
         ("tasks-added events", "1"),
     ]
     await eventually(lambda: _tasks(stack, f"{ns}/trio"), lambda tasks: tasks == expected)
@@ -101,7 +101,7 @@ async def test_pods_created_one_by_one_after_their_podgroup_each_run(stack: Stac
         await _member(stack, "steady", name)
         await _running(stack, name)
     ns = stack.namespace
-    expected = [*((f"{ns}/steady-{name}-0", "Running") for name in names), ("tasks-added events", "2")]
+    expected = [*((f"{ns}/{name}", "Running") for name in names), ("tasks-added events", "2")]
     # The pods run; the projection follows (the bridge's TaskStarted).
     await eventually(lambda: _tasks(stack, f"{ns}/steady"), lambda tasks: tasks == expected)
     verified = test_bridge._replay(stack, "verify")

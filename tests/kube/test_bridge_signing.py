@@ -56,7 +56,7 @@ async def test_a_projector_refusing_unsigned_events_takes_the_signed_bridges(sta
         "spec": {"schedulerName": "tephra", "containers": [{"name": "main", "image": "demo/x"}]},
     }
     await stack.kube.create(resource_path("v1", "pods", namespace=stack.namespace), body)
-    task_id = f"{stack.namespace}/signed-pod-0"
+    task_id = f"{stack.namespace}/signed"
     conn = await asyncpg.connect(stack.database_url)
     try:
         # Bound needs the NodeReported and the JobSubmitted; Running the TaskStarted observation.

@@ -9,11 +9,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
 from api.kube_bridge import bridge_signer, object_parser
+from api.manifests import parse_manifests
 from api.settings import KubeBridgeCommandSettings
 from events.models import (
     Event,
+    HyperNodeDeleted,
+    HyperNodeUpserted,
     JobCancelled,
     JobSubmitted,
     NodeRemoved,
@@ -31,16 +35,19 @@ from kube.bridge.objects import (
     PodRef,
     bridge_event_id,
     dns_label,
+    legacy_pod_task,
     pod_ref,
     volcano_job_pods,
 )
 from kube.bridge.outage import Outage
 from kube.bridge.plan import Plan, ProjectedTask, plan_tasks
 from kube.bridge.queue_status import queue_status, status_patch
+from kube.bridge.service import _Pods, _schedulable
 from kube.bridge.settings import KubeBridgeSettings
 from kube.bridge.signing import BRIDGE_PRODUCER, BRIDGE_TYPES, signing
 from kube.bridge.status import failed_scheduling_message, volcano_job_status
 from kube.rest import JsonObject
+from tests.kube.test_bridge import PODGROUP_AND_PODS
 
 NOW = datetime(2026, 12, 5, 1, 0, tzinfo=UTC)
 
@@ -131,12 +138,15 @@ def door() -> Door:
 
 
 def test_a_pod_maps_to_one_task_by_its_names_alone() -> None:
+    # Every pod is the task of its own name, as tephra submit reads the same pods.
     lone = pod_ref(pod("web"), job_controller=True)
-    assert lone == PodRef("team", "web", "uid-web", PodKind.LONE, "web", "team/web-pod-0", "team/web")
+    assert lone == PodRef("team", "web", "uid-web", PodKind.LONE, "web", "team/web", "team/web")
     grouped = pod_ref(pod("a.b", annotations={GROUP_ANNOTATION: "gang"}), job_controller=True)
     assert grouped is not None
-    assert (grouped.kind, grouped.job_id) == (PodKind.GROUP, "team/gang")
-    assert grouped.task_id == f"team/gang-{dns_label('a.b')}-0"
+    assert (grouped.kind, grouped.job_id, grouped.task_id) == (PodKind.GROUP, "team/gang", "team/a.b")
+    dotted = pod_ref(pod("x", annotations={GROUP_ANNOTATION: "g.v2"}), job_controller=True)
+    assert dotted is not None
+    assert (dotted.group, dotted.job_id) == ("g.v2", f"team/{dns_label('g.v2')}")
     volcano = {GROUP_ANNOTATION: "train", JOB_ANNOTATION: "train"}
     owned = pod_ref(pod("train-worker-1", annotations=volcano), job_controller=True)
     assert owned is not None
@@ -149,6 +159,14 @@ def test_a_pod_maps_to_one_task_by_its_names_alone() -> None:
     theirs = pod_ref(pod("train-worker-1", annotations=volcano), job_controller=False)
     assert theirs is not None
     assert theirs.kind is PodKind.GROUP
+
+
+def test_an_earlier_bridges_task_ids_lead_to_their_pods() -> None:
+    assert legacy_pod_task("team/gang-m0-0", "team/gang", PodKind.GROUP) == "team/m0"
+    assert legacy_pod_task("team/web-pod-0", "team/web", PodKind.LONE) == "team/web"
+    assert legacy_pod_task("team/web", "team/web", PodKind.LONE) is None  # today's name
+    assert legacy_pod_task("team/m0", "team/gang", PodKind.GROUP) is None
+    assert legacy_pod_task("team/train-worker-0", "team/train", PodKind.VOLCANO_JOB) is None
 
 
 def test_a_name_that_is_no_dns_label_is_shortened_with_a_digest() -> None:
@@ -214,6 +232,41 @@ def test_after_a_restart_what_the_projection_holds_is_not_reported_again() -> No
     assert "team/done" in d.submitted
 
 
+HYPERNODE: JsonObject = {
+    "apiVersion": "topology.volcano.sh/v1alpha1",
+    "kind": "HyperNode",
+    "metadata": {"name": "s0", "uid": "uid-s0", "resourceVersion": "1"},
+    "spec": {
+        "tier": 1,
+        "members": [
+            {"type": "Node", "selector": {"exactMatch": {"name": "n1"}}},
+            {"type": "Node", "selector": {"regexMatch": {"pattern": "^gpu-"}}},
+        ],
+    },
+}
+
+
+def test_a_hypernode_is_reported_once_per_change_read_as_tephra_submit_reads_it() -> None:
+    d = door()
+    event = d.hypernode("s0", HYPERNODE, NOW)
+    assert isinstance(event, HyperNodeUpserted)
+    [submitted] = parse_manifests([("hn.yaml", yaml.safe_dump(HYPERNODE))], now=NOW).events
+    assert event.data == submitted.data
+    assert d.hypernode("s0", {**HYPERNODE, "metadata": {"name": "s0", "resourceVersion": "2"}}, NOW) is None
+    bad = {
+        **HYPERNODE,
+        "spec": {"tier": 1, "members": [{"type": "HyperNode", "selector": {"regexMatch": {}}}]},
+    }
+    assert d.hypernode("s0", bad, NOW) is None  # refused: kept with its reason, nothing produced
+    assert "spec.members[0].selector" in d.refused["hypernode/s0"]
+    assert isinstance(d.hypernode("s0", None, NOW), HyperNodeDeleted)
+    assert d.hypernode("s0", None, NOW) is None
+    # After a restart, what the projection holds (the event's data) is not produced again.
+    again = door()
+    again.seed(ProjectedState(hypernodes={"s0": event.data.model_dump(mode="json")}))
+    assert again.hypernode("s0", HYPERNODE, NOW) is None
+
+
 def test_a_volcano_job_is_submitted_once_through_the_manifest_model() -> None:
     d = door()
     event = d.volcano_job(VCJOB, NOW)
@@ -258,7 +311,7 @@ def test_pods_that_join_a_submitted_podgroup_are_added_to_its_job_once_each() ->
     added = d.group_tasks(group, members, NOW)
     assert added is not None
     tasks = [(e.data.job_id, [(t.name, t.replicas, t.min_available) for t in e.data.tasks]) for e in added]
-    assert tasks == [("team/gang", [("m2", 1, 0)]), ("team/gang", [("m3", 1, 0)])]
+    assert tasks == [("team/gang", [("m2", 1, None)]), ("team/gang", [("m3", 1, None)])]
     assert added[0].data.tasks[0].resources == {"nvidia.com/gpu": 1}
     assert added[0].time == datetime(2026, 12, 5, 0, 59, tzinfo=UTC)  # the pod's creation
     assert d.group_tasks(group, members, NOW) == []
@@ -276,7 +329,60 @@ def test_a_lone_pod_is_a_one_pod_gang_in_its_annotated_queue() -> None:
     event = d.lone_job(lone, ref, NOW)
     assert isinstance(event, JobSubmitted)
     assert (event.data.job_id, event.data.queue, event.data.min_available) == ("team/solo", "research", 1)
-    assert event.data.tasks[0].name == "pod"
+    assert [(t.name, t.pod_names) for t in event.data.tasks] == [("solo", ["solo"])]
+    assert event.data.annotations == {KUBE_SOURCE_ANNOTATION: "pod"}
+
+
+def _admitted(pod: JsonObject) -> JsonObject:
+    """``pod`` as a v1.20 apiserver stores it: Priority and DefaultTolerationSeconds admission."""
+    spec = dict(pod["spec"])  # type: ignore[call-overload]
+    spec["priority"] = 0
+    spec["preemptionPolicy"] = "PreemptLowerPriority"
+    default = {"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+    spec["tolerations"] = [
+        *spec.get("tolerations", []),
+        *({"key": f"node.kubernetes.io/{k}", **default} for k in ("not-ready", "unreachable")),
+    ]
+    meta = {**pod["metadata"], "uid": f"uid-{pod['metadata']['name']}"}  # type: ignore[call-overload,index]
+    return {**pod, "metadata": meta, "spec": spec, "status": {"phase": "Pending"}}
+
+
+def test_a_podgroup_through_the_bridge_is_the_job_tephra_submit_makes_of_it() -> None:
+    text = PODGROUP_AND_PODS.replace("NS", "team")  # as on the real apiserver in test_bridge
+    submitted = parse_manifests([("pg.yaml", text)], now=NOW).events
+    assert len(submitted) == 1
+    expected = submitted[0]
+    assert isinstance(expected, JobSubmitted)
+    group, *members = yaml.safe_load_all(text)
+    event = door().group_job(group, [_admitted(m) for m in members], NOW)
+    assert isinstance(event, JobSubmitted)
+    # The same job, tasks (the pods' own names, roles) and minTaskMember; only the provenance differs.
+    assert event.data.annotations == {KUBE_SOURCE_ANNOTATION: "podgroup"}
+    assert event.data.model_copy(update={"annotations": {}}) == expected.data
+    assert [(t.pod_names, t.role) for t in event.data.tasks] == [(["ps-0"], "ps"), (["worker.0"], "worker")]
+    assert event.data.min_task_member == {"ps": 1, "worker": 1}
+    # Each pod is the task of its own name, which the bridge binds.
+    refs = [pod_ref(_admitted(m), job_controller=True) for m in members]
+    assert [(r.task_id, r.job_id) for r in refs if r is not None] == [
+        ("team/ps-0", "team/mixed"),
+        ("team/worker.0", "team/mixed"),
+    ]
+
+
+def test_a_gated_lone_pod_is_taken_once_its_last_gate_is_gone() -> None:
+    pods = _Pods()
+    gated_pod = pod("solo")
+    gated_pod["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]  # type: ignore[index]
+    pods.change("team/solo", None, gated_pod, job_controller=True)
+    assert not _schedulable(gated_pod)
+    pods.new_lone.clear()  # looked at while gated: not submitted
+    lifted = pod("solo")
+    pods.change("team/solo", gated_pod, lifted, job_controller=True)
+    assert pods.new_lone == {"team/solo"}
+    assert _schedulable(lifted)
+    event = door().lone_job(lifted, pods.by_key["team/solo"], NOW)
+    assert isinstance(event, JobSubmitted)
+    assert event.data.tasks[0].scheduling_gates == []
 
 
 # --------------------------------------------------------------------------- out
@@ -285,7 +391,7 @@ def test_a_lone_pod_is_a_one_pod_gang_in_its_annotated_queue() -> None:
 def task(
     task_id: str, status: str, node_name: str | None = "n1", kind: str = "pod", seq: int = 9
 ) -> ProjectedTask:
-    return ProjectedTask(task_id, task_id.rsplit("-pod-0", 1)[0], status, node_name, seq, kind)
+    return ProjectedTask(task_id, task_id, status, node_name, seq, kind)  # a lone pod's task and job
 
 
 def pods_of(*items: JsonObject) -> dict[str, tuple[PodRef, JsonObject]]:
@@ -313,34 +419,36 @@ def test_only_bound_tasks_are_bound_and_never_to_a_node_that_left() -> None:
     pods = pods_of(pod("a"), pod("b"), pod("c"))
     result = plan(
         [
-            task("team/a-pod-0", "Bound"),
-            task("team/b-pod-0", "Pending", None),
-            task("team/c-pod-0", "Bound", "gone"),
+            task("team/a", "Bound"),
+            task("team/b", "Pending", None),
+            task("team/c", "Bound", "gone"),
         ],
         pods,
     )
     assert [(b.pod.name, b.node) for b in result.binds] == [("a", "n1")]
-    assert [t.task_id for t in result.gone_nodes] == ["team/c-pod-0"]
+    assert [t.task_id for t in result.gone_nodes] == ["team/c"]
     assert result.events == []
 
 
 def test_a_bound_pod_running_is_started_and_a_finished_one_finished() -> None:
     pods = pods_of(pod("a", node="n1", phase="Running"), pod("b", node="n1", phase="Succeeded"))
-    result = plan([task("team/a-pod-0", "Bound"), task("team/b-pod-0", "Running")], pods)
+    result = plan([task("team/a", "Bound"), task("team/b", "Running")], pods)
     started, finished = result.events
     assert isinstance(started, TaskStarted)
     assert started.data.node == "n1"
+    # The task row's seq: the fold ignores an observation of an earlier incarnation of the name.
+    assert (started.data.observed_seq, finished.data.observed_seq) == (9, 9)  # type: ignore[union-attr]
     assert isinstance(finished, TaskFinished)
     assert (finished.data.outcome, finished.data.exit_code) == ("succeeded", 0)
-    again = plan([task("team/a-pod-0", "Bound")], pods)
+    again = plan([task("team/a", "Bound")], pods)
     assert again.events[0].id == started.id  # a restarted bridge produces the same event
 
 
 def test_a_releasing_task_is_evicted_and_finished_once_its_pod_is_gone() -> None:
     pods = pods_of(pod("a", node="n1", phase="Running"))
-    result = plan([task("team/a-pod-0", "Releasing")], pods)
+    result = plan([task("team/a", "Releasing")], pods)
     assert [e.pod.name for e in result.evictions] == ["a"]
-    gone = plan([task("team/a-pod-0", "Releasing")], {})
+    gone = plan([task("team/a", "Releasing")], {})
     finished, cancelled = gone.events
     assert isinstance(finished, TaskFinished)
     assert finished.data.outcome == "evicted"

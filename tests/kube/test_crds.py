@@ -52,19 +52,26 @@ def test_the_crds_are_structural_v1_with_a_status_subresource() -> None:
         "jobs.batch.volcano.sh",
         "queues.scheduling.volcano.sh",
         "podgroups.scheduling.volcano.sh",
+        "hypernodes.topology.volcano.sh",
     ]
     for document in documents:
         assert document["apiVersion"] == "apiextensions.k8s.io/v1"
         (version,) = json_list(document, "spec", "versions")
         assert isinstance(version, dict)
         assert json_object(version, "subresources") == {"status": {}}
-    assert [json_str(d, "spec", "scope") for d in documents] == ["Namespaced", "Cluster", "Namespaced"]
+    scopes = [json_str(d, "spec", "scope") for d in documents]
+    assert scopes == ["Namespaced", "Cluster", "Namespaced", "Cluster"]
     assert json_list(documents[0], "spec", "names", "shortNames")[0] == "vcjob"
 
 
 async def test_installing_twice_leaves_them_established(kube: KubeClient) -> None:
     assert await install_crds(kube) == await install_crds(kube)
-    for name in ("jobs.batch.volcano.sh", "queues.scheduling.volcano.sh", "podgroups.scheduling.volcano.sh"):
+    for name in (
+        "jobs.batch.volcano.sh",
+        "queues.scheduling.volcano.sh",
+        "podgroups.scheduling.volcano.sh",
+        "hypernodes.topology.volcano.sh",
+    ):
         crd = await kube.get(resource_path("apiextensions.k8s.io/v1", "customresourcedefinitions", name=name))
         conditions = {
             c["type"]: c["status"] for c in json_list(crd, "status", "conditions") if isinstance(c, dict)

@@ -78,6 +78,7 @@ GRANTED = [
     *[("scheduling.volcano.sh", "podgroups", "", verb) for verb in ("list", "watch", "create")],
     ("scheduling.volcano.sh", "podgroups", "status", "patch"),
     ("scheduling.volcano.sh", "queues", "status", "patch"),
+    *[("topology.volcano.sh", "hypernodes", "", verb) for verb in ("list", "watch")],
     *[
         ("apiextensions.k8s.io", "customresourcedefinitions", "", verb)
         for verb in ("create", "get", "update")
@@ -99,6 +100,8 @@ DENIED = [
     ("scheduling.volcano.sh", "queues", "", "get"),
     ("scheduling.volcano.sh", "queues", "status", "update"),
     ("scheduling.volcano.sh", "podgroups", "status", "update"),
+    ("topology.volcano.sh", "hypernodes", "", "get"),
+    ("topology.volcano.sh", "hypernodes", "status", "patch"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "", "delete"),
     ("rbac.authorization.k8s.io", "clusterroles", "", "create"),
 ]
