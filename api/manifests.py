@@ -479,9 +479,10 @@ def _pod_group_job(
     pods: _GroupMembers,
     env: _Envelope,
     priority_values: Mapping[str, int],
+    network_topology: NetworkTopologySpec | None = None,
 ) -> ManifestObject:
     """A PodGroup and its pods as one job: each pod a task ``<namespace>/<pod name>`` of its own spec,
-    with its role, and the group's minMember, minTaskMember and minResources as given."""
+    with its role, and the group's minMember, minTaskMember, minResources and networkTopology as given."""
     for path, value in group.cluster_state():
         doc.warn(path, f"{value!r} ignored: it is cluster state, and a submitted job starts Pending")
     if not pods:
@@ -546,6 +547,7 @@ def _pod_group_job(
             "labels": group.labels,
             "annotations": _checked_annotations(doc, dict(group.annotations)),
             "min_task_member": group.min_task_member,
+            "network_topology": network_topology,
         },
     )
     job_id = data.job_id
@@ -570,6 +572,8 @@ class _PodDocuments:
 
     models: dict[int, PodGroupManifest | PodManifest] = field(default_factory=dict)
     members: dict[str, _GroupMembers] = field(default_factory=dict)
+    #: Each PodGroup's ``spec`` as given: its ``networkTopology`` is read as a VolcanoJob's.
+    group_specs: dict[int, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def read(
@@ -587,6 +591,7 @@ class _PodDocuments:
                     doc.name = group.uid
                     groups.setdefault(group.uid, group)  # a second one is a duplicate job
                     found.models[position] = group
+                    found.group_specs[position] = _mapping(doc, value.get("spec"), "spec")
                 elif kind == "pod":
                     pod = _shared(doc, read_pod, value)
                     doc.name = pod.uid
@@ -616,11 +621,13 @@ class _PodDocuments:
         model = self.models.get(position)
         if model is None or (isinstance(model, PodManifest) and model.group is not None):
             return None
+        topology = None
         if isinstance(model, PodManifest):
             group, pods = lone_pod_group(model), [(doc, model)]
         else:
             group, pods = model, self.members.get(model.uid, [])
-        obj = _pod_group_job(doc, group, pods, env, priority_values)
+            topology = _job_network_topology(doc, self.group_specs[position])
+        obj = _pod_group_job(doc, group, pods, env, priority_values, topology)
         return obj, [doc, *(pod_doc for pod_doc, _ in pods if pod_doc is not doc)]
 
 
@@ -628,7 +635,7 @@ class _PodDocuments:
 
 
 def _job_network_topology(doc: _Doc, spec: Mapping[str, Any]) -> NetworkTopologySpec | None:
-    """A VolcanoJob's ``spec.networkTopology`` (read as :mod:`scheduler.topology_spec` reads it)."""
+    """A VolcanoJob's or PodGroup's ``spec.networkTopology`` (read as :mod:`scheduler.topology_spec` reads it)."""
     value = spec.get("networkTopology")
     try:
         topology = network_topology_from_spec(value, "spec.networkTopology")

@@ -87,3 +87,31 @@ def test_hard_mode_without_a_tier_is_accepted_with_a_warning() -> None:
 def test_both_tier_fields_are_refused() -> None:
     (error,) = errors_of(JOB.replace("{NETWORK}", "{highestTierAllowed: 1, highestTierName: leaf}"))
     assert "cannot be set simultaneously" in error
+
+
+POD_GROUP = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: train}
+spec:
+  minMember: 1
+  networkTopology: {NETWORK}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: train-0
+  annotations: {scheduling.k8s.io/group-name: train}
+spec:
+  containers: [{name: c, resources: {requests: {cpu: "1"}}}]
+"""
+
+
+def test_a_pod_groups_network_topology_reaches_its_job_as_a_volcano_jobs_does() -> None:
+    event = parse(POD_GROUP.replace("{NETWORK}", "{highestTierAllowed: 1}")).objects[0].event
+    assert isinstance(event, JobSubmitted)
+    assert event.data.network_topology == NetworkTopologySpec(mode="hard", highest_tier_allowed=1)
+    warned = parse(POD_GROUP.replace("{NETWORK}", "{mode: hard}"))
+    assert [w.field for w in warned.warnings] == ["spec.networkTopology"]
+    (error,) = errors_of(POD_GROUP.replace("{NETWORK}", "{highestTierAllowed: 1, highestTierName: leaf}"))
+    assert "cannot be set simultaneously" in error
