@@ -70,9 +70,8 @@ from events.models import (
     TaskSpec,
 )
 from events.models import LabelSelector as LabelSelectorModel
-from events.names import invalid_name, is_dns_label, is_dns_subdomain
+from events.names import dns_label, invalid_name, is_dns_label, is_dns_subdomain
 from events.quantity import format_resources
-from kube.bridge.objects import dns_label
 from kube.sim_runtime import SIM_RUNTIME_ANNOTATION, SimRuntimeError, parse_duration
 from scheduler.core.config import ConfigError, config_warnings, parse_scheduler_config
 from scheduler.core.snapshot import HyperNodeMember, LabelSelector
@@ -479,6 +478,7 @@ def _pod_group_job(
     pods: _GroupMembers,
     env: _Envelope,
     priority_values: Mapping[str, int],
+    *,
     network_topology: NetworkTopologySpec | None = None,
 ) -> ManifestObject:
     """A PodGroup and its pods as one job: each pod a task ``<namespace>/<pod name>`` of its own spec,
@@ -627,7 +627,7 @@ class _PodDocuments:
         else:
             group, pods = model, self.members.get(model.uid, [])
             topology = _job_network_topology(doc, self.group_specs[position])
-        obj = _pod_group_job(doc, group, pods, env, priority_values, topology)
+        obj = _pod_group_job(doc, group, pods, env, priority_values, network_topology=topology)
         return obj, [doc, *(pod_doc for pod_doc, _ in pods if pod_doc is not doc)]
 
 
@@ -635,7 +635,7 @@ class _PodDocuments:
 
 
 def _job_network_topology(doc: _Doc, spec: Mapping[str, Any]) -> NetworkTopologySpec | None:
-    """A VolcanoJob's or PodGroup's ``spec.networkTopology`` (read as :mod:`scheduler.topology_spec` reads it)."""
+    """A VolcanoJob's or PodGroup's ``spec.networkTopology``, read by :mod:`scheduler.topology_spec`."""
     value = spec.get("networkTopology")
     try:
         topology = network_topology_from_spec(value, "spec.networkTopology")

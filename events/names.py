@@ -13,6 +13,7 @@ submit`` (:mod:`api.manifests`) and the projector, for raw events
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator
 from typing import Final
@@ -29,7 +30,7 @@ from events.models import (
     QueueUpserted,
 )
 
-__all__ = ["DNS_LABEL", "DNS_SUBDOMAIN", "invalid_name", "is_dns_label", "is_dns_subdomain"]
+__all__ = ["DNS_LABEL", "DNS_SUBDOMAIN", "dns_label", "invalid_name", "is_dns_label", "is_dns_subdomain"]
 
 DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", re.ASCII)
 DNS_SUBDOMAIN: Final = re.compile(
@@ -40,6 +41,16 @@ _SUBDOMAIN_MAX: Final = 253
 
 def is_dns_label(name: str) -> bool:
     return DNS_LABEL.fullmatch(name) is not None
+
+
+def dns_label(name: str) -> str:
+    """``name`` when it is a DNS label, else a label made of its head and a digest of it (a job's
+    name, from a PodGroup's or Pod's, which may be a subdomain: the same at every door)."""
+    if is_dns_label(name):
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    head = "".join(c if c.isalnum() or c == "-" else "-" for c in name.lower()[:40]).strip("-")
+    return f"{head}-{digest}" if head else f"x{digest}"
 
 
 def is_dns_subdomain(name: str) -> bool:

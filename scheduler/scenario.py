@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from events.names import dns_label
 from scheduler.core.config import ConfigError, SchedulerConfig, config_warnings, parse_scheduler_config
 from scheduler.core.snapshot import (
     ClusterSnapshot,
@@ -247,7 +248,8 @@ def _group_job(
 ) -> Job:
     return Job(
         namespace=group.namespace,
-        name=group.name,
+        # A PodGroup's or Pod's name may be a subdomain, a job's is a label: as tephra submit names it.
+        name=dns_label(group.name),
         queue=group.queue,
         min_member=group.min_member,
         min_task_member=dict(group.min_task_member),

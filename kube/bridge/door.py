@@ -44,6 +44,7 @@ from events.models import (
     TasksAdded,
     TasksAddedData,
 )
+from events.names import dns_label
 from events.quantity import format_resources
 from kube.bridge.objects import (
     KUBE_SOURCE_ANNOTATION,
@@ -52,7 +53,6 @@ from kube.bridge.objects import (
     as_authored,
     bridge_event_id,
     creation_time,
-    dns_label,
 )
 from kube.rest import JsonObject, JsonValue, json_int, json_object, json_str
 

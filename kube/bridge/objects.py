@@ -18,7 +18,6 @@ archive keeps one of each.
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Final
 
-from events.names import is_dns_label
+from events.names import dns_label
 from kube.rest import JsonObject, JsonValue, json_int, json_list, json_object, json_str
 
 __all__ = [
@@ -39,7 +38,6 @@ __all__ = [
     "as_authored",
     "bridge_event_id",
     "creation_time",
-    "dns_label",
     "gated",
     "legacy_pod_task",
     "pod_ref",
@@ -63,15 +61,6 @@ _ID_NAMESPACE: Final = uuid.UUID("0b6d0f7e-2c59-4e0e-8f3a-5b1c9e7d4a26")
 def bridge_event_id(cluster: str, *parts: str) -> str:
     """The id of the event recording ``parts`` (kind, uid, resourceVersion ...) in ``cluster``."""
     return str(uuid.uuid5(_ID_NAMESPACE, "|".join((cluster, *parts))))
-
-
-def dns_label(name: str) -> str:
-    """``name`` when it is a DNS label, else a label made of its head and a digest of it."""
-    if is_dns_label(name):
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
-    head = "".join(c if c.isalnum() or c == "-" else "-" for c in name.lower()[:40]).strip("-")
-    return f"{head}-{digest}" if head else f"x{digest}"
 
 
 def creation_time(obj: JsonObject) -> datetime | None:

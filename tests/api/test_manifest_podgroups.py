@@ -11,7 +11,7 @@ import yaml
 
 from api.manifests import InvalidManifests, Manifests, parse_manifests, parse_object
 from events.models import JobSubmitted
-from kube.bridge.objects import dns_label
+from events.names import dns_label
 from projector.fold import apply
 from projector.state import ClusterState
 from projector.state_json import job_from_json, job_to_json

@@ -34,6 +34,7 @@ import pytest
 import yaml
 
 from api.manifests import InvalidManifests, Manifests, parse_manifests
+from events.names import dns_label
 from projector.fold import apply
 from projector.state import ClusterState
 from scheduler.core.decisions import Bind
@@ -229,6 +230,25 @@ def test_both_doors_warn_about_the_same_fields_with_no_effect(tmp_path: Path) ->
     ]
     assert [w.field for w in submitted] == expected
     assert simulated == ["spec.config.metrics", *expected[1:]]
+
+
+def test_a_pod_group_whose_name_is_a_subdomain_is_the_same_job_through_both_doors(tmp_path: Path) -> None:
+    # A PodGroup's (and a Pod's) name may hold dots; a job's name is a DNS label.
+    text = (
+        next(p for p in FILES if p.stem == "FID-20")
+        .read_text()
+        .replace("{name: train, namespace: team}", "{name: train.v1, namespace: team}")
+        .replace("group-name: train}", "group-name: train.v1}")
+    )
+    path = tmp_path / "dotted.yaml"
+    path.write_text(text)
+    simulated = load_scenario(path).snapshot
+    submitted = _through_submit(_submitted(path))
+    assert (
+        [j.uid for j in submitted.jobs]
+        == [j.uid for j in simulated.jobs]
+        == [f"team/{dns_label('train.v1')}"]
+    )
 
 
 def test_simulate_prints_its_warnings_on_stderr_and_keeps_the_json(tmp_path: Path) -> None:
