@@ -28,7 +28,7 @@ from api.stack import run_services
 from api.submit import load_submission, produce_manifests
 from events.signing import EventSigner
 from events.topics import Topics
-from kube.bridge.service import run_bridge
+from kube.bridge.service import Bridge, run_bridge
 from kube.bridge.settings import KubeBridgeSettings
 from kube.dev.cluster import DevCluster
 from kube.dev.deploy import bridge_kubeconfig
@@ -530,3 +530,48 @@ async def test_plain_pods_of_a_podgroup_are_bound_as_one_gang(stack: Stack) -> N
     finally:
         await conn.close()
     assert [r["id"] for r in tasks] == [f"{stack.namespace}/pair-left-0", f"{stack.namespace}/pair-right-0"]
+
+
+async def test_the_bridge_hears_the_projection_move_instead_of_polling_it(cluster: Stack) -> None:
+    # The projector NOTIFYs its seq at each commit; the bridge listens, so the decisions it
+    # executes reach it as they are projected, not at its next poll (an hour here).
+    ready: list[Bridge] = []
+    bridge_task = asyncio.create_task(
+        run_bridge(
+            KubeBridgeSettings(kubeconfig=cluster.bridge_kubeconfig, kube_poll_interval=3600),
+            object_parser("default"),
+            kafka=KafkaAccess(cluster.endpoints.kafka_bootstrap),
+            database=DatabaseAccess(cluster.database_url),
+            topics=cluster.endpoints.topics,
+            cluster="default",
+            on_ready=ready.append,
+        )
+    )
+    try:
+        body: JsonObject = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "heard", "namespace": cluster.namespace},
+            "spec": {"schedulerName": "tephra", "containers": [{"name": "main", "image": "demo/x"}]},
+        }
+        await cluster.kube.create(resource_path("v1", "pods", namespace=cluster.namespace), body)
+        path = resource_path("v1", "pods", namespace=cluster.namespace, name="heard")
+        pod = await eventually(
+            lambda: cluster.kube.get(path),
+            lambda p: isinstance(p, dict) and bool(json_str(p, "spec", "nodeName")),
+        )
+        assert json_str(pod, "spec", "nodeName") in cluster.nodes
+        conn = await asyncpg.connect(cluster.database_url)
+        try:
+            bound_at = await conn.fetchval(
+                "SELECT min(seq) FROM event_log WHERE type = 'tephra.session.committed.v1'"
+            )
+        finally:
+            await conn.close()
+        [bridge] = ready
+        assert bound_at is not None
+        assert bridge.announced_seq is not None
+        assert bridge.announced_seq >= bound_at
+    finally:
+        bridge_task.cancel()
+        await stopped(bridge_task)
