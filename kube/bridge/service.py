@@ -191,7 +191,7 @@ class Bridge:
         self.bindings = 0
         #: The projection's seq as the projector last announced it (None: not since listening).
         self.announced_seq: int | None = None
-        self._heard = 0  # notifications received
+        self.announcements = 0  # notifications of the projection's seq received
         self._listening: asyncpg.Connection | None = None
         #: The seq the last reads of the projection (tasks, sessions) reflect.
         self.seq = -1
@@ -435,16 +435,16 @@ class Bridge:
     def _projection_moved(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         with contextlib.suppress(ValueError):
             self.announced_seq = int(payload)
-            self._heard += 1
+            self.announcements += 1
             self.changed.set()
 
     async def _projection_seq(self, *, read: bool) -> int:
         """The seq announced last; read from the database first when ``read`` or none was heard yet."""
         if self.announced_seq is not None and not read:
             return self.announced_seq
-        heard = self._heard
+        heard = self.announcements
         seq = await projection_seq(self.pool)
-        if self._heard == heard:  # no newer announcement while reading
+        if self.announcements == heard:  # no newer announcement while reading
             self.announced_seq = seq
         return seq
 
