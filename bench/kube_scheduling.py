@@ -11,7 +11,9 @@ ratio of their rates.
 For each shape NxP, one dev cluster (etcd + kube-apiserver v1.20.2, kube/dev/) gets N Ready
 nodes (32 cpu, 128Gi, 110 pods; the not-ready taint lifted), then each scheduler in turn: it
 starts, P pods (100m cpu, 128Mi; ``schedulerName`` its own) are created as fast as the client
-goes, and a watch notes when each pod first shows ``spec.nodeName``.  Per scheduler it prints
+goes (by ``--creators`` processes of their own, 2 by default, so the bench's watch and the
+creation do not share one Python thread), and a watch notes when each pod first shows
+``spec.nodeName``.  Per scheduler it prints
 pods/s (P over first creation to last binding), p50/p99 of creation-to-binding latency, and the
 CPU milliseconds per pod each process took meanwhile (the apiserver, etcd, the scheduler's own
 processes, the bench), which a loaded host moves much less than the rates.  Between two
@@ -37,12 +39,14 @@ import argparse
 import asyncio
 import contextlib
 import math
+import multiprocessing
 import os
 import sys
 import tempfile
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,7 +67,9 @@ from projector.migrate import apply_migrations
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 NODE_RESOURCES: Final = {"cpu": "32", "memory": "128Gi", "pods": "110"}
+#: Requests in flight creating nodes, and creating pods across every creator process.
 CREATE_CONCURRENCY: Final = 64
+CREATORS: Final = 2
 SHAPES: Final = ((100, 2000), (1000, 5000))
 SCHEDULERS: Final = ("kube-scheduler", "tephra")
 TEPHRA_SERVICES: Final = ("projector", "scheduler", "kube-bridge")
@@ -226,7 +232,11 @@ def _processes() -> Iterator[tuple[int, int, str, float]]:
         words = [w.decode(errors="replace") for w in command if w]
         service = next((w for w in reversed(words) if w in TEPHRA_SERVICES), None)
         cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
-        yield int(entry.name), int(fields[1]), f"tephra {service}" if service else comm, cpu
+        if service:
+            comm = f"tephra {service}"
+        elif any("multiprocessing" in w for w in words):
+            comm = "bench"  # the pod creators
+        yield int(entry.name), int(fields[1]), comm, cpu
 
 
 def descendant_cpu() -> dict[str, float]:
@@ -313,8 +323,51 @@ async def _nodes(client: KubeClient, count: int) -> None:
     await asyncio.gather(*(one(i) for i in range(count)))
 
 
+def _create_share(
+    kubeconfig: Path, namespace: str, scheduler_name: str, indices: range, in_flight: int
+) -> dict[str, float]:
+    """In a creator process: create the pods ``indices``; when each creation began (perf_counter,
+    the system's monotonic clock: comparable between processes)."""
+
+    async def run() -> dict[str, float]:
+        created: dict[str, float] = {}
+        collection = resource_path("v1", "pods", namespace=namespace)
+        limit = asyncio.Semaphore(in_flight)
+        async with await KubeClient.connect(kubeconfig) as client:
+
+            async def create(index: int) -> None:
+                name = f"pod-{index:06d}"
+                async with limit:
+                    created[name] = time.perf_counter()
+                    await client.create(collection, _pod(name, scheduler_name))
+
+            await asyncio.gather(*(create(i) for i in indices))
+        return created
+
+    return asyncio.run(run())
+
+
+def _ready() -> None:
+    """A creator process's first task: its imports done before anything is timed."""
+
+
+@dataclass
+class Creators:
+    """The processes creating pods, started (and their imports done) before any measurement."""
+
+    pool: ProcessPoolExecutor
+    count: int
+
+
 async def _measure(
-    client: KubeClient, side: Side, cluster: DevCluster, logs: Path, pods: int, *, backlog: bool
+    client: KubeClient,
+    side: Side,
+    cluster: DevCluster,
+    logs: Path,
+    pods: int,
+    *,
+    creators: Creators,
+    backlog: bool,
 ) -> Result:
     namespace = f"bench-{side.name}"
     await ensure_namespace(client, namespace)
@@ -334,16 +387,25 @@ async def _measure(
                         all_bound.set()
                         return
 
-    limit = asyncio.Semaphore(CREATE_CONCURRENCY)
-
-    async def create(index: int) -> None:
-        name = f"pod-{index:06d}"
-        async with limit:
-            created[name] = time.perf_counter()
-            await client.create(collection, _pod(name, side.scheduler_name))
-
     async def create_all() -> float:
-        await asyncio.gather(*(create(i) for i in range(pods)))
+        workers = creators.count
+        loop = asyncio.get_running_loop()
+        shares = await asyncio.gather(
+            *(
+                loop.run_in_executor(
+                    creators.pool,
+                    _create_share,
+                    cluster.kubeconfig,
+                    namespace,
+                    side.scheduler_name,
+                    range(first, pods, workers),
+                    max(1, CREATE_CONCURRENCY // workers),
+                )
+                for first in range(workers)
+            )
+        )
+        for share in shares:
+            created.update(share)
         return time.perf_counter() - min(created.values())
 
     watcher = asyncio.create_task(watch())
@@ -372,7 +434,18 @@ async def _measure(
     return Result(side.name, pods, max(bound.values()) - first, latencies, creating, cpu)
 
 
-async def _shape(nodes: int, pods: int, sides: list[Side], logs: Path, *, backlog: bool) -> list[Result]:
+async def _shape(
+    nodes: int, pods: int, sides: list[Side], logs: Path, *, backlog: bool, creators: int
+) -> list[Result]:
+    with ProcessPoolExecutor(creators, mp_context=multiprocessing.get_context("spawn")) as pool:
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(pool, _ready) for _ in range(creators)))
+        return await _shape_with(nodes, pods, sides, logs, Creators(pool, creators), backlog=backlog)
+
+
+async def _shape_with(
+    nodes: int, pods: int, sides: list[Side], logs: Path, creators: Creators, *, backlog: bool
+) -> list[Result]:
     results = []
     async with (
         DevCluster(logs / "cluster") as cluster,
@@ -380,7 +453,7 @@ async def _shape(nodes: int, pods: int, sides: list[Side], logs: Path, *, backlo
     ):
         await _nodes(client, nodes)
         for side in sides:
-            result = await _measure(client, side, cluster, logs, pods, backlog=backlog)
+            result = await _measure(client, side, cluster, logs, pods, creators=creators, backlog=backlog)
             results.append(result)
             print(
                 f"{nodes} nodes x {pods} pods{' (backlog)' if backlog else ''}, {side.name}: "
@@ -418,7 +491,7 @@ async def main(opts: argparse.Namespace) -> None:
             else:
                 logs = opts.keep_logs / f"{nodes}x{pods}"
                 logs.mkdir(parents=True, exist_ok=True)
-            await _shape(nodes, pods, sides, logs, backlog=opts.backlog)
+            await _shape(nodes, pods, sides, logs, backlog=opts.backlog, creators=opts.creators)
 
 
 def _options() -> argparse.Namespace:
@@ -439,6 +512,13 @@ def _options() -> argparse.Namespace:
         action="store_true",
         help="create every pod before the scheduler starts; rate from its first binding to its last,"
         " latency from its start",
+    )
+    parser.add_argument(
+        "--creators",
+        type=int,
+        default=CREATORS,
+        help=f"processes creating the pods, {CREATE_CONCURRENCY} requests in flight among them"
+        f" (default {CREATORS})",
     )
     parser.add_argument(
         "--keep-logs", type=Path, help="keep the servers' and services' logs in this folder (one per shape)"

@@ -66,6 +66,7 @@ from kube.crds import install_crds
 from kube.rest import JsonObject, KubeApiError, KubeClient, json_str, resource_path
 from projector.connections import DatabaseAccess, KafkaAccess, create_pool, new_producer, start_client
 from projector.migrate import require_schema
+from projector.writer import NOTIFY_CHANNEL
 
 __all__ = ["Bridge", "run_bridge"]
 
@@ -203,6 +204,12 @@ class Bridge:
         self._legacy: dict[str, str] = {}
         self._legacy_of: dict[str, str] = {}
         self.bindings = 0
+        #: The projection's seq as the projector last announced it (None: not since listening).
+        self.announced_seq: int | None = None
+        self.announcements = 0  # notifications of the projection's seq received
+        self._listening: asyncpg.Connection | None = None
+        #: The seq the last reads of the projection (tasks, sessions) reflect.
+        self.seq = -1
 
     @property
     def informers(self) -> list[Informer]:
@@ -476,16 +483,47 @@ class Bridge:
 
     # ------------------------------------------------------------------ loop
 
+    def _projection_moved(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        with contextlib.suppress(ValueError):
+            self.announced_seq = int(payload)
+            self.announcements += 1
+            self.changed.set()
+
+    async def _projection_seq(self, *, read: bool) -> int:
+        """The seq announced last; read from the database first when ``read`` or none was heard yet."""
+        if self.announced_seq is not None and not read:
+            return self.announced_seq
+        heard = self.announcements
+        seq = await projection_seq(self.pool)
+        if self.announcements == heard:  # no newer announcement while reading
+            self.announced_seq = seq
+        return seq
+
     async def run(self) -> None:
-        try:
-            async with asyncio.TaskGroup() as group:
-                for informer in self.informers:
-                    group.create_task(informer.run(), name=f"watch {informer.kind}")
-                group.create_task(self._reconcile(), name="reconcile")
-        finally:
-            for call in list(self._calls):
-                call.cancel()
-            await asyncio.gather(*self._calls, return_exceptions=True)
+        # The projector NOTIFYs its new seq at each commit: the loop wakes when there are decisions
+        # to execute, and reads the seq from the database only now and then (a missed notification).
+        async with self.pool.acquire() as listening:
+            await listening.add_listener(NOTIFY_CHANNEL, self._projection_moved)
+            self._listening = listening
+            try:
+                async with asyncio.TaskGroup() as group:
+                    for informer in self.informers:
+                        group.create_task(informer.run(), name=f"watch {informer.kind}")
+                    group.create_task(self._reconcile(), name="reconcile")
+            finally:
+                self._listening = None
+                for call in list(self._calls):
+                    call.cancel()
+                await asyncio.gather(*self._calls, return_exceptions=True)
+                with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+                    await listening.remove_listener(NOTIFY_CHANNEL, self._projection_moved)
+
+    async def _check_connections(self) -> None:
+        """Raises when the bridge lock or the notifications' connection is gone (start again)."""
+        if self._check_lock is not None:
+            await self._check_lock()
+        if self._listening is None or self._listening.is_closed():
+            raise asyncpg.InterfaceError("the connection listening for the projection's seq is closed")
 
     async def _reconcile(self) -> None:
         for informer in self.informers:
@@ -527,9 +565,10 @@ class Bridge:
             # calls failed need a look (a backlog of Bound tasks would otherwise be read and planned
             # again at every pod event or seq).  All of them now and then, after a rebuilt
             # projection, and when the nodes changed (a task bound to a node not yet listed).
-            seq = await projection_seq(self.pool)
+            due = time.monotonic() - last_full > _FULL_READ_EVERY
+            seq = await self._projection_seq(read=due)
             now_nodes = frozenset(self.nodes.objects)
-            full = seq < last_seq or now_nodes != nodes or time.monotonic() - last_full > _FULL_READ_EVERY
+            full = seq < last_seq or now_nodes != nodes or due
             if full:
                 last_full, nodes = time.monotonic(), now_nodes
             tasks = await read_tasks(
@@ -542,12 +581,12 @@ class Bridge:
             if everything:
                 self._find_legacy(tasks)
             everything, last_seq = False, seq
+            self.seq = seq
             await self._out(tasks)
             await self.status.update(self)
             if time.monotonic() - last_check > _LOCK_CHECK:
                 last_check = time.monotonic()
-                if self._check_lock is not None:
-                    await self._check_lock()
+                await self._check_connections()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.settings.kube_poll_interval):
                     await self.changed.wait()
@@ -583,7 +622,7 @@ async def run_bridge(
         try:
             await lock.acquire()
             async with (
-                create_pool(database, min_size=1, max_size=3) as pool,
+                create_pool(database, min_size=2, max_size=4) as pool,  # one listens
                 await KubeClient.connect(settings.kubeconfig) as client,
             ):
                 if install:

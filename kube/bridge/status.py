@@ -86,6 +86,7 @@ class StatusWriter:
         self.pool = pool
         self.enabled = enabled
         self._session_seq = -1
+        self._projection_seq = -1  # the projection's seq when the sessions were last looked at
         self._said: dict[str, str] = {}  # job id -> the FailedScheduling text last written
         self._job_status: dict[str, JsonObject] = {}  # Volcano Job -> the status last written
         self._counted = 0.0
@@ -173,22 +174,34 @@ class StatusWriter:
             self._counted = time.monotonic()
             await self._volcano_jobs(bridge)
         await self._queues.update(bridge.queues.objects)
-        await self._pending(bridge)
+        # A new session shows first as the projection's seq moving: the sessions are read only then.
+        if bridge.seq != self._projection_seq:
+            self._projection_seq = bridge.seq
+            pending = await self._new_pending()
+            # Nothing to say and nothing said before: every pod of ours need not be walked.
+            if pending is not None and (pending or self._said):
+                await self._pending(bridge, pending)
 
-    async def _pending(self, bridge: Bridge) -> None:
-        # The pending list is read out of the newest session's document only when there is a new one.
+    async def _new_pending(self) -> dict[str, list[Mapping[str, object]]] | None:
+        """The pending jobs of the newest session and why, read out of its document; None when
+        there is no session or it is the one read last."""
         newest = await self.pool.fetchval("SELECT max(seq) FROM sessions")
         if newest is None or newest == self._session_seq:
-            return
+            return None
         rows = await self.pool.fetch(_PENDING_QUERY)
         if not rows:
-            return
+            return None
         self._session_seq = rows[0]["seq"]
         pending: dict[str, list[Mapping[str, object]]] = {}
         for row in rows:
             if row["job"] is not None:
                 reasons = orjson.loads(row["reasons"]) if isinstance(row["reasons"], str) else row["reasons"]
                 pending[row["job"]] = list(reasons or [])
+        return pending
+
+    async def _pending(self, bridge: Bridge, pending: Mapping[str, list[Mapping[str, object]]]) -> None:
+        """FailedScheduling on the pods of the pending jobs, and their PodGroups' status; Running
+        for those no longer pending."""
         by_job: dict[str, list[tuple[PodRef, JsonObject]]] = {}
         for ref, pod in bridge.pods.by_task.values():
             by_job.setdefault(ref.job_id, []).append((ref, pod))

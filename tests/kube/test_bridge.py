@@ -32,7 +32,7 @@ from events.models import JobSubmitted, JobSubmittedData
 from events.signing import EventSigner
 from events.topics import Topics
 from kube.bridge.door import BRIDGE_SOURCE
-from kube.bridge.service import run_bridge
+from kube.bridge.service import Bridge, run_bridge
 from kube.bridge.settings import KubeBridgeSettings
 from kube.dev.cluster import DevCluster
 from kube.dev.deploy import bridge_kubeconfig
@@ -200,6 +200,18 @@ async def stack(cluster: Stack, bridge_signer: EventSigner | None) -> AsyncItera
 
 def _phase(pod: JsonObject) -> str | None:
     return json_str(pod, "status", "phase")
+
+
+async def create_lone_pod(stack: Stack, name: str) -> str:
+    """A pod of ours in no group (no requests: any node takes it); its path."""
+    body: JsonObject = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": stack.namespace},
+        "spec": {"schedulerName": "tephra", "containers": [{"name": "main", "image": "demo/x"}]},
+    }
+    await stack.kube.create(resource_path("v1", "pods", namespace=stack.namespace), body)
+    return resource_path("v1", "pods", namespace=stack.namespace, name=name)
 
 
 async def test_the_seed_articles_vcjob_runs_one_worker_on_each_gpu_node(stack: Stack) -> None:
@@ -735,3 +747,34 @@ async def test_an_upgraded_bridge_runs_the_podgroup_jobs_an_earlier_one_submitte
     assert [r["id"] for r in rows] == [f"{ns}/old-a-0", f"{ns}/old-b-0"]
     assert [r["type"] for r in types] == ["tephra.job.submitted.v1"]
     assert [(r["error"], r["detail"]) for r in rejected] == []
+
+
+async def test_the_bridge_hears_the_projection_move_instead_of_polling_it(cluster: Stack) -> None:
+    # The projector NOTIFYs its seq at each commit; the bridge listens, so the decisions it
+    # executes reach it as they are projected, not at its next poll (an hour here).
+    ready: list[Bridge] = []
+    bridge_task = asyncio.create_task(
+        run_bridge(
+            KubeBridgeSettings(kubeconfig=cluster.bridge_kubeconfig, kube_poll_interval=3600),
+            object_parser("default"),
+            kafka=KafkaAccess(cluster.endpoints.kafka_bootstrap),
+            database=DatabaseAccess(cluster.database_url),
+            topics=cluster.endpoints.topics,
+            cluster="default",
+            on_ready=ready.append,
+        )
+    )
+    try:
+        path = await create_lone_pod(cluster, "heard")
+        pod = await eventually(
+            lambda: cluster.kube.get(path),
+            lambda p: isinstance(p, dict) and bool(json_str(p, "spec", "nodeName")),
+        )
+        assert isinstance(pod, dict)
+        assert json_str(pod, "spec", "nodeName") in cluster.nodes
+        [bridge] = ready
+        assert bridge.announcements > 0  # heard, not only read from the database
+        assert bridge.announced_seq is not None
+    finally:
+        bridge_task.cancel()
+        await stopped(bridge_task)

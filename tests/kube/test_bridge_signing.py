@@ -15,11 +15,11 @@ from api.settings import TephraSettings
 from events.signing import EventSigner, SigningKey
 from kube.bridge.door import BRIDGE_SOURCE
 from kube.bridge.signing import BRIDGE_PRODUCER, BRIDGE_TYPES
-from kube.rest import JsonObject, json_str, resource_path
+from kube.rest import json_str
 from projector.keyring import add_producer
 from projector.trust import KeyringEntry
 from tests.kube import test_bridge
-from tests.kube.test_bridge import Stack, eventually
+from tests.kube.test_bridge import Stack, create_lone_pod, eventually
 
 pytestmark = pytest.mark.integration
 
@@ -49,13 +49,7 @@ async def bridge_signer(endpoints: Endpoints) -> EventSigner:
 
 
 async def test_a_projector_refusing_unsigned_events_takes_the_signed_bridges(stack: Stack) -> None:
-    body: JsonObject = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "signed", "namespace": stack.namespace},
-        "spec": {"schedulerName": "tephra", "containers": [{"name": "main", "image": "demo/x"}]},
-    }
-    await stack.kube.create(resource_path("v1", "pods", namespace=stack.namespace), body)
+    path = await create_lone_pod(stack, "signed")
     task_id = f"{stack.namespace}/signed"
     conn = await asyncpg.connect(stack.database_url)
     try:
@@ -70,7 +64,7 @@ async def test_a_projector_refusing_unsigned_events_takes_the_signed_bridges(sta
         rejected = await conn.fetch("SELECT error, detail FROM rejected_events")
     finally:
         await conn.close()
-    pod = await stack.kube.get(resource_path("v1", "pods", namespace=stack.namespace, name="signed"))
+    pod = await stack.kube.get(path)
     assert json_str(pod, "spec", "nodeName") in stack.nodes
     assert [(r["error"], r["detail"]) for r in rejected] == []
     types = {row["type"] for row in principals}
