@@ -270,6 +270,10 @@ class Session:
         self._deallocate_handlers: list[Callable[[TaskState], None]] = []
         self.predicate_reasons: list[PredicateReason] = [PredicateReason("", False)]
         self._reason_ids: dict[str, int] = {}
+        #: reason texts (and figures) that many jobs share, by what they are made of (a memo:
+        #: each function that fills it keys it on all its inputs).
+        self.reason_texts: dict[tuple[object, ...], tuple[str, float]] = {}
+        self.shared_reasons: dict[tuple[object, ...], Reason] = {}
         self.annotations: dict[str, Mapping[str, str]] = {}
         #: queue -> dimension -> deserved amount, as the first quota plugin computed it
         #: (:meth:`set_deserved`); None while no plugin has.

@@ -72,13 +72,21 @@ def need_continue_allocating(job: JobState, failed_roles: set[str]) -> bool:
     return True
 
 
-def gang_reason(job: JobState) -> Reason:
+def gang_reason(job: JobState, shared: dict[tuple[object, ...], Reason] | None = None) -> Reason:
+    """``gang-not-ready``; with ``shared`` (the session's), one Reason per distinct figures:
+    every job of a refused backlog has the same (a Reason is immutable)."""
     placeable = job.ready_num + job.waiting_num + job.pending_best_effort
-    return Reason(
-        "gang-not-ready",
-        f"{placeable}/{len(job.tasks)} tasks in gang placeable, minAvailable {job.min_member}",
-        {"placeable": placeable, "tasks": len(job.tasks), "minAvailable": job.min_member},
-    )
+    key = ("gang-not-ready", placeable, len(job.tasks), job.min_member)
+    reason = shared.get(key) if shared is not None else None
+    if reason is None:
+        reason = Reason(
+            "gang-not-ready",
+            f"{placeable}/{len(job.tasks)} tasks in gang placeable, minAvailable {job.min_member}",
+            {"placeable": placeable, "tasks": len(job.tasks), "minAvailable": job.min_member},
+        )
+        if shared is not None:
+            shared[key] = reason
+    return reason
 
 
 class AllocateAction:
@@ -114,7 +122,7 @@ class AllocateAction:
             elif ssn.job_pipelined(job):
                 ssn.step(StatementClosed(self.name, job.uid, "pipelined", len(stmt)))
             else:
-                ssn.explain(job.uid, gang_reason(job))
+                ssn.explain(job.uid, gang_reason(job, ssn.shared_reasons))
                 ssn.step(
                     GangNotReady(
                         job.uid,

@@ -212,13 +212,29 @@ def not_allocatable_reason(
     request: int,
     limit: Fraction | int,
     kind: str,
+    texts: dict[tuple[object, ...], tuple[str, float]] | None = None,
 ) -> Reason:
-    """``queue-not-allocatable``: the queue's ``used + request`` exceeds ``limit`` (its ``kind``)."""
+    """``queue-not-allocatable``: the queue's ``used + request`` exceeds ``limit`` (its ``kind``).
+
+    ``texts`` (the session's, when given) memoises the part of the message after the task,
+    which a full queue repeats in every refused job's reason.
+    """
+    # A Fraction hashes in Python code: key on its two ints.
+    exact = (limit.numerator, limit.denominator) if isinstance(limit, Fraction) else (limit, 1)
+    key = (queue, dim, used, request, kind, *exact)
+    known = texts.get(key) if texts is not None else None
+    if known is None:
+        known = (
+            f"{dim} allocated {describe(used, dim)} + request {describe(request, dim)} > {kind} "
+            f"{describe(limit, dim)}",
+            float(limit),
+        )
+        if texts is not None:
+            texts[key] = known
+    tail, limit_float = known
     return Reason(
         "queue-not-allocatable",
-        f"queue {queue} cannot take task {task}: {dim} allocated "
-        f"{describe(used, dim)} + request {describe(request, dim)} > {kind} "
-        f"{describe(limit, dim)}",
+        f"queue {queue} cannot take task {task}: {tail}",
         {
             "plugin": plugin,
             "queue": queue,
@@ -226,7 +242,7 @@ def not_allocatable_reason(
             "resource": dim,
             "allocated": used,
             "request": request,
-            "limit": float(limit),
+            "limit": limit_float,
             "limitKind": kind,
         },
     )
@@ -258,6 +274,7 @@ def refuse_task(
             request=task.request[dim],
             limit=limit,
             kind=kind,
+            texts=ssn.reason_texts,
         ),
     )
 
