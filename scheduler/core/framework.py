@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeAlias, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.core.carried import CarriedJob, CarriedJobs, release
 from scheduler.core.config import PluginOption, SchedulerConfig
 from scheduler.core.decisions import Bind, Decision
 from scheduler.core.reasons import Reason
@@ -229,7 +230,10 @@ class Session:
         config: SchedulerConfig,
         now: datetime,
         logic_flags: frozenset[str] = frozenset(),
+        carried: CarriedJobs | None = None,
     ) -> None:
+        """``carried``: job states kept from the previous session (see scheduler/core/carried.py);
+        the session takes them now and gives back, at :meth:`release`, those it left as built."""
         self.config = config
         self.now = now
         self.logic_flags = logic_flags
@@ -278,7 +282,10 @@ class Session:
         #: queue -> dimension -> deserved amount, as the first quota plugin computed it
         #: (:meth:`set_deserved`); None while no plugin has.
         self.deserved: dict[str, dict[str, Fraction]] | None = None
-        self._build(snapshot)
+        self._carried = carried
+        #: the states this session may give back (each checked at release).
+        self._carry: dict[str, CarriedJob] = {}
+        self._build(snapshot, carried)
         for job in sorted(snapshot.jobs, key=lambda j: j.uid):
             if job.network_topology is not None and job.uid in self.jobs:
                 self.topologies[job.uid] = job.network_topology
@@ -292,8 +299,15 @@ class Session:
         object (seconds at 100,000 pending jobs).  With the cycles cut, reference counting
         frees it at once.
         """
-        for job in self.jobs.values():
-            job.tasks.clear()
+        carry = self._carry
+        if self._carried is not None:
+            keep = {uid: entry for uid, entry in carry.items() if entry.as_built()}
+            self._carried.give_back(keep)
+            carry = keep
+        for uid, job in self.jobs.items():
+            if uid not in carry:
+                job.tasks.clear()
+        self._carry = {}
         self.jobs.clear()
         self.tasks.clear()
         self.snapshot_jobs.clear()
@@ -304,8 +318,10 @@ class Session:
 
     # ------------------------------------------------------------------ building
 
-    def _build(self, snapshot: ClusterSnapshot) -> None:
-        self.dims = ResourceDims(_dimension_names(snapshot))
+    def _build(self, snapshot: ClusterSnapshot, carried: CarriedJobs | None) -> None:
+        names = _dimension_names(snapshot)
+        self.dims = carried.dims(names) if carried is not None else ResourceDims(names)
+        kept = carried.take() if carried is not None else {}
         self.nodes = NodeTable(snapshot.nodes, self.dims)
         self.total: dict[str, int] = {}
         for node in self.nodes.nodes:
@@ -351,6 +367,12 @@ class Session:
             if job.annotations:  # read with .get(uid, {}); most jobs have none
                 self.annotations[job_uid] = job.annotations
             pc = classes.get(job.priority_class) if job.priority_class else None
+            entry = kept.pop(job_uid, None) if kept else None
+            if entry is not None:
+                if entry.job is job:
+                    self._take(entry, pc.value if pc else default_priority)
+                    continue
+                release(entry.state)
             state = JobState(
                 uid=job_uid,
                 namespace=job.namespace,
@@ -366,7 +388,11 @@ class Session:
             )
             pairs = [(task.uid, task) for task in job.tasks]
             pairs.sort(key=_first)
+            # Only a job with nothing but Pending tasks is carried (the waiting backlog).
+            pending_only = carried is not None
             for uid, task in pairs:
+                if task.status is not TaskStatus.PENDING:
+                    pending_only = False
                 priority = task.priority if task.priority is not None else 1
                 selector = task.node_selector
                 # Resources by value: each job of a backlog has its own (equal) map, and one
@@ -393,10 +419,33 @@ class Session:
                         ts.node = row
                         nodes.add(ts, row, task.status)
             self.jobs[state.uid] = state
+            if pending_only:
+                self._carry[job_uid] = CarriedJob(
+                    job,
+                    state,
+                    tuple((uid, task.labels) for uid, task in pairs if task.labels),
+                    tuple((uid, task) for uid, task in pairs if uid in self.pod_terms),
+                )
+        for entry in kept.values():  # jobs gone or changed since
+            release(entry.state)
         # The job order's fallback (creation time, then identity) as one int: heap and
         # sort comparisons then end on an int instead of a float and a string.
         for rank, job_state in enumerate(sorted(self.jobs.values(), key=_created_then_uid)):
             job_state.rank = rank
+
+    def _take(self, entry: CarriedJob, priority: int) -> None:
+        """Use a carried job state: what _build does for a job, but for building it."""
+        state = entry.state
+        state.priority = priority  # the priority classes may have changed
+        tasks = self.tasks
+        for uid, task in zip(entry.task_uids, state.tasks, strict=True):
+            tasks[uid] = task
+        for uid, labels in entry.labels:
+            self.pod_labels[uid] = labels
+        for uid, snapshot_task in entry.terms:
+            self.pod_terms[uid] = snapshot_task
+        self.jobs[state.uid] = state
+        self._carry[state.uid] = entry
 
     @property
     def placement(self) -> PlacementIndex:

@@ -23,6 +23,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any, Final
 
+from scheduler.core.carried import CarriedJobs
 from scheduler.core.config import ActionName, PluginName, SchedulerConfig
 from scheduler.core.decisions import Bind, Decision, Evict, Pipeline
 from scheduler.core.framework import Session
@@ -80,11 +81,14 @@ def run_session(
     *,
     logic_flags: frozenset[str] = frozenset(),
     observe_action: Callable[[str], Callable[[], None]] | None = None,
+    carried: CarriedJobs | None = None,
 ) -> SessionResult:
     """One session over ``snapshot``.  ``observe_action(name)``, when given, is called as each action
     starts and what it returns as the action ends (the service times actions with it; neither may
-    touch the session, so the result is the same)."""
-    ssn = Session(snapshot, config, now, logic_flags)
+    touch the session, so the result is the same).  ``carried``: job states kept from the previous
+    session, owned by the caller (scheduler/core/carried.py); the result is the same with or
+    without."""
+    ssn = Session(snapshot, config, now, logic_flags, carried)
     allocated = ssn.queue_allocation()
     registry = build_registry()
     plugins = []
