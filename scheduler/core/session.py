@@ -30,7 +30,7 @@ from scheduler.core.framework import Session
 from scheduler.core.reasons import Reason, rank
 from scheduler.core.registry import build_registry
 from scheduler.core.snapshot import ClusterSnapshot, Job, PodGroupPhase, Task, TaskStatus
-from scheduler.core.state import SCHEDULED_STATUSES, JobState, TaskState
+from scheduler.core.state import SCHEDULED_STATUSES, JobState, TaskState, status_codes
 from scheduler.core.trace import ActionRan, TraceStep, trace_to_json
 
 __all__ = ["QueueShares", "SessionResult", "advance", "run_session", "trace_to_json"]
@@ -208,20 +208,28 @@ def _not_evaluated(ssn: Session, job: JobState) -> Reason:
     return Reason("not-evaluated", f"{why} (actions: {actions})", {"actions": list(ssn.config.actions)})
 
 
+# The status sets _phase counts, as codes (it runs for every job).
+_RUNNING: Final = status_codes((TaskStatus.RUNNING,))
+_RELEASING: Final = status_codes((TaskStatus.RELEASING,))
+_SCHEDULED: Final = status_codes(SCHEDULED_STATUSES)
+_COMPLETED: Final = status_codes((TaskStatus.FAILED, TaskStatus.SUCCEEDED))
+_WAITING: Final = status_codes((TaskStatus.PENDING, TaskStatus.PIPELINED))
+
+
 def _phase(job: JobState, gang: bool) -> PodGroupPhase:
     """Volcano's PodGroup phase at session close (semantics.md §3.3)."""
-    running = job.count(TaskStatus.RUNNING)
+    running = job.count_codes(_RUNNING)
     releasing_placed = (
         sum(1 for t in job.tasks if t.status is TaskStatus.RELEASING and t.node >= 0)
-        if job.count(TaskStatus.RELEASING)  # most jobs have none: no walk over their tasks
+        if job.count_codes(_RELEASING)  # most jobs have none: no walk over their tasks
         else 0
     )
-    scheduled = job.count(*SCHEDULED_STATUSES) + releasing_placed
-    completed = job.count(TaskStatus.FAILED, TaskStatus.SUCCEEDED)
+    scheduled = job.count_codes(_SCHEDULED) + releasing_placed
+    completed = job.count_codes(_COMPLETED)
     unschedulable = False
     if gang and job.tasks and not job.is_ready():
         only_replacing = (
-            job.count(TaskStatus.PENDING, TaskStatus.PIPELINED) == 0
+            job.count_codes(_WAITING) == 0
             and job.ready_num + releasing_placed >= job.min_member
         )
         unschedulable = not only_replacing

@@ -156,7 +156,8 @@ class AllocateAction:
             tasks = [t for t in job.tasks if t.placeable and not t.best_effort]
             if not tasks:
                 continue
-            tasks.sort(key=ssn.task_key)
+            if len(tasks) > 1:  # a sort calls its key even for one item
+                tasks.sort(key=ssn.task_key)
             worksheets[job.uid] = (tasks, [0])
             waiting.setdefault(job.queue, []).append((ssn.job_key(job), job))
         return {name: JobHeap(ssn, keyed) for name, keyed in waiting.items()}, worksheets
