@@ -64,6 +64,7 @@ def _compute(
     texts: PendingTexts,
     number: int,
     times: dict[str, float],
+    *,
     carried: CarriedJobs,
 ) -> list[Event]:
     """Everything the scheduler's worker thread does for one session; its garbage is left behind."""
@@ -107,7 +108,7 @@ def _session(
     state: ClusterState, cache: SnapshotCache, texts: PendingTexts, number: int, carried: CarriedJobs
 ) -> dict[str, float]:
     times: dict[str, float] = {}
-    events = _compute(state, cache, texts, number, times, carried)
+    events = _compute(state, cache, texts, number, times, carried=carried)
     _stage(times, "collect", gc.collect)
     gc.unfreeze()
     began = time.process_time()

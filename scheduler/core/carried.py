@@ -114,4 +114,3 @@ class CarriedJobs:
 def release(state: JobState) -> None:
     """Cut the cycle between a state and its tasks, so reference counting frees them at once."""
     state.tasks.clear()
-

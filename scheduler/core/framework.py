@@ -339,8 +339,6 @@ class Session:
         # Tasks often share equal resources and one selector, tolerations and affinity (alive
         # in the snapshot throughout): what follows from them is built once and shared.
         templates: dict[tuple[tuple[tuple[str, int], ...], int, int, int], Template] = {}
-        nodes = self.nodes
-        tasks = self.tasks
         #: jobs Volcano would silently ignore because their queue does not exist.
         self.orphans: list[str] = []
         #: task uid -> its labels, for the tasks that have any (pod affinity and spread select on them).
@@ -373,65 +371,81 @@ class Session:
                     self._take(entry, pc.value if pc else default_priority)
                     continue
                 release(entry.state)
-            state = JobState(
-                uid=job_uid,
-                namespace=job.namespace,
-                name=job.name,
-                queue=job.queue,
-                min_member=job.min_member,
-                min_task_member=dict(job.min_task_member),
-                min_resources=dict(job.min_resources) if job.min_resources is not None else None,
-                priority=pc.value if pc else default_priority,
-                phase=job.phase,
-                created=timestamp(job.created),
-                priority_class=job.priority_class,
+            self._build_job(
+                job_uid, job, pc.value if pc else default_priority, templates, carry=carried is not None
             )
-            pairs = [(task.uid, task) for task in job.tasks]
-            pairs.sort(key=_first)
-            # Only a job with nothing but Pending tasks is carried (the waiting backlog).
-            pending_only = carried is not None
-            for uid, task in pairs:
-                if task.status is not TaskStatus.PENDING:
-                    pending_only = False
-                priority = task.priority if task.priority is not None else 1
-                selector = task.node_selector
-                # Resources by value: each job of a backlog has its own (equal) map, and one
-                # template per map would also defeat the caches keyed by its request items.
-                key = (
-                    tuple(task.resources.items()),
-                    id(selector) if selector else 0,
-                    id(task.tolerations),
-                    id(task.required_affinity),
-                )
-                template = templates.get(key)
-                if template is None:
-                    template = templates[key] = task_template(task, self.dims)
-                ts = build_task(task, state, self.dims, priority, template=template, uid=uid)
-                state.add_task(ts)
-                tasks[uid] = ts
-                if task.labels:
-                    self.pod_labels[uid] = task.labels
-                if task.pod_affinity or task.pod_anti_affinity or task.topology_spread:
-                    self.pod_terms[uid] = task
-                if task.node is not None and task.status in _ON_NODE:
-                    row = nodes.index.get(task.node)
-                    if row is not None:
-                        ts.node = row
-                        nodes.add(ts, row, task.status)
-            self.jobs[state.uid] = state
-            if pending_only:
-                self._carry[job_uid] = CarriedJob(
-                    job,
-                    state,
-                    tuple((uid, task.labels) for uid, task in pairs if task.labels),
-                    tuple((uid, task) for uid, task in pairs if uid in self.pod_terms),
-                )
         for entry in kept.values():  # jobs gone or changed since
             release(entry.state)
         # The job order's fallback (creation time, then identity) as one int: heap and
         # sort comparisons then end on an int instead of a float and a string.
         for rank, job_state in enumerate(sorted(self.jobs.values(), key=_created_then_uid)):
             job_state.rank = rank
+
+    def _build_job(
+        self,
+        job_uid: str,
+        job: Job,
+        priority: int,
+        templates: dict[tuple[tuple[tuple[str, int], ...], int, int, int], Template],
+        *,
+        carry: bool,
+    ) -> None:
+        """Build ``job``'s working state and its tasks'; with ``carry``, offer it to be carried
+        to the next session when all its tasks are Pending (the waiting backlog)."""
+        state = JobState(
+            uid=job_uid,
+            namespace=job.namespace,
+            name=job.name,
+            queue=job.queue,
+            min_member=job.min_member,
+            min_task_member=dict(job.min_task_member),
+            min_resources=dict(job.min_resources) if job.min_resources is not None else None,
+            priority=priority,
+            phase=job.phase,
+            created=timestamp(job.created),
+            priority_class=job.priority_class,
+        )
+        nodes = self.nodes
+        tasks = self.tasks
+        pairs = [(task.uid, task) for task in job.tasks]
+        pairs.sort(key=_first)
+        pending_only = carry
+        for uid, task in pairs:
+            if task.status is not TaskStatus.PENDING:
+                pending_only = False
+            task_priority = task.priority if task.priority is not None else 1
+            selector = task.node_selector
+            # Resources by value: each job of a backlog has its own (equal) map, and one
+            # template per map would also defeat the caches keyed by its request items.
+            key = (
+                tuple(task.resources.items()),
+                id(selector) if selector else 0,
+                id(task.tolerations),
+                id(task.required_affinity),
+            )
+            template = templates.get(key)
+            if template is None:
+                template = templates[key] = task_template(task, self.dims)
+            ts = build_task(task, state, self.dims, task_priority, template=template, uid=uid)
+            state.add_task(ts)
+            tasks[uid] = ts
+            if task.labels:
+                self.pod_labels[uid] = task.labels
+            if task.pod_affinity or task.pod_anti_affinity or task.topology_spread:
+                self.pod_terms[uid] = task
+            if task.node is not None and task.status in _ON_NODE:
+                row = nodes.index.get(task.node)
+                if row is not None:
+                    ts.node = row
+                    nodes.add(ts, row, task.status)
+        self.jobs[job_uid] = state
+        if pending_only:
+            self._carry[job_uid] = CarriedJob(
+                job,
+                state,
+                tuple((uid, task.labels) for uid, task in pairs if task.labels),
+                tuple((uid, task) for uid, task in pairs if uid in self.pod_terms),
+            )
 
     def _take(self, entry: CarriedJob, priority: int) -> None:
         """Use a carried job state: what _build does for a job, but for building it."""

@@ -228,10 +228,7 @@ def _phase(job: JobState, gang: bool) -> PodGroupPhase:
     completed = job.count_codes(_COMPLETED)
     unschedulable = False
     if gang and job.tasks and not job.is_ready():
-        only_replacing = (
-            job.count_codes(_WAITING) == 0
-            and job.ready_num + releasing_placed >= job.min_member
-        )
+        only_replacing = job.count_codes(_WAITING) == 0 and job.ready_num + releasing_placed >= job.min_member
         unschedulable = not only_replacing
     if running and unschedulable:
         return PodGroupPhase.UNKNOWN

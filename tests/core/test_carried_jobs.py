@@ -119,7 +119,9 @@ def test_changed_priority_classes_reach_carried_states() -> None:
     first = snapshot(nodes, jobs, classes=[PriorityClass("low", 10)])
 
     def reprioritise(current: ClusterSnapshot) -> ClusterSnapshot:
-        return dataclasses.replace(current, priority_classes=(PriorityClass("low", 500, global_default=True),))
+        return dataclasses.replace(
+            current, priority_classes=(PriorityClass("low", 500, global_default=True),)
+        )
 
     _same_with_and_without(first, DEFAULT_CONFIG, 4, {2: reprioritise})
 

@@ -35,7 +35,7 @@ from scheduler.core.hypernodes import CLUSTER_TOP
 from scheduler.core.placement import PlacementIndex
 from scheduler.core.reasons import Reason
 from scheduler.core.snapshot import PodGroupPhase, TaskStatus
-from scheduler.core.state import JobState, TaskState
+from scheduler.core.state import JobState, QueueState, TaskState
 from scheduler.core.statement import Statement
 from scheduler.core.trace import GangNotReady, JobSkipped, StatementClosed, TaskPlaced, TaskUnplaced
 
@@ -96,8 +96,12 @@ class AllocateAction:
         index = ssn.placement
         heaps, worksheets = self._queued(ssn)
         rotation = QueueRotation(ssn, [ssn.queues[name] for name in sorted(heaps)], cache_keys=True)
+        # The queue of the last visit when that visit moved nothing: no key changed, so it is
+        # still the best (a full queue's waiting jobs are visited one after another).
+        unmoved: QueueState | None = None
         while rotation:
-            queue = rotation.best()
+            queue = rotation.best() if unmoved is None else unmoved
+            unmoved = None
             heap = heaps[queue.name]
             if ssn.overused(queue):
                 for job in heap.jobs():
@@ -135,6 +139,8 @@ class AllocateAction:
                 stmt.discard()
             if moved:  # the visit moved only this queue's allocation
                 rotation.refresh(queue)
+            else:
+                unmoved = queue
 
     def _queued(
         self, ssn: Session

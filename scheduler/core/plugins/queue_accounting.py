@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import Any
 
 from scheduler.core.framework import Session
@@ -264,19 +264,50 @@ def refuse_task(
     ssn.explain_later(
         task.job.uid,
         "queue-not-allocatable",
-        partial(
-            not_allocatable_reason,
-            plugin,
-            queue.name,
-            task.uid,
-            dim=dim,
-            used=used,
-            request=task.request[dim],
-            limit=limit,
-            kind=kind,
-            texts=ssn.reason_texts,
-        ),
+        _Refusal(plugin, queue.name, task.uid, dim, used, task.request[dim], limit, kind, ssn.reason_texts),
     )
+
+
+class _Refusal:
+    """A ``queue-not-allocatable`` reason, built when read (a plain object: a partial with
+    keywords builds a dict per refusal, and every waiting job of a full queue is refused)."""
+
+    __slots__ = ("dim", "kind", "limit", "plugin", "queue", "request", "task", "texts", "used")
+
+    def __init__(  # noqa: PLR0917 - not_allocatable_reason's arguments, in order
+        self,
+        plugin: str,
+        queue: str,
+        task: str,
+        dim: str,
+        used: int,
+        request: int,
+        limit: Fraction | int,
+        kind: str,
+        texts: dict[tuple[object, ...], tuple[str, float]],
+    ) -> None:
+        self.plugin = plugin
+        self.queue = queue
+        self.task = task
+        self.dim = dim
+        self.used = used
+        self.request = request
+        self.limit = limit
+        self.kind = kind
+        self.texts = texts
+
+    def __call__(self) -> Reason:
+        return not_allocatable_reason(
+            self.plugin,
+            self.queue,
+            self.task,
+            dim=self.dim,
+            used=self.used,
+            request=self.request,
+            limit=self.limit,
+            kind=self.kind,
+            texts=self.texts,
+        )
 
 
 class QuotaPlugin(PluginBase):
