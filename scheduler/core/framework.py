@@ -285,6 +285,8 @@ class Session:
         self._carried = carried
         #: the states this session may give back (each checked at release).
         self._carry: dict[str, CarriedJob] = {}
+        #: the job states built this session that are not offered to be carried.
+        self._uncarried: list[JobState] = []
         self._build(snapshot, carried)
         for job in sorted(snapshot.jobs, key=lambda j: j.uid):
             if job.network_topology is not None and job.uid in self.jobs:
@@ -299,15 +301,15 @@ class Session:
         object (seconds at 100,000 pending jobs).  With the cycles cut, reference counting
         frees it at once.
         """
-        carry = self._carry
+        for state in self._uncarried:
+            state.tasks.clear()
+        self._uncarried = []
+        carry, self._carry = self._carry, {}
         if self._carried is not None:
-            keep = {uid: entry for uid, entry in carry.items() if entry.as_built()}
-            self._carried.give_back(keep)
-            carry = keep
-        for uid, job in self.jobs.items():
-            if uid not in carry:
-                job.tasks.clear()
-        self._carry = {}
+            changed = [uid for uid, entry in carry.items() if not entry.as_built()]
+            for uid in changed:
+                release(carry.pop(uid).state)
+            self._carried.give_back(carry)
         self.jobs.clear()
         self.tasks.clear()
         self.snapshot_jobs.clear()
@@ -446,6 +448,8 @@ class Session:
                 tuple((uid, task.labels) for uid, task in pairs if task.labels),
                 tuple((uid, task) for uid, task in pairs if uid in self.pod_terms),
             )
+        else:
+            self._uncarried.append(state)
 
     def _take(self, entry: CarriedJob, priority: int) -> None:
         """Use a carried job state: what _build does for a job, but for building it."""

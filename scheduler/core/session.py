@@ -137,18 +137,18 @@ def _close(ssn: Session, allocated: dict[str, dict[str, int]]) -> SessionResult:
     for t in pipelined:
         left_by_job.setdefault(t.job.uid, []).append(t)
     for uid in sorted(phases):
-        job_state = ssn.jobs.get(uid)
+        job_state = jobs.get(uid)
         if job_state is None:
             pending[uid] = rank(list(ssn.job_reasons(uid).values()))
             continue
-        waiting = [t for t in job_state.tasks if t.status is TaskStatus.PENDING]
-        left = left_by_job.get(uid, [])
+        waiting = job_state.count_codes(_WAITING_ONLY)
+        left = left_by_job.get(uid)
         if not waiting and not left and phases[uid] != _PENDING:
             continue
         if not job_state.tasks and phases[uid] != _PENDING:
             continue
         reasons = ssn.job_reasons(uid)
-        gated = [t for t in waiting if t.gates]
+        gated = [t for t in job_state.tasks if t.status is TaskStatus.PENDING and t.gates] if waiting else []
         if gated:
             reasons["scheduling-gated"] = _gated_reason(job_state, gated)
         if left:
@@ -214,6 +214,7 @@ _RELEASING: Final = status_codes((TaskStatus.RELEASING,))
 _SCHEDULED: Final = status_codes(SCHEDULED_STATUSES)
 _COMPLETED: Final = status_codes((TaskStatus.FAILED, TaskStatus.SUCCEEDED))
 _WAITING: Final = status_codes((TaskStatus.PENDING, TaskStatus.PIPELINED))
+_WAITING_ONLY: Final = status_codes((TaskStatus.PENDING,))
 
 
 def _phase(job: JobState, gang: bool) -> PodGroupPhase:
