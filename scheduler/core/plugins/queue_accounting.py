@@ -33,7 +33,6 @@ __all__ = [
     "build_attrs",
     "dominant_share",
     "enqueue_shortfall",
-    "not_allocatable_reason",
     "refuse_task",
     "requested_dims",
 ]
@@ -202,52 +201,6 @@ def on_task_change(attrs: Mapping[str, QueueAttr], task: TaskState, sign: int) -
     return attr
 
 
-def not_allocatable_reason(
-    plugin: str,
-    queue: str,
-    task: str,
-    *,
-    dim: str,
-    used: int,
-    request: int,
-    limit: Fraction | int,
-    kind: str,
-    texts: dict[tuple[object, ...], tuple[str, float]] | None = None,
-) -> Reason:
-    """``queue-not-allocatable``: the queue's ``used + request`` exceeds ``limit`` (its ``kind``).
-
-    ``texts`` (the session's, when given) memoises the part of the message after the task,
-    which a full queue repeats in every refused job's reason.
-    """
-    # A Fraction hashes in Python code: key on its two ints.
-    exact = (limit.numerator, limit.denominator) if isinstance(limit, Fraction) else (limit, 1)
-    key = (queue, dim, used, request, kind, *exact)
-    known = texts.get(key) if texts is not None else None
-    if known is None:
-        known = (
-            f"{dim} allocated {describe(used, dim)} + request {describe(request, dim)} > {kind} "
-            f"{describe(limit, dim)}",
-            float(limit),
-        )
-        if texts is not None:
-            texts[key] = known
-    tail, limit_float = known
-    return Reason(
-        "queue-not-allocatable",
-        f"queue {queue} cannot take task {task}: {tail}",
-        {
-            "plugin": plugin,
-            "queue": queue,
-            "task": task,
-            "resource": dim,
-            "allocated": used,
-            "request": request,
-            "limit": limit_float,
-            "limitKind": kind,
-        },
-    )
-
-
 def refuse_task(
     ssn: Session,
     plugin: str,
@@ -269,12 +222,17 @@ def refuse_task(
 
 
 class _Refusal:
-    """A ``queue-not-allocatable`` reason, built when read (a plain object: a partial with
-    keywords builds a dict per refusal, and every waiting job of a full queue is refused)."""
+    """``queue-not-allocatable``: the queue's ``used + request`` exceeds ``limit`` (its ``kind``),
+    built when read (a plain object: a partial with keywords builds a dict per refusal, and
+    every waiting job of a full queue is refused).
+
+    ``texts``, the session's, memoises the part of the message after the task, which a full
+    queue repeats in every refused job's reason.
+    """
 
     __slots__ = ("dim", "kind", "limit", "plugin", "queue", "request", "task", "texts", "used")
 
-    def __init__(  # noqa: PLR0917 - not_allocatable_reason's arguments, in order
+    def __init__(  # noqa: PLR0917 - the reason's figures, in order
         self,
         plugin: str,
         queue: str,
@@ -297,16 +255,31 @@ class _Refusal:
         self.texts = texts
 
     def __call__(self) -> Reason:
-        return not_allocatable_reason(
-            self.plugin,
-            self.queue,
-            self.task,
-            dim=self.dim,
-            used=self.used,
-            request=self.request,
-            limit=self.limit,
-            kind=self.kind,
-            texts=self.texts,
+        dim, used, request, limit, kind = self.dim, self.used, self.request, self.limit, self.kind
+        # A Fraction hashes in Python code: key on its two ints.
+        exact = (limit.numerator, limit.denominator) if isinstance(limit, Fraction) else (limit, 1)
+        key = (self.queue, dim, used, request, kind, *exact)
+        known = self.texts.get(key)
+        if known is None:
+            known = self.texts[key] = (
+                f"{dim} allocated {describe(used, dim)} + request {describe(request, dim)} > {kind} "
+                f"{describe(limit, dim)}",
+                float(limit),
+            )
+        tail, limit_float = known
+        return Reason(
+            "queue-not-allocatable",
+            f"queue {self.queue} cannot take task {self.task}: {tail}",
+            {
+                "plugin": self.plugin,
+                "queue": self.queue,
+                "task": self.task,
+                "resource": dim,
+                "allocated": used,
+                "request": request,
+                "limit": limit_float,
+                "limitKind": kind,
+            },
         )
 
 
