@@ -275,8 +275,9 @@ class Session:
         self.predicate_reasons: list[PredicateReason] = [PredicateReason("", False)]
         self._reason_ids: dict[str, int] = {}
         #: reason texts (and figures) that many jobs share, by what they are made of (a memo:
-        #: each function that fills it keys it on all its inputs).
-        self.reason_texts: dict[tuple[object, ...], tuple[str, float]] = {}
+        #: each function that fills it keys it on all its inputs, an object by its identity
+        #: with the object kept in the entry).
+        self.reason_texts: dict[tuple[object, ...], tuple[object, str, float]] = {}
         self.shared_reasons: dict[tuple[object, ...], Reason] = {}
         self.annotations: dict[str, Mapping[str, str]] = {}
         #: queue -> dimension -> deserved amount, as the first quota plugin computed it
@@ -288,9 +289,6 @@ class Session:
         #: the job states built this session that are not offered to be carried.
         self._uncarried: list[JobState] = []
         self._build(snapshot, carried)
-        for job in sorted(snapshot.jobs, key=lambda j: j.uid):
-            if job.network_topology is not None and job.uid in self.jobs:
-                self.topologies[job.uid] = job.network_topology
         self._placement: PlacementIndex | None = None
 
     def release(self) -> None:
@@ -366,6 +364,8 @@ class Session:
                 continue
             if job.annotations:  # read with .get(uid, {}); most jobs have none
                 self.annotations[job_uid] = job.annotations
+            if job.network_topology is not None:  # in uid order, as every map here
+                self.topologies[job_uid] = job.network_topology
             pc = classes.get(job.priority_class) if job.priority_class else None
             entry = kept.pop(job_uid, None) if kept else None
             if entry is not None:

@@ -242,7 +242,7 @@ class _Refusal:
         request: int,
         limit: Fraction | int,
         kind: str,
-        texts: dict[tuple[object, ...], tuple[str, float]],
+        texts: dict[tuple[object, ...], tuple[object, str, float]],
     ) -> None:
         self.plugin = plugin
         self.queue = queue
@@ -256,17 +256,18 @@ class _Refusal:
 
     def __call__(self) -> Reason:
         dim, used, request, limit, kind = self.dim, self.used, self.request, self.limit, self.kind
-        # A Fraction hashes in Python code: key on its two ints.
-        exact = (limit.numerator, limit.denominator) if isinstance(limit, Fraction) else (limit, 1)
-        key = (self.queue, dim, used, request, kind, *exact)
+        # Keyed by the limit's identity (a Fraction hashes in Python code; a queue's refusals
+        # share one limit object); the entry keeps the limit, so its id is not reused.
+        key = (self.queue, dim, used, request, kind, id(limit))
         known = self.texts.get(key)
-        if known is None:
+        if known is None or known[0] is not limit:
             known = self.texts[key] = (
+                limit,
                 f"{dim} allocated {describe(used, dim)} + request {describe(request, dim)} > {kind} "
                 f"{describe(limit, dim)}",
                 float(limit),
             )
-        tail, limit_float = known
+        _, tail, limit_float = known
         return Reason(
             "queue-not-allocatable",
             f"queue {self.queue} cannot take task {self.task}: {tail}",
