@@ -102,6 +102,8 @@ class CarriedJobs:
         return jobs
 
     def give_back(self, jobs: dict[str, CarriedJob]) -> None:
+        for entry in self._jobs.values():  # only if another session gave some back meanwhile
+            release(entry.state)
         self._jobs = jobs
 
     def drop(self) -> None:
