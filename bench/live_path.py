@@ -32,6 +32,7 @@ from events.models import SessionCommitted, SessionPart
 from projector.fold import apply
 from projector.heap import tune_gc
 from projector.state import ClusterState
+from scheduler.core.carried import CarriedJobs
 from scheduler.core.session import run_session
 from scheduler.service.heap import HeapGuard
 from scheduler.service.session_events import (
@@ -58,7 +59,13 @@ def _stage(times: dict[str, float], name: str, work: Callable[[], T]) -> T:
 
 
 def _compute(
-    state: ClusterState, cache: SnapshotCache, texts: PendingTexts, number: int, times: dict[str, float]
+    state: ClusterState,
+    cache: SnapshotCache,
+    texts: PendingTexts,
+    number: int,
+    times: dict[str, float],
+    *,
+    carried: CarriedJobs,
 ) -> list[Event]:
     """Everything the scheduler's worker thread does for one session; its garbage is left behind."""
     now = datetime.now(UTC)
@@ -66,7 +73,7 @@ def _compute(
     _HEAP.before_session()  # as the scheduler's loop does (scheduler.service.heap)
     config, version = config_in_force(state)
     with _HEAP.paused():
-        result = _stage(times, "core", lambda: run_session(snapshot, config, now))
+        result = _stage(times, "core", lambda: run_session(snapshot, config, now, carried=carried))
     pending = _stage(
         times,
         "pending",
@@ -97,9 +104,11 @@ def _compute(
     )
 
 
-def _session(state: ClusterState, cache: SnapshotCache, texts: PendingTexts, number: int) -> dict[str, float]:
+def _session(
+    state: ClusterState, cache: SnapshotCache, texts: PendingTexts, number: int, carried: CarriedJobs
+) -> dict[str, float]:
     times: dict[str, float] = {}
-    events = _compute(state, cache, texts, number, times)
+    events = _compute(state, cache, texts, number, times, carried=carried)
     _stage(times, "collect", gc.collect)
     gc.unfreeze()
     began = time.process_time()
@@ -125,12 +134,12 @@ def main() -> None:
         apply(state, state.seq + 1, event)
     for i in range(args.jobs):
         apply(state, state.seq + 1, _job(f"backlog-{i:07d}", 1, "8"))
-    cache, texts = SnapshotCache(), PendingTexts()
+    cache, texts, carried = SnapshotCache(), PendingTexts(), CarriedJobs()
     print(f"{args.jobs:,} jobs on {args.nodes:,} nodes; CPU seconds per stage:")
     for number in range(args.sessions):
         if number:
             apply(state, state.seq + 1, _job(f"steady-{number:07d}", 1, "8"))
-        times = _session(state, cache, texts, number)
+        times = _session(state, cache, texts, number, carried)
         stages = ", ".join(f"{name} {seconds:.3f}" for name, seconds in times.items())
         print(f"  session {number}: {stages}; total {sum(times.values()):.2f}")
 

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeAlias, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.core.carried import CarriedJob, CarriedJobs, release
 from scheduler.core.config import PluginOption, SchedulerConfig
 from scheduler.core.decisions import Bind, Decision
 from scheduler.core.reasons import Reason
@@ -229,7 +230,10 @@ class Session:
         config: SchedulerConfig,
         now: datetime,
         logic_flags: frozenset[str] = frozenset(),
+        carried: CarriedJobs | None = None,
     ) -> None:
+        """``carried``: job states kept from the previous session (see scheduler/core/carried.py);
+        the session takes them now and gives back, at :meth:`release`, those it left as built."""
         self.config = config
         self.now = now
         self.logic_flags = logic_flags
@@ -270,14 +274,21 @@ class Session:
         self._deallocate_handlers: list[Callable[[TaskState], None]] = []
         self.predicate_reasons: list[PredicateReason] = [PredicateReason("", False)]
         self._reason_ids: dict[str, int] = {}
+        #: reason texts (and figures) that many jobs share, by what they are made of (a memo:
+        #: each function that fills it keys it on all its inputs, an object by its identity
+        #: with the object kept in the entry).
+        self.reason_texts: dict[tuple[object, ...], tuple[object, str, float]] = {}
+        self.shared_reasons: dict[tuple[object, ...], Reason] = {}
         self.annotations: dict[str, Mapping[str, str]] = {}
         #: queue -> dimension -> deserved amount, as the first quota plugin computed it
         #: (:meth:`set_deserved`); None while no plugin has.
         self.deserved: dict[str, dict[str, Fraction]] | None = None
-        self._build(snapshot)
-        for job in sorted(snapshot.jobs, key=lambda j: j.uid):
-            if job.network_topology is not None and job.uid in self.jobs:
-                self.topologies[job.uid] = job.network_topology
+        self._carried = carried
+        #: the states this session may give back (each checked at release).
+        self._carry: dict[str, CarriedJob] = {}
+        #: the job states built this session that are not offered to be carried.
+        self._uncarried: list[JobState] = []
+        self._build(snapshot, carried)
         self._placement: PlacementIndex | None = None
 
     def release(self) -> None:
@@ -288,8 +299,15 @@ class Session:
         object (seconds at 100,000 pending jobs).  With the cycles cut, reference counting
         frees it at once.
         """
-        for job in self.jobs.values():
-            job.tasks.clear()
+        for state in self._uncarried:
+            state.tasks.clear()
+        self._uncarried = []
+        carry, self._carry = self._carry, {}
+        if self._carried is not None:
+            changed = [uid for uid, entry in carry.items() if not entry.as_built()]
+            for uid in changed:
+                release(carry.pop(uid).state)
+            self._carried.give_back(carry)
         self.jobs.clear()
         self.tasks.clear()
         self.snapshot_jobs.clear()
@@ -300,8 +318,10 @@ class Session:
 
     # ------------------------------------------------------------------ building
 
-    def _build(self, snapshot: ClusterSnapshot) -> None:
-        self.dims = ResourceDims(_dimension_names(snapshot))
+    def _build(self, snapshot: ClusterSnapshot, carried: CarriedJobs | None) -> None:
+        names = _dimension_names(snapshot)
+        self.dims = carried.dims(names) if carried is not None else ResourceDims(names)
+        kept = carried.take() if carried is not None else {}
         self.nodes = NodeTable(snapshot.nodes, self.dims)
         self.total: dict[str, int] = {}
         for node in self.nodes.nodes:
@@ -319,8 +339,6 @@ class Session:
         # Tasks often share equal resources and one selector, tolerations and affinity (alive
         # in the snapshot throughout): what follows from them is built once and shared.
         templates: dict[tuple[tuple[tuple[str, int], ...], int, int, int], Template] = {}
-        nodes = self.nodes
-        tasks = self.tasks
         #: jobs Volcano would silently ignore because their queue does not exist.
         self.orphans: list[str] = []
         #: task uid -> its labels, for the tasks that have any (pod affinity and spread select on them).
@@ -346,53 +364,106 @@ class Session:
                 continue
             if job.annotations:  # read with .get(uid, {}); most jobs have none
                 self.annotations[job_uid] = job.annotations
+            if job.network_topology is not None:  # in uid order, as every map here
+                self.topologies[job_uid] = job.network_topology
             pc = classes.get(job.priority_class) if job.priority_class else None
-            state = JobState(
-                uid=job_uid,
-                namespace=job.namespace,
-                name=job.name,
-                queue=job.queue,
-                min_member=job.min_member,
-                min_task_member=dict(job.min_task_member),
-                min_resources=dict(job.min_resources) if job.min_resources is not None else None,
-                priority=pc.value if pc else default_priority,
-                phase=job.phase,
-                created=timestamp(job.created),
-                priority_class=job.priority_class,
+            entry = kept.pop(job_uid, None) if kept else None
+            if entry is not None:
+                if entry.job is job:
+                    self._take(entry, pc.value if pc else default_priority)
+                    continue
+                release(entry.state)
+            self._build_job(
+                job_uid, job, pc.value if pc else default_priority, templates, carry=carried is not None
             )
-            pairs = [(task.uid, task) for task in job.tasks]
-            pairs.sort(key=_first)
-            for uid, task in pairs:
-                priority = task.priority if task.priority is not None else 1
-                selector = task.node_selector
-                # Resources by value: each job of a backlog has its own (equal) map, and one
-                # template per map would also defeat the caches keyed by its request items.
-                key = (
-                    tuple(task.resources.items()),
-                    id(selector) if selector else 0,
-                    id(task.tolerations),
-                    id(task.required_affinity),
-                )
-                template = templates.get(key)
-                if template is None:
-                    template = templates[key] = task_template(task, self.dims)
-                ts = build_task(task, state, self.dims, priority, template=template, uid=uid)
-                state.add_task(ts)
-                tasks[uid] = ts
-                if task.labels:
-                    self.pod_labels[uid] = task.labels
-                if task.pod_affinity or task.pod_anti_affinity or task.topology_spread:
-                    self.pod_terms[uid] = task
-                if task.node is not None and task.status in _ON_NODE:
-                    row = nodes.index.get(task.node)
-                    if row is not None:
-                        ts.node = row
-                        nodes.add(ts, row, task.status)
-            self.jobs[state.uid] = state
+        for entry in kept.values():  # jobs gone or changed since
+            release(entry.state)
         # The job order's fallback (creation time, then identity) as one int: heap and
         # sort comparisons then end on an int instead of a float and a string.
         for rank, job_state in enumerate(sorted(self.jobs.values(), key=_created_then_uid)):
             job_state.rank = rank
+
+    def _build_job(
+        self,
+        job_uid: str,
+        job: Job,
+        priority: int,
+        templates: dict[tuple[tuple[tuple[str, int], ...], int, int, int], Template],
+        *,
+        carry: bool,
+    ) -> None:
+        """Build ``job``'s working state and its tasks'; with ``carry``, offer it to be carried
+        to the next session when all its tasks are Pending (the waiting backlog)."""
+        state = JobState(
+            uid=job_uid,
+            namespace=job.namespace,
+            name=job.name,
+            queue=job.queue,
+            min_member=job.min_member,
+            min_task_member=dict(job.min_task_member),
+            min_resources=dict(job.min_resources) if job.min_resources is not None else None,
+            priority=priority,
+            phase=job.phase,
+            created=timestamp(job.created),
+            priority_class=job.priority_class,
+        )
+        nodes = self.nodes
+        tasks = self.tasks
+        pairs = [(task.uid, task) for task in job.tasks]
+        pairs.sort(key=_first)
+        pending_only = carry
+        for uid, task in pairs:
+            if task.status is not TaskStatus.PENDING:
+                pending_only = False
+            task_priority = task.priority if task.priority is not None else 1
+            selector = task.node_selector
+            # Resources by value: each job of a backlog has its own (equal) map, and one
+            # template per map would also defeat the caches keyed by its request items.
+            key = (
+                tuple(task.resources.items()),
+                id(selector) if selector else 0,
+                id(task.tolerations),
+                id(task.required_affinity),
+            )
+            template = templates.get(key)
+            if template is None:
+                template = templates[key] = task_template(task, self.dims)
+            ts = build_task(task, state, self.dims, task_priority, template=template, uid=uid)
+            state.add_task(ts)
+            tasks[uid] = ts
+            if task.labels:
+                self.pod_labels[uid] = task.labels
+            if task.pod_affinity or task.pod_anti_affinity or task.topology_spread:
+                self.pod_terms[uid] = task
+            if task.node is not None and task.status in _ON_NODE:
+                row = nodes.index.get(task.node)
+                if row is not None:
+                    ts.node = row
+                    nodes.add(ts, row, task.status)
+        self.jobs[job_uid] = state
+        if pending_only:
+            self._carry[job_uid] = CarriedJob(
+                job,
+                state,
+                tuple((uid, task.labels) for uid, task in pairs if task.labels),
+                tuple((uid, task) for uid, task in pairs if uid in self.pod_terms),
+            )
+        else:
+            self._uncarried.append(state)
+
+    def _take(self, entry: CarriedJob, priority: int) -> None:
+        """Use a carried job state: what _build does for a job, but for building it."""
+        state = entry.state
+        state.priority = priority  # the priority classes may have changed
+        tasks = self.tasks
+        for uid, task in zip(entry.task_uids, state.tasks, strict=True):
+            tasks[uid] = task
+        for uid, labels in entry.labels:
+            self.pod_labels[uid] = labels
+        for uid, snapshot_task in entry.terms:
+            self.pod_terms[uid] = snapshot_task
+        self.jobs[state.uid] = state
+        self._carry[state.uid] = entry
 
     @property
     def placement(self) -> PlacementIndex:

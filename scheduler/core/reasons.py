@@ -86,6 +86,12 @@ def rank(reasons: list[Reason]) -> tuple[Reason, ...]:
     """Order by code rank; stable for reasons of the same code."""
     if len(reasons) < 2:  # most pending jobs have one reason: nothing to order
         return tuple(reasons)
+    if len(reasons) == 2:  # a refused backlog job has two: one comparison, no sort
+        first, second = reasons
+        unknown = len(_RANK)
+        if _RANK.get(second.code, unknown) < _RANK.get(first.code, unknown):
+            return (second, first)
+        return (first, second)
     return tuple(sorted(reasons, key=lambda r: _RANK.get(r.code, len(_RANK))))
 
 

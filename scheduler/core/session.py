@@ -23,13 +23,14 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any, Final
 
+from scheduler.core.carried import CarriedJobs
 from scheduler.core.config import ActionName, PluginName, SchedulerConfig
 from scheduler.core.decisions import Bind, Decision, Evict, Pipeline
 from scheduler.core.framework import Session
 from scheduler.core.reasons import Reason, rank
 from scheduler.core.registry import build_registry
 from scheduler.core.snapshot import ClusterSnapshot, Job, PodGroupPhase, Task, TaskStatus
-from scheduler.core.state import SCHEDULED_STATUSES, JobState, TaskState
+from scheduler.core.state import SCHEDULED_STATUSES, JobState, TaskState, status_codes
 from scheduler.core.trace import ActionRan, TraceStep, trace_to_json
 
 __all__ = ["QueueShares", "SessionResult", "advance", "run_session", "trace_to_json"]
@@ -80,11 +81,14 @@ def run_session(
     *,
     logic_flags: frozenset[str] = frozenset(),
     observe_action: Callable[[str], Callable[[], None]] | None = None,
+    carried: CarriedJobs | None = None,
 ) -> SessionResult:
     """One session over ``snapshot``.  ``observe_action(name)``, when given, is called as each action
     starts and what it returns as the action ends (the service times actions with it; neither may
-    touch the session, so the result is the same)."""
-    ssn = Session(snapshot, config, now, logic_flags)
+    touch the session, so the result is the same).  ``carried``: job states kept from the previous
+    session, owned by the caller (scheduler/core/carried.py); the result is the same with or
+    without."""
+    ssn = Session(snapshot, config, now, logic_flags, carried)
     allocated = ssn.queue_allocation()
     registry = build_registry()
     plugins = []
@@ -133,18 +137,18 @@ def _close(ssn: Session, allocated: dict[str, dict[str, int]]) -> SessionResult:
     for t in pipelined:
         left_by_job.setdefault(t.job.uid, []).append(t)
     for uid in sorted(phases):
-        job_state = ssn.jobs.get(uid)
+        job_state = jobs.get(uid)
         if job_state is None:
             pending[uid] = rank(list(ssn.job_reasons(uid).values()))
             continue
-        waiting = [t for t in job_state.tasks if t.status is TaskStatus.PENDING]
-        left = left_by_job.get(uid, [])
+        waiting = job_state.count_codes(_WAITING_ONLY)
+        left = left_by_job.get(uid)
         if not waiting and not left and phases[uid] != _PENDING:
             continue
         if not job_state.tasks and phases[uid] != _PENDING:
             continue
         reasons = ssn.job_reasons(uid)
-        gated = [t for t in waiting if t.gates]
+        gated = [t for t in job_state.tasks if t.status is TaskStatus.PENDING and t.gates] if waiting else []
         if gated:
             reasons["scheduling-gated"] = _gated_reason(job_state, gated)
         if left:
@@ -204,22 +208,28 @@ def _not_evaluated(ssn: Session, job: JobState) -> Reason:
     return Reason("not-evaluated", f"{why} (actions: {actions})", {"actions": list(ssn.config.actions)})
 
 
+# The status sets _phase counts, as codes (it runs for every job).
+_RUNNING: Final = status_codes((TaskStatus.RUNNING,))
+_RELEASING: Final = status_codes((TaskStatus.RELEASING,))
+_SCHEDULED: Final = status_codes(SCHEDULED_STATUSES)
+_COMPLETED: Final = status_codes((TaskStatus.FAILED, TaskStatus.SUCCEEDED))
+_WAITING: Final = status_codes((TaskStatus.PENDING, TaskStatus.PIPELINED))
+_WAITING_ONLY: Final = status_codes((TaskStatus.PENDING,))
+
+
 def _phase(job: JobState, gang: bool) -> PodGroupPhase:
     """Volcano's PodGroup phase at session close (semantics.md §3.3)."""
-    running = job.count(TaskStatus.RUNNING)
+    running = job.count_codes(_RUNNING)
     releasing_placed = (
         sum(1 for t in job.tasks if t.status is TaskStatus.RELEASING and t.node >= 0)
-        if job.count(TaskStatus.RELEASING)  # most jobs have none: no walk over their tasks
+        if job.count_codes(_RELEASING)  # most jobs have none: no walk over their tasks
         else 0
     )
-    scheduled = job.count(*SCHEDULED_STATUSES) + releasing_placed
-    completed = job.count(TaskStatus.FAILED, TaskStatus.SUCCEEDED)
+    scheduled = job.count_codes(_SCHEDULED) + releasing_placed
+    completed = job.count_codes(_COMPLETED)
     unschedulable = False
     if gang and job.tasks and not job.is_ready():
-        only_replacing = (
-            job.count(TaskStatus.PENDING, TaskStatus.PIPELINED) == 0
-            and job.ready_num + releasing_placed >= job.min_member
-        )
+        only_replacing = job.count_codes(_WAITING) == 0 and job.ready_num + releasing_placed >= job.min_member
         unschedulable = not only_replacing
     if running and unschedulable:
         return PodGroupPhase.UNKNOWN

@@ -46,6 +46,7 @@ __all__ = [
     "ResourceDims",
     "TaskState",
     "name_index",
+    "status_codes",
     "sub_positive",
 ]
 
@@ -67,14 +68,15 @@ _N_STATUSES: Final = len(_STATUS_CODE)
 _PIPELINED_CODE: Final = _STATUS_CODE[TaskStatus.PIPELINED]
 
 
-def _codes(statuses: Iterable[TaskStatus]) -> tuple[int, ...]:
+def status_codes(statuses: Iterable[TaskStatus]) -> tuple[int, ...]:
+    """The codes of ``statuses``, for :meth:`JobState.count_codes` (precomputed by callers)."""
     return tuple(sorted({_STATUS_CODE[s] for s in statuses}))
 
 
 # The status sets of the gang checks, as codes (they run for every job at every visit).
-_VALID_CODES: Final = _codes(_VALID_STATUSES)
-_READY_CODES: Final = _codes(READY_STATUSES)
-_PIPELINED_CODES: Final = _codes((*READY_STATUSES, TaskStatus.PIPELINED))
+_VALID_CODES: Final = status_codes(_VALID_STATUSES)
+_READY_CODES: Final = status_codes(READY_STATUSES)
+_PIPELINED_CODES: Final = status_codes((*READY_STATUSES, TaskStatus.PIPELINED))
 #: per status code: (counted in ReadyTaskNum, in ValidTaskNum, in allocated).
 _STATUS_FLAGS: Final[tuple[tuple[bool, bool, bool], ...]] = tuple(
     (status in READY_STATUSES, status in _VALID_STATUSES, status in ALLOCATED_STATUSES)
@@ -412,6 +414,14 @@ class JobState:
         total = 0
         for status in statuses:  # a plain loop: this runs for every job at session close
             total += counts[_STATUS_CODE[status]]
+        return total
+
+    def count_codes(self, codes: tuple[int, ...]) -> int:
+        """:meth:`count` of the statuses with these codes (:func:`status_codes`)."""
+        counts = self.counts
+        total = 0
+        for code in codes:
+            total += counts[code]
         return total
 
     def role_count(self, role: str, statuses: Iterable[TaskStatus]) -> int:

@@ -56,6 +56,7 @@ from events.models import (
 )
 from events.signing import EventSigner
 from projector.state import ClusterState
+from scheduler.core.carried import CarriedJobs
 from scheduler.core.config import SchedulerConfig
 from scheduler.core.session import run_session
 from scheduler.core.snapshot import Job
@@ -157,6 +158,8 @@ class SessionLoop:
         self._last: _Last | None = None
         self.heap = HeapGuard(enabled=settings.scheduler_freeze_heap)
         self._pending_texts = PendingTexts()
+        # Waiting jobs' working states, kept from session to session (scheduler/core/carried.py).
+        self._carried_jobs = CarriedJobs()
         # (config version, job count) last logged by _warn_unenforced_topologies.
         self._topology_warned: tuple[int, int] | None = None
 
@@ -349,7 +352,14 @@ class SessionLoop:
             return lambda: actions.append((action, start, time.time_ns()))
 
         with self.heap.paused():
-            result = run_session(snapshot, config, now, logic_flags=self.logic_flags, observe_action=timed)
+            result = run_session(
+                snapshot,
+                config,
+                now,
+                logic_flags=self.logic_flags,
+                observe_action=timed,
+                carried=self._carried_jobs,
+            )
         decisions = tuple(result.events())
         pending = session_pending(
             state,

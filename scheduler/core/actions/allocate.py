@@ -35,7 +35,7 @@ from scheduler.core.hypernodes import CLUSTER_TOP
 from scheduler.core.placement import PlacementIndex
 from scheduler.core.reasons import Reason
 from scheduler.core.snapshot import PodGroupPhase, TaskStatus
-from scheduler.core.state import JobState, TaskState
+from scheduler.core.state import JobState, QueueState, TaskState
 from scheduler.core.statement import Statement
 from scheduler.core.trace import GangNotReady, JobSkipped, StatementClosed, TaskPlaced, TaskUnplaced
 
@@ -72,13 +72,21 @@ def need_continue_allocating(job: JobState, failed_roles: set[str]) -> bool:
     return True
 
 
-def gang_reason(job: JobState) -> Reason:
+def gang_reason(job: JobState, shared: dict[tuple[object, ...], Reason] | None = None) -> Reason:
+    """``gang-not-ready``; with ``shared`` (the session's), one Reason per distinct figures:
+    every job of a refused backlog has the same (a Reason is immutable)."""
     placeable = job.ready_num + job.waiting_num + job.pending_best_effort
-    return Reason(
-        "gang-not-ready",
-        f"{placeable}/{len(job.tasks)} tasks in gang placeable, minAvailable {job.min_member}",
-        {"placeable": placeable, "tasks": len(job.tasks), "minAvailable": job.min_member},
-    )
+    key = ("gang-not-ready", placeable, len(job.tasks), job.min_member)
+    reason = shared.get(key) if shared is not None else None
+    if reason is None:
+        reason = Reason(
+            "gang-not-ready",
+            f"{placeable}/{len(job.tasks)} tasks in gang placeable, minAvailable {job.min_member}",
+            {"placeable": placeable, "tasks": len(job.tasks), "minAvailable": job.min_member},
+        )
+        if shared is not None:
+            shared[key] = reason
+    return reason
 
 
 class AllocateAction:
@@ -88,8 +96,12 @@ class AllocateAction:
         index = ssn.placement
         heaps, worksheets = self._queued(ssn)
         rotation = QueueRotation(ssn, [ssn.queues[name] for name in sorted(heaps)], cache_keys=True)
+        # The queue of the last visit when that visit moved nothing: no key changed, so it is
+        # still the best (a full queue's waiting jobs are visited one after another).
+        unmoved: QueueState | None = None
         while rotation:
-            queue = rotation.best()
+            queue = rotation.best() if unmoved is None else unmoved
+            unmoved = None
             heap = heaps[queue.name]
             if ssn.overused(queue):
                 for job in heap.jobs():
@@ -114,7 +126,7 @@ class AllocateAction:
             elif ssn.job_pipelined(job):
                 ssn.step(StatementClosed(self.name, job.uid, "pipelined", len(stmt)))
             else:
-                ssn.explain(job.uid, gang_reason(job))
+                ssn.explain(job.uid, gang_reason(job, ssn.shared_reasons))
                 ssn.step(
                     GangNotReady(
                         job.uid,
@@ -127,6 +139,8 @@ class AllocateAction:
                 stmt.discard()
             if moved:  # the visit moved only this queue's allocation
                 rotation.refresh(queue)
+            else:
+                unmoved = queue
 
     def _queued(
         self, ssn: Session
@@ -148,7 +162,8 @@ class AllocateAction:
             tasks = [t for t in job.tasks if t.placeable and not t.best_effort]
             if not tasks:
                 continue
-            tasks.sort(key=ssn.task_key)
+            if len(tasks) > 1:  # a sort calls its key even for one item
+                tasks.sort(key=ssn.task_key)
             worksheets[job.uid] = (tasks, [0])
             waiting.setdefault(job.queue, []).append((ssn.job_key(job), job))
         return {name: JobHeap(ssn, keyed) for name, keyed in waiting.items()}, worksheets

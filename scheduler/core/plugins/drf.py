@@ -34,10 +34,10 @@ class DrfPlugin(PluginBase):
     def on_session_open(self, ssn: Session) -> None:
         self.total = dict(ssn.total)
         self._capacities = tuple((n, self.total[n]) for n in sorted(self.total) if self.total[n] > 0)
+        #: job -> its dominant share; a job with nothing allocated (most of a backlog) is not
+        #: listed: its share is 0.0 (read with ``.get(uid, 0.0)``).
         self.shares: dict[str, float] = {
-            # Nothing allocated is a share of 0.0 (most of a backlog): no walk of the dimensions.
-            uid: _share(job.allocated, self.total) if job.allocated else 0.0
-            for uid, job in ssn.jobs.items()
+            uid: _share(job.allocated, self.total) for uid, job in ssn.jobs.items() if job.allocated
         }
         ssn.add_job_order(self, self._job_key)
         ssn.add_preemptable(self, self._victims)

@@ -27,9 +27,10 @@ class GangPlugin(PluginBase):
         ssn.add_reclaimable(self, _surplus_victims)
         # Not-ready jobs sort before ready ones.
         ssn.add_job_order(self, lambda job: 1 if job.is_ready() else 0)
-        ssn.add_job_ready(self, lambda job: job.check_task_ready() and job.is_ready())
+        # The counters first: both checks are pure, and a waiting job fails the cheap one.
+        ssn.add_job_ready(self, lambda job: job.is_ready() and job.check_task_ready())
         ssn.add_job_pipelined(
-            self, lambda job: PERMIT if job.check_task_pipelined() and job.is_pipelined() else REJECT
+            self, lambda job: PERMIT if job.is_pipelined() and job.check_task_pipelined() else REJECT
         )
         ssn.add_job_starving(self, lambda job: job.is_starving())
 

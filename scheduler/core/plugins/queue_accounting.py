@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import Any
 
 from scheduler.core.framework import Session
@@ -33,7 +33,6 @@ __all__ = [
     "build_attrs",
     "dominant_share",
     "enqueue_shortfall",
-    "not_allocatable_reason",
     "refuse_task",
     "requested_dims",
 ]
@@ -202,36 +201,6 @@ def on_task_change(attrs: Mapping[str, QueueAttr], task: TaskState, sign: int) -
     return attr
 
 
-def not_allocatable_reason(
-    plugin: str,
-    queue: str,
-    task: str,
-    *,
-    dim: str,
-    used: int,
-    request: int,
-    limit: Fraction | int,
-    kind: str,
-) -> Reason:
-    """``queue-not-allocatable``: the queue's ``used + request`` exceeds ``limit`` (its ``kind``)."""
-    return Reason(
-        "queue-not-allocatable",
-        f"queue {queue} cannot take task {task}: {dim} allocated "
-        f"{describe(used, dim)} + request {describe(request, dim)} > {kind} "
-        f"{describe(limit, dim)}",
-        {
-            "plugin": plugin,
-            "queue": queue,
-            "task": task,
-            "resource": dim,
-            "allocated": used,
-            "request": request,
-            "limit": float(limit),
-            "limitKind": kind,
-        },
-    )
-
-
 def refuse_task(
     ssn: Session,
     plugin: str,
@@ -248,18 +217,71 @@ def refuse_task(
     ssn.explain_later(
         task.job.uid,
         "queue-not-allocatable",
-        partial(
-            not_allocatable_reason,
-            plugin,
-            queue.name,
-            task.uid,
-            dim=dim,
-            used=used,
-            request=task.request[dim],
-            limit=limit,
-            kind=kind,
-        ),
+        _Refusal(plugin, queue.name, task.uid, dim, used, task.request[dim], limit, kind, ssn.reason_texts),
     )
+
+
+class _Refusal:
+    """``queue-not-allocatable``: the queue's ``used + request`` exceeds ``limit`` (its ``kind``),
+    built when read (a plain object: a partial with keywords builds a dict per refusal, and
+    every waiting job of a full queue is refused).
+
+    ``texts``, the session's, memoises the part of the message after the task, which a full
+    queue repeats in every refused job's reason.
+    """
+
+    __slots__ = ("dim", "kind", "limit", "plugin", "queue", "request", "task", "texts", "used")
+
+    def __init__(  # noqa: PLR0917 - the reason's figures, in order
+        self,
+        plugin: str,
+        queue: str,
+        task: str,
+        dim: str,
+        used: int,
+        request: int,
+        limit: Fraction | int,
+        kind: str,
+        texts: dict[tuple[object, ...], tuple[object, str, float]],
+    ) -> None:
+        self.plugin = plugin
+        self.queue = queue
+        self.task = task
+        self.dim = dim
+        self.used = used
+        self.request = request
+        self.limit = limit
+        self.kind = kind
+        self.texts = texts
+
+    def __call__(self) -> Reason:
+        dim, used, request, limit, kind = self.dim, self.used, self.request, self.limit, self.kind
+        # Keyed by the limit's identity (a Fraction hashes in Python code; a queue's refusals
+        # share one limit object); the entry keeps the limit, so its id is not reused.
+        key = (self.queue, dim, used, request, kind, id(limit))
+        known = self.texts.get(key)
+        if known is None or known[0] is not limit:
+            known = self.texts[key] = (
+                limit,
+                f"{dim} allocated {describe(used, dim)} + request {describe(request, dim)} > {kind} "
+                f"{describe(limit, dim)}",
+                float(limit),
+            )
+        _, tail, limit_float = known
+        return Reason(
+            "queue-not-allocatable",
+            f"queue {self.queue} cannot take task {self.task}: {tail}",
+            {
+                "plugin": self.plugin,
+                "queue": self.queue,
+                "task": self.task,
+                "resource": dim,
+                "allocated": used,
+                "request": request,
+                "limit": limit_float,
+                "limitKind": kind,
+            },
+        )
 
 
 class QuotaPlugin(PluginBase):
