@@ -35,11 +35,11 @@ from projector.state import ClusterState
 from scheduler.core.session import run_session
 from scheduler.service.heap import HeapGuard
 from scheduler.service.session_events import (
-    PendingTexts,
+    PENDING_SLICES,
+    PendingCache,
     SessionHeader,
     session_events,
     session_id_for,
-    session_pending,
 )
 from scheduler.service.snapshot_cache import SnapshotCache
 from scheduler.snapshot_builder import config_in_force
@@ -58,10 +58,11 @@ def _stage(times: dict[str, float], name: str, work: Callable[[], T]) -> T:
 
 
 def _compute(
-    state: ClusterState, cache: SnapshotCache, texts: PendingTexts, number: int, times: dict[str, float]
+    state: ClusterState, cache: SnapshotCache, texts: PendingCache, number: int, times: dict[str, float]
 ) -> list[Event]:
     """Everything the scheduler's worker thread does for one session; its garbage is left behind."""
     now = datetime.now(UTC)
+    session_id = session_id_for("bench", 1, number)
     snapshot, digest = _stage(times, "snapshot", lambda: cache.build(state))
     _HEAP.before_session()  # as the scheduler's loop does (scheduler.service.heap)
     config, version = config_in_force(state)
@@ -70,13 +71,17 @@ def _compute(
     pending = _stage(
         times,
         "pending",
-        lambda: session_pending(
-            state, result.pending, texts, restate=1, max_cleared_bytes=_MAX_MESSAGE_BYTES // 2
+        lambda: texts.session(
+            state,
+            result.pending,
+            session_id=session_id,
+            restate=number % PENDING_SLICES if number else None,
+            max_cleared_bytes=_MAX_MESSAGE_BYTES // 2,
         ),
     )
     change = pending.change
     header = SessionHeader(
-        session_id=session_id_for("bench", 1, number),
+        session_id=session_id,
         cluster="bench",
         leader_epoch=1,
         input_seq=state.seq,
@@ -88,6 +93,8 @@ def _compute(
         pending_digest=pending.digest,
         pending_base=change.base,
         pending_cleared=change.cleared,
+        pending_slice=change.slice,
+        pending_slices=change.slices,
     )
     decisions = tuple(result.events())
     return _stage(
@@ -97,7 +104,7 @@ def _compute(
     )
 
 
-def _session(state: ClusterState, cache: SnapshotCache, texts: PendingTexts, number: int) -> dict[str, float]:
+def _session(state: ClusterState, cache: SnapshotCache, texts: PendingCache, number: int) -> dict[str, float]:
     times: dict[str, float] = {}
     events = _compute(state, cache, texts, number, times)
     _stage(times, "collect", gc.collect)
@@ -125,7 +132,7 @@ def main() -> None:
         apply(state, state.seq + 1, event)
     for i in range(args.jobs):
         apply(state, state.seq + 1, _job(f"backlog-{i:07d}", 1, "8"))
-    cache, texts = SnapshotCache(), PendingTexts()
+    cache, texts = SnapshotCache(), PendingCache()
     print(f"{args.jobs:,} jobs on {args.nodes:,} nodes; CPU seconds per stage:")
     for number in range(args.sessions):
         if number:

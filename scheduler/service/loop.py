@@ -70,11 +70,10 @@ from scheduler.service.records import SessionTiming, record_session
 from scheduler.service.runner import SessionRunner
 from scheduler.service.session_events import (
     PENDING_SLICES,
-    PendingTexts,
+    PendingCache,
     SessionHeader,
     session_events,
     session_id_for,
-    session_pending,
 )
 from scheduler.service.settings import SchedulerSettings
 from scheduler.service.telemetry import (
@@ -156,7 +155,7 @@ class SessionLoop:
         self._counter = 0
         self._last: _Last | None = None
         self.heap = HeapGuard(enabled=settings.scheduler_freeze_heap)
-        self._pending_texts = PendingTexts()
+        self._pending = PendingCache()
         # (config version, job count) last logged by _warn_unenforced_topologies.
         self._topology_warned: tuple[int, int] | None = None
 
@@ -351,10 +350,10 @@ class SessionLoop:
         with self.heap.paused():
             result = run_session(snapshot, config, now, logic_flags=self.logic_flags, observe_action=timed)
         decisions = tuple(result.events())
-        pending = session_pending(
+        pending = self._pending.session(
             state,
             result.pending,
-            self._pending_texts,
+            session_id=session_id,
             restate=restate,
             max_cleared_bytes=self.settings.scheduler_max_message_bytes // 2,
         )
