@@ -64,10 +64,10 @@ def _compute(
     now = datetime.now(UTC)
     session_id = session_id_for("bench", 1, number)
     snapshot, digest = _stage(times, "snapshot", lambda: cache.build(state))
-    _HEAP.before_session()  # as the scheduler's loop does (scheduler.service.heap)
+    # As the scheduler's loop does (scheduler.service.heap): the collector is off until "collect".
+    _HEAP.before_session()
     config, version = config_in_force(state)
-    with _HEAP.paused():
-        result = _stage(times, "core", lambda: run_session(snapshot, config, now))
+    result = _stage(times, "core", lambda: run_session(snapshot, config, now))
     pending = _stage(
         times,
         "pending",
@@ -107,7 +107,7 @@ def _compute(
 def _session(state: ClusterState, cache: SnapshotCache, texts: PendingCache, number: int) -> dict[str, float]:
     times: dict[str, float] = {}
     events = _compute(state, cache, texts, number, times)
-    _stage(times, "collect", gc.collect)
+    _stage(times, "collect", _HEAP.after_session)
     gc.unfreeze()
     began = time.process_time()
     for event in events:

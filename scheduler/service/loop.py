@@ -178,6 +178,7 @@ class SessionLoop:
                 try:
                     seq = await self.run_once()
                 except SessionOverrun as exc:
+                    self.heap.resume()  # the abandoned session never reaches after_session
                     self.metrics.overrun()
                     log.error("%s", exc)  # noqa: TRY400 - an expected, reported condition, not a crash
                     await asyncio.sleep(period)
@@ -337,7 +338,8 @@ class SessionLoop:
         None: publish the whole list (see :mod:`scheduler.service.session_events`)."""
         began = time.perf_counter()
         snapshot, digest = self.reader.snapshots.build(state)
-        # The state and the snapshot cache are long-lived; the session's objects are not.
+        # The state and the snapshot cache are long-lived; the session's objects are not (the
+        # collector is off until the session is published: scheduler.service.heap).
         self.heap.before_session()
         config, config_version = config_in_force(state)
         self._warn_unenforced_topologies(snapshot.jobs, config, config_version)
@@ -347,8 +349,7 @@ class SessionLoop:
             start = time.time_ns()
             return lambda: actions.append((action, start, time.time_ns()))
 
-        with self.heap.paused():
-            result = run_session(snapshot, config, now, logic_flags=self.logic_flags, observe_action=timed)
+        result = run_session(snapshot, config, now, logic_flags=self.logic_flags, observe_action=timed)
         decisions = tuple(result.events())
         pending = self._pending.session(
             state,

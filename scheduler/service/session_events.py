@@ -235,6 +235,8 @@ class PendingCache:
         self._entries: dict[str, tuple[_Key, PendingJob, bytes, int]] = {}
         #: The session whose whole list ``_entries`` is ("": none yet).
         self._session = ""
+        #: (position in that list, job) of each entry that session carried.
+        self._carried: list[tuple[int, str]] = []
 
     def session(
         self,
@@ -254,13 +256,14 @@ class PendingCache:
             raise ValueError(f"slice {restate} is not one of {slices}")
         newest = next(reversed(state.sessions.values()), None)
         base = None if newest is None else newest.pending
-        if newest is None or base is None or newest.session_id != self._session:
+        if newest is None or base is None or newest.session_id != self._session or not self._adopt(base):
             self._start_from(base or ())
         self._session = session_id
         entries = self._entries
         restated = restate if slices and restate is not None else -1
         ordered: list[tuple[_Key, PendingJob, bytes, int]] = []
         carried: list[PendingJob] = []  # new or different, and the restated slice's
+        self._carried = []
         jobs = sorted(reasons)
         for job, ranked in zip(jobs, map(reasons.__getitem__, jobs), strict=True):
             key = (*map(_code, ranked), *map(_message, ranked))  # _key_of, inlined: 92k calls a session
@@ -270,8 +273,10 @@ class PendingCache:
                 entry = (key, model, _entry_text(model), zlib.crc32(job.encode()))
                 entries[job] = entry
                 carried.append(model)
+                self._carried.append((len(ordered), job))
             elif restated >= 0 and entry[3] % slices == restated:
                 carried.append(entry[1])
+                self._carried.append((len(ordered), job))
             ordered.append(entry)
         cleared = tuple(sorted(entries.keys() - reasons.keys()))
         for job in cleared:
@@ -293,13 +298,32 @@ class PendingCache:
                 slice=restate if slices else 0,
                 slices=slices,
             )
+        else:
+            self._carried = list(enumerate(jobs))  # the whole list travels
         return SessionPending(whole=whole, digest=digest, change=change)
+
+    def _adopt(self, base: Sequence[PendingJob]) -> bool:
+        """Take the state's entries (``base``, the newest session's list: this cache's last list)
+        of the jobs the last session carried, so the state and the cache hold one model of each
+        job, not two (the scheduler's state reads them back from the archive: 92k pending jobs'
+        models are ~150 MiB).  False when ``base`` is not the list this cache computed last."""
+        if len(base) != len(self._entries):
+            return False
+        entries = self._entries
+        for index, job in self._carried:
+            model = base[index]
+            if model.job != job:
+                return False
+            key, _, text, crc = entries[job]
+            entries[job] = (key, model, text, crc)
+        return True
 
     def _start_from(self, base: Sequence[PendingJob]) -> None:
         """Stand for ``base`` (the newest session's list as the state holds it)."""
         self._entries = {
             p.job: (_key_of(p.reasons), p, _entry_text(p), zlib.crc32(p.job.encode())) for p in base
         }
+        self._carried = []
 
 
 def session_events(

@@ -334,6 +334,9 @@ def test_the_pending_cache_gives_the_whole_list_its_digest_and_the_change_from_t
             max_cleared_bytes=1_000,
         )
         changes.append(pending.change)
+        # The entries that did not change are the state's own (read back from the archive), not copies.
+        held = {p.job: p for p in (newest.pending or ())} if newest is not None else {}
+        assert all(p is held[p.job] for p in pending.whole if held.get(p.job) == p)
         _publish(state, number, pending)
         assert state.sessions[session_id].pending == whole
     # The first session travels whole; the others as changes (b's, c's rank, e's, d leaving).
