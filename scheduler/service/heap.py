@@ -19,8 +19,8 @@ So, per session:
   core).  Nearly all of it is acyclic; what is cyclic :meth:`after_session`
   frees.  The collector stays off past the core: turned back on there, the
   allocations the pause had counted set off at once a young collection of
-  everything the session still held (~0.25 s at 100k pending jobs, seen
-  with py-spy), which :meth:`after_session` walks again anyway;
+  everything the session still held (0.17-0.23 s at 100k pending jobs,
+  bench/live_path.py), which :meth:`after_session` walks again anyway;
 * :meth:`HeapGuard.after_session` — ``gc.collect()`` once the session is
   published, while the projector applies it, then the collector back on (the
   collection left nothing counted to set it off): it walks only what was
