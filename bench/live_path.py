@@ -36,11 +36,11 @@ from scheduler.core.carried import CarriedJobs
 from scheduler.core.session import run_session
 from scheduler.service.heap import HeapGuard
 from scheduler.service.session_events import (
-    PendingTexts,
+    PENDING_SLICES,
+    PendingCache,
     SessionHeader,
     session_events,
     session_id_for,
-    session_pending,
 )
 from scheduler.service.snapshot_cache import SnapshotCache
 from scheduler.snapshot_builder import config_in_force
@@ -61,7 +61,7 @@ def _stage(times: dict[str, float], name: str, work: Callable[[], T]) -> T:
 def _compute(
     state: ClusterState,
     cache: SnapshotCache,
-    texts: PendingTexts,
+    texts: PendingCache,
     number: int,
     times: dict[str, float],
     *,
@@ -69,21 +69,26 @@ def _compute(
 ) -> list[Event]:
     """Everything the scheduler's worker thread does for one session; its garbage is left behind."""
     now = datetime.now(UTC)
+    session_id = session_id_for("bench", 1, number)
     snapshot, digest = _stage(times, "snapshot", lambda: cache.build(state))
-    _HEAP.before_session()  # as the scheduler's loop does (scheduler.service.heap)
+    # As the scheduler's loop does (scheduler.service.heap): the collector is off until "collect".
+    _HEAP.before_session()
     config, version = config_in_force(state)
-    with _HEAP.paused():
-        result = _stage(times, "core", lambda: run_session(snapshot, config, now, carried=carried))
+    result = _stage(times, "core", lambda: run_session(snapshot, config, now, carried=carried))
     pending = _stage(
         times,
         "pending",
-        lambda: session_pending(
-            state, result.pending, texts, restate=1, max_cleared_bytes=_MAX_MESSAGE_BYTES // 2
+        lambda: texts.session(
+            state,
+            result.pending,
+            session_id=session_id,
+            restate=number % PENDING_SLICES if number else None,
+            max_cleared_bytes=_MAX_MESSAGE_BYTES // 2,
         ),
     )
     change = pending.change
     header = SessionHeader(
-        session_id=session_id_for("bench", 1, number),
+        session_id=session_id,
         cluster="bench",
         leader_epoch=1,
         input_seq=state.seq,
@@ -95,6 +100,8 @@ def _compute(
         pending_digest=pending.digest,
         pending_base=change.base,
         pending_cleared=change.cleared,
+        pending_slice=change.slice,
+        pending_slices=change.slices,
     )
     decisions = tuple(result.events())
     return _stage(
@@ -105,11 +112,11 @@ def _compute(
 
 
 def _session(
-    state: ClusterState, cache: SnapshotCache, texts: PendingTexts, number: int, carried: CarriedJobs
+    state: ClusterState, cache: SnapshotCache, texts: PendingCache, number: int, carried: CarriedJobs
 ) -> dict[str, float]:
     times: dict[str, float] = {}
     events = _compute(state, cache, texts, number, times, carried=carried)
-    _stage(times, "collect", gc.collect)
+    _stage(times, "collect", _HEAP.after_session)
     gc.unfreeze()
     began = time.process_time()
     for event in events:
@@ -134,7 +141,7 @@ def main() -> None:
         apply(state, state.seq + 1, event)
     for i in range(args.jobs):
         apply(state, state.seq + 1, _job(f"backlog-{i:07d}", 1, "8"))
-    cache, texts, carried = SnapshotCache(), PendingTexts(), CarriedJobs()
+    cache, texts, carried = SnapshotCache(), PendingCache(), CarriedJobs()
     print(f"{args.jobs:,} jobs on {args.nodes:,} nodes; CPU seconds per stage:")
     for number in range(args.sessions):
         if number:

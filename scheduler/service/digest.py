@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import operator
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final, TypeAlias
@@ -43,8 +44,10 @@ from scheduler.core.snapshot import (
 
 __all__ = ["SPECIALISED", "JobText", "digest_of_texts", "input_digest", "job_text"]
 
-#: A job's sort key in the digest, ``(namespace, name)``, and its canonical JSON text.
-JobText: TypeAlias = tuple[tuple[str, str], str]
+#: A job's sort key in the digest, ``(namespace, name)``, and its canonical JSON (ASCII bytes).
+JobText: TypeAlias = tuple[tuple[str, str], bytes]
+_sort_key: Final = operator.itemgetter(0)
+_text: Final = operator.itemgetter(1)
 
 _KNOWN_FIELDS: Final[dict[type[Any], set[str]]] = {
     Task: {
@@ -88,7 +91,7 @@ def input_digest(snapshot: ClusterSnapshot) -> str:
 
 def job_text(job: Job) -> JobText:
     """One job's canonical JSON (reusable while the job does not change); needs :data:`SPECIALISED`."""
-    return (job.namespace, job.name), _dumps(_job(job))
+    return (job.namespace, job.name), _dumps(_job(job)).encode()
 
 
 def digest_of_texts(snapshot: ClusterSnapshot, job_texts: list[JobText]) -> str:
@@ -97,8 +100,9 @@ def digest_of_texts(snapshot: ClusterSnapshot, job_texts: list[JobText]) -> str:
     The bytes hashed are those of ``json.dumps`` of the whole canonical
     document: its keys sorted (``jobs``, ``nodes``, ``priority_classes``,
     ``queues``) and each value encoded as ``json.dumps`` encodes it inside the
-    document, so the jobs' texts, made once per job change, are joined rather
-    than re-encoded every session.
+    document, so the jobs' texts, made (and encoded) once per job change, are
+    joined rather than re-encoded every session, and hashed between the
+    document's other parts without copying them into one text.
     """
     nodes = sorted((_node(n) for n in snapshot.nodes), key=lambda n: n["name"])
     queues = sorted((_queue(q) for q in snapshot.queues), key=lambda q: q["name"])
@@ -111,18 +115,19 @@ def digest_of_texts(snapshot: ClusterSnapshot, job_texts: list[JobText]) -> str:
         }
         for p in sorted(snapshot.priority_classes, key=lambda p: p.name)
     ]
-    jobs = ",".join(text for _, text in sorted(job_texts, key=lambda j: j[0]))
+    jobs = b",".join(map(_text, sorted(job_texts, key=_sort_key)))
     # "hypernodes" sorts first; left out while empty (snapshot.snapshot_digest).
     hypernodes = ""
     if snapshot.hypernodes:
         docs = sorted((_hypernode(h) for h in snapshot.hypernodes), key=lambda h: h["name"])
         hypernodes = f'"hypernodes":{_dumps(docs)},'
 
-    text = (
-        f'{{{hypernodes}"jobs":[{jobs}],"nodes":{_dumps(nodes)},'
-        f'"priority_classes":{_dumps(priority_classes)},"queues":{_dumps(queues)}}}'
+    digest = hashlib.sha256(f'{{{hypernodes}"jobs":['.encode())
+    digest.update(jobs)
+    digest.update(
+        f'],"nodes":{_dumps(nodes)},"priority_classes":{_dumps(priority_classes)},"queues":{_dumps(queues)}}}'.encode()
     )
-    return hashlib.sha256(text.encode()).hexdigest()
+    return digest.hexdigest()
 
 
 def _dumps(value: Any) -> str:

@@ -71,11 +71,10 @@ from scheduler.service.records import SessionTiming, record_session
 from scheduler.service.runner import SessionRunner
 from scheduler.service.session_events import (
     PENDING_SLICES,
-    PendingTexts,
+    PendingCache,
     SessionHeader,
     session_events,
     session_id_for,
-    session_pending,
 )
 from scheduler.service.settings import SchedulerSettings
 from scheduler.service.telemetry import (
@@ -157,7 +156,7 @@ class SessionLoop:
         self._counter = 0
         self._last: _Last | None = None
         self.heap = HeapGuard(enabled=settings.scheduler_freeze_heap)
-        self._pending_texts = PendingTexts()
+        self._pending = PendingCache()
         # Waiting jobs' working states, kept from session to session (scheduler/core/carried.py).
         self._carried_jobs = CarriedJobs()
         # (config version, job count) last logged by _warn_unenforced_topologies.
@@ -182,6 +181,7 @@ class SessionLoop:
                 try:
                     seq = await self.run_once()
                 except SessionOverrun as exc:
+                    self.heap.resume()  # the abandoned session never reaches after_session
                     self.metrics.overrun()
                     log.error("%s", exc)  # noqa: TRY400 - an expected, reported condition, not a crash
                     await asyncio.sleep(period)
@@ -341,7 +341,8 @@ class SessionLoop:
         None: publish the whole list (see :mod:`scheduler.service.session_events`)."""
         began = time.perf_counter()
         snapshot, digest = self.reader.snapshots.build(state)
-        # The state and the snapshot cache are long-lived; the session's objects are not.
+        # The state and the snapshot cache are long-lived; the session's objects are not (the
+        # collector is off until the session is published: scheduler.service.heap).
         self.heap.before_session()
         config, config_version = config_in_force(state)
         self._warn_unenforced_topologies(snapshot.jobs, config, config_version)
@@ -351,20 +352,19 @@ class SessionLoop:
             start = time.time_ns()
             return lambda: actions.append((action, start, time.time_ns()))
 
-        with self.heap.paused():
-            result = run_session(
-                snapshot,
-                config,
-                now,
-                logic_flags=self.logic_flags,
-                observe_action=timed,
-                carried=self._carried_jobs,
-            )
+        result = run_session(
+            snapshot,
+            config,
+            now,
+            logic_flags=self.logic_flags,
+            observe_action=timed,
+            carried=self._carried_jobs,
+        )
         decisions = tuple(result.events())
-        pending = session_pending(
+        pending = self._pending.session(
             state,
             result.pending,
-            self._pending_texts,
+            session_id=session_id,
             restate=restate,
             max_cleared_bytes=self.settings.scheduler_max_message_bytes // 2,
         )

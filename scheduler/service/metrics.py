@@ -152,18 +152,24 @@ class SessionObservation:
 
 
 class _Series:
-    """The label sets a labelled metric was last given, so the ones that went away are removed."""
+    """The label sets a labelled metric was last given, with their values, so a replacement sets only
+    the series whose value changed and removes the ones that went away.
+
+    A backlog's per-job series (``unschedule_task_count``: 92,000 jobs) keep their values session
+    after session; setting each one anew cost ~0.2 s of the scheduler's CPU per session.
+    """
 
     def __init__(self) -> None:
-        self._seen: dict[int, set[tuple[str, ...]]] = {}
+        self._last: dict[int, Mapping[tuple[str, ...], float]] = {}
 
     def replace(self, metric: Gauge, values: Mapping[tuple[str, ...], float]) -> None:
-        for labels, value in values.items():
+        """Give ``metric`` exactly ``values`` (label values -> value); the caller leaves them as they are."""
+        last = self._last.get(id(metric), {})
+        for labels, value in values.items() - last.items():
             metric.labels(*labels).set(value)
-        previous = self._seen.get(id(metric), set())
-        for gone in previous - values.keys():
+        for gone in last.keys() - values.keys():
             metric.remove(*gone)
-        self._seen[id(metric)] = set(values)
+        self._last[id(metric)] = values
 
 
 _SERIES: Final = _Series()

@@ -19,7 +19,10 @@ that slice, changed or not.  The ``n``-th session of a term restates slice
 together restate every job: a reader of one session walks at most that many
 back to rebuild its list, and no session carries more than a slice of it
 besides its change.  The whole list travels on a term's first session, when
-there is no base, and when the change would be no smaller.
+there is no base, and when the change would be no smaller.  The scheduler
+computes a session's list, digest and change with :class:`PendingCache`,
+which keeps the last list's entries: its cost is one comparison per pending
+job and the work of the jobs that changed.
 
 Sizes are exact, not estimated: :func:`events.serde.encode` writes compact
 JSON, so a part's size is the size of the empty part plus each decision's
@@ -30,14 +33,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import uuid
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Protocol, TypeVar
 
-from events.jsonform import LastForms
 from events.models import (
     MAX_SESSION_PARTS,
     Decision,
@@ -55,17 +58,15 @@ from scheduler.service.errors import SessionTooLarge
 __all__ = [
     "PENDING_SLICES",
     "SCHEDULER_SOURCE",
+    "PendingCache",
     "PendingChange",
-    "PendingTexts",
     "SessionHeader",
     "SessionPending",
     "digest_pending",
     "pending_change",
-    "pending_jobs",
     "pending_slice_of",
     "session_events",
     "session_id_for",
-    "session_pending",
 ]
 
 SCHEDULER_SOURCE: Final = "tephra://scheduler"
@@ -128,35 +129,6 @@ def session_id_for(cluster: str, epoch: int, counter: int) -> str:
     return str(uuid.uuid5(_SESSION_NAMESPACE, f"{cluster}|{epoch}|{counter}"))
 
 
-def pending_jobs(
-    pending: Mapping[str, Sequence[_HasCodeAndMessage]], reuse: Mapping[str, PendingJob] | None = None
-) -> tuple[PendingJob, ...]:
-    """The core's pending reasons (job -> ranked reasons) as event models, by job id.
-
-    ``reuse``: entries of an earlier list (the newest session's), taken as they are where the
-    reasons did not change: a backlog keeps most of them, and an entry that is the same object
-    is found unchanged (and its JSON in :class:`PendingTexts`) without comparing it.
-    """
-    reuse = reuse or {}
-    out: list[PendingJob] = []
-    for job in sorted(pending):
-        reasons = pending[job]
-        known = reuse.get(job)
-        if (
-            known is None
-            or len(known.reasons) != len(reasons)
-            or any(
-                k.code != r.code or k.message != r.message
-                for k, r in zip(known.reasons, reasons, strict=True)
-            )
-        ):
-            known = PendingJob(
-                job=job, reasons=[PendingReason(code=r.code, message=r.message) for r in reasons]
-            )
-        out.append(known)
-    return tuple(out)
-
-
 @dataclass(frozen=True, slots=True)
 class SessionPending:
     """A session's pending reasons as it publishes them."""
@@ -166,33 +138,6 @@ class SessionPending:
     #: Of the whole list.
     digest: str
     change: PendingChange
-
-
-def session_pending(
-    state: ClusterState,
-    reasons: Mapping[str, Sequence[_HasCodeAndMessage]],
-    texts: PendingTexts,
-    *,
-    restate: int | None,
-    max_cleared_bytes: int,
-    slices: int = PENDING_SLICES,
-) -> SessionPending:
-    """The core's pending ``reasons`` for a session on ``state``: the whole list (reusing the newest
-    session's unchanged entries, see :func:`pending_jobs`), its digest, and what travels: the change
-    from the newest session's list restating slice ``restate`` of ``slices``, or the whole list when
-    ``restate`` is None or no change applies."""
-    newest = next(reversed(state.sessions.values()), None)
-    before = newest.pending if newest is not None and newest.pending is not None else ()
-    whole = pending_jobs(reasons, reuse={p.job: p for p in before})
-    change = pending_change(
-        whole,
-        "" if newest is None or restate is None else newest.session_id,
-        None if newest is None or restate is None else newest.pending,
-        restate=restate or 0,
-        slices=slices,
-        max_cleared_bytes=max_cleared_bytes,
-    )
-    return SessionPending(whole=whole, digest=texts.digest(whole), change=change)
 
 
 def pending_change(
@@ -234,30 +179,151 @@ def pending_change(
 
 def digest_pending(pending: Sequence[PendingJob]) -> str:
     """``sha256:<hex>`` of the canonical JSON of the pending list (what replay compares)."""
-    return PendingTexts().digest(pending)
+    return _digest_of_texts(map(_entry_text, pending))
 
 
-def _entry_text(entry: PendingJob) -> str:
-    return json.dumps(entry.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+def _entry_text(entry: PendingJob) -> bytes:
+    """The entry's canonical JSON (ASCII): the list's is its entries' joined."""
+    return json.dumps(
+        entry.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=True
+    ).encode()
 
 
-class PendingTexts:
-    """The digest of a pending list, re-encoding only the entries that are not the same objects as
-    in the last list digested (:class:`~events.jsonform.LastForms`): a backlog's digest encodes only
-    the entries that changed.  The list's JSON is its entries' joined (compact separators), so the
-    digest is the same."""
+def _digest_of_texts(texts: Iterable[bytes]) -> str:
+    return "sha256:" + hashlib.sha256(b"[" + b",".join(texts) + b"]").hexdigest()
+
+
+#: A job's reasons as compared from one session to the next: their codes, then their messages, in
+#: rank order (flat: the cheapest tuple to build, and as exact as pairs).
+_Key = tuple[str, ...]
+_code: Final = operator.attrgetter("code")
+_message: Final = operator.attrgetter("message")
+_job_model: Final = operator.itemgetter(1)
+_job_text: Final = operator.itemgetter(2)
+
+
+def _key_of(reasons: Sequence[_HasCodeAndMessage]) -> _Key:
+    return (*map(_code, reasons), *map(_message, reasons))
+
+
+def _entry_of(job: str, key: _Key) -> PendingJob:
+    half = len(key) // 2
+    return PendingJob(
+        job=job,
+        reasons=[PendingReason(code=c, message=m) for c, m in zip(key[:half], key[half:], strict=True)],
+    )
+
+
+class PendingCache:
+    """The pending list the scheduler computed last, entry by entry, so the next session's list, its
+    digest and its change cost one comparison per job and the work of the jobs that changed.
+
+    A big backlog keeps most jobs pending with the same reasons from one session to the next.
+    Each job's entry is kept with its reasons' codes and messages, its canonical JSON and its
+    id's CRC-32 (:func:`pending_slice_of`): an unchanged job reuses all of them, so the change
+    is the jobs whose reasons differ (found while the list is built, not by comparing two
+    lists of models) and the digest hashes kept texts.  The cache stands for the newest
+    session's list only while that session is the one it computed last (the fold applied it:
+    its list is this one); otherwise (a term's first session, a session abandoned or another
+    leader's in between) it starts again from the newest session's list as the state holds it.
+    Bounded by the last list.  The result is exactly :func:`pending_change` of the whole list
+    against the newest session's, and :func:`digest_pending` (the tests compare them).
+    """
 
     def __init__(self) -> None:
-        self._texts: LastForms[PendingJob, str] = LastForms(_entry_text, _job_of)
+        #: job -> (reasons key, entry, canonical JSON, CRC-32 of the id): the last list computed.
+        self._entries: dict[str, tuple[_Key, PendingJob, bytes, int]] = {}
+        #: The session whose whole list ``_entries`` is ("": none yet).
+        self._session = ""
+        #: (position in that list, job) of each entry that session carried.
+        self._carried: list[tuple[int, str]] = []
 
-    def digest(self, pending: Sequence[PendingJob]) -> str:
-        """``sha256:<hex>`` of the canonical JSON of the pending list (what replay compares)."""
-        body = "[" + ",".join(self._texts.of(pending)) + "]"
-        return "sha256:" + hashlib.sha256(body.encode()).hexdigest()
+    def session(
+        self,
+        state: ClusterState,
+        reasons: Mapping[str, Sequence[_HasCodeAndMessage]],
+        *,
+        session_id: str,
+        restate: int | None,
+        max_cleared_bytes: int,
+        slices: int = PENDING_SLICES,
+    ) -> SessionPending:
+        """The core's pending ``reasons`` for session ``session_id`` on ``state``: the whole list,
+        its digest, and what travels: the change from the newest session's list restating slice
+        ``restate`` of ``slices`` (0: none), or the whole list when ``restate`` is None or no
+        change applies (see :func:`pending_change`)."""
+        if slices and restate is not None and not 0 <= restate < slices:
+            raise ValueError(f"slice {restate} is not one of {slices}")
+        newest = next(reversed(state.sessions.values()), None)
+        base = None if newest is None else newest.pending
+        if newest is None or base is None or newest.session_id != self._session or not self._adopt(base):
+            self._start_from(base or ())
+        self._session = session_id
+        entries = self._entries
+        restated = restate if slices and restate is not None else -1
+        ordered: list[tuple[_Key, PendingJob, bytes, int]] = []
+        carried: list[PendingJob] = []  # new or different, and the restated slice's
+        self._carried = []
+        jobs = sorted(reasons)
+        for job, ranked in zip(jobs, map(reasons.__getitem__, jobs), strict=True):
+            key = (*map(_code, ranked), *map(_message, ranked))  # _key_of, inlined: 92k calls a session
+            entry = entries.get(job)
+            if entry is None or entry[0] != key:
+                model = _entry_of(job, key)
+                entry = (key, model, _entry_text(model), zlib.crc32(job.encode()))
+                entries[job] = entry
+                carried.append(model)
+                self._carried.append((len(ordered), job))
+            elif restated >= 0 and entry[3] % slices == restated:
+                carried.append(entry[1])
+                self._carried.append((len(ordered), job))
+            ordered.append(entry)
+        cleared = tuple(sorted(entries.keys() - reasons.keys()))
+        for job in cleared:
+            del entries[job]
+        whole = tuple(map(_job_model, ordered))
+        digest = _digest_of_texts(map(_job_text, ordered))
+        change = PendingChange(base="", pending=whole, cleared=())
+        if (
+            newest is not None
+            and base is not None
+            and restate is not None
+            and len(carried) + len(cleared) < len(whole)
+            and sum(len(json.dumps(job)) + 1 for job in cleared) <= max_cleared_bytes
+        ):
+            change = PendingChange(
+                base=newest.session_id,
+                pending=tuple(carried),
+                cleared=cleared,
+                slice=restate if slices else 0,
+                slices=slices,
+            )
+        else:
+            self._carried = list(enumerate(jobs))  # the whole list travels
+        return SessionPending(whole=whole, digest=digest, change=change)
 
+    def _adopt(self, base: Sequence[PendingJob]) -> bool:
+        """Take the state's entries (``base``, the newest session's list: this cache's last list)
+        of the jobs the last session carried, so the state and the cache hold one model of each
+        job, not two (the scheduler's state reads them back from the archive: 92k pending jobs'
+        models are ~150 MiB).  False when ``base`` is not the list this cache computed last."""
+        if len(base) != len(self._entries):
+            return False
+        entries = self._entries
+        for index, job in self._carried:
+            model = base[index]
+            if model.job != job:
+                return False
+            key, _, text, crc = entries[job]
+            entries[job] = (key, model, text, crc)
+        return True
 
-def _job_of(entry: PendingJob) -> str:
-    return entry.job
+    def _start_from(self, base: Sequence[PendingJob]) -> None:
+        """Stand for ``base`` (the newest session's list as the state holds it)."""
+        self._entries = {
+            p.job: (_key_of(p.reasons), p, _entry_text(p), zlib.crc32(p.job.encode())) for p in base
+        }
+        self._carried = []
 
 
 def session_events(

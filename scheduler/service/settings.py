@@ -59,7 +59,7 @@ class SchedulerSettings(BaseSettings):
     scheduler_freeze_heap: bool = Field(
         default=True,
         description="freeze the long-lived heap out of the collector before each session and pause"
-        " the collector while the core runs (scheduler.service.heap)",
+        " the collector until the session is published (scheduler.service.heap)",
     )
 
     scheduler_kafka_username: str = Field(

@@ -56,11 +56,10 @@ from scheduler.core.session import SessionResult, run_session
 from scheduler.core.snapshot import snapshot_digest
 from scheduler.service.session_events import (
     PENDING_SLICES,
-    PendingTexts,
+    PendingCache,
     SessionHeader,
     session_events,
     session_id_for,
-    session_pending,
 )
 from scheduler.snapshot_builder import build_snapshot, config_in_force
 
@@ -179,6 +178,8 @@ class LiveRun:
     sessions: list[str] = field(default_factory=list)
     _now: datetime = START
     _ids: int = 0
+    #: The scheduler's memory of its last pending list, as the live loop keeps it.
+    _pending: PendingCache = field(default_factory=PendingCache)
 
     # ------------------------------------------------------------------ producers
 
@@ -270,10 +271,10 @@ class LiveRun:
         if self.tamper is not None:
             decisions = self.tamper(len(self.sessions), decisions)
         session_id = session_id_for(self.cluster, self.epoch, len(self.sessions))
-        pending = session_pending(
+        pending = self._pending.session(
             self.state,
             result.pending,
-            PendingTexts(),
+            session_id=session_id,
             restate=self._restate(),
             max_cleared_bytes=self.max_message_bytes // 2,
             slices=self.pending_slices,

@@ -5,8 +5,6 @@ from __future__ import annotations
 import gc
 import weakref
 
-import pytest
-
 from scheduler.service.heap import HeapGuard
 from tests.cycles import Node, cycle
 
@@ -54,24 +52,45 @@ def test_disabled_it_leaves_the_collector_alone() -> None:
     assert gc.get_freeze_count() == 0
 
 
-def test_the_collector_is_paused_while_the_core_runs_and_back_on_however_it_ends() -> None:
-    guard = HeapGuard()
-    assert gc.isenabled()
-    with guard.paused():
+def test_the_collector_is_off_from_before_the_session_until_it_is_collected_after_it() -> None:
+    guard = HeapGuard(full_every=1_000)
+    try:
+        assert gc.isenabled()
+        guard.before_session()
         assert not gc.isenabled()
-    assert gc.isenabled()
-    with pytest.raises(RuntimeError), guard.paused():
-        raise RuntimeError("the core failed")
-    assert gc.isenabled()
+        guard.after_session()
+        assert gc.isenabled()
+        # A session abandoned before after_session (an overrun), then the next one: the
+        # collector comes back on with resume, or with the next session's after_session.
+        guard.before_session()
+        guard.before_session()
+        assert not gc.isenabled()
+        guard.after_session()
+        assert gc.isenabled()
+        guard.before_session()
+        guard.resume()
+        assert gc.isenabled()
+        guard.before_session()
+        guard.unfreeze()  # the loop's end
+        assert gc.isenabled()
+    finally:
+        gc.enable()
+        guard.thaw()
 
 
 def test_a_disabled_guard_or_a_collector_already_off_is_left_as_it_was() -> None:
-    with HeapGuard(enabled=False).paused():
-        assert gc.isenabled()
+    guard = HeapGuard(enabled=False)
+    guard.before_session()
+    assert gc.isenabled()
+    guard.after_session()
     gc.disable()
     try:
-        with HeapGuard().paused():
-            assert not gc.isenabled()
+        guard = HeapGuard(full_every=1_000)
+        guard.before_session()
+        guard.after_session()
+        assert not gc.isenabled()
+        guard.resume()
         assert not gc.isenabled()
     finally:
         gc.enable()
+        guard.thaw()

@@ -23,11 +23,11 @@ from projector.state import ClusterState
 from projector.state_json import state_from_jsonable, state_to_jsonable
 from scheduler.service.errors import SessionTooLarge
 from scheduler.service.session_events import (
-    PendingTexts,
+    PendingCache,
     SessionHeader,
+    SessionPending,
     digest_pending,
     pending_change,
-    pending_jobs,
     pending_slice_of,
     session_events,
     session_id_for,
@@ -275,14 +275,92 @@ def test_a_restated_slice_needs_a_base_and_a_slice_below_the_count() -> None:
             SessionCommittedData(**fields, **bad)
 
 
-def test_entries_are_reused_unchanged_and_the_digest_is_the_whole_lists() -> None:
-    before = _entries(a="x", b="x")
-    reasons = {"ns/a": before[0].reasons, "ns/b": [PendingReason(code="gang-not-ready", message="1/2")]}
-    now = pending_jobs(reasons, reuse={p.job: p for p in before})
-    assert now[0] is before[0]
-    assert now[1] is not before[1]
-    assert now == pending_jobs(reasons)
-    texts = PendingTexts()
-    assert texts.digest(before) == digest_pending(before)
-    # The second digest reuses a's text and encodes b's anew: the same as digesting from scratch.
-    assert texts.digest(now) == digest_pending(now) != digest_pending(before)
+def _reasons(**messages: str) -> dict[str, list[PendingReason]]:
+    """The core's pending reasons (job -> ranked reasons); a message with "|" ranks two reasons."""
+    return {
+        f"ns/{name}": [
+            PendingReason(code=f"code-{i}", message=part) for i, part in enumerate(text.split("|"))
+        ]
+        for name, text in messages.items()
+    }
+
+
+def _publish(state: ClusterState, session: int, pending: SessionPending) -> None:
+    """Fold the session's events as the scheduler's reader does: decoded from their JSON."""
+    header = dataclasses.replace(
+        _header(),
+        session_id=session_id_for("default", 3, session),
+        input_seq=state.seq,
+        pending=pending.change.pending,
+        pending_digest=pending.digest,
+        pending_base=pending.change.base,
+        pending_cleared=pending.change.cleared,
+        pending_slice=pending.change.slice,
+        pending_slices=pending.change.slices,
+    )
+    for event in session_events(header, [], time=NOW, max_message_bytes=1_000_000):
+        assert apply(state, state.seq + 1, decode(encode(event))).applied
+
+
+def test_the_pending_cache_gives_the_whole_list_its_digest_and_the_change_from_the_newest_list() -> None:
+    state = ClusterState()
+    assert apply(state, 1, queue()).applied
+    cache = PendingCache()
+    sessions = [
+        _reasons(a="0/3 nodes", b="0/3 nodes", c="1/2|0/3 nodes", d="0/3 nodes"),
+        _reasons(a="0/3 nodes", b="0/4 nodes", c="1/2|0/3 nodes", d="0/3 nodes", e="0/3 nodes"),
+        _reasons(a="0/3 nodes", b="0/4 nodes", c="0/3 nodes|1/2", e="0/3 nodes", f="0/3 nodes"),
+        _reasons(a="0/3 nodes", b="0/4 nodes", c="0/3 nodes|1/2", e="0/3 nodes", f="0/3 nodes"),
+        _reasons(a="0/3 nodes", c="0/3 nodes|1/2", e="0/5 nodes", f="0/3 nodes", g="0/3 nodes"),
+        _reasons(a="0/3 nodes", c="0/3 nodes|1/2", e="0/5 nodes", f="0/3 nodes", g="0/3 nodes"),
+    ]
+    changes = []
+    for number, reasons in enumerate(sessions):
+        session_id = session_id_for("default", 3, number)
+        restate = number % 4 if number else None
+        newest = next(reversed(state.sessions.values()), None)
+        pending = cache.session(
+            state, reasons, session_id=session_id, restate=restate, max_cleared_bytes=1_000, slices=4
+        )
+        whole = tuple(PendingJob(job=job, reasons=reasons[job]) for job in sorted(reasons))
+        assert pending.whole == whole
+        assert pending.digest == digest_pending(whole)
+        assert pending.change == pending_change(
+            whole,
+            "" if newest is None or restate is None else newest.session_id,
+            None if newest is None or restate is None else newest.pending,
+            restate=restate or 0,
+            slices=4,
+            max_cleared_bytes=1_000,
+        )
+        changes.append(pending.change)
+        # The entries that did not change are the state's own (read back from the archive), not copies.
+        held = {p.job: p for p in (newest.pending or ())} if newest is not None else {}
+        assert all(p is held[p.job] for p in pending.whole if held.get(p.job) == p)
+        _publish(state, number, pending)
+        assert state.sessions[session_id].pending == whole
+    # The first session travels whole; the others as changes (b's, c's rank, e's, d leaving).
+    assert [c.base != "" for c in changes] == [False, True, True, True, True, True]
+    assert changes[2].cleared == ("ns/d",)
+    assert "ns/c" in [p.job for p in changes[2].pending]
+
+
+def test_the_pending_cache_starts_again_from_the_newest_list_when_its_last_session_was_not_applied() -> None:
+    state = ClusterState()
+    assert apply(state, 1, queue()).applied
+    cache = PendingCache()
+    first = _reasons(a="0/3 nodes", b="0/3 nodes", c="0/3 nodes")
+    _publish(state, 0, cache.session(state, first, session_id="s0", restate=None, max_cleared_bytes=1_000))
+    newest = next(reversed(state.sessions.values()))
+    # A session computed and abandoned (never published): its list is not the newest.
+    cache.session(
+        state, _reasons(a="0/9 nodes", b="0/3 nodes"), session_id="lost", restate=1, max_cleared_bytes=1_000
+    )
+    reasons = _reasons(a="0/3 nodes", b="0/4 nodes", c="0/3 nodes")
+    for fresh in (cache, PendingCache()):  # the same cache, and a restarted scheduler's
+        pending = fresh.session(state, reasons, session_id="s1", restate=1, max_cleared_bytes=1_000, slices=0)
+        assert pending.change.base == newest.session_id
+        assert [p.job for p in pending.change.pending] == ["ns/b"]
+        assert pending.change.cleared == ()
+    with pytest.raises(ValueError, match="slice 4 is not one of 4"):
+        cache.session(state, reasons, session_id="s2", restate=4, max_cleared_bytes=1_000, slices=4)
