@@ -85,7 +85,19 @@ def test_the_row_of_a_session_folded_and_superseded_in_one_batch_is_written_once
     docs = {row[0]: row[-1] for row in staged.records}
     assert sorted(docs) == ["s1", "s2"]
     assert '"pending":null' in docs["s1"]
-    assert '"pending":[{"job":"ns/a"' in docs["s2"]
+    # The newest list, in job order, is the rows of newest_pending (projector.newest_pending).
+    assert '"pending":null' in docs["s2"]
+    assert '"pending_rows":true' in docs["s2"]
+
+
+def test_a_list_out_of_job_order_stays_in_its_row_as_the_load_reads_rows_back_in_job_order() -> None:
+    state = ClusterState()
+    _fold(state, _session("s1", [_entry("ns/b"), _entry("ns/a")]))
+    staged = session_statement([state.sessions["s1"]])
+    assert staged is not None
+    doc = staged.records[0][-1]
+    assert '"pending":[{"job":"ns/b"' in doc
+    assert "pending_rows" not in doc
 
 
 def test_lists_stored_on_older_sessions_are_dropped_on_load_as_the_fold_drops_them() -> None:
