@@ -7,13 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
 
 import asyncpg
 import pytest
 
 from api.views import list_sessions
-from events.models import MAX_SEQ, PendingJob, PendingReason, SessionCommitted, SessionCommittedData
+from events.models import PendingJob, SessionCommitted
 from projector import migrate
 from projector.fold import apply
 from projector.migrate import apply_migrations
@@ -23,11 +22,13 @@ from projector.state import ClusterState
 from projector.state_json import session_to_json
 from projector.writer import BatchWriter
 from tests.projector.helpers import create_database, drop_database, records, reset_schema
+from tests.projector.pending_sessions import T0
+from tests.projector.pending_sessions import pending_entry as _entry
+from tests.projector.pending_sessions import session_committed as _session
 from tests.projector.streams import CLUSTER
 
 pytestmark = pytest.mark.integration
 
-_T0 = datetime(2026, 1, 1, tzinfo=UTC)
 _STAGE = "tephra_stage_pending"
 
 
@@ -36,33 +37,6 @@ def scratch_dsn(postgres_admin_dsn: str) -> Iterator[str]:
     dsn = asyncio.run(create_database(postgres_admin_dsn))
     yield dsn
     asyncio.run(drop_database(postgres_admin_dsn, dsn))
-
-
-def _entry(job: str, nodes: int = 3) -> PendingJob:
-    message = f"0/{nodes} nodes are unavailable: {nodes} Insufficient cpu."
-    return PendingJob(job=job, reasons=[PendingReason(code="insufficient-resources", message=message)])
-
-
-def _session(
-    sid: str, pending: list[PendingJob], *, base: str = "", cleared: tuple[str, ...] = (), epoch: int = 1
-) -> SessionCommitted:
-    return SessionCommitted(
-        id=f"{sid}/commit",
-        source="tests",
-        time=_T0,
-        cluster=CLUSTER,
-        data=SessionCommittedData(
-            session_id=sid,
-            leader_epoch=epoch,
-            input_seq=MAX_SEQ,
-            config_version=0,
-            now=_T0,
-            input_digest="d",
-            pending=pending,
-            pending_base=base,
-            pending_cleared=list(cleared),
-        ),
-    )
 
 
 async def _rows(conn: asyncpg.Connection) -> dict[str, PendingJob]:
@@ -156,7 +130,7 @@ def test_an_upgraded_database_finds_the_list_its_newest_row_held_and_carries_on(
                 "INSERT INTO sessions (session_id, seq, leader_epoch, input_seq, config_version, now,"
                 " accepted, voided, doc) VALUES ($1, 0, 1, 0, 0, $2, 0, 0, $3::json)",
                 record.session_id,
-                _T0,
+                T0,
                 json.dumps(session_to_json(record)),
             )
             assert await apply_migrations(conn) == [m.version for m in shipped if m.version >= 18]
