@@ -158,13 +158,13 @@ _INSERT_PARTS: Final = (
     "INSERT INTO session_parts (session_id, idx, since, seq, items)"
     " SELECT * FROM unnest($1::text[], $2::integer[], $3::timestamptz[], $4::bigint[], $5::jsonb[])"
 )
-#: The temporary tables the StagedRows above are COPYed into, created once per
-#: connection by projection.create_staging.
 #: The newest session's changed pending entries (projector.newest_pending).
 _STAGE_PENDING: Final = (
     'CREATE TEMP TABLE IF NOT EXISTS tephra_stage_pending (job text COLLATE "C", entry json)'
     " ON COMMIT DELETE ROWS"
 )
+#: The temporary tables the StagedRows above are COPYed into, created once per
+#: connection by projection.create_staging.
 STAGING_TABLES: Final = f"{_STAGE_TASKS}; {_STAGE_SESSIONS}; {_STAGE_JOBS}; {_STAGE_PENDING}"
 #: The key of a session's row doc saying its pending list is the rows of ``newest_pending``
 #: (its ``pending`` is null there): the newest session's, when the list is in job order.
