@@ -89,8 +89,8 @@ class JobQuery:
     job_id: str | None = None
     after: str | None = None
     limit: int | None = None
-    #: Read the newest session's pending reasons of these jobs: its whole document is parsed,
-    #: which at 50k pending jobs costs more than the rest of a page (bench/http_api.py).
+    #: Read the newest session's pending reasons of these jobs (a further query, by job id in
+    #: newest_pending; it parsed the session's whole document before, bench/http_api.py).
     reasons: bool = True
 
 
