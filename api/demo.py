@@ -181,14 +181,13 @@ async def _why_pending(con: asyncpg.Connection, job_id: str) -> list[str]:
     job = await con.fetchrow("SELECT phase, spec FROM jobs WHERE id = $1", job_id)
     if job is None:
         return [f"  {job_id} is not in the projection"]
-    # The projection keeps the newest session's pending list (the archive keeps every session's).
+    # The projection keeps the newest session's pending list in newest_pending (the archive: every session's).
     latest = await con.fetchrow(
         """
-        SELECT session_id, seq, p -> 'reasons' AS reasons
-          FROM (SELECT * FROM sessions ORDER BY seq DESC LIMIT 1) AS s,
-               json_array_elements(CASE WHEN json_typeof(doc -> 'pending') = 'array'
-                                        THEN doc -> 'pending' ELSE '[]'::json END) AS p
-         WHERE p ->> 'job' = $1
+        SELECT s.session_id, s.seq, p.entry -> 'reasons' AS reasons
+          FROM (SELECT session_id, seq FROM sessions ORDER BY seq DESC LIMIT 1) AS s,
+               newest_pending AS p
+         WHERE p.job = $1
         """,
         job_id,
     )

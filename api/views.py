@@ -68,11 +68,10 @@ async def _pending_reasons(
     """The newest session's pending reasons of the given jobs (only theirs are read out of it)."""
     rows = await con.fetch(
         """
-        SELECT s.session_id, p.value ->> 'job' AS job, coalesce(p.value -> 'reasons', '[]'::json) AS reasons
-          FROM (SELECT session_id, doc FROM sessions ORDER BY seq DESC LIMIT 1) AS s,
-               json_array_elements(CASE WHEN json_typeof(s.doc -> 'pending') = 'array'
-                                        THEN s.doc -> 'pending' ELSE '[]'::json END) AS p(value)
-         WHERE p.value ->> 'job' = ANY($1::text[])
+        SELECT s.session_id, p.job, coalesce(p.entry -> 'reasons', '[]'::json) AS reasons
+          FROM (SELECT session_id FROM sessions ORDER BY seq DESC LIMIT 1) AS s,
+               newest_pending AS p
+         WHERE p.job = ANY($1::text[])
         """,
         job_ids,
     )
@@ -90,8 +89,8 @@ class JobQuery:
     job_id: str | None = None
     after: str | None = None
     limit: int | None = None
-    #: Read the newest session's pending reasons of these jobs: its whole document is parsed,
-    #: which at 50k pending jobs costs more than the rest of a page (bench/http_api.py).
+    #: Read the newest session's pending reasons of these jobs (a further query, by job id in
+    #: newest_pending; it parsed the session's whole document before, bench/http_api.py).
     reasons: bool = True
 
 
@@ -264,6 +263,9 @@ async def list_sessions(con: asyncpg.Connection, limit: int = 20) -> list[Item]:
     rows = await con.fetch(
         f"""
         SELECT s.session_id, s.seq, s.leader_epoch, s.input_seq, s.config_version, s.now, s.accepted, s.doc,
+               CASE WHEN (s.doc ->> 'pending_rows')::boolean
+                    THEN (SELECT coalesce(json_agg(p.entry ORDER BY p.job), '[]'::json) FROM newest_pending p)
+               END AS pending_rows,
                {durations}
           FROM sessions s {timings} ORDER BY s.seq DESC LIMIT $1
         """,  # noqa: S608 - only the two constant fragments above are interpolated
@@ -283,7 +285,7 @@ async def list_sessions(con: asyncpg.Connection, limit: int = 20) -> list[Item]:
                 "accepted": row["accepted"],
                 "voided": doc.get("voided", []),
                 # The newest session's list only (None for older ones; the archive keeps them).
-                "pending": doc.get("pending"),
+                "pending": doc.get("pending") if row["pending_rows"] is None else _json(row["pending_rows"]),
                 # Seconds: snapshot read, computation, publish, until the projection applied it.
                 "durations": None
                 if row["compute_seconds"] is None

@@ -44,6 +44,7 @@ from projector.archive import (
 from projector.door import KEPT_BYTES, Door, refusal, short
 from projector.errors import RecordFailedError
 from projector.fold import apply
+from projector.newest_pending import NewestPendingRows
 from projector.projection_rows import (
     ProjectionWrite,
     TouchedRows,
@@ -476,13 +477,20 @@ def finish_plan(
     snapshot_every: int,
     snapshot_scale: float,
     last_snapshot_seq: int,
+    pending_rows: NewestPendingRows | None = None,
 ) -> None:
-    """Read the rows the batch touched, and a snapshot when due (:func:`snapshot_due`), out of the state."""
+    """Read the rows the batch touched, and a snapshot when due (:func:`snapshot_due`), out of the state.
+
+    ``pending_rows``: what ``newest_pending`` holds before the batch (the writer's, carried from
+    batch to batch); None rewrites it whole when the batch records a session.
+    """
     plan.meta = meta_arguments(state)
     plan.projection = projection_statements(state, plan.touched)
     sessions = session_statement(plan.sessions)
     if sessions is not None:
         plan.projection.append(sessions)
+        rows = NewestPendingRows() if pending_rows is None else pending_rows
+        plan.projection.extend(rows.writes(state))
     due = snapshot_due(
         state,
         plan,

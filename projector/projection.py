@@ -21,6 +21,7 @@ import asyncpg
 
 from events.models import SchedulerConfigSpec
 from projector.projection_rows import (
+    PENDING_ROWS,
     STAGING_TABLES,
     ProjectionWrite,
     StagedRows,
@@ -146,12 +147,19 @@ async def load_projection(conn: asyncpg.Connection) -> ClusterState:
             session_id = r["session_id"]
             buffered = parts.setdefault(session_id, BufferedSession(since=r["since"], parts={}))
             buffered.parts[r["idx"]] = part_from_json(session_id, r["idx"], json.loads(r["items"]))
-        sessions = [
-            session_from_json(json.loads(r["doc"]))
+        docs = [
+            json.loads(r["doc"])
             for r in reversed(
                 await conn.fetch("SELECT doc FROM sessions ORDER BY seq DESC LIMIT $1", MAX_SESSIONS)
             )
         ]
+        if docs and docs[-1].get(PENDING_ROWS):
+            # The newest session's list, in job order as it was folded (projection_rows._session_doc).
+            docs[-1]["pending"] = await _decoded(
+                await conn.fetch("SELECT entry FROM newest_pending ORDER BY job"),
+                lambda r: json.loads(r["entry"]),
+            )
+        sessions = [session_from_json(doc) for doc in docs]
     config = meta["config"]
     return assemble(
         seq=meta["seq"],

@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import pairwise
 from typing import Any, Final
 
 from projector.archive import stdlib_utc
-from projector.state import CLOCK_START, ClusterState, JobState, SessionRecord
+from projector.state import CLOCK_START, ClusterState, JobState, SessionRecord, without_pending
 from projector.state_json import (
     document_json,
     hypernode_to_json,
@@ -33,6 +34,7 @@ from projector.state_json import (
 
 __all__ = [
     "META_COLUMNS",
+    "PENDING_ROWS",
     "STAGING_TABLES",
     "ProjectionWrite",
     "StagedRows",
@@ -156,9 +158,17 @@ _INSERT_PARTS: Final = (
     "INSERT INTO session_parts (session_id, idx, since, seq, items)"
     " SELECT * FROM unnest($1::text[], $2::integer[], $3::timestamptz[], $4::bigint[], $5::jsonb[])"
 )
+#: The newest session's changed pending entries (projector.newest_pending).
+_STAGE_PENDING: Final = (
+    'CREATE TEMP TABLE IF NOT EXISTS tephra_stage_pending (job text COLLATE "C", entry json)'
+    " ON COMMIT DELETE ROWS"
+)
 #: The temporary tables the StagedRows above are COPYed into, created once per
 #: connection by projection.create_staging.
-STAGING_TABLES: Final = f"{_STAGE_TASKS}; {_STAGE_SESSIONS}; {_STAGE_JOBS}"
+STAGING_TABLES: Final = f"{_STAGE_TASKS}; {_STAGE_SESSIONS}; {_STAGE_JOBS}; {_STAGE_PENDING}"
+#: The key of a session's row doc saying its pending list is the rows of ``newest_pending``
+#: (its ``pending`` is null there): the newest session's, when the list is in job order.
+PENDING_ROWS: Final = "pending_rows"
 
 
 def _split(rows: dict[str, int], present: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -283,11 +293,24 @@ def session_statement(records: Sequence[SessionRecord]) -> StagedRows | None:
     rows = [
         (
             s.session_id, s.seq, s.leader_epoch, s.input_seq, s.config_version, stdlib_utc(s.now), s.accepted,
-            len(s.voided), _dumps(session_to_json(s)),
+            len(s.voided), _dumps(_session_doc(s)),
         )
         for s in records
     ]  # fmt: skip
     return StagedRows("tephra_stage_sessions", _SESSION_COLUMNS, rows, _UPSERT_SESSIONS)
+
+
+def _session_doc(s: SessionRecord) -> dict[str, Any]:
+    """The row's doc: the record, its pending list left to ``newest_pending`` when the rows give it back.
+
+    Rows come back in job order (load_projection), so a list in strict job order
+    (the scheduler's, and every change's) is left out; another (out of order, or
+    naming a job twice) stays in the doc, where the load reads it as it was.
+    """
+    pending = s.pending
+    if pending is None or not all(a.job < b.job for a, b in pairwise(pending)):
+        return session_to_json(s)
+    return session_to_json(without_pending(s)) | {PENDING_ROWS: True}
 
 
 def _job_statements(

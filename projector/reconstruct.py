@@ -24,6 +24,7 @@ from events.serde import decode
 from projector.archive import JOB_EVENT_TYPES, job_of_data, row_canonical, row_hash, with_signature
 from projector.errors import ArchiveFoldMismatchError, ProjectionDriftError
 from projector.fold import apply
+from projector.newest_pending import NewestPendingRows
 from projector.projection import create_staging, execute_writes, load_projection
 from projector.projection_rows import (
     TouchedRows,
@@ -134,6 +135,7 @@ async def rebuild_projection(conn: asyncpg.Connection) -> bool:
         writes = projection_statements(state, touched)
         if (rows := session_statement(sessions)) is not None:
             writes.append(rows)
+            writes.extend(NewestPendingRows().writes(state))
         await execute_writes(conn, writes)
         await conn.execute(
             "UPDATE projection_meta SET config = $1::json, config_version = $2, leader_epoch = $3,"

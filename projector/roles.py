@@ -101,6 +101,8 @@ TABLE_GRANTS: Final[Mapping[str, Mapping[Role, tuple[str, ...]]]] = {
     "bindings": _table(projector=WRITE),
     "evictions": _table(projector=WRITE),
     "sessions": _table(projector=WRITE),
+    # The newest session's pending list, one row per job (projector.newest_pending).
+    "newest_pending": _table(projector=WRITE),
     # leadership (scheduler.service.leader) and the scheduler's own session records
     "scheduler_leaders": _table(scheduler=APPEND),
     "scheduler_session_timings": _table(scheduler=APPEND),

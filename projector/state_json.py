@@ -515,9 +515,9 @@ def session_to_json(s: SessionRecord) -> dict[str, Any]:
     }
 
 
-#: The newest session's pending list is written with its row at every session; a backlog keeps most
-#: entries (the same objects, see projector.fold) from one session to the next, so only the new ones
-#: are converted (92k entries: 0.56 s of CPU a session otherwise).
+#: The newest session's pending list is written with every stored state (its session row leaves it to
+#: newest_pending, projector.newest_pending); a backlog keeps most entries (the same objects, see
+#: projector.fold) from one snapshot to the next, so only the new ones are converted (92k: 0.56 s).
 _PENDING_FORMS: Final[LastForms[PendingJob, Any]] = LastForms(json_form, lambda entry: entry.job)
 
 

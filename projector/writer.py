@@ -58,6 +58,7 @@ from events.topics import Topics
 from projector.archive import columns_canonical, row_canonical
 from projector.door import Door
 from projector.errors import BatchFailedError, ProjectionDriftError
+from projector.newest_pending import NewestPendingRows
 from projector.plan import (
     BatchPlan,
     Decoded,
@@ -172,6 +173,8 @@ class BatchWriter:
         self._committed_seq = state.seq
         #: Plans prepared and not committed yet, oldest first.
         self._in_flight: list[BatchPlan] = []
+        #: What newest_pending holds after the newest prepared batch (its first session rewrites it whole).
+        self._pending_rows = NewestPendingRows()
 
     @classmethod
     async def load(
@@ -312,6 +315,7 @@ class BatchWriter:
             snapshot_every=self.snapshot_every,
             snapshot_scale=self.snapshot_scale,
             last_snapshot_seq=self.last_snapshot_seq,
+            pending_rows=self._pending_rows,
         )
         if plan.snapshot is not None:
             self.last_snapshot_seq = plan.last_seq

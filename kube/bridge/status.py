@@ -46,10 +46,9 @@ COMPONENT: Final = "tephra"
 #: Seconds between two countings of the Volcano Jobs' pods (each walks every pod of ours).
 _COUNT_EVERY: Final = 1.0
 _PENDING_QUERY: Final = """
-SELECT s.seq, p.value ->> 'job' AS job, coalesce(p.value -> 'reasons', '[]'::json) AS reasons
-  FROM (SELECT seq, doc FROM sessions ORDER BY seq DESC LIMIT 1) AS s
-  LEFT JOIN LATERAL json_array_elements(CASE WHEN json_typeof(s.doc -> 'pending') = 'array'
-                                              THEN s.doc -> 'pending' ELSE '[]'::json END) AS p(value) ON true
+SELECT s.seq, p.job, coalesce(p.entry -> 'reasons', '[]'::json) AS reasons
+  FROM (SELECT seq FROM sessions ORDER BY seq DESC LIMIT 1) AS s
+  LEFT JOIN newest_pending AS p ON true
 """
 
 

@@ -303,6 +303,7 @@ async def test_a_database_from_before_0006_upgrades_and_sessions_are_found_throu
         writer = await _projected_stream(new)
         assert await _c_keys(new) == _C_KEYS | {
             ("early_observations", "job_id"),
+            ("newest_pending", "job"),
             ("session_parts", "session_id"),
             ("state_snapshot_chunks", "section"),
         }

@@ -3,40 +3,13 @@ and keeps one whole list (the newest session's) whatever the backlog and the ses
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
-from events.models import MAX_SEQ, PendingJob, PendingReason, SessionCommitted, SessionCommittedData
+from events.models import SessionCommitted
 from projector.fold import apply
 from projector.projection_rows import session_statement
 from projector.state import ClusterState, assemble
 from projector.state_json import state_from_jsonable, state_to_jsonable
-
-_T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def _entry(job: str, message: str = "0/3 nodes are unavailable: 3 Insufficient cpu.") -> PendingJob:
-    return PendingJob(job=job, reasons=[PendingReason(code="insufficient-resources", message=message)])
-
-
-def _session(
-    sid: str, pending: list[PendingJob], *, base: str = "", cleared: tuple[str, ...] = ()
-) -> SessionCommitted:
-    return SessionCommitted(
-        id=f"{sid}/commit",
-        source="tests",
-        time=_T0,
-        data=SessionCommittedData(
-            session_id=sid,
-            leader_epoch=1,
-            input_seq=MAX_SEQ,  # after every job it names (the fold voids a decision about a later one)
-            config_version=0,
-            now=_T0,
-            input_digest="d",
-            pending=pending,
-            pending_base=base,
-            pending_cleared=list(cleared),
-        ),
-    )
+from tests.projector.pending_sessions import pending_entry as _entry
+from tests.projector.pending_sessions import session_committed as _session
 
 
 def _fold(state: ClusterState, *events: SessionCommitted) -> None:
@@ -50,7 +23,7 @@ def test_a_change_is_read_against_the_newest_list_and_only_the_newest_keeps_one(
     whole = [_entry("ns/a"), _entry("ns/b"), _entry("ns/c")]
     _fold(state, _session("s1", whole))
     # b's reasons change, c leaves the list (bound), d joins it.
-    changed = [_entry("ns/b", "0/4 nodes are unavailable: 4 Insufficient cpu."), _entry("ns/d")]
+    changed = [_entry("ns/b", 4), _entry("ns/d")]
     _fold(state, _session("s2", changed, base="s1", cleared=("ns/c",)))
 
     expected = (_entry("ns/a"), changed[0], _entry("ns/d"))
@@ -85,7 +58,19 @@ def test_the_row_of_a_session_folded_and_superseded_in_one_batch_is_written_once
     docs = {row[0]: row[-1] for row in staged.records}
     assert sorted(docs) == ["s1", "s2"]
     assert '"pending":null' in docs["s1"]
-    assert '"pending":[{"job":"ns/a"' in docs["s2"]
+    # The newest list, in job order, is the rows of newest_pending (projector.newest_pending).
+    assert '"pending":null' in docs["s2"]
+    assert '"pending_rows":true' in docs["s2"]
+
+
+def test_a_list_out_of_job_order_stays_in_its_row_as_the_load_reads_rows_back_in_job_order() -> None:
+    state = ClusterState()
+    _fold(state, _session("s1", [_entry("ns/b"), _entry("ns/a")]))
+    staged = session_statement([state.sessions["s1"]])
+    assert staged is not None
+    doc = staged.records[0][-1]
+    assert '"pending":[{"job":"ns/b"' in doc
+    assert "pending_rows" not in doc
 
 
 def test_lists_stored_on_older_sessions_are_dropped_on_load_as_the_fold_drops_them() -> None:
