@@ -634,6 +634,14 @@ class Session:
         bucket.update(built)  # a deferred reason is built once
         return built
 
+    def built_reasons(self, job: str) -> list[Reason]:
+        """The reasons recorded for ``job``, in recording order, deferred ones built and not
+        kept: for a last read (the session's close), without the dict :meth:`job_reasons` makes."""
+        bucket = self.reasons.get(job)
+        if not bucket:
+            return []
+        return [reason if isinstance(reason, Reason) else reason() for reason in bucket.values()]
+
     def forget(self, job: str, *codes: str) -> None:
         bucket = self.reasons.get(job)
         if bucket:

@@ -17,7 +17,7 @@ placements are forgotten, PodGroup phases are taken from the result.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
@@ -136,19 +136,24 @@ def _close(ssn: Session, allocated: dict[str, dict[str, int]]) -> SessionResult:
     left_by_job: dict[str, list[TaskState]] = {}
     for t in pipelined:
         left_by_job.setdefault(t.job.uid, []).append(t)
-    for uid in sorted(phases):
-        job_state = jobs.get(uid)
+    for uid, job_state in _in_uid_order(ssn, phases):
         if job_state is None:
-            pending[uid] = rank(list(ssn.job_reasons(uid).values()))
+            pending[uid] = rank(ssn.built_reasons(uid))
             continue
-        waiting = job_state.count_codes(_WAITING_ONLY)
-        left = left_by_job.get(uid)
+        waiting = job_state.counts[_PENDING_CODE]
+        left = left_by_job.get(uid) if left_by_job else None
         if not waiting and not left and phases[uid] != _PENDING:
             continue
         if not job_state.tasks and phases[uid] != _PENDING:
             continue
+        gated = _gated_tasks(job_state) if waiting else []
+        if not gated and not left:
+            # The backlog's case: only the reasons recorded during the session, no dict to merge into.
+            built = ssn.built_reasons(uid)
+            if built:
+                pending[uid] = rank(built)
+                continue
         reasons = ssn.job_reasons(uid)
-        gated = [t for t in job_state.tasks if t.status is TaskStatus.PENDING and t.gates] if waiting else []
         if gated:
             reasons["scheduling-gated"] = _gated_reason(job_state, gated)
         if left:
@@ -187,6 +192,22 @@ def _deserved(ssn: Session) -> dict[str, dict[str, Fraction]]:
     }
 
 
+def _in_uid_order(ssn: Session, phases: dict[str, str]) -> Iterable[tuple[str, JobState | None]]:
+    """Every job of the snapshot (the keys of ``phases``) by uid, with its state (None for an
+    orphan, whose queue does not exist).  The session keeps its jobs in uid order: without
+    orphans there is nothing to sort."""
+    if not ssn.orphans:
+        return ssn.jobs.items()
+    jobs = ssn.jobs
+    return [(uid, jobs.get(uid)) for uid in sorted(phases)]
+
+
+def _gated_tasks(job: JobState) -> list[TaskState]:
+    if not any(t.gates for t in job.tasks):  # the common case: no list per waiting job
+        return []
+    return [t for t in job.tasks if t.status is TaskStatus.PENDING and t.gates]
+
+
 def _gated_reason(job: JobState, gated: list[TaskState]) -> Reason:
     names = sorted({g for t in gated for g in t.gates})
     return Reason(
@@ -214,23 +235,30 @@ _RELEASING: Final = status_codes((TaskStatus.RELEASING,))
 _SCHEDULED: Final = status_codes(SCHEDULED_STATUSES)
 _COMPLETED: Final = status_codes((TaskStatus.FAILED, TaskStatus.SUCCEEDED))
 _WAITING: Final = status_codes((TaskStatus.PENDING, TaskStatus.PIPELINED))
-_WAITING_ONLY: Final = status_codes((TaskStatus.PENDING,))
+_PENDING_CODE: Final = status_codes((TaskStatus.PENDING,))[0]
 
 
 def _phase(job: JobState, gang: bool) -> PodGroupPhase:
     """Volcano's PodGroup phase at session close (semantics.md §3.3)."""
-    running = job.count_codes(_RUNNING)
-    releasing_placed = (
-        sum(1 for t in job.tasks if t.status is TaskStatus.RELEASING and t.node >= 0)
-        if job.count_codes(_RELEASING)  # most jobs have none: no walk over their tasks
-        else 0
-    )
-    scheduled = job.count_codes(_SCHEDULED) + releasing_placed
-    completed = job.count_codes(_COMPLETED)
-    unschedulable = False
-    if gang and job.tasks and not job.is_ready():
-        only_replacing = job.count_codes(_WAITING) == 0 and job.ready_num + releasing_placed >= job.min_member
-        unschedulable = not only_replacing
+    if job.counts[_PENDING_CODE] == len(job.tasks):
+        # Only Pending tasks (the waiting backlog): nothing running, scheduled or completed.
+        running = scheduled = completed = 0
+        unschedulable = False
+    else:
+        running = job.count_codes(_RUNNING)
+        releasing_placed = (
+            sum(1 for t in job.tasks if t.status is TaskStatus.RELEASING and t.node >= 0)
+            if job.count_codes(_RELEASING)  # most jobs have none: no walk over their tasks
+            else 0
+        )
+        scheduled = job.count_codes(_SCHEDULED) + releasing_placed
+        completed = job.count_codes(_COMPLETED)
+        unschedulable = False
+        if gang and job.tasks and not job.is_ready():
+            only_replacing = (
+                job.count_codes(_WAITING) == 0 and job.ready_num + releasing_placed >= job.min_member
+            )
+            unschedulable = not only_replacing
     if running and unschedulable:
         return PodGroupPhase.UNKNOWN
     if scheduled >= job.min_member:
