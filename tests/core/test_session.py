@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from events.models import SchedulerConfigSpec
+from scheduler.core.carried import CarriedJobs
 from scheduler.core.config import (
     DEFAULT_CONFIG,
     ActionName,
@@ -86,6 +87,22 @@ def test_missing_queue_and_not_evaluated() -> None:
     result = run_session(snapshot([node("n")], [orphan, idle]), config, NOW)
     assert result.pending["ns/o"][0].code == "queue-missing"
     assert result.pending["ns/i"][0].code == "not-evaluated"
+
+
+def test_pending_reasons_are_listed_by_job_uid_whatever_the_snapshot_order() -> None:
+    # Too big for the node: every job waits.  Orphans (no queue) interleave with the rest.
+    jobs = [
+        job(name, [task(name, 0, cpu=64)], queue="nope" if name.startswith("o") else "q")
+        for name in ("z", "o2", "b", "o1", "m", "a")
+    ]
+    carried = CarriedJobs()
+    for queues in ([Queue("q")], [Queue("q"), Queue("nope")]):
+        snap = snapshot([node("n", cpu=8)], jobs, queues)
+        for _ in range(2):  # the second session takes the carried states
+            result = run_session(snap, DEFAULT_CONFIG, NOW, carried=carried)
+            assert list(result.pending) == sorted(result.pending)
+            assert list(result.phases) == [j.uid for j in jobs]  # phases: the snapshot's order
+            assert len(result.pending) == len(jobs)
 
 
 def test_advance_completes_bindings_and_evictions() -> None:
