@@ -393,7 +393,7 @@ class Session:
         carry: bool,
     ) -> None:
         """Build ``job``'s working state and its tasks'; with ``carry``, offer it to be carried
-        to the next session when all its tasks are Pending (the waiting backlog)."""
+        to the next session."""
         state = JobState(
             uid=job_uid,
             namespace=job.namespace,
@@ -411,10 +411,8 @@ class Session:
         tasks = self.tasks
         pairs = [(task.uid, task) for task in job.tasks]
         pairs.sort(key=_first)
-        pending_only = carry
+        on_node: list[tuple[TaskState, str]] = []
         for uid, task in pairs:
-            if task.status is not TaskStatus.PENDING:
-                pending_only = False
             task_priority = task.priority if task.priority is not None else 1
             selector = task.node_selector
             # Resources by value: each job of a backlog has its own (equal) map, and one
@@ -436,17 +434,19 @@ class Session:
             if task.pod_affinity or task.pod_anti_affinity or task.topology_spread:
                 self.pod_terms[uid] = task
             if task.node is not None and task.status in _ON_NODE:
+                on_node.append((ts, task.node))
                 row = nodes.index.get(task.node)
                 if row is not None:
                     ts.node = row
                     nodes.add(ts, row, task.status)
         self.jobs[job_uid] = state
-        if pending_only:
+        if carry:
             self._carry[job_uid] = CarriedJob(
                 job,
                 state,
                 tuple((uid, task.labels) for uid, task in pairs if task.labels),
                 tuple((uid, task) for uid, task in pairs if uid in self.pod_terms),
+                tuple(on_node),
             )
         else:
             self._uncarried.append(state)
@@ -456,12 +456,21 @@ class Session:
         state = entry.state
         state.priority = priority  # the priority classes may have changed
         tasks = self.tasks
-        for uid, task in zip(entry.task_uids, state.tasks, strict=True):
+        for uid, task, _ in entry.tasks:
             tasks[uid] = task
         for uid, labels in entry.labels:
             self.pod_labels[uid] = labels
         for uid, snapshot_task in entry.terms:
             self.pod_terms[uid] = snapshot_task
+        if entry.on_node:  # this session's rows (the nodes may have changed since)
+            nodes = self.nodes
+            for task, name in entry.on_node:
+                row = nodes.index.get(name)
+                if row is None:
+                    task.node = -1
+                else:
+                    task.node = row
+                    nodes.add(task, row, task.status)
         self.jobs[state.uid] = state
         self._carry[state.uid] = entry
 

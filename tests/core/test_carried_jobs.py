@@ -150,6 +150,24 @@ def test_new_resource_dimensions_and_replaced_jobs_are_built_again() -> None:
     _same_with_and_without(first, DEFAULT_CONFIG, 6, {1: gpu_job, 2: replace_one, 4: drop_queue})
 
 
+def test_running_jobs_are_carried_across_changed_nodes() -> None:
+    # One 2-cpu task fits a 3-cpu node: the nodes, not the queue's share, keep the other
+    # tasks waiting, so a running task missing from a node's accounting would show.  A node
+    # that sorts first then shifts every row, and one under running tasks goes away.
+    nodes = [node("n2", cpu=3), node("n3", cpu=3)]
+    jobs = [job(f"r{i}", [task(f"r{i}", k, cpu=2) for k in range(2)], min_member=1) for i in range(4)]
+    first = snapshot(nodes, jobs)
+
+    def add_first_node(current: ClusterSnapshot) -> ClusterSnapshot:
+        return dataclasses.replace(current, nodes=(node("n1", cpu=3), *current.nodes))
+
+    def drop_n3(current: ClusterSnapshot) -> ClusterSnapshot:
+        return dataclasses.replace(current, nodes=tuple(n for n in current.nodes if n.name != "n3"))
+
+    carried = _same_with_and_without(first, DEFAULT_CONFIG, 6, {2: add_first_node, 4: drop_n3})
+    assert len(carried) == len(jobs)  # running jobs too, not only the waiting ones
+
+
 def test_a_session_that_fails_leaves_nothing_carried() -> None:
     first = _jobs_pending(_first_snapshot())
     carried = CarriedJobs()

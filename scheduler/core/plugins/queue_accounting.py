@@ -118,15 +118,16 @@ def _add_counted(target: dict[str, int], groups: dict[int, list[Any]]) -> None:
 
 def build_attrs(ssn: Session) -> dict[str, QueueAttr]:
     attrs: dict[str, QueueAttr] = {}
+    # Tasks share their request items: per queue, each distinct request is counted over all
+    # its tasks and summed once at the end, in first-appearance order (the maps' key order
+    # stays as if added task by task).
+    groups: dict[str, tuple[QueueAttr, dict[int, list[Any]], dict[int, list[Any]]]] = {}
     for job in ssn.jobs.values():
-        attr = attrs.get(job.queue)
-        if attr is None:
+        queue_groups = groups.get(job.queue)
+        if queue_groups is None:
             attr = attrs[job.queue] = QueueAttr(ssn.queues[job.queue])
-        # Tasks share their request items: sum each distinct request once, times its
-        # count, keyed in first-appearance order (the maps' key order stays as if added
-        # task by task).
-        allocated: dict[int, list[Any]] = {}
-        requested: dict[int, list[Any]] = {}
+            queue_groups = groups[job.queue] = (attr, {}, {})
+        attr, allocated, requested = queue_groups
         for task in job.tasks:
             status = task.status
             if status in ALLOCATED_STATUSES:
@@ -134,8 +135,6 @@ def build_attrs(ssn: Session) -> dict[str, QueueAttr]:
                 _count_items(requested, task.req_items)
             elif status is TaskStatus.PENDING:
                 _count_items(requested, task.req_items)
-        _add_counted(attr.allocated, allocated)
-        _add_counted(attr.request, requested)
         if job.min_resources is not None:
             if job.phase is PodGroupPhase.INQUEUE or (
                 job.phase is PodGroupPhase.RUNNING and allocated_task_num(job) >= job.min_member
@@ -143,6 +142,9 @@ def build_attrs(ssn: Session) -> dict[str, QueueAttr]:
                 add_into(attr.inqueue, sub_positive(job.min_resources, job.allocated))
         if job.allocated:  # nothing allocated has no elastic part (a backlog's pending jobs)
             add_into(attr.elastic, sub_positive(job.allocated, job.min_resources or {}))
+    for attr, allocated, requested in groups.values():
+        _add_counted(attr.allocated, allocated)
+        _add_counted(attr.request, requested)
     return dict(sorted(attrs.items()))
 
 
