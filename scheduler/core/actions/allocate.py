@@ -5,7 +5,7 @@
    into its queue's job heap; its tasks are sorted by task order once.
 2. Loop: pick the best queue (re-ordered on every pick, shares change);
    an overused queue is dropped for the rest of the action; pop its best job
-   and visit it with a statement (empty at every visit's start):
+   and visit it with a fresh statement:
    * a task its queue cannot take (Allocatable false) is skipped;
    * a task of a role that already failed this visit is skipped;
    * a task that fits no node records its fit errors, then the visit goes on
@@ -99,8 +99,6 @@ class AllocateAction:
         # The queue of the last visit when that visit moved nothing: no key changed, so it is
         # still the best (a full queue's waiting jobs are visited one after another).
         unmoved: QueueState | None = None
-        # One statement for every visit: commit and discard leave it empty.
-        stmt = Statement(ssn)
         while rotation:
             queue = rotation.best() if unmoved is None else unmoved
             unmoved = None
@@ -115,6 +113,7 @@ class AllocateAction:
                 continue
             job = heap.pop()
             tasks, cursor = worksheets[job.uid]
+            stmt = Statement(ssn)
             ready = self._visit_job(ssn, index, job, tasks=tasks, cursor=cursor, stmt=stmt)
             # A visit that placed nothing (its queue refused the job) changed no allocation.
             moved = len(stmt) > 0
@@ -126,7 +125,6 @@ class AllocateAction:
                     heap.push(job)
             elif ssn.job_pipelined(job):
                 ssn.step(StatementClosed(self.name, job.uid, "pipelined", len(stmt)))
-                stmt = Statement(ssn)  # the placements stay in the session, uncommitted
             else:
                 ssn.explain(job.uid, gang_reason(job, ssn.shared_reasons))
                 ssn.step(
@@ -167,7 +165,7 @@ class AllocateAction:
             if len(tasks) > 1:  # a sort calls its key even for one item
                 tasks.sort(key=ssn.task_key)
             worksheets[job.uid] = (tasks, [0])
-            # Keyed now, while the job is in the cache (the backlog is 100,000 jobs).
+            # Keyed here, while the job is in the cache, not by job_heaps in a second pass.
             waiting.setdefault(job.queue, []).append((ssn.job_key(job), job))
         return {name: JobHeap(ssn, keyed) for name, keyed in waiting.items()}, worksheets
 
