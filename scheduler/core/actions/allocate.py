@@ -165,6 +165,7 @@ class AllocateAction:
             if len(tasks) > 1:  # a sort calls its key even for one item
                 tasks.sort(key=ssn.task_key)
             worksheets[job.uid] = (tasks, [0])
+            # Keyed here, while the job is in the cache, not by job_heaps in a second pass.
             waiting.setdefault(job.queue, []).append((ssn.job_key(job), job))
         return {name: JobHeap(ssn, keyed) for name, keyed in waiting.items()}, worksheets
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 
 from scheduler.core.framework import Session, SortKey
 from scheduler.core.state import JobState, QueueState
 
-__all__ = ["JobHeap", "QueueRotation"]
+__all__ = ["JobHeap", "QueueRotation", "job_heaps"]
 
 
 class JobHeap:
@@ -49,6 +50,15 @@ class JobHeap:
 
 def _key(item: tuple[SortKey, JobState]) -> SortKey:
     return item[0]
+
+
+def job_heaps(ssn: Session, jobs: Iterable[JobState]) -> dict[str, JobHeap]:
+    """A heap per queue of ``jobs``: each job keyed once, the keys sorted once (a heap
+    per queue built as the jobs come would be pushed to job by job)."""
+    keyed: dict[str, list[tuple[SortKey, JobState]]] = {}
+    for job in jobs:
+        keyed.setdefault(job.queue, []).append((ssn.job_key(job), job))
+    return {name: JobHeap(ssn, items) for name, items in keyed.items()}
 
 
 class QueueRotation:

@@ -8,7 +8,7 @@ rejected job does not block the jobs after it.
 
 from __future__ import annotations
 
-from scheduler.core.actions.common import JobHeap, QueueRotation
+from scheduler.core.actions.common import QueueRotation, job_heaps
 from scheduler.core.config import ActionName
 from scheduler.core.decisions import Enqueue
 from scheduler.core.framework import Session
@@ -23,11 +23,8 @@ class EnqueueAction:
     name = ActionName.ENQUEUE
 
     def execute(self, ssn: Session) -> None:
-        heaps: dict[str, JobHeap] = {}
-        for job in ssn.jobs.values():
-            heap = heaps.setdefault(job.queue, JobHeap(ssn))
-            if job.phase is PodGroupPhase.PENDING:
-                heap.push(job)
+        # A queue without Pending jobs would be dropped at its first pick, changing nothing.
+        heaps = job_heaps(ssn, [job for job in ssn.jobs.values() if job.phase is PodGroupPhase.PENDING])
         rotation = QueueRotation(ssn, [ssn.queues[name] for name in sorted(heaps)])
         while rotation:
             queue = rotation.best()

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from scheduler.core.actions.common import JobHeap
+from scheduler.core.actions.common import job_heaps
 from scheduler.core.actions.victims import fits_after_evictions, preempt_candidate_rows
 from scheduler.core.config import ActionName
 from scheduler.core.framework import Session
@@ -122,15 +122,14 @@ class PreemptAction:
     name = ActionName.PREEMPT
 
     def execute(self, ssn: Session) -> None:  # noqa: PLR0912 - phases A and B as in Volcano
-        heaps: dict[str, JobHeap] = {}
         starving: dict[str, list[JobState]] = {}
         for job in ssn.jobs.values():
             if job.phase is PodGroupPhase.PENDING or ssn.job_valid(job) is not None:
                 continue
             if not ssn.job_starving(job) or job.uid in ssn.topologies:
                 continue
-            heaps.setdefault(job.queue, JobHeap(ssn)).push(job)
             starving.setdefault(job.queue, []).append(job)
+        heaps = job_heaps(ssn, [job for jobs in starving.values() for job in jobs])
         # Queues are visited once each, in the queue order at the start of the action.
         order = sorted((ssn.queues[name] for name in heaps), key=ssn.queue_key)
         for queue in order:

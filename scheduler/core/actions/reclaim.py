@@ -15,13 +15,13 @@ pipelined afterwards, else discarded.
 
 from __future__ import annotations
 
-from scheduler.core.actions.common import JobHeap, QueueRotation
+from scheduler.core.actions.common import QueueRotation, job_heaps
 from scheduler.core.actions.victims import preempt_candidate_rows
 from scheduler.core.config import ActionName
 from scheduler.core.framework import Session
 from scheduler.core.reasons import Reason
 from scheduler.core.snapshot import PodGroupPhase, TaskStatus
-from scheduler.core.state import TaskState
+from scheduler.core.state import JobState, TaskState
 from scheduler.core.statement import Statement
 from scheduler.core.trace import StatementClosed, TaskPlaced
 
@@ -82,12 +82,13 @@ class ReclaimAction:
     name = ActionName.RECLAIM
 
     def execute(self, ssn: Session) -> None:
-        heaps: dict[str, JobHeap] = {}
+        starving: list[JobState] = []
         for job in ssn.jobs.values():
             if job.phase is PodGroupPhase.PENDING or ssn.job_valid(job) is not None:
                 continue
             if ssn.job_starving(job):
-                heaps.setdefault(job.queue, JobHeap(ssn)).push(job)
+                starving.append(job)
+        heaps = job_heaps(ssn, starving)
         rotation = QueueRotation(ssn, [ssn.queues[name] for name in sorted(heaps)])
         while rotation:
             queue = rotation.best()
