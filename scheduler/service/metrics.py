@@ -2,7 +2,8 @@
 the metric (``pkg/scheduler/metrics``), ``tephra_*`` for the rest.
 
 Everything is observed by the service after a session, from what the pure
-session returned (decisions, trace, pending reasons) and the state it read:
+session returned (decisions, trace — :mod:`scheduler.service.trace_summary` —, pending
+reasons) and the state it read:
 ``scheduler.core`` knows nothing of metrics.  Per-queue, per-node and per-job
 series are set from the session's input state each time (throttled to one
 refresh per ``refresh_every`` seconds) and the series of queues, nodes and jobs
@@ -28,7 +29,8 @@ from prometheus_client import Counter, Gauge, Histogram
 from events.models import BindDecision, Decision, EvictDecision, PendingJob
 from events.quantity import CPU, MEMORY
 from projector.state import OCCUPYING, ClusterState
-from scheduler.core.trace import GangNotReady, StatementClosed, TraceStep, VictimEvicted
+from scheduler.core.trace import VictimEvicted
+from scheduler.service.trace_summary import TraceSummary
 
 __all__ = [
     "GPU",
@@ -145,7 +147,7 @@ class SessionObservation:
     state: ClusterState
     now: datetime
     decisions: Sequence[Decision]
-    trace: Sequence[TraceStep]
+    trace: TraceSummary
     pending: Sequence[PendingJob]
     seconds: float
     action_seconds: Sequence[tuple[str, float]]
@@ -249,24 +251,22 @@ def _observe_decisions(state: ClusterState, now: datetime, decisions: Iterable[D
         JOB_LATENCY.observe(waited * 1000)
 
 
-def _observe_trace(trace: Iterable[TraceStep]) -> None:
-    victims = 0
+def _observe_trace(trace: TraceSummary) -> None:
+    if trace.preempt_statements:
+        PREEMPTION_ATTEMPTS.inc(trace.preempt_statements)
     evicting: dict[tuple[str, str], int] = {}
-    unready: dict[tuple[str, ...], float] = {}
-    for step in trace:
+    for step in trace.evictions:
         if isinstance(step, VictimEvicted):
-            victims += 1
             evicting[(step.action, step.preemptor_job)] = (
                 evicting.get((step.action, step.preemptor_job), 0) + 1
             )
-        elif isinstance(step, StatementClosed):
-            if step.action == "preempt":
-                PREEMPTION_ATTEMPTS.inc()
-            if step.outcome == "committed" and evicting.pop((step.action, step.job), 0):
-                EVICTION_TRANSACTIONS.labels(step.action).inc()
-        elif isinstance(step, GangNotReady):
-            unready[(step.job,)] = max(0, step.min_available - step.placeable)
-    PREEMPTION_VICTIMS.set(victims)
+        elif step.outcome == "committed" and evicting.pop((step.action, step.job), 0):
+            EVICTION_TRANSACTIONS.labels(step.action).inc()
+    PREEMPTION_VICTIMS.set(trace.victims)
+    # The tasks each job lacks to be ready (its last GangNotReady counts).
+    unready: dict[tuple[str, ...], float] = {
+        (g.job,): max(0, g.min_available - g.placeable) for g in trace.gangs_not_ready
+    }
     _SERIES.replace(UNSCHEDULE_TASKS, unready)
     UNSCHEDULE_JOBS.set(len(unready))
 
