@@ -18,6 +18,7 @@ and a queue is ``overused`` when it holds more than it deserves of one of them.
 
 from __future__ import annotations
 
+import collections
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -167,8 +168,10 @@ class _Series:
     def replace(self, metric: Gauge, values: Mapping[tuple[str, ...], float]) -> None:
         """Give ``metric`` exactly ``values`` (label values -> value); the caller leaves them as they are."""
         last = self._last.get(id(metric), {})
-        for labels, value in values.items() - last.items():
-            metric.labels(*labels).set(value)
+        # A lookup per series, not a set of the (labels, value) pairs: no pair to build and hash.
+        for labels, value in values.items():
+            if last.get(labels) != value:
+                metric.labels(*labels).set(value)
         for gone in last.keys() - values.keys():
             metric.remove(*gone)
         self._last[id(metric)] = values
@@ -226,11 +229,8 @@ def observe_session(observation: SessionObservation) -> None:
         ACTION_LATENCY.labels(action).observe(seconds * 1000)
     _observe_decisions(o.state, o.now, o.decisions)
     _observe_trace(o.trace)
-    pending_codes: dict[tuple[str, ...], float] = {}
-    for job in o.pending:
-        code = job.reasons[0].code if job.reasons else "unknown"
-        pending_codes[(code,)] = pending_codes.get((code,), 0) + 1
-    _SERIES.replace(PENDING_JOBS, pending_codes)
+    codes = collections.Counter(job.reasons[0].code if job.reasons else "unknown" for job in o.pending)
+    _SERIES.replace(PENDING_JOBS, {(code,): jobs for code, jobs in codes.items()})
     _refresh(o.state)
 
 
@@ -265,7 +265,7 @@ def _observe_trace(trace: TraceSummary) -> None:
     PREEMPTION_VICTIMS.set(trace.victims)
     # The tasks each job lacks to be ready (its last GangNotReady counts).
     unready: dict[tuple[str, ...], float] = {
-        (g.job,): max(0, g.min_available - g.placeable) for g in trace.gangs_not_ready
+        (g.job,): short if (short := g.min_available - g.placeable) > 0 else 0 for g in trace.gangs_not_ready
     }
     _SERIES.replace(UNSCHEDULE_TASKS, unready)
     UNSCHEDULE_JOBS.set(len(unready))
