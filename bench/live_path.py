@@ -8,8 +8,10 @@ then runs ``--sessions`` sessions as the scheduler's loop does, each on the
 state the previous one left (one more job submitted in between), and prints
 each stage's CPU time: the snapshot (incremental), the core, the pending
 reasons (as events, their digest, the change from the newest session's list),
-the session's events, the collection of its garbage, and the fold of its
-events.  CPU time, not the wall clock: on a shared machine it moves less.
+the session's events (signed), what the loop does once it published them (the
+trace summarised, the action spans, with OpenTelemetry's default tracer: a
+no-op unless the process configured one), the collection of its garbage, the
+metrics, and the fold of its events.  CPU time, not the wall clock: on a shared machine it moves less.
 bench/backlog.py measures the same path with the deployed runners.
 """
 
@@ -22,19 +24,24 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's packages, whatever is installed
 
+from opentelemetry import trace
+
 from bench.e2e import _cluster_events, _job
 from bench.host import cpu_loop_seconds, memory_walk_seconds
-from events.models import SessionCommitted, SessionPart
+from events.models import Decision, PendingJob, SessionCommitted, SessionPart
+from events.signing import EventSigner, SigningKey
 from projector.fold import apply
 from projector.heap import tune_gc
 from projector.state import ClusterState
 from scheduler.core.carried import CarriedJobs
 from scheduler.core.session import run_session
+from scheduler.core.trace import TraceStep
 from scheduler.service.heap import HeapGuard
+from scheduler.service.metrics import SessionObservation, observe_session
 from scheduler.service.session_events import (
     PENDING_SLICES,
     PendingCache,
@@ -43,12 +50,16 @@ from scheduler.service.session_events import (
     session_id_for,
 )
 from scheduler.service.snapshot_cache import SnapshotCache
+from scheduler.service.telemetry import emit_action_spans
+from scheduler.service.trace_summary import TraceSummary, summarize_trace
 from scheduler.snapshot_builder import config_in_force
 
 T = TypeVar("T")
 _HEAP = HeapGuard()  # the loop's collector policy
 Event = SessionPart | SessionCommitted
 _MAX_MESSAGE_BYTES = 1_048_576
+_SIGNER = EventSigner(SigningKey.generate(), "scheduler")
+_TRACER = trace.get_tracer("bench.live_path")
 
 
 def _stage(times: dict[str, float], name: str, work: Callable[[], T]) -> T:
@@ -56,6 +67,15 @@ def _stage(times: dict[str, float], name: str, work: Callable[[], T]) -> T:
     out = work()
     times[name] = time.process_time() - began
     return out
+
+
+class _Computed(NamedTuple):
+    events: list[Event]
+    decisions: tuple[Decision, ...]
+    trace: tuple[TraceStep, ...]
+    pending: tuple[PendingJob, ...]
+    #: (action, start, end) of each action run, ns since the epoch.
+    actions: list[tuple[str, int, int]]
 
 
 def _compute(
@@ -66,7 +86,7 @@ def _compute(
     times: dict[str, float],
     *,
     carried: CarriedJobs,
-) -> list[Event]:
+) -> _Computed:
     """Everything the scheduler's worker thread does for one session; its garbage is left behind."""
     now = datetime.now(UTC)
     session_id = session_id_for("bench", 1, number)
@@ -74,7 +94,15 @@ def _compute(
     # As the scheduler's loop does (scheduler.service.heap): the collector is off until "collect".
     _HEAP.before_session()
     config, version = config_in_force(state)
-    result = _stage(times, "core", lambda: run_session(snapshot, config, now, carried=carried))
+    actions: list[tuple[str, int, int]] = []
+
+    def timed(action: str) -> Callable[[], None]:
+        start = time.time_ns()
+        return lambda: actions.append((action, start, time.time_ns()))
+
+    result = _stage(
+        times, "core", lambda: run_session(snapshot, config, now, observe_action=timed, carried=carried)
+    )
     pending = _stage(
         times,
         "pending",
@@ -104,25 +132,57 @@ def _compute(
         pending_slices=change.slices,
     )
     decisions = tuple(result.events())
-    return _stage(
+    events = _stage(
         times,
         "events",
-        lambda: session_events(header, decisions, time=now, max_message_bytes=_MAX_MESSAGE_BYTES),
+        lambda: [
+            _SIGNER.sign(event)
+            for event in session_events(header, decisions, time=now, max_message_bytes=_MAX_MESSAGE_BYTES)
+        ],
     )
+    return _Computed(events, decisions, result.trace, pending.whole, actions)
 
 
 def _session(
     state: ClusterState, cache: SnapshotCache, texts: PendingCache, number: int, carried: CarriedJobs
 ) -> dict[str, float]:
+    """One session as the scheduler's loop runs it (scheduler.service.loop), stage by stage."""
     times: dict[str, float] = {}
-    events = _compute(state, cache, texts, number, times, carried=carried)
+    now = datetime.now(UTC)
+    computed = _compute(state, cache, texts, number, times, carried=carried)
+    actions = computed.actions
+    summary = _stage(
+        times,
+        "spans",
+        lambda: _spans(summarize_trace(computed.trace), [(a, b) for _, a, b in actions]),
+    )
     _stage(times, "collect", _HEAP.after_session)
+    _stage(
+        times,
+        "metrics",
+        lambda: observe_session(
+            SessionObservation(
+                state=state,
+                now=now,
+                decisions=computed.decisions,
+                trace=summary,
+                pending=computed.pending,
+                seconds=0.0,
+                action_seconds=[(name, (end - start) / 1e9) for name, start, end in actions],
+            )
+        ),
+    )
     gc.unfreeze()
     began = time.process_time()
-    for event in events:
+    for event in computed.events:
         cache.touched(state, apply(state, state.seq + 1, event).touched)
     times["fold"] = time.process_time() - began
     return times
+
+
+def _spans(summary: TraceSummary, timings: list[tuple[int, int]]) -> TraceSummary:
+    emit_action_spans(_TRACER, summary.actions, timings)
+    return summary
 
 
 def main() -> None:

@@ -9,8 +9,10 @@ Each iteration:
    config in force at S, run the pure session, turn the result into events
    (an overrun is abandoned and reported; nothing of it is published);
 4. publish exactly one SessionCommitted (or parts + marker), inside the
-   session span whose context travels in the headers; then collect the
-   session's garbage while the projector applies it
+   session span whose context travels in the headers; then, while the
+   projector applies it, what only observes the session (its trace
+   summarised once for the action spans and the metrics, the links to the
+   submissions) and the collection of its garbage
    (:mod:`scheduler.service.heap`: the long-lived state is frozen before each
    session, so the collector never walks it on the critical path);
 5. read-your-writes: wait until the projection has applied that session
@@ -85,6 +87,7 @@ from scheduler.service.telemetry import (
     set_session_attributes,
 )
 from scheduler.service.topology_check import unenforced_topologies
+from scheduler.service.trace_summary import summarize_trace
 from scheduler.snapshot_builder import config_in_force
 
 __all__ = ["TIME_DEPENDENT_PLUGINS", "SessionLoop"]
@@ -228,11 +231,7 @@ class SessionLoop:
                 span.record_exception(exc)
                 span.set_status(Status(StatusCode.ERROR, "session overran its budget"))
                 raise
-            emit_action_spans(self.tracer, computed.trace, [(a, b) for _, a, b in computed.actions])
             placed = list(dict.fromkeys(d.job for d in computed.decisions if isinstance(d, BindDecision)))
-            if span.is_recording():
-                for link in await self.traces.links_for(self.records, jobs_decided(computed.decisions)):
-                    span.add_link(link.context, link.attributes)
             set_session_attributes(
                 span,
                 decisions=len(computed.decisions),
@@ -247,9 +246,15 @@ class SessionLoop:
             published = time.perf_counter()
             await self.publisher.publish(computed.events, carrier)
             publish_seconds = time.perf_counter() - published
+            waited = time.perf_counter()
+            # What only observes the session runs while the projector applies it (elsewhere).
+            trace = summarize_trace(computed.trace)
+            emit_action_spans(self.tracer, trace.actions, [(a, b) for _, a, b in computed.actions])
+            if span.is_recording():
+                for link in await self.traces.links_for(self.records, jobs_decided(computed.decisions)):
+                    span.add_link(link.context, link.attributes)
 
-        waited = time.perf_counter()
-        # While the projector applies the session (it runs elsewhere): free what the session left.
+        # Free what the session left, also while the projector applies it.
         self.heap.after_session()
         applied = await self._wait_applied(session_id)
         apply_seconds = time.perf_counter() - waited
@@ -285,7 +290,7 @@ class SessionLoop:
                 state=state,
                 now=now,
                 decisions=computed.decisions,
-                trace=computed.trace,
+                trace=trace,
                 pending=computed.pending,
                 seconds=timing.total_seconds,
                 action_seconds=[(name, (end - start) / 1e9) for name, start, end in computed.actions],

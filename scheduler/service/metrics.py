@@ -2,7 +2,8 @@
 the metric (``pkg/scheduler/metrics``), ``tephra_*`` for the rest.
 
 Everything is observed by the service after a session, from what the pure
-session returned (decisions, trace, pending reasons) and the state it read:
+session returned (decisions, trace — :mod:`scheduler.service.trace_summary` —, pending
+reasons) and the state it read:
 ``scheduler.core`` knows nothing of metrics.  Per-queue, per-node and per-job
 series are set from the session's input state each time (throttled to one
 refresh per ``refresh_every`` seconds) and the series of queues, nodes and jobs
@@ -17,6 +18,7 @@ and a queue is ``overused`` when it holds more than it deserves of one of them.
 
 from __future__ import annotations
 
+import collections
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +30,8 @@ from prometheus_client import Counter, Gauge, Histogram
 from events.models import BindDecision, Decision, EvictDecision, PendingJob
 from events.quantity import CPU, MEMORY
 from projector.state import OCCUPYING, ClusterState
-from scheduler.core.trace import GangNotReady, StatementClosed, TraceStep, VictimEvicted
+from scheduler.core.trace import VictimEvicted
+from scheduler.service.trace_summary import TraceSummary
 
 __all__ = [
     "GPU",
@@ -145,7 +148,7 @@ class SessionObservation:
     state: ClusterState
     now: datetime
     decisions: Sequence[Decision]
-    trace: Sequence[TraceStep]
+    trace: TraceSummary
     pending: Sequence[PendingJob]
     seconds: float
     action_seconds: Sequence[tuple[str, float]]
@@ -165,8 +168,10 @@ class _Series:
     def replace(self, metric: Gauge, values: Mapping[tuple[str, ...], float]) -> None:
         """Give ``metric`` exactly ``values`` (label values -> value); the caller leaves them as they are."""
         last = self._last.get(id(metric), {})
-        for labels, value in values.items() - last.items():
-            metric.labels(*labels).set(value)
+        # A lookup per series, not a set of the (labels, value) pairs: no pair to build and hash.
+        for labels, value in values.items():
+            if last.get(labels) != value:
+                metric.labels(*labels).set(value)
         for gone in last.keys() - values.keys():
             metric.remove(*gone)
         self._last[id(metric)] = values
@@ -224,11 +229,8 @@ def observe_session(observation: SessionObservation) -> None:
         ACTION_LATENCY.labels(action).observe(seconds * 1000)
     _observe_decisions(o.state, o.now, o.decisions)
     _observe_trace(o.trace)
-    pending_codes: dict[tuple[str, ...], float] = {}
-    for job in o.pending:
-        code = job.reasons[0].code if job.reasons else "unknown"
-        pending_codes[(code,)] = pending_codes.get((code,), 0) + 1
-    _SERIES.replace(PENDING_JOBS, pending_codes)
+    codes = collections.Counter(job.reasons[0].code if job.reasons else "unknown" for job in o.pending)
+    _SERIES.replace(PENDING_JOBS, {(code,): jobs for code, jobs in codes.items()})
     _refresh(o.state)
 
 
@@ -249,24 +251,22 @@ def _observe_decisions(state: ClusterState, now: datetime, decisions: Iterable[D
         JOB_LATENCY.observe(waited * 1000)
 
 
-def _observe_trace(trace: Iterable[TraceStep]) -> None:
-    victims = 0
+def _observe_trace(trace: TraceSummary) -> None:
+    if trace.preempt_statements:
+        PREEMPTION_ATTEMPTS.inc(trace.preempt_statements)
     evicting: dict[tuple[str, str], int] = {}
-    unready: dict[tuple[str, ...], float] = {}
-    for step in trace:
+    for step in trace.evictions:
         if isinstance(step, VictimEvicted):
-            victims += 1
             evicting[(step.action, step.preemptor_job)] = (
                 evicting.get((step.action, step.preemptor_job), 0) + 1
             )
-        elif isinstance(step, StatementClosed):
-            if step.action == "preempt":
-                PREEMPTION_ATTEMPTS.inc()
-            if step.outcome == "committed" and evicting.pop((step.action, step.job), 0):
-                EVICTION_TRANSACTIONS.labels(step.action).inc()
-        elif isinstance(step, GangNotReady):
-            unready[(step.job,)] = max(0, step.min_available - step.placeable)
-    PREEMPTION_VICTIMS.set(victims)
+        elif step.outcome == "committed" and evicting.pop((step.action, step.job), 0):
+            EVICTION_TRANSACTIONS.labels(step.action).inc()
+    PREEMPTION_VICTIMS.set(trace.victims)
+    # The tasks each job lacks to be ready (its last GangNotReady counts).
+    unready: dict[tuple[str, ...], float] = {
+        (g.job,): short if (short := g.min_available - g.placeable) > 0 else 0 for g in trace.gangs_not_ready
+    }
     _SERIES.replace(UNSCHEDULE_TASKS, unready)
     UNSCHEDULE_JOBS.set(len(unready))
 

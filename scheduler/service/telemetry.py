@@ -15,7 +15,6 @@ the ``traceparent`` each JobSubmitted arrived with.
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Final
 
@@ -27,22 +26,21 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from events.models import BindDecision, Decision, EnqueueDecision, EvictDecision
 from projector.archive import JOB_SUBMITTED
 from scheduler.core.trace import (
-    ActionRan,
     EnqueueVerdict,
     JobSkipped,
     StatementClosed,
     TaskPlaced,
     TaskUnplaced,
-    TraceStep,
     VictimEvicted,
 )
 from scheduler.service import metrics as prom
+from scheduler.service.trace_summary import ActionSteps
 
 __all__ = ["SchedulerMetrics", "SubmissionTraces", "emit_action_spans", "jobs_decided"]
 
 log = logging.getLogger("tephra.scheduler")
 
-_STEP_ATTRIBUTES: Final = {
+_STEP_ATTRIBUTES: Final[dict[type, str]] = {
     EnqueueVerdict: "tephra.enqueue_verdicts",
     JobSkipped: "tephra.jobs_skipped",
     TaskPlaced: "tephra.tasks_placed",
@@ -52,22 +50,17 @@ _STEP_ATTRIBUTES: Final = {
 }
 
 
-def emit_action_spans(tracer: Tracer, steps: Sequence[TraceStep], timings: Sequence[tuple[int, int]]) -> int:
-    """One child span (of the current span) per action in ``steps``, from ``timings`` (start and end,
-    ns since the epoch, one per action in order); returns how many."""
-    actions: list[tuple[str, Counter[str]]] = []
-    for step in steps:
-        if isinstance(step, ActionRan):
-            actions.append((step.action, Counter()))
-        elif actions:
-            name = _STEP_ATTRIBUTES.get(type(step))
-            if name is not None:
-                actions[-1][1][name] += 1
-    for index, ((action, counts), (start, end)) in enumerate(zip(actions, timings, strict=True)):
+def emit_action_spans(
+    tracer: Tracer, actions: Sequence[ActionSteps], timings: Sequence[tuple[int, int]]
+) -> int:
+    """One child span (of the current span) per action run, from ``timings`` (start and end, ns since
+    the epoch, one per action in order); returns how many."""
+    for index, (steps, (start, end)) in enumerate(zip(actions, timings, strict=True)):
+        counts = {name: count for kind, count in steps.counts.items() if (name := _STEP_ATTRIBUTES.get(kind))}
         span = tracer.start_span(
-            f"tephra.action {action}",
+            f"tephra.action {steps.action}",
             start_time=start,
-            attributes={"tephra.action": action, "tephra.action.index": index, **counts},
+            attributes={"tephra.action": steps.action, "tephra.action.index": index, **counts},
         )
         span.end(end_time=end)
     return len(actions)
