@@ -212,9 +212,9 @@ async def sessions(jobs: int, nodes: int, count: int, batch_size: int) -> None:
             plan = writer.prepare(decoded, set())
             del writer._fold, writer._finish
             conn.costs, conn.round_trips = Counter(), Counter()
-            began, backend = time.perf_counter(), _cpu_ns(conn.pid)
+            began, backend_ns = time.perf_counter(), _cpu_ns(conn.pid)
             await writer.commit(conn, plan)
-            wall, backend = time.perf_counter() - began, (_cpu_ns(conn.pid) - backend) / 1e9
+            wall, backend = time.perf_counter() - began, (_cpu_ns(conn.pid) - backend_ns) / 1e9
             trips = sum(conn.round_trips.values())
             costs += conn.costs
             conn.costs = conn.round_trips = None

@@ -13,7 +13,8 @@ one life of the connections:
    in ``consumer_offsets`` — 0 when there is none; topics and partitions
    that appear later are found every ``projector_topics_refresh`` seconds
    (:mod:`projector.topic_watch`) and assigned the same way;
-4. loop: gather a batch (by count, or after ``projector_linger_ms``), decode and fold
+4. loop: gather a batch (by count, after ``projector_linger_ms``, or once a fetch
+   brought a session's marker, which a scheduler waits for), decode and fold
    it, produce its rejections to the dead-letter topic, then commit it to
    PostgreSQL in one transaction.  Two stages overlap: while batches
    commit (up to ``COMMITS_IN_FLIGHT``, a task each on the writer's
