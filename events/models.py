@@ -15,7 +15,7 @@ canonical quantity strings (``"500m"``, ``"8589934592"``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal, TypeAlias
 
@@ -33,6 +33,7 @@ from pydantic import (
     model_validator,
 )
 
+from events.pending_lists import changed_pending
 from events.quantity import MAX_QUANTITY, format_resources, parse_resources
 
 __all__ = [
@@ -591,19 +592,6 @@ class PendingReason(EventData):
 class PendingJob(EventData):
     job: str
     reasons: list[PendingReason] = Field(default_factory=list)
-
-
-def changed_pending(
-    base: Iterable[PendingJob], changed: Iterable[PendingJob], cleared: Iterable[str]
-) -> tuple[PendingJob, ...]:
-    """A whole pending list (in job order) from its base's and a session's change
-    (``SessionCommittedData.pending_base``): the fold and replay read changes with it."""
-    jobs = {p.job: p for p in base}
-    for job in cleared:
-        jobs.pop(job, None)
-    for entry in changed:
-        jobs[entry.job] = entry
-    return tuple(jobs[job] for job in sorted(jobs))
 
 
 class SessionCommittedData(EventData):

@@ -19,6 +19,7 @@ from typing import Final
 
 from events.jsonform import json_form
 from events.models import PendingJob
+from events.pending_lists import last_change
 from projector.projection_rows import ProjectionWrite, StagedRows, document_json
 from projector.state import ClusterState
 
@@ -33,33 +34,54 @@ _UPSERT: Final = (
 class NewestPendingRows:
     """What ``newest_pending`` holds after the batches prepared so far, and the writes of the next."""
 
-    __slots__ = ("_held",)
+    __slots__ = ("_held", "_list")
 
     def __init__(self) -> None:
         #: job -> entry the table holds; None until written once (then the table is rewritten whole,
         #: whatever a previous projector or an older version left in it).
         self._held: dict[str, PendingJob] | None = None
+        #: The list whose entries ``_held`` holds.
+        self._list: tuple[PendingJob, ...] = ()
 
     def writes(self, state: ClusterState) -> list[ProjectionWrite]:
         """The writes that bring the table to the state's newest session's list (empty when it is None).
 
         Call it when the batch recorded a session: otherwise the newest list is
-        unchanged.  Unchanged entries are the same objects as in the previous
-        list, so most are told apart by identity; a new object is compared by value.
+        unchanged.  A list the fold made from the held one by a change
+        (events.pending_lists) is written from the change; another is compared
+        with the held entries: unchanged entries are the same objects as in the
+        previous list, so most are told apart by identity, a new object by value.
         """
         newest = next(reversed(state.sessions.values()), None)
         pending = () if newest is None or newest.pending is None else newest.pending
-        now = {entry.job: entry for entry in pending}
-        held, self._held = self._held, now
+        held = self._held
         out: list[ProjectionWrite] = []
         if held is None:
             out.append(("DELETE FROM newest_pending", ()))
-            changed = list(now.values())
+            held = self._held = {}
+            changed, cleared = self._diff(held, pending)
+        elif (change := last_change(self._list, pending)) is not None:
+            changed = [e for e in change.put if held.get(e.job) != e]
+            cleared = change.removed
+            for job in cleared:
+                del held[job]
+            held.update({e.job: e for e in change.put})
         else:
-            if cleared := sorted(job for job in held if job not in now):
-                out.append(("DELETE FROM newest_pending WHERE job = ANY($1::text[])", (cleared,)))
-            changed = [e for job, e in now.items() if (old := held.get(job)) is not e and old != e]
+            changed, cleared = self._diff(held, pending)
+        self._list = pending
+        if cleared:
+            out.append(("DELETE FROM newest_pending WHERE job = ANY($1::text[])", (cleared,)))
         if changed:
             rows = [(e.job, document_json(json_form(e))) for e in changed]
             out.append(StagedRows("tephra_stage_pending", ("job", "entry"), rows, _UPSERT))
         return out
+
+    def _diff(
+        self, held: dict[str, PendingJob], pending: tuple[PendingJob, ...]
+    ) -> tuple[list[PendingJob], list[str]]:
+        """The entries of ``pending`` that differ from the held ones, the held jobs it does not
+        name (in job order); ``pending`` is held from now on (the last entry of a job)."""
+        now = {entry.job: entry for entry in pending}
+        self._held = now
+        changed = [e for job, e in now.items() if (old := held.get(job)) is not e and old != e]
+        return changed, sorted(job for job in held if job not in now)

@@ -67,6 +67,7 @@ __all__ = [
     "finish_plan",
     "fold_records",
     "id_hint",
+    "session_marker_hint",
     "snapshot_due",
 ]
 
@@ -136,6 +137,22 @@ def id_hint(value: bytes | None) -> str | None:
         return text.decode()
     except UnicodeDecodeError:
         return None
+
+
+#: A SessionCommitted's type member, as our encoder writes it (events.serde), ahead of its data.
+_SESSION_MARKER: Final = b'"type":"tephra.session.committed.v1"'
+#: How far into a record :func:`session_marker_hint` looks: the envelope's members come first.
+_ENVELOPE_HEAD: Final = 1_024
+
+
+def session_marker_hint(value: bytes | None) -> bool:
+    """Whether a record most likely holds a SessionCommitted, read off its envelope without decoding it.
+
+    Only a guess, for batching: the service stops waiting for more records once a
+    fetch brought a session's marker, for which a scheduler waits (projector.service).
+    An encoder that writes ``type`` elsewhere only loses that shortcut.
+    """
+    return value is not None and value.find(_SESSION_MARKER, 0, _ENVELOPE_HEAD) >= 0
 
 
 _DEFAULT_DOOR: Final = Door()

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import pairwise
 from typing import Any, Final
 
+from events.pending_lists import in_job_order
 from projector.archive import stdlib_utc
 from projector.state import CLOCK_START, ClusterState, JobState, SessionRecord, without_pending
 from projector.state_json import (
@@ -308,7 +308,7 @@ def _session_doc(s: SessionRecord) -> dict[str, Any]:
     naming a job twice) stays in the doc, where the load reads it as it was.
     """
     pending = s.pending
-    if pending is None or not all(a.job < b.job for a, b in pairwise(pending)):
+    if pending is None or not in_job_order(pending):
         return session_to_json(s)
     return session_to_json(without_pending(s)) | {PENDING_ROWS: True}
 

@@ -13,7 +13,8 @@ one life of the connections:
    in ``consumer_offsets`` — 0 when there is none; topics and partitions
    that appear later are found every ``projector_topics_refresh`` seconds
    (:mod:`projector.topic_watch`) and assigned the same way;
-4. loop: gather a batch (by count, or after ``projector_linger_ms``), decode and fold
+4. loop: gather a batch (by count, after ``projector_linger_ms``, or once a fetch
+   brought a session's marker, which a scheduler waits for), decode and fold
    it, produce its rejections to the dead-letter topic, then commit it to
    PostgreSQL in one transaction.  Two stages overlap: while batches
    commit (up to ``COMMITS_IN_FLIGHT``, a task each on the writer's
@@ -77,7 +78,7 @@ from projector.errors import BatchFailedError, ProjectorError, RecordFailedError
 from projector.heap import BatchHeap
 from projector.keyring import load_keyring
 from projector.migrate import require_schema
-from projector.plan import id_hint
+from projector.plan import id_hint, session_marker_hint
 from projector.read_pacing import ReadPacer
 from projector.settings import ProjectorSettings, parse_positions
 from projector.telemetry import observe_batch, observe_lag, set_connected
@@ -601,6 +602,7 @@ class _Run:
         # The topics in step (the fold's role clocks include the batches still committing).
         readable = self.pacer.readable(consumer, self.positions, writer.state.role_clocks)
         self.metrics.partitions_held_back = self.pacer.held_back
+        decisions = self.target.topics.decisions
         records: list[InboundRecord] = []
         deadline: float | None = None
         while len(records) < batch_size and not self.stop.is_set():
@@ -617,11 +619,16 @@ class _Run:
             except OffsetOutOfRangeError as exc:
                 await self._went_backwards(consumer, exc)
                 continue
-            records += await self._take(consumer, fetched)
+            taken = await self._take(consumer, fetched)
+            records += taken
             if not fetched:
                 await self._check_high_watermarks(consumer)
                 if not records:
                     break  # idle: the caller finishes the commit in flight meanwhile
+            if any(r.topic == decisions and session_marker_hint(r.value) for r in taken):
+                # A scheduler waits for this session to be applied before its next one, and
+                # its parts came before it: lingering for more records would only delay it.
+                break
             if records and deadline is None:
                 deadline = time.monotonic() + linger_ms / 1000
         observe_lag(consumer, self.positions)

@@ -1,4 +1,5 @@
-"""Event ids read off a record's bytes before it decodes (projector.plan.id_hint).
+"""Event ids read off a record's bytes before it decodes (projector.plan.id_hint), and session
+markers (projector.plan.session_marker_hint, which only ends a batch's wait for more records).
 
 The duplicate check asks about these hints first and about any event whose
 decoded id differs afterwards, so a hint may be wrong or missing but must
@@ -10,8 +11,9 @@ from __future__ import annotations
 
 import json
 
+from events.models import SessionCommitted
 from events.serde import canonical_json, decode, encode
-from projector.plan import id_hint
+from projector.plan import id_hint, session_marker_hint
 from tests.projector.streams import event_stream
 
 
@@ -48,3 +50,11 @@ def test_a_hint_is_a_guess_and_may_be_missing_or_wrong() -> None:
     # An "id" member nested before the envelope's: the hint is the nested one, and
     # the duplicate check asks again about the decoded id.
     assert id_hint(b'{"data":{"labels":{"id":"inner"}},"id":"outer"}') == "inner"
+
+
+def test_session_markers_are_hinted_and_nothing_else_is() -> None:
+    events = event_stream(24, 2_000)
+    assert any(isinstance(event, SessionCommitted) for event in events)
+    for event in events:
+        assert session_marker_hint(encode(event)) == isinstance(event, SessionCommitted)
+    assert not session_marker_hint(None)
