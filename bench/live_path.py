@@ -160,16 +160,9 @@ def _session(
     _stage(
         times,
         "metrics",
+        # As the loop observes an applied session (its wall-clock seconds do not matter here).
         lambda: observe_session(
-            SessionObservation(
-                state=state,
-                now=now,
-                decisions=computed.decisions,
-                trace=summary,
-                pending=computed.pending,
-                seconds=0.0,
-                action_seconds=[(name, (end - start) / 1e9) for name, start, end in actions],
-            )
+            SessionObservation(state, now, computed.decisions, summary, computed.pending, 0.0, actions)
         ),
     )
     gc.unfreeze()

@@ -293,7 +293,7 @@ class SessionLoop:
                 trace=trace,
                 pending=computed.pending,
                 seconds=timing.total_seconds,
-                action_seconds=[(name, (end - start) / 1e9) for name, start, end in computed.actions],
+                actions=computed.actions,
             )
         )
         log.info(

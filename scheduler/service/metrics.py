@@ -151,7 +151,8 @@ class SessionObservation:
     trace: TraceSummary
     pending: Sequence[PendingJob]
     seconds: float
-    action_seconds: Sequence[tuple[str, float]]
+    #: (action, start, end) of each action run, ns since the epoch.
+    actions: Sequence[tuple[str, int, int]]
 
 
 class _Series:
@@ -225,8 +226,8 @@ def observe_session(observation: SessionObservation) -> None:
     o = observation
     SESSIONS.inc()
     E2E_LATENCY.observe(o.seconds * 1000)
-    for action, seconds in o.action_seconds:
-        ACTION_LATENCY.labels(action).observe(seconds * 1000)
+    for action, start, end in o.actions:
+        ACTION_LATENCY.labels(action).observe((end - start) / 1e9 * 1000)
     _observe_decisions(o.state, o.now, o.decisions)
     _observe_trace(o.trace)
     codes = collections.Counter(job.reasons[0].code if job.reasons else "unknown" for job in o.pending)
