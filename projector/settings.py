@@ -36,7 +36,8 @@ class ProjectorSettings(BaseSettings):
     projector_linger_ms: int = Field(
         default=50,
         ge=0,
-        description="how long a batch may wait for more records once it has one (not past a session's marker)",
+        description="how long a batch may wait for more records once it has one"
+        " (not past a session's marker)",
     )
     # Kafka answers a fetch as soon as records are there; the embedded broker (Tansu) only
     # when this expires, so aiokafka's 500 ms default added ~115 ms to every session's

@@ -5,11 +5,11 @@ projector.newest_pending writes from that change what a comparison of the lists 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
 
 from events.models import PendingJob, PendingReason
+from events.pending_lists import _by_dict as by_dict  # the reading before: the reference
 from events.pending_lists import changed_pending, in_job_order, last_change
 from projector.newest_pending import NewestPendingRows
 from projector.projection_rows import StagedRows
@@ -17,18 +17,6 @@ from projector.projection_rows import StagedRows
 
 def _entry(job: str, message: str = "x") -> PendingJob:
     return PendingJob(job=job, reasons=[PendingReason(code="Unschedulable", message=message)])
-
-
-def _by_dict(
-    base: Iterable[PendingJob], changed: Iterable[PendingJob], cleared: Iterable[str]
-) -> tuple[PendingJob, ...]:
-    """The reading of a change before events.pending_lists, kept as the reference."""
-    jobs = {p.job: p for p in base}
-    for job in cleared:
-        jobs.pop(job, None)
-    for entry in changed:
-        jobs[entry.job] = entry
-    return tuple(jobs[job] for job in sorted(jobs))
 
 
 def _same(a: tuple[PendingJob, ...], b: tuple[PendingJob, ...]) -> bool:
@@ -55,7 +43,7 @@ def test_a_change_makes_the_list_the_dict_reading_makes_from_any_base() -> None:
         expected = base
         for _ in range(3):  # changes of changes: the kept jobs are used from the second on
             changed, cleared = _change(rnd)
-            made, expected = changed_pending(base, changed, cleared), _by_dict(expected, changed, cleared)
+            made, expected = changed_pending(base, changed, cleared), by_dict(expected, changed, cleared)
             assert _same(made, expected)
             assert in_job_order(made)
             base = made
