@@ -221,6 +221,23 @@ class PredicateReason:
     unresolvable: bool
 
 
+class LastRefusal:
+    """A queue's last ``queue-not-allocatable`` refusal: its figures and the Reason made of them."""
+
+    __slots__ = ("dim", "kind", "limit", "plugin", "reason", "request", "used")
+
+    def __init__(  # noqa: PLR0917 - the reason's figures, in order
+        self, plugin: str, dim: str, used: int, request: int, limit: Fraction | int, kind: str, reason: Reason
+    ) -> None:
+        self.plugin = plugin
+        self.dim = dim
+        self.used = used
+        self.request = request
+        self.limit = limit
+        self.kind = kind
+        self.reason = reason
+
+
 class Session:
     """One scheduling cycle's working state, registries and decisions."""
 
@@ -239,9 +256,8 @@ class Session:
         self.logic_flags = logic_flags
         self.decisions: list[Decision] = []
         self.trace: list[TraceStep] = []
-        #: job -> code -> reason; a value may be a deferred reason (``explain_later``):
-        #: read through :meth:`job_reasons`.
-        self.reasons: dict[str, dict[str, Reason | Callable[[], Reason]]] = {}
+        #: job -> code -> reason.
+        self.reasons: dict[str, dict[str, Reason]] = {}
         self._seq = 0
         self._job_order: _Point[Callable[[JobState], OrderKey]] = _Point("enableJobOrder")
         self._queue_order: _Point[Callable[[QueueState], OrderKey]] = _Point("enableQueueOrder")
@@ -274,11 +290,12 @@ class Session:
         self._deallocate_handlers: list[Callable[[TaskState], None]] = []
         self.predicate_reasons: list[PredicateReason] = [PredicateReason("", False)]
         self._reason_ids: dict[str, int] = {}
-        #: reason texts (and figures) that many jobs share, by what they are made of (a memo:
-        #: each function that fills it keys it on all its inputs, an object by its identity
-        #: with the object kept in the entry).
-        self.reason_texts: dict[tuple[object, ...], tuple[object, str, float]] = {}
+        #: Reasons that many jobs share, by what they are made of (a memo: each function that
+        #: fills it keys it on all its inputs; a Reason is immutable, so every job of a refused
+        #: backlog holds the same one).  An input keyed by its identity is kept in the entry.
         self.shared_reasons: dict[tuple[object, ...], Reason] = {}
+        #: queue -> its last ``queue-not-allocatable`` refusal (plugins.queue_accounting).
+        self.last_refusals: dict[str, LastRefusal] = {}
         self.annotations: dict[str, Mapping[str, str]] = {}
         #: queue -> dimension -> deserved amount, as the first quota plugin computed it
         #: (:meth:`set_deserved`); None while no plugin has.
@@ -624,32 +641,21 @@ class Session:
 
     def explain(self, job: str, reason: Reason, *, keep_first: bool = False) -> None:
         """Record why ``job`` did not move; the latest reason of a code wins unless ``keep_first``."""
-        bucket = self.reasons.setdefault(job, {})
-        if keep_first and reason.code in bucket:
+        bucket = self.reasons.get(job)
+        if bucket is None:  # not setdefault: it would build an empty dict on every call
+            bucket = self.reasons[job] = {}
+        elif keep_first and reason.code in bucket:
             return
         bucket[reason.code] = reason
 
-    def explain_later(self, job: str, code: str, build: Callable[[], Reason]) -> None:
-        """:meth:`explain` for a reason that is often overwritten before anybody reads it
-        (a queue refusing task after task): ``build`` runs only if it is read."""
-        self.reasons.setdefault(job, {})[code] = build
-
     def job_reasons(self, job: str) -> dict[str, Reason]:
-        """The reasons recorded for ``job`` so far, by code (deferred ones built now)."""
-        built: dict[str, Reason] = {}
-        bucket = self.reasons.get(job, {})
-        for code, reason in bucket.items():
-            built[code] = reason if isinstance(reason, Reason) else reason()
-        bucket.update(built)  # a deferred reason is built once
-        return built
+        """The reasons recorded for ``job`` so far, by code (a copy)."""
+        return dict(self.reasons.get(job, {}))
 
     def built_reasons(self, job: str) -> list[Reason]:
-        """The reasons recorded for ``job``, in recording order, deferred ones built and not
-        kept: for a last read (the session's close), without the dict :meth:`job_reasons` makes."""
+        """The reasons recorded for ``job``, in recording order."""
         bucket = self.reasons.get(job)
-        if not bucket:
-            return []
-        return [reason if isinstance(reason, Reason) else reason() for reason in bucket.values()]
+        return list(bucket.values()) if bucket else []
 
     def forget(self, job: str, *codes: str) -> None:
         bucket = self.reasons.get(job)

@@ -265,8 +265,14 @@ class PendingCache:
         carried: list[PendingJob] = []  # new or different, and the restated slice's
         self._carried = []
         jobs = sorted(reasons)
+        last: Sequence[_HasCodeAndMessage] = ()
+        key: _Key = ()
         for job, ranked in zip(jobs, map(reasons.__getitem__, jobs), strict=True):
-            key = (*map(_code, ranked), *map(_message, ranked))  # _key_of, inlined: 92k calls a session
+            # Jobs of a refused backlog hold the same reasons (the same objects: the tuples
+            # compare item by item, by identity first): their key is made once.
+            if ranked != last:
+                key = (*map(_code, ranked), *map(_message, ranked))  # _key_of, inlined
+                last = ranked
             entry = entries.get(job)
             if entry is None or entry[0] != key:
                 model = _entry_of(job, key)

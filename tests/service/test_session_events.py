@@ -364,3 +364,32 @@ def test_the_pending_cache_starts_again_from_the_newest_list_when_its_last_sessi
         assert pending.change.cleared == ()
     with pytest.raises(ValueError, match="slice 4 is not one of 4"):
         cache.session(state, reasons, session_id="s2", restate=4, max_cleared_bytes=1_000, slices=4)
+
+
+def test_jobs_holding_one_tuple_of_reasons_get_each_its_own_entry() -> None:
+    """The core hands every job of a refused backlog the same reasons (one shared tuple): the cache
+    makes their key once, and a job in between with other reasons still gets its own."""
+    state = ClusterState()
+    assert apply(state, 1, queue()).applied
+    shared = (PendingReason(code="gang-not-ready", message="0/1"), PendingReason(code="q", message="full"))
+    other = (PendingReason(code="q", message="full"),)
+    sessions: list[dict[str, tuple[PendingReason, ...]]] = [
+        {"ns/a": shared, "ns/b": shared, "ns/c": other, "ns/d": shared},
+        {"ns/a": shared, "ns/b": other, "ns/c": shared, "ns/d": shared, "ns/e": shared},
+    ]
+    cache = PendingCache()
+    for number, reasons in enumerate(sessions):
+        pending = cache.session(
+            state,
+            reasons,
+            session_id=session_id_for("default", 3, number),
+            restate=None if number == 0 else 0,
+            max_cleared_bytes=1_000,
+            slices=0,
+        )
+        whole = tuple(PendingJob(job=job, reasons=list(reasons[job])) for job in sorted(reasons))
+        assert pending.whole == whole
+        assert pending.digest == digest_pending(whole)
+        _publish(state, number, pending)
+    # b and c swapped their reasons, e is new: the change names exactly them.
+    assert [p.job for p in pending.change.pending] == ["ns/b", "ns/c", "ns/e"]

@@ -20,7 +20,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from scheduler.core.framework import Session
+from scheduler.core.framework import LastRefusal, Session
 from scheduler.core.plugins.base import PluginBase
 from scheduler.core.reasons import Reason, format_amount
 from scheduler.core.snapshot import PODS, PodGroupPhase, TaskStatus
@@ -214,76 +214,49 @@ def refuse_task(
     limit: Fraction | int,
     kind: str,
 ) -> None:
-    """Record ``queue-not-allocatable`` for ``task``'s job, built only if read: a full
-    queue refuses task after task and only the last refusal is kept."""
-    ssn.explain_later(
-        task.job.uid,
-        "queue-not-allocatable",
-        _Refusal(plugin, queue.name, task.uid, dim, used, task.request[dim], limit, kind, ssn.reason_texts),
-    )
+    """Record ``queue-not-allocatable`` for ``task``'s job: the queue's ``used + request``
+    exceeds ``limit`` (its ``kind``) in ``dim``.
 
-
-class _Refusal:
-    """``queue-not-allocatable``: the queue's ``used + request`` exceeds ``limit`` (its ``kind``),
-    built when read (a plain object: a partial with keywords builds a dict per refusal, and
-    every waiting job of a full queue is refused).
-
-    ``texts``, the session's, memoises the part of the message after the task, which a full
-    queue repeats in every refused job's reason.
+    The reason names the queue's figures, not the task (the trace's TaskUnplaced step does):
+    every waiting job of a full queue is refused with the same figures, and then holds the
+    same Reason, built once per session.
     """
+    request = task.request[dim]
+    # The queue's last refusal, compared field by field (no key to build and hash: a full
+    # queue refuses one job after another with the same figures); the limit by identity
+    # (a Fraction compares in Python code; a queue's refusals share one limit object).
+    last = ssn.last_refusals.get(queue.name)
+    if (
+        last is None
+        or last.used != used
+        or last.request != request
+        or last.limit is not limit
+        or last.dim != dim
+        or last.kind != kind
+        or last.plugin != plugin
+    ):
+        reason = _refusal(plugin, queue.name, dim, used, request, limit, kind)
+        last = ssn.last_refusals[queue.name] = LastRefusal(plugin, dim, used, request, limit, kind, reason)
+    ssn.explain(task.job.uid, last.reason)
 
-    __slots__ = ("dim", "kind", "limit", "plugin", "queue", "request", "task", "texts", "used")
 
-    def __init__(  # noqa: PLR0917 - the reason's figures, in order
-        self,
-        plugin: str,
-        queue: str,
-        task: str,
-        dim: str,
-        used: int,
-        request: int,
-        limit: Fraction | int,
-        kind: str,
-        texts: dict[tuple[object, ...], tuple[object, str, float]],
-    ) -> None:
-        self.plugin = plugin
-        self.queue = queue
-        self.task = task
-        self.dim = dim
-        self.used = used
-        self.request = request
-        self.limit = limit
-        self.kind = kind
-        self.texts = texts
-
-    def __call__(self) -> Reason:
-        dim, used, request, limit, kind = self.dim, self.used, self.request, self.limit, self.kind
-        # Keyed by the limit's identity (a Fraction hashes in Python code; a queue's refusals
-        # share one limit object); the entry keeps the limit, so its id is not reused.
-        key = (self.queue, dim, used, request, kind, id(limit))
-        known = self.texts.get(key)
-        if known is None or known[0] is not limit:
-            known = self.texts[key] = (
-                limit,
-                f"{dim} allocated {describe(used, dim)} + request {describe(request, dim)} > {kind} "
-                f"{describe(limit, dim)}",
-                float(limit),
-            )
-        _, tail, limit_float = known
-        return Reason(
-            "queue-not-allocatable",
-            f"queue {self.queue} cannot take task {self.task}: {tail}",
-            {
-                "plugin": self.plugin,
-                "queue": self.queue,
-                "task": self.task,
-                "resource": dim,
-                "allocated": used,
-                "request": request,
-                "limit": limit_float,
-                "limitKind": kind,
-            },
-        )
+def _refusal(  # noqa: PLR0917 - the reason's figures, in order
+    plugin: str, queue: str, dim: str, used: int, request: int, limit: Fraction | int, kind: str
+) -> Reason:
+    return Reason(
+        "queue-not-allocatable",
+        f"queue {queue} cannot take the request: {dim} allocated {describe(used, dim)} + request "
+        f"{describe(request, dim)} > {kind} {describe(limit, dim)}",
+        {
+            "plugin": plugin,
+            "queue": queue,
+            "resource": dim,
+            "allocated": used,
+            "request": request,
+            "limit": float(limit),
+            "limitKind": kind,
+        },
+    )
 
 
 class QuotaPlugin(PluginBase):
