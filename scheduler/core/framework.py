@@ -678,8 +678,11 @@ class Session:
     # ------------------------------------------------------------------ orderings
 
     def job_key(self, job: JobState) -> SortKey:
-        # job.rank orders exactly as (job.created, job.uid) (set in _build).
-        return (*[fn(job) for fn in self._job_order.calls], job.rank)
+        # job.rank orders exactly as (job.created, job.uid) (set in _build).  One list made
+        # into a tuple (a starred list would build the list, then a tuple of it and the rank).
+        key: list[OrderKey] = [fn(job) for fn in self._job_order.calls]
+        key.append(job.rank)
+        return tuple(key)
 
     def queue_key(self, queue: QueueState) -> SortKey:
         return (*[fn(queue) for fn in self._queue_order.calls], queue.created, queue.name)

@@ -166,7 +166,10 @@ class AllocateAction:
                 tasks.sort(key=ssn.task_key)
             worksheets[job.uid] = (tasks, [0])
             # Keyed here, while the job is in the cache, not by job_heaps in a second pass.
-            waiting.setdefault(job.queue, []).append((ssn.job_key(job), job))
+            keyed = waiting.get(job.queue)
+            if keyed is None:  # not setdefault: it would build an empty list for every job
+                keyed = waiting[job.queue] = []
+            keyed.append((ssn.job_key(job), job))
         return {name: JobHeap(ssn, keyed) for name, keyed in waiting.items()}, worksheets
 
     def _visit_job(
