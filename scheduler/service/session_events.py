@@ -73,7 +73,9 @@ SCHEDULER_SOURCE: Final = "tephra://scheduler"
 # The namespace of session ids (a fixed, arbitrary UUID owned by this module).
 _SESSION_NAMESPACE: Final = uuid.UUID("0b6c2f9e-4a51-4d7e-8f3a-2c9d5e1a7b60")
 #: The slices a pending list is cut into: a change restates one of them (see the module).
-PENDING_SLICES: Final = 64
+#: At 92,000 pending jobs a slice is ~360 entries (~0.1 MB): what the projector writes and the
+#: scheduler reads back for every session besides its change.
+PENDING_SLICES: Final = 256
 
 
 class _HasCodeAndMessage(Protocol):
