@@ -292,7 +292,7 @@ class Session:
         self._reason_ids: dict[str, int] = {}
         #: Reasons that many jobs share, by what they are made of (a memo: each function that
         #: fills it keys it on all its inputs; a Reason is immutable, so every job of a refused
-        #: backlog holds the same one).  An input keyed by its identity is kept in the entry.
+        #: backlog holds the same one).
         self.shared_reasons: dict[tuple[object, ...], Reason] = {}
         #: queue -> its last ``queue-not-allocatable`` refusal (plugins.queue_accounting).
         self.last_refusals: dict[str, LastRefusal] = {}
