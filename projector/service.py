@@ -276,6 +276,12 @@ def _log_metrics(what: str, metrics: ProjectorMetrics) -> None:
     log.info("%s %s", what, json.dumps(summary))
 
 
+#: The ``application_name`` of the projector's two connections (``pg_stat_activity`` tells
+#: them apart): the writer's, which commits the batches, and the one that asks ahead of it
+#: (duplicate checks, keyring, stored offsets).
+WRITER_APPLICATION: Final = "tephra-projector"
+CHECK_APPLICATION: Final = "tephra-projector-check"
+
 #: Records whose ids the duplicate check asks about in one query: the first
 #: query is small, so the batch's first chunk folds soon after it arrives.
 _CHECK_FIRST: Final = 256
@@ -457,7 +463,7 @@ class _Run:
 
     async def run(self) -> None:
         settings, target = self.settings, self.target
-        conn = await connect(target.database)
+        conn = await connect(target.database, server_settings={"application_name": WRITER_APPLICATION})
         query_conn: asyncpg.Connection | None = None
         try:
             await require_schema(conn)
@@ -489,7 +495,8 @@ class _Run:
             # small stayed a sequential scan, comparing every row with 1,000 ids
             # (seconds a query at 100k events; measured 1.1k events/s).
             query_conn = await connect(
-                target.database, server_settings={"plan_cache_mode": "force_custom_plan"}
+                target.database,
+                server_settings={"plan_cache_mode": "force_custom_plan", "application_name": CHECK_APPLICATION},
             )
             await start_client(consumer, target.kafka)
             try:

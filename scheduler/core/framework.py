@@ -183,6 +183,10 @@ class _Point(Generic[_F]):
         self.calls = [f for tier_fns in self.tiers for _, f in tier_fns]
         return True
 
+    def plugins(self) -> frozenset[str]:
+        """The plugins with a callback here."""
+        return frozenset(name for tier_fns in self.tiers for name, _ in tier_fns)
+
 
 class _NodePoint(Generic[_B, _R]):
     """A node function point: the batch forms, their scalar forms and shape purity."""
@@ -782,6 +786,12 @@ class Session:
             if fn(queue):
                 return True
         return False
+
+    def visit_plugins(self) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+        """The plugins registered at allocatable, job_ready and job_pipelined: what decides a
+        visit that places nothing (allocate's refusal streak holds only for plugins whose
+        answers it knows)."""
+        return self._allocatable.plugins(), self._job_ready.plugins(), self._job_pipelined.plugins()
 
     def allocatable(self, queue: QueueState, task: TaskState) -> bool:
         for fn in self._allocatable.calls:

@@ -21,7 +21,7 @@ from projector.migrate import apply_migrations, available_migrations
 from projector.plan import BatchPlan, InboundRecord, id_hint
 from projector.progress import wait_for_event, wait_for_seq, wait_for_session
 from projector.reconstruct import load_projection, state_at, verify_chain
-from projector.service import ProjectorMetrics, _DuplicateCheck
+from projector.service import CHECK_APPLICATION, ProjectorMetrics, _DuplicateCheck
 from projector.settings import ProjectorSettings
 from projector.state import ClusterState
 from projector.writer import BatchWriter
@@ -345,7 +345,8 @@ async def test_a_connection_that_fails_to_close_leaves_no_writer_lock_behind(
     # then fails (injected: the real close runs, then raises).  The writer's connection
     # must still be closed, or the writer lock it holds keeps the next run standing by.
     events = event_stream(16, 4_000)
-    await produce(kafka_bootstrap, topics, events)
+    first, second = events[:2_000], events[2_000:]
+    await produce(kafka_bootstrap, topics, first)
     real_close = asyncpg.Connection.close
     injected: list[asyncpg.Connection] = []
     armed = False
@@ -358,21 +359,23 @@ async def test_a_connection_that_fails_to_close_leaves_no_writer_lock_behind(
 
     monkeypatch.setattr(asyncpg.Connection, "close", close_failing_once)
     conn = await asyncpg.connect(database_url)
+    offsets = "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets"
     try:
         async with running_projector(
             kafka_bootstrap, database_url, topics, projector_batch_size=200
         ) as metrics:
-            await wait_until(conn, "SELECT least(count(*), 1)::int FROM event_log", 1)
+            # The first half archived, the check's connection is dropped between batches
+            # (found by its application_name); the second half's first batch runs into it.
+            await wait_until(conn, offsets, len(first))
             armed = True
             dropped = await conn.fetchval(
                 "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                " AND query LIKE '%json_array_elements_text%') AS dropped"
+                " WHERE datname = current_database() AND application_name = $1) AS dropped",
+                CHECK_APPLICATION,
             )
             assert dropped == 1  # the duplicate check's connection, not the writer's
-            await wait_until(
-                conn, "SELECT coalesce(sum(next_offset), 0)::int FROM consumer_offsets", len(events)
-            )
+            await produce(kafka_bootstrap, topics, second)
+            await wait_until(conn, offsets, len(events))
             assert injected, "the failing close was not exercised"
             assert metrics.reconnects >= 1
         assert await conn.fetchval("SELECT count(*) FROM event_log") == len(events)

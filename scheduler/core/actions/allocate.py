@@ -18,6 +18,17 @@
 3. After the visit: ready → commit, and re-queue the job if tasks remain;
    else pipelined → leave the placements in the session uncommitted;
    else discard (reverse order).
+
+A refusal streak (not in Volcano, which visits every job; the result is the same): a full
+queue refuses its waiting jobs one after another, and nothing moves between two such visits.
+When a visit placed nothing because the queue refused every task it tried, the next job of
+the same queue with the same figures (its remaining tasks all Pending with the same
+requests, the same gang counters, per role too, no network topology) gets that
+visit's outcome without running it: the same trace steps under its own ids, the same
+reasons (immutable, shared), its cursor at its end.  Only where every plugin that decides
+such a visit answers from exactly those figures: allocatable from the queue and the request
+(proportion, capacity), job_ready and job_pipelined from the gang counters (gang); any
+other plugin at those points (sla votes on a job's waiting time) turns the streak off.
 """
 
 from __future__ import annotations
@@ -29,7 +40,7 @@ import numpy.typing as npt
 
 from scheduler.core.actions.common import JobHeap, QueueRotation
 from scheduler.core.actions.hypernode_allocate import visit_in_hypernodes
-from scheduler.core.config import ActionName
+from scheduler.core.config import ActionName, PluginName
 from scheduler.core.framework import Session, SortKey
 from scheduler.core.hypernodes import CLUSTER_TOP
 from scheduler.core.placement import PlacementIndex
@@ -42,6 +53,75 @@ from scheduler.core.trace import GangNotReady, JobSkipped, StatementClosed, Task
 __all__ = ["AllocateAction", "gang_reason", "need_continue_allocating"]
 
 IntArray = npt.NDArray[np.int64]
+
+#: The plugins whose answers a refusal streak knows (module docstring): at allocatable, from
+#: the queue and the task's request; at job_ready and job_pipelined, from the gang counters.
+_QUEUE_LEVEL_ALLOCATABLE: frozenset[str] = frozenset({PluginName.PROPORTION, PluginName.CAPACITY})
+_COUNTER_LEVEL_GANG: frozenset[str] = frozenset({PluginName.GANG})
+#: Set False to visit every job (tests compare both).
+SHARE_REFUSALS = True
+
+
+class _Refusal:
+    """A visit that placed nothing because the queue refused every task it tried: what the
+    next job with the same figures is given (see the module docstring)."""
+
+    __slots__ = (
+        "explained",
+        "min_member",
+        "min_task_member",
+        "pending_best_effort",
+        "queue",
+        "ready",
+        "requests",
+        "role_counts",
+        "role_pending_best_effort",
+        "tasks",
+        "waiting",
+    )
+
+    def __init__(
+        self,
+        queue: QueueState,
+        job: JobState,
+        remaining: list[TaskState],
+        explained: tuple[Reason, ...],
+    ) -> None:
+        self.queue = queue
+        #: the request items of the tasks it tried, in order (shared: compared by identity).
+        self.requests = [t.req_items for t in remaining]
+        self.ready = job.ready_num
+        self.waiting = job.waiting_num
+        self.pending_best_effort = job.pending_best_effort
+        self.tasks = len(job.tasks)
+        self.min_member = job.min_member
+        # What the per-role checks read (copies: they are compared with other jobs').
+        self.min_task_member = dict(job.min_task_member)
+        self.role_counts = {role: list(counts) for role, counts in job.role_counts.items()}
+        self.role_pending_best_effort = dict(job.role_pending_best_effort)
+        #: the job's reasons after the visit, which had none before, in order.
+        self.explained = explained
+
+    def fits(self, ssn: Session, queue: QueueState, job: JobState, remaining: list[TaskState]) -> bool:
+        """Whether ``job``'s visit would go exactly as the refused one did."""
+        if (
+            queue is not self.queue
+            or job.ready_num != self.ready
+            or job.waiting_num != self.waiting
+            or job.pending_best_effort != self.pending_best_effort
+            or len(job.tasks) != self.tasks
+            or job.min_member != self.min_member
+            or job.uid in ssn.topologies
+            or len(remaining) != len(self.requests)
+            or job.min_task_member != self.min_task_member
+            or job.role_counts != self.role_counts
+            or job.role_pending_best_effort != self.role_pending_best_effort
+        ):
+            return False
+        for task, request in zip(remaining, self.requests, strict=True):
+            if task.status is not TaskStatus.PENDING or task.req_items is not request:
+                return False
+        return True
 
 
 def need_continue_allocating(job: JobState, failed_roles: set[str]) -> bool:
@@ -99,20 +179,27 @@ class AllocateAction:
         # The queue of the last visit when that visit moved nothing: no key changed, so it is
         # still the best (a full queue's waiting jobs are visited one after another).
         unmoved: QueueState | None = None
+        streak = SHARE_REFUSALS and _streak_known(ssn)
+        # The last visit's refusal, while nothing moved since.
+        refused: _Refusal | None = None
         while rotation:
             queue = rotation.best() if unmoved is None else unmoved
+            if unmoved is None:
+                refused = None
             unmoved = None
             heap = heaps[queue.name]
-            if ssn.overused(queue):
-                for job in heap.jobs():
-                    ssn.explain(job.uid, _overused_reason(ssn, queue.name))
-                rotation.drop(queue)
-                continue
-            if not heap:
+            if _done_with(ssn, queue, heap):
                 rotation.drop(queue)
                 continue
             job = heap.pop()
             tasks, cursor = worksheets[job.uid]
+            if refused is not None and refused.fits(ssn, queue, job, tasks[cursor[0] :]):
+                self._refuse_again(ssn, job, tasks, cursor, refused)
+                unmoved = queue
+                continue
+            # What a refusal streak needs to know of this visit.
+            before = len(ssn.trace) if streak and job.uid not in ssn.reasons else -1
+            first = cursor[0]
             stmt = Statement(ssn)
             ready = self._visit_job(ssn, index, job, tasks=tasks, cursor=cursor, stmt=stmt)
             # A visit that placed nothing (its queue refused the job) changed no allocation.
@@ -137,10 +224,35 @@ class AllocateAction:
                 )
                 ssn.step(StatementClosed(self.name, job.uid, "discarded", len(stmt)))
                 stmt.discard()
+                if before >= 0 and not moved:
+                    refused = _refusal(ssn, queue, job, tasks[first:], before) or refused
             if moved:  # the visit moved only this queue's allocation
                 rotation.refresh(queue)
             else:
                 unmoved = queue
+
+    def _refuse_again(
+        self, ssn: Session, job: JobState, tasks: list[TaskState], cursor: list[int], refused: _Refusal
+    ) -> None:
+        """The refused visit's outcome for ``job``, which :meth:`_Refusal.fits`: its steps under
+        ``job``'s ids, its reasons, the cursor past every task."""
+        uid = job.uid
+        for task in tasks[cursor[0] :]:
+            ssn.step(TaskUnplaced(self.name, uid, task.uid, "queue-not-allocatable", ""))
+        cursor[0] = len(tasks)
+        # Every reason of the visit was recorded latest-wins: setting each, in order, is what
+        # recording them again would leave, whatever the job held before.
+        for reason in refused.explained:
+            ssn.explain(uid, reason)
+        ssn.step(
+            GangNotReady(
+                uid,
+                refused.ready + refused.waiting + refused.pending_best_effort,
+                refused.tasks,
+                refused.min_member,
+            )
+        )
+        ssn.step(StatementClosed(self.name, uid, "discarded", 0))
 
     def _queued(
         self, ssn: Session
@@ -259,6 +371,51 @@ class AllocateAction:
             if ready:
                 break
         return ssn.job_ready(job) if ready is None else ready
+
+
+def _done_with(ssn: Session, queue: QueueState, heap: JobHeap) -> bool:
+    """Whether the action is done with ``queue``: overused (its waiting jobs told why) or
+    without waiting jobs."""
+    if ssn.overused(queue):
+        for job in heap.jobs():
+            ssn.explain(job.uid, _overused_reason(ssn, queue.name))
+        return True
+    return not heap
+
+
+def _streak_known(ssn: Session) -> bool:
+    """Whether every plugin that decides a visit placing nothing answers from the figures a
+    refusal streak compares (module docstring)."""
+    allocatable, ready, pipelined = ssn.visit_plugins()
+    return (
+        allocatable <= _QUEUE_LEVEL_ALLOCATABLE
+        and ready <= _COUNTER_LEVEL_GANG
+        and pipelined <= _COUNTER_LEVEL_GANG
+    )
+
+
+def _refusal(
+    ssn: Session, queue: QueueState, job: JobState, remaining: list[TaskState], before: int
+) -> _Refusal | None:
+    """The visit just discarded as a refusal to give again, or None when it was not one: a job
+    without reasons before, every task it tried Pending and refused by its queue (the steps
+    since ``before``: one TaskUnplaced ``queue-not-allocatable`` per task, then the gang's
+    two), no network topology."""
+    if job.uid in ssn.topologies or not remaining:
+        return None
+    steps = ssn.trace[before:]
+    if len(steps) != len(remaining) + 2:
+        return None
+    for task, step in zip(remaining, steps, strict=False):
+        if (
+            task.status is not TaskStatus.PENDING
+            or not isinstance(step, TaskUnplaced)
+            or step.code != "queue-not-allocatable"
+            or step.task != task.uid
+        ):
+            return None
+    bucket = ssn.reasons.get(job.uid)
+    return _Refusal(queue, job, remaining, tuple(bucket.values()) if bucket else ())
 
 
 def _fit_reason(
