@@ -102,24 +102,31 @@ class _Refusal:
         #: the job's reasons after the visit, which had none before, in order.
         self.explained = explained
 
-    def fits(self, ssn: Session, queue: QueueState, job: JobState, remaining: list[TaskState]) -> bool:
-        """Whether ``job``'s visit would go exactly as the refused one did."""
+    def fits(
+        self, ssn: Session, queue: QueueState, job: JobState, tasks: list[TaskState], start: int
+    ) -> bool:
+        """Whether ``job``'s visit, from ``tasks[start]`` on, would go exactly as the refused one did."""
+        requests = self.requests
+        count = len(requests)
         if (
             queue is not self.queue
+            or len(tasks) - start != count
             or job.ready_num != self.ready
             or job.waiting_num != self.waiting
             or job.pending_best_effort != self.pending_best_effort
             or len(job.tasks) != self.tasks
             or job.min_member != self.min_member
             or job.uid in ssn.topologies
-            or len(remaining) != len(self.requests)
             or job.min_task_member != self.min_task_member
             or job.role_counts != self.role_counts
             or job.role_pending_best_effort != self.role_pending_best_effort
         ):
             return False
-        for task, request in zip(remaining, self.requests, strict=True):
-            if task.status is not TaskStatus.PENDING or task.req_items is not request:
+        # Indexed, not zip(): a compiled zip call costs as much as the rest of this check.
+        pending = TaskStatus.PENDING
+        for offset in range(count):
+            task = tasks[start + offset]
+            if task.status is not pending or task.req_items is not requests[offset]:
                 return False
         return True
 
@@ -193,7 +200,7 @@ class AllocateAction:
                 continue
             job = heap.pop()
             tasks, cursor = worksheets[job.uid]
-            if refused is not None and refused.fits(ssn, queue, job, tasks[cursor[0] :]):
+            if refused is not None and refused.fits(ssn, queue, job, tasks, cursor[0]):
                 self._refuse_again(ssn, job, tasks, cursor, refused)
                 unmoved = queue
                 continue
@@ -237,8 +244,8 @@ class AllocateAction:
         """The refused visit's outcome for ``job``, which :meth:`_Refusal.fits`: its steps under
         ``job``'s ids, its reasons, the cursor past every task."""
         uid = job.uid
-        for task in tasks[cursor[0] :]:
-            ssn.step(TaskUnplaced(self.name, uid, task.uid, "queue-not-allocatable", ""))
+        for position in range(cursor[0], len(tasks)):
+            ssn.step(TaskUnplaced(self.name, uid, tasks[position].uid, "queue-not-allocatable", ""))
         cursor[0] = len(tasks)
         # Every reason of the visit was recorded latest-wins: setting each, in order, is what
         # recording them again would leave, whatever the job held before.
