@@ -1,11 +1,13 @@
 """The scheduler's live path on a folded backlog, stage by stage, in CPU seconds (no servers).
 
-    python bench/live_path.py [--jobs N] [--nodes M] [--sessions S]
+    python bench/live_path.py [--jobs N] [--nodes M] [--sessions S] [--churn K]
 
 Folds ``--nodes`` nodes and ``--jobs`` single-task jobs of 8 cpu (the
 backlog of bench/backlog.py: 8 run per node, the rest wait) into a state,
 then runs ``--sessions`` sessions as the scheduler's loop does, each on the
-state the previous one left (one more job submitted in between), and prints
+state the previous one left (one more job submitted in between; with
+``--churn K``, K more submitted and K waiting backlog jobs cancelled, the
+newest first, as ``bench/backlog.py --cancel`` does), and prints
 each stage's CPU time: the snapshot (incremental), the core, the pending
 reasons (as events, their digest, the change from the newest session's list),
 the session's events (signed), what the loop does once it published them (the
@@ -30,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this tree's pack
 
 from opentelemetry import trace
 
+from bench.backlog import _cancel
 from bench.e2e import _cluster_events, _job
 from bench.host import cpu_loop_seconds, memory_walk_seconds
 from events.models import Decision, PendingJob, SessionCommitted, SessionPart
@@ -178,11 +181,27 @@ def _spans(summary: TraceSummary, timings: list[tuple[int, int]]) -> TraceSummar
     return summary
 
 
+def _between(state: ClusterState, cache: SnapshotCache, number: int, jobs: int, churn: int) -> None:
+    """What arrives between two sessions: one job, or ``churn`` jobs and as many cancellations
+    of waiting backlog jobs (the newest first); the snapshot cache is told what each touched,
+    as the scheduler's projection reader tells it."""
+    if not churn:
+        apply(state, state.seq + 1, _job(f"steady-{number:07d}", 1, "8"))
+        return
+    for index in range((number - 1) * churn, number * churn):
+        cache.touched(state, apply(state, state.seq + 1, _job(f"steady-{index:07d}", 1, "8")).touched)
+        if index < jobs:
+            cache.touched(state, apply(state, state.seq + 1, _cancel(jobs - 1 - index)).touched)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--nodes", type=int, default=1_000)
     parser.add_argument("--sessions", type=int, default=3)
+    parser.add_argument(
+        "--churn", type=int, default=0, help="jobs submitted and backlog jobs cancelled between two sessions"
+    )
     args = parser.parse_args()
     print(
         f"host reference: integer loop {cpu_loop_seconds():.2f} s, dict walk {memory_walk_seconds():.2f} s"
@@ -198,7 +217,7 @@ def main() -> None:
     print(f"{args.jobs:,} jobs on {args.nodes:,} nodes; CPU seconds per stage:")
     for number in range(args.sessions):
         if number:
-            apply(state, state.seq + 1, _job(f"steady-{number:07d}", 1, "8"))
+            _between(state, cache, number, args.jobs, args.churn)
         times = _session(state, cache, texts, number, carried)
         stages = ", ".join(f"{name} {seconds:.3f}" for name, seconds in times.items())
         print(f"  session {number}: {stages}; total {sum(times.values()):.2f}")
