@@ -496,7 +496,10 @@ class _Run:
             # (seconds a query at 100k events; measured 1.1k events/s).
             query_conn = await connect(
                 target.database,
-                server_settings={"plan_cache_mode": "force_custom_plan", "application_name": CHECK_APPLICATION},
+                server_settings={
+                    "plan_cache_mode": "force_custom_plan",
+                    "application_name": CHECK_APPLICATION,
+                },
             )
             await start_client(consumer, target.kafka)
             try:
