@@ -300,6 +300,8 @@ class Session:
         self.shared_reasons: dict[tuple[object, ...], Reason] = {}
         #: queue -> its last ``queue-not-allocatable`` refusal (plugins.queue_accounting).
         self.last_refusals: dict[str, LastRefusal] = {}
+        #: waiting jobs allocate gave a refused visit's outcome without visiting them (its streak).
+        self.refusals_given_again = 0
         self.annotations: dict[str, Mapping[str, str]] = {}
         #: queue -> dimension -> deserved amount, as the first quota plugin computed it
         #: (:meth:`set_deserved`); None while no plugin has.

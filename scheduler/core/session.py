@@ -65,6 +65,9 @@ class SessionResult:
     shares: QueueShares
     #: job -> the priority the session gave it (PriorityClass value, else the default).
     priorities: dict[str, int]
+    #: waiting jobs allocate did not visit: it gave them a refused visit's outcome (the same
+    #: result as visiting them, actions/allocate.py); a measure of work saved, nothing decided.
+    refusals_given_again: int = 0
 
     def events(self) -> list[Any]:
         """Decisions followed by pipelines, as ``events.models`` decision models."""
@@ -180,6 +183,7 @@ def _close(ssn: Session, allocated: dict[str, dict[str, int]]) -> SessionResult:
         trace=tuple(ssn.trace),
         shares=QueueShares(allocated, _deserved(ssn)),
         priorities={uid: job.priority for uid, job in ssn.jobs.items()},
+        refusals_given_again=ssn.refusals_given_again,
     )
 
 

@@ -244,6 +244,7 @@ class AllocateAction:
         """The refused visit's outcome for ``job``, which :meth:`_Refusal.fits`: its steps under
         ``job``'s ids, its reasons, the cursor past every task."""
         uid = job.uid
+        ssn.refusals_given_again += 1
         for position in range(cursor[0], len(tasks)):
             ssn.step(TaskUnplaced(self.name, uid, tasks[position].uid, "queue-not-allocatable", ""))
         cursor[0] = len(tasks)
